@@ -1,0 +1,109 @@
+//! The library's single error type.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Every error the library returns.
+///
+/// `Display` is one short line; the underlying cause (if any) is reachable through
+/// [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error, with the file it concerned when known.
+    #[error("I/O error{}", path_suffix(.path))]
+    Io {
+        /// The file or directory the operation concerned, if known.
+        path: Option<PathBuf>,
+        /// The operating-system error.
+        #[source]
+        source: io::Error,
+    },
+    /// Bytes on disk are not what the format says they must be.
+    #[error("corruption in {}: offset {offset}: {reason}", file.display())]
+    Corruption {
+        /// The file holding the bad bytes (empty when decoding a bare buffer).
+        file: PathBuf,
+        /// Byte offset of the problem inside `file`.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Another handle (in this or another process) holds the store's lock.
+    #[error("store at {} is locked by another process or handle", .0.display())]
+    Locked(PathBuf),
+    /// An argument the caller passed is out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A key or value is larger than the format allows.
+    #[error("{what} of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// "key" or "value".
+        what: &'static str,
+        /// The length given.
+        len: usize,
+        /// The largest length allowed.
+        max: usize,
+    },
+    /// A previous write or sync failed; the store refuses writes until it is reopened.
+    #[error("store refuses writes after an earlier I/O failure; reopen it")]
+    Poisoned,
+}
+
+fn path_suffix(p: &Option<PathBuf>) -> String {
+    match p {
+        Some(p) => format!(" on {}", p.display()),
+        None => String::new(),
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(source: io::Error) -> Self {
+        Error::Io { path: None, source }
+    }
+}
+
+impl Error {
+    /// A corruption error at `offset` of a buffer whose file is not known yet.
+    pub fn corrupt(offset: u64, reason: impl fmt::Display) -> Self {
+        Error::Corruption {
+            file: PathBuf::new(),
+            offset,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Places a corruption found in a buffer into `file`, shifting its offset by `base`
+    /// (the buffer's position in the file). Other errors pass through unchanged.
+    pub fn in_file(self, file: impl Into<PathBuf>, base: u64) -> Self {
+        match self {
+            Error::Corruption { offset, reason, .. } => Error::Corruption {
+                file: file.into(),
+                offset: offset + base,
+                reason,
+            },
+            Error::Io { path: None, source } => Error::Io {
+                path: Some(file.into()),
+                source,
+            },
+            other => other,
+        }
+    }
+
+    /// An I/O error about `path`.
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            path: Some(path.into()),
+            source,
+        }
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,149 @@
+//! Classic Bloom filter (thesis ch. 3): one array of m bits, k probes per key by enhanced
+//! double hashing over the whole array.
+//!
+//! m = ⌈−n·ln ε / (ln 2)²⌉ (at least 64), k = round((m/n)·ln 2) clamped to 1..=30.
+//! Probe i of hash h: x₀ = h, y₀ = mix64(h); position = fastrange(xᵢ, m);
+//! xᵢ₊₁ = xᵢ + yᵢ, yᵢ₊₁ = yᵢ + i (wrapping 64-bit). Positions are 64-bit, so m may exceed 2³².
+//! Body: ⌈m/64⌉ little-endian u64 words; bit p is bit (p mod 64) of word p/64.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use super::{FilterKind, Header};
+use crate::error::{Error, Result};
+use crate::hash::{fastrange, mix64};
+
+/// Largest number of probes accepted from disk.
+pub const MAX_K: u32 = 30;
+
+/// Bits m and probes k for `n` keys at target `fpr`.
+pub fn params(n: u64, fpr: f64) -> (u64, u32) {
+    let ln2 = std::f64::consts::LN_2;
+    let m = ((-(n as f64) * fpr.ln()) / (ln2 * ln2)).ceil().max(64.0) as u64;
+    let k = if n == 0 {
+        1
+    } else {
+        ((m as f64 / n as f64) * ln2)
+            .round()
+            .clamp(1.0, MAX_K as f64) as u32
+    };
+    (m, k)
+}
+
+/// (1 − e^(−kn/m))^k, the thesis's false-positive rate.
+pub fn theoretical_fpr(m: u64, k: u32, n: u64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    (1.0 - (-(k as f64) * n as f64 / m as f64).exp()).powi(k as i32)
+}
+
+#[inline]
+fn for_each_probe(hash: u64, m: u64, k: u32, mut f: impl FnMut(u64) -> bool) -> bool {
+    let mut x = hash;
+    let mut y = mix64(hash);
+    for i in 0..k {
+        if !f(fastrange(x, m)) {
+            return false;
+        }
+        x = x.wrapping_add(y);
+        y = y.wrapping_add(i as u64);
+    }
+    true
+}
+
+/// Builds a Bloom filter block over `hashes` on the current rayon pool.
+///
+/// With more than one thread, bits are set with relaxed atomic OR (no locks; a key's probes
+/// span the whole array, so the array cannot be partitioned by key).
+pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
+    let n = hashes.len() as u64;
+    let (m, k) = params(n, fpr);
+    let words = m.div_ceil(64) as usize;
+    let bits: Vec<u64> = if rayon::current_num_threads() <= 1 {
+        let mut bits = vec![0u64; words];
+        for &h in hashes {
+            for_each_probe(h, m, k, |p| {
+                bits[(p / 64) as usize] |= 1 << (p % 64);
+                true
+            });
+        }
+        bits
+    } else {
+        let bits: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+        hashes.par_iter().with_min_len(4096).for_each(|&h| {
+            for_each_probe(h, m, k, |p| {
+                let w = &bits[(p / 64) as usize];
+                let bit = 1u64 << (p % 64);
+                if w.load(Ordering::Relaxed) & bit == 0 {
+                    w.fetch_or(bit, Ordering::Relaxed);
+                }
+                true
+            });
+        });
+        bits.into_iter().map(AtomicU64::into_inner).collect()
+    };
+    let mut body = Vec::with_capacity(words * 8);
+    for w in bits {
+        body.extend_from_slice(&w.to_le_bytes());
+    }
+    Header {
+        kind: FilterKind::Bloom,
+        n,
+        target_fpr: fpr,
+        p1: m,
+        p2: k,
+        p3: 0,
+        body_len: body.len() as u64,
+    }
+    .encode_block(&body)
+}
+
+/// Zero-copy reader over a Bloom body.
+#[derive(Clone, Copy, Debug)]
+pub struct BloomView<'a> {
+    body: &'a [u8],
+    m: u64,
+    k: u32,
+}
+
+impl<'a> BloomView<'a> {
+    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+        if h.p1 == 0 {
+            return Err(Error::corrupt(32, "bloom filter with zero bits"));
+        }
+        if h.p2 == 0 || h.p2 > MAX_K {
+            return Err(Error::corrupt(
+                40,
+                format!("bloom probe count {} outside 1..={MAX_K}", h.p2),
+            ));
+        }
+        if h.p1.div_ceil(64).checked_mul(8) != Some(body.len() as u64) {
+            return Err(Error::corrupt(
+                32,
+                format!(
+                    "bloom of {} bits needs {} body bytes, found {}",
+                    h.p1,
+                    h.p1.div_ceil(64) * 8,
+                    body.len()
+                ),
+            ));
+        }
+        Ok(BloomView {
+            body,
+            m: h.p1,
+            k: h.p2,
+        })
+    }
+
+    /// False means certainly absent.
+    #[inline]
+    pub fn may_contain(&self, hash: u64) -> bool {
+        let body = self.body;
+        for_each_probe(hash, self.m, self.k, |p| {
+            let byte = body.get((p / 8) as usize).copied().unwrap_or(0);
+            byte & (1 << (p % 8)) != 0
+        })
+    }
+}

@@ -1,0 +1,332 @@
+//! Cuckoo filter with partial-key cuckoo hashing (thesis ch. 4, Algorithms 3–5; Fan et al.
+//! 2014): B buckets of 4 slots, one f-bit fingerprint per slot, f = ⌈log2(2·4/ε)⌉.
+//!
+//! For a key hash h: primary bucket i₁ = fastrange(h, B); fingerprint
+//! fp = ((h mod 2³²)·(2^f − 1)) >> 32) + 1, uniform over 1..2^f (0 marks an empty slot); alternate bucket alt(i, fp) = (H(fp) − i) mod B with
+//! H(fp) = fastrange(mix64(fp), B). `alt` is an involution for *any* B, so no power-of-two
+//! rounding is needed: alt(alt(i)) = H − (H − i) = i.
+//!
+//! Body: the 4·B slots packed as a little-endian bit stream, f bits each (slot s of bucket i
+//! starts at bit (4i + s)·f), then zero padding up to a multiple of 8 bytes plus 16 more
+//! bytes, so a bucket can always be read with one unaligned 128-bit load.
+//!
+//! The builder never loses an item: when an insert runs out of kicks, the whole filter is
+//! rebuilt with 1 % more buckets.
+
+use super::{FilterKind, Header};
+use crate::error::{Error, Result};
+use crate::hash::{fastrange, mix64};
+
+/// Slots per bucket.
+pub const SLOTS: u32 = 4;
+/// Most relocations an insert tries (thesis: MaxNumRealocações).
+pub const MAX_KICKS: u32 = 500;
+/// Smallest and largest fingerprint widths.
+pub const MIN_FP_BITS: u32 = 4;
+/// Largest fingerprint width (a bucket must fit a 128-bit load with 7 bits of shift).
+pub const MAX_FP_BITS: u32 = 30;
+/// Load factor the builder sizes for; it grows the table when inserts fail.
+pub const TARGET_LOAD: f64 = 0.955;
+
+/// Fingerprint bits for target `fpr`: ⌈log2(2·4/ε)⌉, clamped to 4..=30.
+pub fn fingerprint_bits(fpr: f64) -> u32 {
+    ((2.0 * SLOTS as f64 / fpr).log2().ceil() as u32).clamp(MIN_FP_BITS, MAX_FP_BITS)
+}
+
+/// 2·4·α / (2^f − 1) with α = n / (4B), n the stored fingerprints.
+///
+/// A stored fingerprint v sits in one of the two buckets {i, H(v) − i}; a query with
+/// fingerprint v and primary bucket i₁ looks at exactly that pair, so it matches an item iff
+/// the item has fingerprint v (chance 1/(2^f − 1)) and the same pair (chance 2/B). The builder
+/// never stores a fingerprint twice in one pair, so at most one item can match and the rate is
+/// exactly the expected number of matches, n·2/(B·(2^f − 1)).
+pub fn theoretical_fpr(buckets: u64, fp_bits: u32, n: u64) -> f64 {
+    if n == 0 || buckets == 0 {
+        return 0.0;
+    }
+    (2.0 * n as f64 / (buckets as f64 * ((1u64 << fp_bits) - 1) as f64)).min(1.0)
+}
+
+fn body_len(buckets: u64, fp_bits: u32) -> Option<u64> {
+    let bits = buckets
+        .checked_mul(SLOTS as u64)?
+        .checked_mul(fp_bits as u64)?;
+    bits.div_ceil(64).checked_mul(8)?.checked_add(16)
+}
+
+/// Uniform over 1..2^f (0 marks an empty slot): fastrange of the hash's low 32 bits.
+#[inline]
+fn fingerprint(hash: u64, fp_bits: u32) -> u32 {
+    (((hash & 0xffff_ffff) * ((1u64 << fp_bits) - 1)) >> 32) as u32 + 1
+}
+
+#[inline]
+fn alt_bucket(i: u64, fp: u32, buckets: u64) -> u64 {
+    let h = fastrange(mix64(fp as u64), buckets);
+    if h >= i {
+        h - i
+    } else {
+        h + buckets - i
+    }
+}
+
+/// A mutable cuckoo filter: insert, contains, delete; `finish` writes the block.
+#[derive(Clone, Debug)]
+pub struct CuckooBuilder {
+    slots: Vec<u32>,
+    buckets: u64,
+    fp_bits: u32,
+    fpr: f64,
+    len: u64,
+    rng: u64,
+}
+
+impl CuckooBuilder {
+    /// An empty filter with room for about `capacity` keys at load [`TARGET_LOAD`].
+    pub fn new(capacity: u64, fpr: f64) -> Self {
+        let buckets = ((capacity as f64 / (SLOTS as f64 * TARGET_LOAD)).ceil() as u64).max(1);
+        Self::with_buckets(buckets, fpr)
+    }
+
+    fn with_buckets(buckets: u64, fpr: f64) -> Self {
+        CuckooBuilder {
+            slots: vec![0; (buckets * SLOTS as u64) as usize],
+            buckets,
+            fp_bits: fingerprint_bits(fpr),
+            fpr,
+            len: 0,
+            rng: 0x9e37_79b9_7f4a_7c15 ^ buckets,
+        }
+    }
+
+    /// Number of fingerprints stored.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of buckets.
+    pub fn buckets(&self) -> u64 {
+        self.buckets
+    }
+
+    fn bucket(&mut self, i: u64) -> &mut [u32] {
+        let s = (i * SLOTS as u64) as usize;
+        &mut self.slots[s..s + SLOTS as usize]
+    }
+
+    fn bucket_has(&self, i: u64, fp: u32) -> bool {
+        let s = (i * SLOTS as u64) as usize;
+        self.slots[s..s + SLOTS as usize].contains(&fp)
+    }
+
+    fn place(&mut self, i: u64, fp: u32) -> bool {
+        match self.bucket(i).iter_mut().find(|s| **s == 0) {
+            Some(slot) => {
+                *slot = fp;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn next_rand(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    /// Algorithm 3. Inserts the key with hash `hash`; a key whose fingerprint is already in one
+    /// of its buckets is not stored twice (set semantics, so duplicates never fill a bucket).
+    /// Returns false when the table is too full: the filter is then unchanged.
+    pub fn insert(&mut self, hash: u64) -> bool {
+        let fp = fingerprint(hash, self.fp_bits);
+        let i1 = fastrange(hash, self.buckets);
+        let i2 = alt_bucket(i1, fp, self.buckets);
+        if self.bucket_has(i1, fp) || self.bucket_has(i2, fp) {
+            return true;
+        }
+        if self.place(i1, fp) || self.place(i2, fp) {
+            self.len += 1;
+            return true;
+        }
+        // Relocate, remembering every swap so a failure can be undone exactly.
+        let mut undo: Vec<(usize, u32)> = Vec::new();
+        let mut i = if self.next_rand() & 1 == 0 { i1 } else { i2 };
+        let mut fp = fp;
+        for _ in 0..MAX_KICKS {
+            let s = (self.next_rand() % SLOTS as u64) as usize;
+            let idx = (i * SLOTS as u64) as usize + s;
+            undo.push((idx, self.slots[idx]));
+            std::mem::swap(&mut fp, &mut self.slots[idx]);
+            i = alt_bucket(i, fp, self.buckets);
+            if self.place(i, fp) {
+                self.len += 1;
+                return true;
+            }
+        }
+        for (idx, old) in undo.into_iter().rev() {
+            self.slots[idx] = old;
+        }
+        false
+    }
+
+    /// Algorithm 4.
+    pub fn contains(&self, hash: u64) -> bool {
+        let fp = fingerprint(hash, self.fp_bits);
+        let i1 = fastrange(hash, self.buckets);
+        self.bucket_has(i1, fp) || self.bucket_has(alt_bucket(i1, fp, self.buckets), fp)
+    }
+
+    /// Algorithm 5. Removes one copy of the key's fingerprint; only call it for inserted keys.
+    pub fn delete(&mut self, hash: u64) -> bool {
+        let fp = fingerprint(hash, self.fp_bits);
+        let i1 = fastrange(hash, self.buckets);
+        let i2 = alt_bucket(i1, fp, self.buckets);
+        for i in [i1, i2] {
+            if let Some(slot) = self.bucket(i).iter_mut().find(|s| **s == fp) {
+                *slot = 0;
+                self.len -= 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes the filter block.
+    pub fn finish(&self) -> Vec<u8> {
+        let len = body_len(self.buckets, self.fp_bits).unwrap_or(16) as usize;
+        let mut body = vec![0u8; len];
+        let f = self.fp_bits as usize;
+        for (s, &fp) in self.slots.iter().enumerate() {
+            if fp == 0 {
+                continue;
+            }
+            let bit = s * f;
+            let byte = bit / 8;
+            let mut w = u128::from_le_bytes(body[byte..byte + 16].try_into().unwrap_or([0; 16]));
+            w |= (fp as u128) << (bit % 8);
+            body[byte..byte + 16].copy_from_slice(&w.to_le_bytes());
+        }
+        Header {
+            kind: FilterKind::Cuckoo,
+            n: self.len,
+            target_fpr: self.fpr,
+            p1: self.buckets,
+            p2: self.fp_bits,
+            p3: SLOTS,
+            body_len: body.len() as u64,
+        }
+        .encode_block(&body)
+    }
+}
+
+/// Builds a cuckoo filter block over `hashes` (duplicates allowed). Insertion is sequential;
+/// when an insert fails the table is rebuilt 1 % larger, so no key is ever lost.
+pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
+    let mut b = CuckooBuilder::new(hashes.len() as u64, fpr);
+    'attempt: loop {
+        for &h in hashes {
+            if !b.insert(h) {
+                let grown = b.buckets + (b.buckets / 100).max(1);
+                b = CuckooBuilder::with_buckets(grown, fpr);
+                continue 'attempt;
+            }
+        }
+        return b.finish();
+    }
+}
+
+/// Zero-copy reader over a cuckoo body.
+#[derive(Clone, Copy, Debug)]
+pub struct CuckooView<'a> {
+    body: &'a [u8],
+    buckets: u64,
+    fp_bits: u32,
+}
+
+impl<'a> CuckooView<'a> {
+    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+        if h.p1 == 0 {
+            return Err(Error::corrupt(32, "cuckoo filter with zero buckets"));
+        }
+        if !(MIN_FP_BITS..=MAX_FP_BITS).contains(&h.p2) {
+            return Err(Error::corrupt(
+                40,
+                format!(
+                    "fingerprint width {} outside {MIN_FP_BITS}..={MAX_FP_BITS}",
+                    h.p2
+                ),
+            ));
+        }
+        if h.p3 != SLOTS {
+            return Err(Error::corrupt(
+                44,
+                format!("cuckoo slots per bucket {} (only {SLOTS} supported)", h.p3),
+            ));
+        }
+        if body_len(h.p1, h.p2) != Some(body.len() as u64) {
+            return Err(Error::corrupt(
+                32,
+                format!(
+                    "cuckoo body of {} bytes does not match {} buckets of {}-bit slots",
+                    body.len(),
+                    h.p1,
+                    h.p2
+                ),
+            ));
+        }
+        Ok(CuckooView {
+            body,
+            buckets: h.p1,
+            fp_bits: h.p2,
+        })
+    }
+
+    #[inline]
+    fn bucket_has(&self, i: u64, fp: u32) -> bool {
+        let f = self.fp_bits as u64;
+        let bit = i * SLOTS as u64 * f;
+        let byte = (bit / 8) as usize;
+        let Some(raw) = self.body.get(byte..byte + 16) else {
+            return true;
+        };
+        let w = u128::from_le_bytes(raw.try_into().unwrap_or([0xff; 16])) >> (bit % 8);
+        let mask = (1u128 << f) - 1;
+        (0..SLOTS as u64).any(|s| (w >> (s * f)) & mask == fp as u128)
+    }
+
+    /// Algorithm 4 over the packed body. False means certainly absent.
+    #[inline]
+    pub fn may_contain(&self, hash: u64) -> bool {
+        let fp = fingerprint(hash, self.fp_bits);
+        let i1 = fastrange(hash, self.buckets);
+        self.bucket_has(i1, fp) || self.bucket_has(alt_bucket(i1, fp, self.buckets), fp)
+    }
+
+    /// Reconstructs a mutable filter from this block (to insert or delete without the keys).
+    pub fn to_builder(&self, fpr: f64) -> CuckooBuilder {
+        let mut b = CuckooBuilder::with_buckets(self.buckets, fpr);
+        b.fp_bits = self.fp_bits;
+        let f = self.fp_bits as usize;
+        let mask = (1u128 << f) - 1;
+        for s in 0..b.slots.len() {
+            let bit = s * f;
+            let byte = bit / 8;
+            if let Some(raw) = self.body.get(byte..byte + 16) {
+                let w = u128::from_le_bytes(raw.try_into().unwrap_or([0; 16]));
+                let fp = ((w >> (bit % 8)) & mask) as u32;
+                b.slots[s] = fp;
+                if fp != 0 {
+                    b.len += 1;
+                }
+            }
+        }
+        b
+    }
+}

@@ -1,0 +1,334 @@
+//! Approximate-membership filters stored as self-describing, memory-mappable blocks.
+//!
+//! A filter block is a 64-byte header followed by the kind's body (see `format.md`,
+//! "Filter block"). Builders take key hashes ([`crate::hash::key_hash`]) and return the block's
+//! bytes; [`Filter::decode`] is a zero-copy view over a borrowed `&[u8]` (for example a memory
+//! map) that checks every field and the CRCs before answering queries.
+//!
+//! ```text
+//! | header (64 bytes) | body (body_len bytes, little-endian) |
+//! ```
+
+pub mod blocked;
+pub mod bloom;
+pub mod cuckoo;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+use crate::hash::{HASH_SEED, HASH_XXH3_64};
+
+/// Magic at the start of every filter block.
+pub const FILTER_MAGIC: [u8; 4] = *b"FSFL";
+/// Current filter block format version.
+pub const FILTER_VERSION: u8 = 1;
+/// Size of the filter block header; the body starts here (64-byte aligned in a file).
+pub const HEADER_LEN: usize = 64;
+
+/// The kinds of filter a table can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FilterKind {
+    /// No filter: every lookup reads the table.
+    None,
+    /// Classic Bloom filter over one bit array (thesis ch. 3).
+    Bloom,
+    /// Cache-line blocked Bloom filter: all probes of a key in one 64-byte line.
+    BlockedBloom,
+    /// Cuckoo filter with partial-key cuckoo hashing (thesis ch. 4), 4 slots per bucket.
+    Cuckoo,
+}
+
+impl FilterKind {
+    /// All kinds, in the order the benchmark reports them.
+    pub const ALL: [FilterKind; 4] = [
+        FilterKind::None,
+        FilterKind::Bloom,
+        FilterKind::BlockedBloom,
+        FilterKind::Cuckoo,
+    ];
+
+    /// The tag byte stored on disk. Tags are never reused.
+    pub fn tag(self) -> u8 {
+        match self {
+            FilterKind::None => 0,
+            FilterKind::Bloom => 1,
+            FilterKind::BlockedBloom => 2,
+            FilterKind::Cuckoo => 3,
+        }
+    }
+
+    /// The kind with on-disk tag `tag`, if any.
+    pub fn from_tag(tag: u8) -> Option<FilterKind> {
+        FilterKind::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterKind::None => "none",
+            FilterKind::Bloom => "bloom",
+            FilterKind::BlockedBloom => "blocked-bloom",
+            FilterKind::Cuckoo => "cuckoo",
+        }
+    }
+}
+
+impl fmt::Display for FilterKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FilterKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        FilterKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown filter kind {s:?}; valid kinds: none, bloom, blocked-bloom, cuckoo"
+                ))
+            })
+    }
+}
+
+/// Checks that a target false-positive rate is usable: strictly between 0 and 1.
+pub fn check_fpr(fpr: f64) -> Result<()> {
+    if fpr.is_finite() && fpr > 0.0 && fpr < 1.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "false-positive rate {fpr} must be strictly between 0 and 1"
+        )))
+    }
+}
+
+/// The decoded, checked header of a filter block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Header {
+    /// Filter kind (never `None` inside a block).
+    pub kind: FilterKind,
+    /// Number of distinct key hashes inserted.
+    pub n: u64,
+    /// Target false-positive rate the filter was sized for.
+    pub target_fpr: f64,
+    /// Kind parameter 1: bits (bloom), blocks (blocked-bloom), buckets (cuckoo).
+    pub p1: u64,
+    /// Kind parameter 2: probes k (bloom kinds), fingerprint bits (cuckoo).
+    pub p2: u32,
+    /// Kind parameter 3: 0 (bloom kinds), slots per bucket (cuckoo).
+    pub p3: u32,
+    /// Length of the body in bytes.
+    pub body_len: u64,
+}
+
+impl Header {
+    /// Serialises the header followed by `body` into one block, computing both CRCs.
+    pub(crate) fn encode_block(&self, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+        out.extend_from_slice(&FILTER_MAGIC);
+        out.push(FILTER_VERSION);
+        out.push(self.kind.tag());
+        out.push(HASH_XXH3_64);
+        out.push(0);
+        out.extend_from_slice(&HASH_SEED.to_le_bytes());
+        out.extend_from_slice(&self.n.to_le_bytes());
+        out.extend_from_slice(&self.target_fpr.to_le_bytes());
+        out.extend_from_slice(&self.p1.to_le_bytes());
+        out.extend_from_slice(&self.p2.to_le_bytes());
+        out.extend_from_slice(&self.p3.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        let header_crc = crc32fast::hash(&out[..60]);
+        out.extend_from_slice(&header_crc.to_le_bytes());
+        debug_assert_eq!(out.len(), HEADER_LEN);
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// Decodes and checks a header; returns it with the body slice. Offsets in errors are
+    /// relative to the start of `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8])> {
+        let head = bytes.get(..HEADER_LEN).ok_or_else(|| {
+            Error::corrupt(
+                0,
+                format!(
+                    "filter block of {} bytes is shorter than its 64-byte header",
+                    bytes.len()
+                ),
+            )
+        })?;
+        if head[0..4] != FILTER_MAGIC {
+            return Err(Error::corrupt(0, "bad filter magic"));
+        }
+        let stored_crc = le_u32(head, 60);
+        let crc = crc32fast::hash(&head[..60]);
+        if stored_crc != crc {
+            return Err(Error::corrupt(
+                60,
+                format!(
+                    "filter header CRC mismatch: stored {stored_crc:#010x}, computed {crc:#010x}"
+                ),
+            ));
+        }
+        if head[4] != FILTER_VERSION {
+            return Err(Error::corrupt(
+                4,
+                format!("unsupported filter version {}", head[4]),
+            ));
+        }
+        let kind = match FilterKind::from_tag(head[5]) {
+            Some(k) if k != FilterKind::None => k,
+            _ => {
+                return Err(Error::corrupt(
+                    5,
+                    format!("unknown filter kind tag {}", head[5]),
+                ))
+            }
+        };
+        if head[6] != HASH_XXH3_64 {
+            return Err(Error::corrupt(
+                6,
+                format!("unknown hash algorithm {}", head[6]),
+            ));
+        }
+        let seed = le_u64(head, 8);
+        if seed != HASH_SEED {
+            return Err(Error::corrupt(8, format!("unexpected hash seed {seed:#x}")));
+        }
+        let h = Header {
+            kind,
+            n: le_u64(head, 16),
+            target_fpr: f64::from_le_bytes(head[24..32].try_into().unwrap_or([0; 8])),
+            p1: le_u64(head, 32),
+            p2: le_u32(head, 40),
+            p3: le_u32(head, 44),
+            body_len: le_u64(head, 48),
+        };
+        if !(h.target_fpr > 0.0 && h.target_fpr < 1.0) {
+            return Err(Error::corrupt(
+                24,
+                "target false-positive rate outside (0, 1)",
+            ));
+        }
+        let avail = (bytes.len() - HEADER_LEN) as u64;
+        if h.body_len != avail {
+            return Err(Error::corrupt(
+                48,
+                format!(
+                    "filter body length {} but {} bytes follow the header",
+                    h.body_len, avail
+                ),
+            ));
+        }
+        let body = &bytes[HEADER_LEN..];
+        let body_crc = le_u32(head, 56);
+        let crc = crc32fast::hash(body);
+        if body_crc != crc {
+            return Err(Error::corrupt(
+                HEADER_LEN as u64,
+                format!("filter body CRC mismatch: stored {body_crc:#010x}, computed {crc:#010x}"),
+            ));
+        }
+        Ok((h, body))
+    }
+}
+
+#[inline]
+pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
+#[inline]
+pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        w.copy_from_slice(s);
+    }
+    u32::from_le_bytes(w)
+}
+
+/// Builds a filter block of `kind` over `hashes` (duplicates allowed) sized for `fpr`.
+///
+/// Runs on the current rayon pool: install a pool with one thread to build single-threaded.
+/// Returns `Ok(None)` for [`FilterKind::None`].
+pub fn build(kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<Vec<u8>>> {
+    check_fpr(fpr)?;
+    Ok(match kind {
+        FilterKind::None => None,
+        FilterKind::Bloom => Some(bloom::build(fpr, hashes)),
+        FilterKind::BlockedBloom => Some(blocked::build(fpr, hashes)),
+        FilterKind::Cuckoo => Some(cuckoo::build(fpr, hashes)),
+    })
+}
+
+/// A checked, zero-copy view of a filter block.
+#[derive(Clone, Copy, Debug)]
+pub struct Filter<'a> {
+    header: Header,
+    view: View<'a>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum View<'a> {
+    Bloom(bloom::BloomView<'a>),
+    Blocked(blocked::BlockedView<'a>),
+    Cuckoo(cuckoo::CuckooView<'a>),
+}
+
+impl<'a> Filter<'a> {
+    /// Checks `bytes` (magic, version, kind, hash, lengths, parameters, CRCs) and returns a
+    /// view that answers queries in place. Never panics on any input.
+    pub fn decode(bytes: &'a [u8]) -> Result<Filter<'a>> {
+        let (header, body) = Header::decode(bytes)?;
+        let view = match header.kind {
+            FilterKind::Bloom => View::Bloom(bloom::BloomView::new(&header, body)?),
+            FilterKind::BlockedBloom => View::Blocked(blocked::BlockedView::new(&header, body)?),
+            FilterKind::Cuckoo => View::Cuckoo(cuckoo::CuckooView::new(&header, body)?),
+            FilterKind::None => return Err(Error::corrupt(5, "filter kind none has no block")),
+        };
+        Ok(Filter { header, view })
+    }
+
+    /// False means the key with this hash was certainly not inserted.
+    #[inline]
+    pub fn may_contain(&self, hash: u64) -> bool {
+        match &self.view {
+            View::Bloom(v) => v.may_contain(hash),
+            View::Blocked(v) => v.may_contain(hash),
+            View::Cuckoo(v) => v.may_contain(hash),
+        }
+    }
+
+    /// The block's header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Size of the whole block in bytes.
+    pub fn block_len(&self) -> u64 {
+        HEADER_LEN as u64 + self.header.body_len
+    }
+
+    /// The false-positive rate theory predicts for this filter's parameters and `n`.
+    pub fn theoretical_fpr(&self) -> f64 {
+        let h = &self.header;
+        match h.kind {
+            FilterKind::Bloom => bloom::theoretical_fpr(h.p1, h.p2, h.n),
+            FilterKind::BlockedBloom => blocked::theoretical_fpr(h.p1, h.p2, h.n),
+            FilterKind::Cuckoo => cuckoo::theoretical_fpr(h.p1, h.p2, h.n),
+            FilterKind::None => 1.0,
+        }
+    }
+}
+
+/// Rounds `len` up to a multiple of 64 (filter bodies are placed 64-byte aligned).
+pub fn align64(len: u64) -> u64 {
+    len.div_ceil(64) * 64
+}
