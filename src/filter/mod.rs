@@ -332,3 +332,21 @@ impl<'a> Filter<'a> {
 pub fn align64(len: u64) -> u64 {
     len.div_ceil(64) * 64
 }
+
+impl<'a> Filter<'a> {
+    /// A view over `bytes` (the whole block) whose header was already checked by
+    /// [`Filter::decode`]: skips the CRCs, keeps the length checks (so it cannot panic).
+    #[inline]
+    pub fn with_header(header: &Header, bytes: &'a [u8]) -> Result<Filter<'a>> {
+        let body = bytes
+            .get(HEADER_LEN..)
+            .ok_or_else(|| Error::corrupt(0, "filter block shorter than its header"))?;
+        let view = match header.kind {
+            FilterKind::Bloom => View::Bloom(bloom::BloomView::new(header, body)?),
+            FilterKind::BlockedBloom => View::Blocked(blocked::BlockedView::new(header, body)?),
+            FilterKind::Cuckoo => View::Cuckoo(cuckoo::CuckooView::new(header, body)?),
+            FilterKind::None => return Err(Error::corrupt(5, "filter kind none has no block")),
+        };
+        Ok(Filter { header: *header, view })
+    }
+}

@@ -1,0 +1,124 @@
+//! Little helpers to encode and decode integers; decoding is checked and never panics.
+
+use crate::error::{Error, Result};
+
+/// Appends `v` as a LEB128 varint.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A checked cursor over a byte slice. Every read that would run past the end returns a
+/// corruption error whose offset is `base + position`.
+#[derive(Clone, Debug)]
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: u64,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor over `buf`, which sits at offset `base` of its file.
+    pub fn new(buf: &'a [u8], base: u64) -> Self {
+        Cursor { buf, pos: 0, base }
+    }
+
+    /// The file offset of the next byte.
+    pub fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// True when every byte was consumed.
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// A corruption error at the current position.
+    pub fn err(&self, reason: impl std::fmt::Display) -> Error {
+        Error::corrupt(self.offset(), reason)
+    }
+
+    /// The next `n` bytes.
+    pub fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        match end {
+            Some(end) => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(self.err(format!(
+                "{what}: need {n} bytes, {} left",
+                self.remaining()
+            ))),
+        }
+    }
+
+    /// One byte.
+    pub fn u8(&mut self, what: &str) -> Result<u8> {
+        Ok(self.bytes(1, what)?[0])
+    }
+
+    /// A little-endian u32.
+    pub fn u32(&mut self, what: &str) -> Result<u32> {
+        let b = self.bytes(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// A little-endian u64.
+    pub fn u64(&mut self, what: &str) -> Result<u64> {
+        let b = self.bytes(8, what)?;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        Ok(u64::from_le_bytes(w))
+    }
+
+    /// A little-endian f64.
+    pub fn f64(&mut self, what: &str) -> Result<f64> {
+        Ok(f64::from_bits(self.u64(what)?))
+    }
+
+    /// A LEB128 varint of at most 10 bytes.
+    pub fn varint(&mut self, what: &str) -> Result<u64> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8(what)?;
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.err(format!("{what}: varint longer than 10 bytes")))
+    }
+
+    /// A varint that must fit `usize` and be at most `max`.
+    pub fn len(&mut self, max: usize, what: &str) -> Result<usize> {
+        let at = self.offset();
+        let v = self.varint(what)?;
+        if v > max as u64 {
+            return Err(Error::corrupt(at, format!("{what}: length {v} exceeds {max}")));
+        }
+        Ok(v as usize)
+    }
+}
+
+/// Checks `crc32(data) == stored`, reporting a mismatch at `offset`.
+pub fn check_crc(data: &[u8], stored: u32, offset: u64, what: &str) -> Result<()> {
+    let actual = crc32fast::hash(data);
+    if actual == stored {
+        Ok(())
+    } else {
+        Err(Error::corrupt(
+            offset,
+            format!("{what} CRC mismatch: stored {stored:#010x}, computed {actual:#010x}"),
+        ))
+    }
+}

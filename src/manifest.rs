@@ -1,0 +1,167 @@
+//! The manifest: which tables are live (newest first), their filter files and metadata.
+//!
+//! ```text
+//! | "FSMF" | version u32 | body_len u32 | crc32(body) u32 | body |
+//! ```
+//! Replaced atomically: written to `MANIFEST.tmp`, fsynced, renamed over `MANIFEST`, and the
+//! directory fsynced. A file is deleted only after a manifest that no longer names it is
+//! durable.
+
+use std::path::Path;
+
+use crate::codec::{check_crc, put_varint, Cursor};
+use crate::error::{Error, Result};
+use crate::filter::FilterKind;
+use crate::io::Fs;
+
+/// Magic at the start of the manifest.
+pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
+/// Manifest format version.
+pub const MANIFEST_VERSION: u32 = 1;
+/// The manifest's file name.
+pub const MANIFEST_NAME: &str = "MANIFEST";
+const MANIFEST_TMP: &str = "MANIFEST.tmp";
+const MAX_MANIFEST_BODY: usize = 1 << 30;
+
+/// One live table as the manifest records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableRecord {
+    /// File number of `NNNNNN.sst`.
+    pub number: u64,
+    /// File number of `NNNNNN.filter`; 0 when the table has no filter.
+    pub filter_file: u64,
+    /// Filter kind.
+    pub filter_kind: FilterKind,
+    /// Target false-positive rate of the filter.
+    pub fpr: f64,
+    /// Entries, tombstones included.
+    pub entries: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// Size of the table file.
+    pub file_bytes: u64,
+    /// Smallest key.
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    pub max_key: Vec<u8>,
+}
+
+/// The whole manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// Next unused file number.
+    pub next_file: u64,
+    /// WAL files numbered below this are fully contained in tables.
+    pub log_number: u64,
+    /// The filter kind chosen when the store was created.
+    pub default_kind: FilterKind,
+    /// The target false-positive rate chosen when the store was created.
+    pub default_fpr: f64,
+    /// Live tables, newest first.
+    pub tables: Vec<TableRecord>,
+}
+
+impl Manifest {
+    /// Serialises the manifest.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_varint(&mut b, self.next_file);
+        put_varint(&mut b, self.log_number);
+        b.push(self.default_kind.tag());
+        b.extend_from_slice(&self.default_fpr.to_le_bytes());
+        put_varint(&mut b, self.tables.len() as u64);
+        for t in &self.tables {
+            put_varint(&mut b, t.number);
+            put_varint(&mut b, t.filter_file);
+            b.push(t.filter_kind.tag());
+            b.extend_from_slice(&t.fpr.to_le_bytes());
+            put_varint(&mut b, t.entries);
+            put_varint(&mut b, t.tombstones);
+            put_varint(&mut b, t.file_bytes);
+            for k in [&t.min_key, &t.max_key] {
+                put_varint(&mut b, k.len() as u64);
+                b.extend_from_slice(k);
+            }
+        }
+        let mut out = Vec::with_capacity(16 + b.len());
+        out.extend_from_slice(&MANIFEST_MAGIC);
+        out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&b).to_le_bytes());
+        out.extend_from_slice(&b);
+        out
+    }
+
+    /// Decodes and checks a manifest; error offsets are file offsets.
+    pub fn decode(bytes: &[u8]) -> Result<Manifest> {
+        let mut c = Cursor::new(bytes, 0);
+        if c.bytes(4, "manifest magic")? != MANIFEST_MAGIC {
+            return Err(Error::corrupt(0, "bad manifest magic"));
+        }
+        let version = c.u32("manifest version")?;
+        if version != MANIFEST_VERSION {
+            return Err(Error::corrupt(4, format!("unsupported manifest version {version}")));
+        }
+        let len = c.u32("manifest length")? as usize;
+        let crc = c.u32("manifest CRC")?;
+        if len > MAX_MANIFEST_BODY || len != c.remaining() {
+            return Err(Error::corrupt(8, format!("manifest body length {len} but {} bytes follow", c.remaining())));
+        }
+        let body = c.bytes(len, "manifest body")?;
+        check_crc(body, crc, 16, "manifest")?;
+        let mut c = Cursor::new(body, 16);
+        let kind = |c: &mut Cursor| -> Result<FilterKind> {
+            let at = c.offset();
+            let t = c.u8("filter kind")?;
+            FilterKind::from_tag(t).ok_or_else(|| Error::corrupt(at, format!("unknown filter kind tag {t}")))
+        };
+        let next_file = c.varint("next file number")?;
+        let log_number = c.varint("log number")?;
+        let default_kind = kind(&mut c)?;
+        let default_fpr = c.f64("default fpr")?;
+        let count = c.len(body.len(), "table count")?;
+        let mut tables = Vec::with_capacity(count);
+        for _ in 0..count {
+            let number = c.varint("table number")?;
+            let filter_file = c.varint("filter file number")?;
+            let filter_kind = kind(&mut c)?;
+            let fpr = c.f64("table fpr")?;
+            let entries = c.varint("entries")?;
+            let tombstones = c.varint("tombstones")?;
+            let file_bytes = c.varint("file bytes")?;
+            let mut key = || -> Result<Vec<u8>> {
+                let n = c.len(body.len(), "key length")?;
+                Ok(c.bytes(n, "key")?.to_vec())
+            };
+            let min_key = key()?;
+            let max_key = key()?;
+            tables.push(TableRecord { number, filter_file, filter_kind, fpr, entries, tombstones, file_bytes, min_key, max_key });
+        }
+        if !c.is_empty() {
+            return Err(c.err("trailing bytes in manifest"));
+        }
+        Ok(Manifest { next_file, log_number, default_kind, default_fpr, tables })
+    }
+
+    /// Reads `dir/MANIFEST`; `Ok(None)` when there is none.
+    pub fn load(dir: &Path) -> Result<Option<Manifest>> {
+        let path = dir.join(MANIFEST_NAME);
+        match std::fs::read(&path) {
+            Ok(b) => Manifest::decode(&b).map(Some).map_err(|e| e.in_file(&path, 0)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// Atomically replaces `dir/MANIFEST` with this manifest.
+    pub fn store(&self, fs: &dyn Fs, dir: &Path) -> Result<()> {
+        let tmp = dir.join(MANIFEST_TMP);
+        let path = dir.join(MANIFEST_NAME);
+        let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(&self.encode()).map_err(|e| Error::io(&tmp, e))?;
+        f.sync().map_err(|e| Error::io(&tmp, e))?;
+        drop(f);
+        fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+    }
+}

@@ -1,0 +1,16 @@
+//! The crate's one `unsafe` call: mapping a file read-only.
+
+use std::fs::File;
+use std::io;
+
+use memmap2::Mmap;
+
+/// Maps `file` read-only.
+pub fn map_readonly(file: &File) -> io::Result<Mmap> {
+    // SAFETY: the store maps only its own filter files. A filter file is written whole,
+    // fsynced and named in the manifest before it is mapped, and is never modified afterwards
+    // (refilter writes a new file; old files are only unlinked, which leaves existing maps
+    // valid). The mapping is read-only. Another process truncating or rewriting the file
+    // behind the store's back is outside the store's contract (the directory is locked).
+    unsafe { Mmap::map(file) }
+}

@@ -1,0 +1,955 @@
+//! The store: WAL + memtable in front of sorted tables guarded by memory-mapped filters.
+//!
+//! Lookups check the memtable, the sealing memtable, then tables newest to oldest; a table
+//! is skipped when its key range excludes the key or its filter says "absent", so only a
+//! "maybe" costs an index search and one data-block read.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use crate::error::{Error, Result};
+use crate::filter::{check_fpr, FilterKind};
+use crate::hash::key_hash;
+use crate::io::{Fs, RealFs};
+use crate::manifest::{Manifest, TableRecord};
+use crate::merge::{MergeIter, Source, TableIter};
+use crate::table::block::Entry;
+use crate::table::{write_filter_file, MappedFilter, Table, TableBuilder, TableCounters};
+use crate::wal::{replay_file, WalWriter, WriteBatch};
+
+/// When WAL appends are fsynced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Every write is fsynced before it returns (the command line's choice).
+    EveryWrite,
+    /// Writes reach the operating system before they return (they survive a process crash)
+    /// and are fsynced at `flush`, `sync` and drop (the library default).
+    OnFlush,
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Filter for tables sealed from now on; `None` uses the store's default (the choice made
+    /// when it was created, `blocked-bloom` if none was made).
+    pub filter: Option<FilterKind>,
+    /// Target false-positive rate for new filters; `None` uses the store's default (1 %).
+    pub fpr: Option<f64>,
+    /// The memtable is sealed into a table once it holds about this many bytes.
+    pub memtable_bytes: usize,
+    /// When WAL appends are fsynced.
+    pub sync: SyncPolicy,
+    /// Merge all tables after a flush that leaves more than this many; `None` turns the
+    /// automatic policy off (`compact()` still works).
+    pub compaction_trigger: Option<usize>,
+    /// Create the directory and an empty store when missing.
+    pub create_if_missing: bool,
+    /// The file system writes go through (a fault-injecting one in tests).
+    pub fs: Arc<dyn Fs>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            filter: None,
+            fpr: None,
+            memtable_bytes: 64 << 20,
+            sync: SyncPolicy::OnFlush,
+            compaction_trigger: Some(8),
+            create_if_missing: true,
+            fs: Arc::new(RealFs),
+        }
+    }
+}
+
+/// Default filter of a new store.
+pub const DEFAULT_FILTER: FilterKind = FilterKind::BlockedBloom;
+/// Default target false-positive rate of a new store.
+pub const DEFAULT_FPR: f64 = 0.01;
+
+type Mem = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// A live table with its current filter and counters.
+#[derive(Debug)]
+pub struct TableHandle {
+    /// The table file.
+    pub table: Arc<Table>,
+    /// Its filter, if it has one that opened and checked out.
+    pub filter: Option<Arc<MappedFilter>>,
+    /// The manifest's record of this table.
+    pub record: TableRecord,
+    /// Counters since this filter was attached.
+    pub counters: Arc<TableCounters>,
+    /// Why a recorded filter is not in use (damaged or missing), if so.
+    pub filter_problem: Option<String>,
+}
+
+enum Probe {
+    Skip,
+    Found(Option<Vec<u8>>),
+}
+
+impl TableHandle {
+    fn open(dir: &Path, record: TableRecord) -> Result<TableHandle> {
+        let table = Arc::new(Table::open(&table_path(dir, record.number), record.number)?);
+        let (filter, filter_problem) = if record.filter_file == 0 {
+            (None, None)
+        } else {
+            match MappedFilter::open(&filter_path(dir, record.filter_file), record.filter_file) {
+                Ok(f) => (Some(Arc::new(f)), None),
+                // A damaged filter must never hide a key: the table is read without it.
+                Err(e) => (None, Some(e.to_string())),
+            }
+        };
+        Ok(TableHandle { table, filter, record, counters: Arc::default(), filter_problem })
+    }
+
+    fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
+        let m = &self.table.meta;
+        if key < m.min_key.as_slice() || key > m.max_key.as_slice() {
+            return Ok(Probe::Skip);
+        }
+        let c = &self.counters;
+        if let Some(f) = &self.filter {
+            if !f.may_contain(hash) {
+                c.negatives.fetch_add(1, Relaxed);
+                return Ok(Probe::Skip);
+            }
+            c.positives.fetch_add(1, Relaxed);
+        }
+        match self.table.get(key, c)? {
+            Some(v) => Ok(Probe::Found(v)),
+            None => {
+                if self.filter.is_some() {
+                    c.false_positives.fetch_add(1, Relaxed);
+                } else {
+                    c.unfiltered_misses.fetch_add(1, Relaxed);
+                }
+                Ok(Probe::Skip)
+            }
+        }
+    }
+}
+
+struct State {
+    mem: Mem,
+    mem_bytes: usize,
+    imm: Option<Arc<Mem>>,
+    tables: Arc<Vec<Arc<TableHandle>>>,
+}
+
+struct Writer {
+    wal: WalWriter,
+    manifest: Manifest,
+}
+
+#[derive(Default)]
+struct Retired {
+    negatives: AtomicU64,
+    positives: AtomicU64,
+    false_positives: AtomicU64,
+    unfiltered_misses: AtomicU64,
+    block_reads: AtomicU64,
+    bytes_read: AtomicU64,
+}
+
+/// A key-value store in one directory. `Send + Sync`: share it with `Arc` across threads.
+pub struct Store {
+    dir: PathBuf,
+    fs: Arc<dyn Fs>,
+    opts: Options,
+    kind: FilterKind,
+    fpr: f64,
+    _lock: File,
+    state: RwLock<State>,
+    writer: Mutex<Writer>,
+    maintenance: Mutex<()>,
+    poisoned: AtomicBool,
+    lookups: AtomicU64,
+    retired: Retired,
+}
+
+fn table_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.sst"))
+}
+fn filter_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.filter"))
+}
+fn wal_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.wal"))
+}
+
+/// The numbered files of a directory: (number, extension).
+fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some((num, ext)) = name.split_once('.') {
+            if let Ok(n) = num.parse::<u64>() {
+                out.push((n, ext.to_string()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join("LOCK");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // The lock belongs to the open file description, so a second open of the same directory
+    // in this process is refused just like one from another process.
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`, replaying its WAL.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let dir = dir.as_ref().to_path_buf();
+        if let Some(f) = opts.fpr {
+            check_fpr(f)?;
+        }
+        match fs::metadata(&dir) {
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::InvalidArgument(format!("{} exists and is not a directory", dir.display())))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create_if_missing => {
+                fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::io(&dir, e));
+            }
+            Err(e) => return Err(Error::io(&dir, e)),
+        }
+        let lock = lock_dir(&dir)?;
+        let fs = opts.fs.clone();
+        let files = numbered_files(&dir)?;
+        let mut manifest = match Manifest::load(&dir)? {
+            Some(m) => m,
+            None => {
+                if files.iter().any(|(_, ext)| ext == "sst" || ext == "wal") {
+                    return Err(Error::corrupt(0, "data files present but no MANIFEST").in_file(dir.join("MANIFEST"), 0));
+                }
+                if !opts.create_if_missing {
+                    return Err(Error::InvalidArgument(format!("no store at {}", dir.display())));
+                }
+                let m = Manifest {
+                    next_file: 1,
+                    log_number: 0,
+                    default_kind: opts.filter.unwrap_or(DEFAULT_FILTER),
+                    default_fpr: opts.fpr.unwrap_or(DEFAULT_FPR),
+                    tables: Vec::new(),
+                };
+                m.store(&*fs, &dir)?;
+                m
+            }
+        };
+        let kind = opts.filter.unwrap_or(manifest.default_kind);
+        let fpr = opts.fpr.unwrap_or(manifest.default_fpr);
+        check_fpr(fpr)?;
+        // Never reuse a number that a file (even an orphan) already has.
+        let max_seen = files.iter().map(|(n, _)| *n).max().unwrap_or(0);
+        manifest.next_file = manifest.next_file.max(max_seen + 1);
+
+        let mut tables = Vec::with_capacity(manifest.tables.len());
+        for r in &manifest.tables {
+            tables.push(Arc::new(TableHandle::open(&dir, r.clone())?));
+        }
+        let mut mem = Mem::new();
+        let mut mem_bytes = 0;
+        for (n, ext) in &files {
+            if ext == "wal" && *n >= manifest.log_number {
+                replay_file(&wal_path(&dir, *n), |k, v| {
+                    mem_bytes += entry_bytes(&k, v.as_deref());
+                    mem.insert(k, v);
+                })?;
+            }
+        }
+        // Remove what no manifest names: unfinished outputs and obsolete logs.
+        let live: HashSet<u64> = manifest
+            .tables
+            .iter()
+            .flat_map(|t| [t.number, t.filter_file])
+            .collect();
+        for (n, ext) in &files {
+            let dead = match ext.as_str() {
+                "sst" | "filter" => !live.contains(n),
+                "wal" => *n < manifest.log_number,
+                _ => false,
+            };
+            if dead {
+                let _ = fs.remove(&dir.join(format!("{n:06}.{ext}")));
+            }
+        }
+        let _ = fs.remove(&dir.join("MANIFEST.tmp"));
+
+        let wal_no = manifest.next_file;
+        manifest.next_file += 1;
+        let wal = WalWriter::create(&*fs, &wal_path(&dir, wal_no))?;
+        fs.sync_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        let store = Store {
+            dir,
+            fs,
+            opts,
+            kind,
+            fpr,
+            _lock: lock,
+            state: RwLock::new(State { mem, mem_bytes, imm: None, tables: Arc::new(tables) }),
+            writer: Mutex::new(Writer { wal, manifest }),
+            maintenance: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
+            lookups: AtomicU64::new(0),
+            retired: Retired::default(),
+        };
+        Ok(store)
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The filter kind and target rate used for tables sealed by this handle.
+    pub fn filter(&self) -> (FilterKind, f64) {
+        (self.kind, self.fpr)
+    }
+
+    /// The filter kind and rate recorded when the store was created.
+    pub fn default_filter(&self) -> (FilterKind, f64) {
+        let w = self.lock_writer();
+        (w.manifest.default_kind, w.manifest.default_fpr)
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(Relaxed) {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn poison<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.poisoned.store(true, Relaxed);
+        }
+        r
+    }
+
+    /// Stores `value` under `key`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b)
+    }
+
+    /// Removes `key` (a no-op for an absent key, but still logged).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b)
+    }
+
+    /// Applies a batch atomically: after a crash either all of it or none of it is there.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.check_writable()?;
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let record = batch.encode_record()?;
+        let mut w = self.lock_writer();
+        self.check_writable()?;
+        let sync = self.opts.sync == SyncPolicy::EveryWrite;
+        let r = w.wal.append(&record, sync);
+        self.poison(r)?;
+        let full = {
+            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            for (k, v) in batch.ops {
+                st.mem_bytes += entry_bytes(&k, v.as_deref());
+                st.mem.insert(k, v);
+            }
+            st.mem_bytes >= self.opts.memtable_bytes
+        };
+        if full {
+            self.flush_locked(&mut w)?;
+            drop(w);
+            self.maybe_compact()?;
+        }
+        Ok(())
+    }
+
+    /// fsyncs the WAL: every write so far becomes durable.
+    pub fn sync(&self) -> Result<()> {
+        self.check_writable()?;
+        let mut w = self.lock_writer();
+        let r = w.wal.sync();
+        self.poison(r)
+    }
+
+    /// Seals the memtable into a table (filter built in parallel) and makes it durable.
+    pub fn flush(&self) -> Result<()> {
+        self.check_writable()?;
+        let mut w = self.lock_writer();
+        self.flush_locked(&mut w)?;
+        drop(w);
+        self.maybe_compact()
+    }
+
+    fn flush_locked(&self, w: &mut Writer) -> Result<()> {
+        let imm = {
+            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            if st.mem.is_empty() {
+                return Ok(());
+            }
+            let imm = Arc::new(std::mem::take(&mut st.mem));
+            st.mem_bytes = 0;
+            st.imm = Some(imm.clone());
+            imm
+        };
+        let r = self.seal(w, imm);
+        self.poison(r)
+    }
+
+    fn seal(&self, w: &mut Writer, imm: Arc<Mem>) -> Result<()> {
+        // New writes go to a fresh log; the old one stays live until the table is durable.
+        let wal_no = w.manifest.next_file;
+        let table_no = wal_no + 1;
+        let filter_no = if self.kind == FilterKind::None { 0 } else { wal_no + 2 };
+        w.manifest.next_file += 3;
+        w.wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, wal_no))?;
+        let entries: Vec<(&[u8], Option<&[u8]>)> = imm.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+        let (meta, filter_bytes) = self.write_table(table_no, filter_no, entries.into_iter())?;
+        let Some(meta) = meta else { return Ok(()) };
+        let record = TableRecord {
+            number: table_no,
+            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
+            filter_kind: if filter_bytes.is_some() { self.kind } else { FilterKind::None },
+            fpr: self.fpr,
+            entries: meta.entries,
+            tombstones: meta.tombstones,
+            file_bytes: meta.file_bytes,
+            min_key: meta.min_key.clone(),
+            max_key: meta.max_key.clone(),
+        };
+        let handle = Arc::new(TableHandle::open(&self.dir, record.clone())?);
+        self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let mut next = w.manifest.clone();
+        next.tables.insert(0, record);
+        next.log_number = wal_no;
+        next.store(&*self.fs, &self.dir)?;
+        w.manifest = next;
+        {
+            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut tables = Vec::with_capacity(st.tables.len() + 1);
+            tables.push(handle);
+            tables.extend(st.tables.iter().cloned());
+            st.tables = Arc::new(tables);
+            st.imm = None;
+        }
+        for (n, ext) in numbered_files(&self.dir)? {
+            if ext == "wal" && n < wal_no {
+                let _ = self.fs.remove(&wal_path(&self.dir, n));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a table (and its filter, built in parallel) from sorted entries. Returns
+    /// `None` when there were no entries (no file is left behind).
+    fn write_table<'a>(
+        &self,
+        table_no: u64,
+        filter_no: u64,
+        entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + Send,
+    ) -> Result<(Option<crate::table::TableMeta>, Option<u64>)> {
+        let entries: Vec<_> = entries.collect();
+        if entries.is_empty() {
+            return Ok((None, None));
+        }
+        let tpath = table_path(&self.dir, table_no);
+        let fpath = filter_path(&self.dir, filter_no);
+        let (t, f) = rayon::join(
+            || -> Result<_> {
+                let mut b = TableBuilder::create(&*self.fs, &tpath)?;
+                for (k, v) in &entries {
+                    b.add(k, *v)?;
+                }
+                b.finish()
+            },
+            || -> Result<_> {
+                let hashes = crate::hash::hash_keys(&entries.iter().map(|e| e.0).collect::<Vec<_>>());
+                write_filter_file(&*self.fs, &fpath, self.kind, self.fpr, &hashes)
+            },
+        );
+        Ok((Some(t?), f?))
+    }
+
+    /// Looks `key` up.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(key, key_hash(key))
+    }
+
+    /// Looks `key` up with its precomputed [`key_hash`] (hash once, probe every table).
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        self.lookups.fetch_add(1, Relaxed);
+        let tables = {
+            let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(v) = st.mem.get(key) {
+                return Ok(v.clone());
+            }
+            if let Some(v) = st.imm.as_ref().and_then(|m| m.get(key)) {
+                return Ok(v.clone());
+            }
+            st.tables.clone()
+        };
+        for t in tables.iter() {
+            if let Probe::Found(v) = t.probe(key, hash)? {
+                return Ok(v);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden.
+    pub fn scan<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Scan {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        self.scan_bounds(own(range.start_bound()), own(range.end_bound()), None)
+    }
+
+    /// Iterates over the keys that start with `prefix`.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+        let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        self.scan_bounds(Bound::Included(prefix.to_vec()), end, None)
+    }
+
+    fn scan_bounds(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, counters: Option<Arc<TableCounters>>) -> Scan {
+        let range = (start.clone(), end.clone());
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let mut sources: Vec<Source> = Vec::new();
+        let snap = |m: &Mem| -> Source {
+            let v: Vec<Entry> = m.range::<Vec<u8>, _>(range.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+            Box::new(v.into_iter().map(Ok))
+        };
+        sources.push(snap(&st.mem));
+        if let Some(imm) = &st.imm {
+            sources.push(snap(imm));
+        }
+        for t in st.tables.iter() {
+            sources.push(Box::new(TableIter::new(t.clone(), start.clone(), counters.clone())));
+        }
+        Scan { merge: MergeIter::new(sources), end, done: false }
+    }
+
+    /// Merges all tables into one, dropping overwritten values and tombstones, then swaps
+    /// the manifest atomically and removes the old files. Readers are never blocked.
+    pub fn compact(&self) -> Result<()> {
+        self.check_writable()?;
+        let _m = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let inputs = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.clone();
+        let has_tombstones = inputs.iter().any(|t| t.record.tombstones > 0);
+        if inputs.len() < 2 && !has_tombstones {
+            return Ok(());
+        }
+        let (table_no, filter_no) = {
+            let mut w = self.lock_writer();
+            let n = w.manifest.next_file;
+            w.manifest.next_file += 2;
+            (n, if self.kind == FilterKind::None { 0 } else { n + 1 })
+        };
+        // The inputs are all tables, so the output is the oldest level: tombstones can go.
+        let scratch = Arc::new(TableCounters::default());
+        let sources: Vec<Source> = inputs
+            .iter()
+            .map(|t| Box::new(TableIter::new(t.clone(), Bound::Unbounded, Some(scratch.clone()))) as Source)
+            .collect();
+        let mut live = Vec::new();
+        for e in MergeIter::new(sources) {
+            let (k, v) = e?;
+            if let Some(v) = v {
+                live.push((k, v));
+            }
+        }
+        let built = self.write_table(table_no, filter_no, live.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
+        let (meta, filter_bytes) = match built {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = self.fs.remove(&table_path(&self.dir, table_no));
+                let _ = self.fs.remove(&filter_path(&self.dir, filter_no));
+                return Err(e);
+            }
+        };
+        drop(live);
+        let input_numbers: HashSet<u64> = inputs.iter().map(|t| t.record.number).collect();
+        let new_handle = match meta {
+            Some(meta) => {
+                let record = TableRecord {
+                    number: table_no,
+                    filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
+                    filter_kind: if filter_bytes.is_some() { self.kind } else { FilterKind::None },
+                    fpr: self.fpr,
+                    entries: meta.entries,
+                    tombstones: meta.tombstones,
+                    file_bytes: meta.file_bytes,
+                    min_key: meta.min_key.clone(),
+                    max_key: meta.max_key.clone(),
+                };
+                Some(Arc::new(TableHandle::open(&self.dir, record)?))
+            }
+            None => None,
+        };
+        self.install(&input_numbers, new_handle.as_ref(), |_| None)?;
+        for t in inputs.iter() {
+            self.retire(t);
+            let _ = self.fs.remove(&table_path(&self.dir, t.record.number));
+            if t.record.filter_file != 0 {
+                let _ = self.fs.remove(&filter_path(&self.dir, t.record.filter_file));
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces tables in the manifest and in memory under the writer lock: the tables in
+    /// `remove` are dropped and `add` goes where the oldest of them was (it holds their data);
+    /// `replace` may swap a remaining handle for another (refilter).
+    fn install(
+        &self,
+        remove: &HashSet<u64>,
+        add: Option<&Arc<TableHandle>>,
+        replace: impl Fn(&Arc<TableHandle>) -> Option<Arc<TableHandle>>,
+    ) -> Result<()> {
+        let mut w = self.lock_writer();
+        let st_tables = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.clone();
+        let mut tables: Vec<Arc<TableHandle>> = Vec::with_capacity(st_tables.len() + 1);
+        for t in st_tables.iter() {
+            if remove.contains(&t.record.number) {
+                continue;
+            }
+            tables.push(replace(t).unwrap_or_else(|| t.clone()));
+        }
+        if let Some(a) = add {
+            tables.push(a.clone());
+        }
+        let mut next = w.manifest.clone();
+        next.tables = tables.iter().map(|t| t.record.clone()).collect();
+        self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let r = next.store(&*self.fs, &self.dir);
+        self.poison(r)?;
+        w.manifest = next;
+        self.state.write().unwrap_or_else(|p| p.into_inner()).tables = Arc::new(tables);
+        Ok(())
+    }
+
+    fn retire(&self, t: &TableHandle) {
+        let (c, r) = (&t.counters, &self.retired);
+        r.negatives.fetch_add(c.negatives.load(Relaxed), Relaxed);
+        r.positives.fetch_add(c.positives.load(Relaxed), Relaxed);
+        r.false_positives.fetch_add(c.false_positives.load(Relaxed), Relaxed);
+        r.unfiltered_misses.fetch_add(c.unfiltered_misses.load(Relaxed), Relaxed);
+        r.block_reads.fetch_add(c.block_reads.load(Relaxed), Relaxed);
+        r.bytes_read.fetch_add(c.bytes_read.load(Relaxed), Relaxed);
+    }
+
+    fn maybe_compact(&self) -> Result<()> {
+        let n = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.len();
+        match self.opts.compaction_trigger {
+            Some(t) if n > t => self.compact(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Rebuilds the filter of every table as `kind` at `fpr` without rewriting any data:
+    /// new filter files are written, the manifest is swapped atomically, old filters removed.
+    pub fn refilter(&self, kind: FilterKind, fpr: f64) -> Result<()> {
+        check_fpr(fpr)?;
+        self.check_writable()?;
+        let _m = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let tables = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.clone();
+        let mut fresh: Vec<(u64, Arc<TableHandle>)> = Vec::new();
+        let cleanup = |fresh: &[(u64, Arc<TableHandle>)]| {
+            for (_, h) in fresh {
+                if h.record.filter_file != 0 {
+                    let _ = self.fs.remove(&filter_path(&self.dir, h.record.filter_file));
+                }
+            }
+        };
+        for t in tables.iter() {
+            let r = self.rebuild_filter(t, kind, fpr);
+            match r {
+                Ok(h) => fresh.push((t.record.number, h)),
+                Err(e) => {
+                    cleanup(&fresh);
+                    return Err(e);
+                }
+            }
+        }
+        let replace = |t: &Arc<TableHandle>| fresh.iter().find(|(n, _)| *n == t.record.number).map(|(_, h)| h.clone());
+        if let Err(e) = self.install(&HashSet::new(), None, replace) {
+            cleanup(&fresh);
+            return Err(e);
+        }
+        for t in tables.iter() {
+            self.retire(t);
+            if t.record.filter_file != 0 {
+                let _ = self.fs.remove(&filter_path(&self.dir, t.record.filter_file));
+            }
+        }
+        Ok(())
+    }
+
+    fn rebuild_filter(&self, t: &Arc<TableHandle>, kind: FilterKind, fpr: f64) -> Result<Arc<TableHandle>> {
+        let scratch = Arc::new(TableCounters::default());
+        let mut keys = Vec::with_capacity(t.record.entries as usize);
+        for e in TableIter::new(t.clone(), Bound::Unbounded, Some(scratch)) {
+            keys.push(crate::hash::key_hash(&e?.0));
+        }
+        let filter_no = if kind == FilterKind::None {
+            0
+        } else {
+            let mut w = self.lock_writer();
+            w.manifest.next_file += 1;
+            w.manifest.next_file - 1
+        };
+        let bytes = write_filter_file(&*self.fs, &filter_path(&self.dir, filter_no), kind, fpr, &keys)?;
+        let mut record = t.record.clone();
+        record.filter_file = if bytes.is_some() { filter_no } else { 0 };
+        record.filter_kind = kind;
+        record.fpr = fpr;
+        let filter = match bytes {
+            Some(_) => Some(Arc::new(MappedFilter::open(&filter_path(&self.dir, filter_no), filter_no)?)),
+            None => None,
+        };
+        Ok(Arc::new(TableHandle {
+            table: t.table.clone(),
+            filter,
+            record,
+            counters: Arc::default(),
+            filter_problem: None,
+        }))
+    }
+
+    /// Store-wide and per-table counters and sizes.
+    pub fn stats(&self) -> Stats {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let r = &self.retired;
+        let mut s = Stats {
+            lookups: self.lookups.load(Relaxed),
+            memtable_entries: st.mem.len() as u64 + st.imm.as_ref().map_or(0, |m| m.len() as u64),
+            memtable_bytes: st.mem_bytes as u64,
+            filter_negatives: r.negatives.load(Relaxed),
+            filter_positives: r.positives.load(Relaxed),
+            false_positives: r.false_positives.load(Relaxed),
+            unfiltered_reads: r.unfiltered_misses.load(Relaxed),
+            data_block_reads: r.block_reads.load(Relaxed),
+            bytes_read: r.bytes_read.load(Relaxed),
+            tables: Vec::new(),
+        };
+        for t in st.tables.iter() {
+            let c = &t.counters;
+            let ts = TableStats {
+                number: t.record.number,
+                filter_kind: if t.filter.is_some() { t.record.filter_kind } else { FilterKind::None },
+                target_fpr: t.record.fpr,
+                keys: t.record.entries,
+                tombstones: t.record.tombstones,
+                file_bytes: t.record.file_bytes,
+                filter_bytes: t.filter.as_ref().map_or(0, |f| f.bytes()),
+                theoretical_fpr: t.filter.as_ref().map_or(1.0, |f| f.theoretical_fpr()),
+                min_key: t.record.min_key.clone(),
+                max_key: t.record.max_key.clone(),
+                filter_negatives: c.negatives.load(Relaxed),
+                filter_positives: c.positives.load(Relaxed),
+                false_positives: c.false_positives.load(Relaxed),
+                data_block_reads: c.block_reads.load(Relaxed),
+                bytes_read: c.bytes_read.load(Relaxed),
+                filter_problem: t.filter_problem.clone(),
+            };
+            s.filter_negatives += ts.filter_negatives;
+            s.filter_positives += ts.filter_positives;
+            s.false_positives += ts.false_positives;
+            s.unfiltered_reads += c.unfiltered_misses.load(Relaxed);
+            s.data_block_reads += ts.data_block_reads;
+            s.bytes_read += ts.bytes_read;
+            s.tables.push(ts);
+        }
+        s
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.poisoned.load(Relaxed) {
+            let _ = self.lock_writer().wal.sync();
+        }
+    }
+}
+
+fn entry_bytes(k: &[u8], v: Option<&[u8]>) -> usize {
+    k.len() + v.map_or(0, |v| v.len()) + 48
+}
+
+/// The smallest key greater than every key starting with `prefix`, if any.
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// An iterator over a key range; items are `Result`s so a damaged block is reported.
+pub struct Scan {
+    merge: MergeIter,
+    end: Bound<Vec<u8>>,
+    done: bool,
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.merge.next()? {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok((k, v)) => {
+                    let past = match &self.end {
+                        Bound::Included(e) => k > *e,
+                        Bound::Excluded(e) => k >= *e,
+                        Bound::Unbounded => false,
+                    };
+                    if past {
+                        self.done = true;
+                        return None;
+                    }
+                    if let Some(v) = v {
+                        return Some(Ok((k, v)));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Counters and sizes of the whole store.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// `get` calls.
+    pub lookups: u64,
+    /// Entries in the memtables.
+    pub memtable_entries: u64,
+    /// Approximate bytes in the active memtable.
+    pub memtable_bytes: u64,
+    /// Filter answers "absent" (each one a data-block read avoided).
+    pub filter_negatives: u64,
+    /// Filter answers "maybe".
+    pub filter_positives: u64,
+    /// "Maybe" answers for keys the table did not hold.
+    pub false_positives: u64,
+    /// Reads of tables without a filter that found nothing.
+    pub unfiltered_reads: u64,
+    /// Data blocks read (lookups and scans).
+    pub data_block_reads: u64,
+    /// Bytes read from table files.
+    pub bytes_read: u64,
+    /// Live tables, newest first.
+    pub tables: Vec<TableStats>,
+}
+
+impl Stats {
+    /// Filter probes (negatives + positives).
+    pub fn filter_probes(&self) -> u64 {
+        self.filter_negatives + self.filter_positives
+    }
+    /// false positives / (false positives + negatives); `None` before any absent probe.
+    pub fn observed_fpr(&self) -> Option<f64> {
+        let d = self.false_positives + self.filter_negatives;
+        (d > 0).then(|| self.false_positives as f64 / d as f64)
+    }
+    /// Keys in tables (tombstones included).
+    pub fn table_keys(&self) -> u64 {
+        self.tables.iter().map(|t| t.keys).sum()
+    }
+}
+
+/// Counters and sizes of one table.
+#[derive(Clone, Debug)]
+pub struct TableStats {
+    /// Table file number.
+    pub number: u64,
+    /// Filter kind in use (`none` when absent or damaged).
+    pub filter_kind: FilterKind,
+    /// Target false-positive rate.
+    pub target_fpr: f64,
+    /// Entries, tombstones included.
+    pub keys: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// Table file size.
+    pub file_bytes: u64,
+    /// Filter file size.
+    pub filter_bytes: u64,
+    /// The filter's theoretical false-positive rate.
+    pub theoretical_fpr: f64,
+    /// Smallest key.
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    pub max_key: Vec<u8>,
+    /// Filter "absent" answers.
+    pub filter_negatives: u64,
+    /// Filter "maybe" answers.
+    pub filter_positives: u64,
+    /// False positives.
+    pub false_positives: u64,
+    /// Data blocks read.
+    pub data_block_reads: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Why the recorded filter is not in use, if it is not.
+    pub filter_problem: Option<String>,
+}
+
+impl TableStats {
+    /// Filter bits per key.
+    pub fn bits_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.filter_bytes as f64 * 8.0 / self.keys as f64
+        }
+    }
+    /// Observed false-positive rate of this table's filter.
+    pub fn observed_fpr(&self) -> Option<f64> {
+        let d = self.false_positives + self.filter_negatives;
+        (d > 0).then(|| self.false_positives as f64 / d as f64)
+    }
+}

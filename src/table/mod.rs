@@ -1,0 +1,408 @@
+//! Sorted, immutable table files (`NNNNNN.sst`) and their filter files (`NNNNNN.filter`).
+//!
+//! ```text
+//! | data block | crc u32 | data block | crc u32 | ... |      <- from offset 0, ~4 KiB each
+//! | index block | crc u32 |                               <- last key of each data block -> handle
+//! | meta | crc u32 |                                      <- key range and counts
+//! | footer (64 bytes) |                                   <- fixed size, at the end
+//! ```
+//! The filter of a table is a separate file holding one filter block, so `refilter` can
+//! replace it (new file + manifest swap) without rewriting the table's data.
+
+pub mod block;
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use memmap2::Mmap;
+
+use self::block::{Block, BlockBuilder, Entry};
+use crate::codec::{check_crc, put_varint, Cursor};
+use crate::error::{Error, Result};
+use crate::filter::{self, Filter, FilterKind, Header};
+use crate::io::{Fs, WritableFile};
+
+/// Magic at the start of a table footer.
+pub const TABLE_MAGIC: [u8; 4] = *b"FSTB";
+/// Magic at the very end of a table file.
+pub const TABLE_END_MAGIC: [u8; 4] = *b"FSTE";
+/// Table format version.
+pub const TABLE_VERSION: u32 = 1;
+/// Footer size.
+pub const FOOTER_LEN: usize = 64;
+/// Target size of a data block before it is cut.
+pub const BLOCK_SIZE: usize = 4096;
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// Table-wide facts, kept in the table's meta section and in the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableMeta {
+    /// Smallest key.
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    pub max_key: Vec<u8>,
+    /// Entries, tombstones included.
+    pub entries: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// Data blocks.
+    pub data_blocks: u64,
+    /// File size in bytes.
+    pub file_bytes: u64,
+}
+
+/// Writes one table file.
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    buf: Vec<u8>,
+    offset: u64,
+    block: BlockBuilder,
+    index: BlockBuilder,
+    meta: TableMeta,
+}
+
+impl TableBuilder {
+    /// Creates the file at `path`.
+    pub fn create(fs: &dyn Fs, path: &Path) -> Result<TableBuilder> {
+        let file = fs.create(path).map_err(|e| Error::io(path, e))?;
+        Ok(TableBuilder {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(WRITE_BUFFER + BLOCK_SIZE * 2),
+            offset: 0,
+            block: BlockBuilder::default(),
+            index: BlockBuilder::default(),
+            meta: TableMeta::default(),
+        })
+    }
+
+    /// Adds an entry (`None` = tombstone); keys must be strictly increasing.
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if self.meta.entries == 0 {
+            self.meta.min_key = key.to_vec();
+        }
+        self.meta.entries += 1;
+        self.meta.tombstones += value.is_none() as u64;
+        self.block.add(key, value);
+        if self.block.estimated_len() >= BLOCK_SIZE {
+            self.cut_block()?;
+        }
+        Ok(())
+    }
+
+    fn cut_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let last = self.block.last_key().to_vec();
+        let data = self.block.finish();
+        let mut handle = [0u8; 12];
+        handle[..8].copy_from_slice(&self.offset.to_le_bytes());
+        handle[8..].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        self.index.add(&last, Some(&handle));
+        self.meta.max_key = last;
+        self.meta.data_blocks += 1;
+        self.write_with_crc(&data)
+    }
+
+    fn write_with_crc(&mut self, data: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(data);
+        self.buf.extend_from_slice(&crc32fast::hash(data).to_le_bytes());
+        self.offset += data.len() as u64 + 4;
+        if self.buf.len() >= WRITE_BUFFER {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    fn flush_buf(&mut self) -> Result<()> {
+        self.file.write_all(&self.buf).map_err(|e| Error::io(&self.path, e))?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Number of entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.meta.entries
+    }
+
+    /// Approximate bytes written so far.
+    pub fn file_len(&self) -> u64 {
+        self.offset + self.block.estimated_len() as u64
+    }
+
+    /// Writes index, meta and footer, fsyncs, and returns the table's facts.
+    pub fn finish(mut self) -> Result<TableMeta> {
+        self.cut_block()?;
+        let index_offset = self.offset;
+        let index = self.index.finish();
+        self.write_with_crc(&index)?;
+        let meta_offset = self.offset;
+        let mut meta = Vec::new();
+        for k in [&self.meta.min_key, &self.meta.max_key] {
+            put_varint(&mut meta, k.len() as u64);
+            meta.extend_from_slice(k);
+        }
+        put_varint(&mut meta, self.meta.entries);
+        put_varint(&mut meta, self.meta.tombstones);
+        put_varint(&mut meta, self.meta.data_blocks);
+        self.write_with_crc(&meta)?;
+        let mut footer = Vec::with_capacity(FOOTER_LEN);
+        footer.extend_from_slice(&TABLE_MAGIC);
+        footer.extend_from_slice(&TABLE_VERSION.to_le_bytes());
+        footer.extend_from_slice(&index_offset.to_le_bytes());
+        footer.extend_from_slice(&(index.len() as u64).to_le_bytes());
+        footer.extend_from_slice(&meta_offset.to_le_bytes());
+        footer.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+        footer.extend_from_slice(&[0u8; 16]);
+        footer.extend_from_slice(&crc32fast::hash(&footer).to_le_bytes());
+        footer.extend_from_slice(&TABLE_END_MAGIC);
+        debug_assert_eq!(footer.len(), FOOTER_LEN);
+        self.buf.extend_from_slice(&footer);
+        self.offset += FOOTER_LEN as u64;
+        self.flush_buf()?;
+        self.file.sync().map_err(|e| Error::io(&self.path, e))?;
+        self.meta.file_bytes = self.offset;
+        Ok(self.meta)
+    }
+}
+
+/// One index entry: the last key of a data block and where the block is.
+#[derive(Clone, Debug)]
+struct IndexEntry {
+    last_key: Vec<u8>,
+    offset: u64,
+    len: u32,
+}
+
+/// Counters of one table (and its current filter).
+#[derive(Debug, Default)]
+pub struct TableCounters {
+    /// Filter said "absent": data-block reads avoided.
+    pub negatives: AtomicU64,
+    /// Filter said "maybe".
+    pub positives: AtomicU64,
+    /// Filter said "maybe" but the table did not hold the key.
+    pub false_positives: AtomicU64,
+    /// Lookups inside the key range of a table without a filter that missed.
+    pub unfiltered_misses: AtomicU64,
+    /// Data blocks read.
+    pub block_reads: AtomicU64,
+    /// Bytes read from the table file.
+    pub bytes_read: AtomicU64,
+}
+
+/// An open table file: the index and meta stay in memory, data blocks are read on demand
+/// with positioned reads (each one a counted I/O).
+#[derive(Debug)]
+pub struct Table {
+    /// File number.
+    pub number: u64,
+    path: PathBuf,
+    file: File,
+    index: Vec<IndexEntry>,
+    /// Key range and counts.
+    pub meta: TableMeta,
+}
+
+impl Table {
+    /// Opens and checks footer, index and meta of the table at `path`.
+    pub fn open(path: &Path, number: u64) -> Result<Table> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Self::open_file(file, size, number, path).map_err(|e| e.in_file(path, 0))
+    }
+
+    fn open_file(file: File, size: u64, number: u64, path: &Path) -> Result<Table> {
+        if size < FOOTER_LEN as u64 {
+            return Err(Error::corrupt(0, format!("table of {size} bytes is shorter than its footer")));
+        }
+        let foot_at = size - FOOTER_LEN as u64;
+        let mut footer = [0u8; FOOTER_LEN];
+        file.read_exact_at(&mut footer, foot_at).map_err(|e| Error::io(path, e))?;
+        let (index_off, index_len, meta_off, meta_len) = decode_footer(&footer, foot_at)?;
+        // Index, its CRC, meta and its CRC are contiguous just before the footer.
+        let end = |off: u64, len: u64| off.checked_add(len).and_then(|x| x.checked_add(4));
+        if end(index_off, index_len) != Some(meta_off) || end(meta_off, meta_len) != Some(foot_at) {
+            return Err(Error::corrupt(foot_at + 8, "footer regions do not tile the file"));
+        }
+        let mut tail = vec![0u8; (foot_at - index_off) as usize];
+        file.read_exact_at(&mut tail, index_off).map_err(|e| Error::io(path, e))?;
+        let (index_bytes, rest) = tail.split_at(index_len as usize);
+        let (index_crc, rest) = rest.split_at(4);
+        let (meta_bytes, meta_crc) = rest.split_at(meta_len as usize);
+        check_crc(index_bytes, le32(index_crc), index_off, "index block")?;
+        check_crc(meta_bytes, le32(meta_crc), meta_off, "table meta")?;
+        let mut index = Vec::new();
+        let mut prev_end = 0u64;
+        for e in Block::new(index_bytes, index_off)?.iter() {
+            let (last_key, v) = e?;
+            let v = v.filter(|v| v.len() == 12).ok_or_else(|| Error::corrupt(index_off, "index entry without a 12-byte block handle"))?;
+            let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
+            let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
+            let block_end = offset.saturating_add(len as u64 + 4);
+            if offset != prev_end || block_end > index_off {
+                return Err(Error::corrupt(index_off, format!("index entry points at block {offset}+{len}, out of order or past the data")));
+            }
+            prev_end = block_end;
+            index.push(IndexEntry { last_key, offset, len });
+        }
+        if prev_end != index_off {
+            return Err(Error::corrupt(index_off, "index does not cover every data block"));
+        }
+        let mut c = Cursor::new(meta_bytes, meta_off);
+        let key = |c: &mut Cursor| -> Result<Vec<u8>> {
+            let n = c.len(meta_bytes.len(), "key length")?;
+            Ok(c.bytes(n, "key")?.to_vec())
+        };
+        let min_key = key(&mut c)?;
+        let max_key = key(&mut c)?;
+        let meta = TableMeta {
+            min_key,
+            max_key,
+            entries: c.varint("entries")?,
+            tombstones: c.varint("tombstones")?,
+            data_blocks: c.varint("data blocks")?,
+            file_bytes: size,
+        };
+        if meta.data_blocks != index.len() as u64 {
+            return Err(Error::corrupt(meta_off, "meta block count disagrees with the index"));
+        }
+        Ok(Table { number, path: path.to_path_buf(), file, index, meta })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of data blocks.
+    pub fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Reads data block `i` and checks its CRC.
+    pub fn read_block(&self, i: usize, counters: &TableCounters) -> Result<Vec<u8>> {
+        let Some(e) = self.index.get(i) else {
+            return Err(Error::InvalidArgument(format!("block {i} out of range")));
+        };
+        let mut buf = vec![0u8; e.len as usize + 4];
+        self.file
+            .read_exact_at(&mut buf, e.offset)
+            .map_err(|err| Error::io(&self.path, err))?;
+        counters.block_reads.fetch_add(1, Relaxed);
+        counters.bytes_read.fetch_add(buf.len() as u64, Relaxed);
+        let crc = le32(&buf[e.len as usize..]);
+        buf.truncate(e.len as usize);
+        check_crc(&buf, crc, e.offset, "data block").map_err(|err| err.in_file(&self.path, 0))?;
+        Ok(buf)
+    }
+
+    /// The index of the only block that can hold `key` (the first whose last key >= key).
+    pub fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
+        (i < self.index.len()).then_some(i)
+    }
+
+    /// Looks `key` up in its block: `None` when absent, `Some(None)` for a tombstone.
+    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Vec<u8>>>> {
+        let Some(i) = self.block_for(key) else {
+            return Ok(None);
+        };
+        let off = self.index[i].offset;
+        let data = self.read_block(i, counters)?;
+        Block::new(&data, off)
+            .and_then(|b| b.get(key))
+            .map_err(|e| e.in_file(&self.path, 0))
+    }
+
+    /// Decodes every entry of block `i`.
+    pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
+        let off = self.index.get(i).map_or(0, |e| e.offset);
+        let data = self.read_block(i, counters)?;
+        let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
+        block
+            .iter()
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| e.in_file(&self.path, 0))
+    }
+}
+
+fn le32(b: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(w)
+}
+
+/// Checks a footer read at `at`; returns (index offset, index len, meta offset, meta len).
+pub fn decode_footer(footer: &[u8; FOOTER_LEN], at: u64) -> Result<(u64, u64, u64, u64)> {
+    if footer[..4] != TABLE_MAGIC || footer[60..] != TABLE_END_MAGIC {
+        return Err(Error::corrupt(at, "bad table footer magic"));
+    }
+    check_crc(&footer[..56], le32(&footer[56..60]), at + 56, "table footer")?;
+    let version = le32(&footer[4..8]);
+    if version != TABLE_VERSION {
+        return Err(Error::corrupt(at + 4, format!("unsupported table version {version}")));
+    }
+    let mut c = Cursor::new(&footer[8..40], at + 8);
+    Ok((c.u64("index offset")?, c.u64("index length")?, c.u64("meta offset")?, c.u64("meta length")?))
+}
+
+/// A filter file mapped into memory; queried in place.
+#[derive(Debug)]
+pub struct MappedFilter {
+    /// File number of the filter file.
+    pub number: u64,
+    map: Mmap,
+    header: Header,
+}
+
+impl MappedFilter {
+    /// Maps the filter file and checks it fully (magic, version, lengths, both CRCs).
+    pub fn open(path: &Path, number: u64) -> Result<MappedFilter> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let map = crate::mmap::map_readonly(&file).map_err(|e| Error::io(path, e))?;
+        let header = *Filter::decode(&map).map_err(|e| e.in_file(path, 0))?.header();
+        Ok(MappedFilter { number, map, header })
+    }
+
+    /// False means the key is certainly not in the table.
+    #[inline]
+    pub fn may_contain(&self, hash: u64) -> bool {
+        match Filter::with_header(&self.header, &self.map) {
+            Ok(f) => f.may_contain(hash),
+            Err(_) => true,
+        }
+    }
+
+    /// The filter's header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Size of the filter block in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// Theoretical false-positive rate of this filter.
+    pub fn theoretical_fpr(&self) -> f64 {
+        Filter::with_header(&self.header, &self.map).map_or(1.0, |f| f.theoretical_fpr())
+    }
+}
+
+/// Writes a filter block for `hashes` to `path` (fsynced). Returns the block length, or
+/// `None` for [`FilterKind::None`] (no file is written).
+pub fn write_filter_file(fs: &dyn Fs, path: &Path, kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<u64>> {
+    let Some(block) = filter::build(kind, fpr, hashes)? else {
+        return Ok(None);
+    };
+    let io = |e| Error::io(path, e);
+    let mut f = fs.create(path).map_err(io)?;
+    f.write_all(&block).map_err(io)?;
+    f.sync().map_err(io)?;
+    Ok(Some(block.len() as u64))
+}

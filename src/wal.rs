@@ -1,0 +1,228 @@
+//! Write-ahead log: one file per memtable, `NNNNNN.wal`.
+//!
+//! ```text
+//! | "FSWL" | version u8 | 0 0 0 |  record  |  record  | ... |
+//! record: | payload_len u32 | crc32(payload) u32 | payload |
+//! payload (a write batch): | count varint | op |*count
+//! op: | 1 | key_len varint | key | value_len varint | value |   (put)
+//!     | 2 | key_len varint | key |                              (delete)
+//! ```
+//! Recovery replays records in order. A damaged record is accepted as a torn tail only when
+//! it is the file's last (it runs to or past the end, or everything after its start is zero);
+//! a bad record with intact bytes after it is corruption, reported with file and offset.
+
+use std::path::{Path, PathBuf};
+
+use crate::codec::{put_varint, Cursor};
+use crate::error::{Error, Result};
+use crate::io::{Fs, WritableFile};
+use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
+/// Magic at the start of every WAL file.
+pub const WAL_MAGIC: [u8; 4] = *b"FSWL";
+/// WAL format version.
+pub const WAL_VERSION: u8 = 1;
+/// Size of the file header.
+pub const WAL_HEADER_LEN: usize = 8;
+/// Largest record payload accepted.
+pub const MAX_RECORD_LEN: usize = 1 << 30;
+
+const OP_PUT: u8 = 1;
+const OP_DELETE: u8 = 2;
+
+/// An atomic group of writes: all of them are applied, or (after a crash) none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a put.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push((key.into(), Some(value.into())));
+        self
+    }
+    /// Adds a delete.
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push((key.into(), None));
+        self
+    }
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    /// True when the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Checks key and value sizes.
+    pub(crate) fn validate(&self) -> Result<()> {
+        for (k, v) in &self.ops {
+            if k.len() > MAX_KEY_LEN {
+                return Err(Error::TooLarge { what: "key", len: k.len(), max: MAX_KEY_LEN });
+            }
+            if let Some(v) = v {
+                if v.len() > MAX_VALUE_LEN {
+                    return Err(Error::TooLarge { what: "value", len: v.len(), max: MAX_VALUE_LEN });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes the batch as one WAL record (header included).
+    pub(crate) fn encode_record(&self) -> Result<Vec<u8>> {
+        let mut payload = Vec::new();
+        put_varint(&mut payload, self.ops.len() as u64);
+        for (k, v) in &self.ops {
+            payload.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+            put_varint(&mut payload, k.len() as u64);
+            payload.extend_from_slice(k);
+            if let Some(v) = v {
+                put_varint(&mut payload, v.len() as u64);
+                payload.extend_from_slice(v);
+            }
+        }
+        if payload.len() > MAX_RECORD_LEN {
+            return Err(Error::TooLarge { what: "write batch", len: payload.len(), max: MAX_RECORD_LEN });
+        }
+        let mut rec = Vec::with_capacity(8 + payload.len());
+        rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        rec.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        rec.extend_from_slice(&payload);
+        Ok(rec)
+    }
+}
+
+/// Appends records to one WAL file.
+pub struct WalWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    /// Bytes written so far.
+    pub len: u64,
+}
+
+impl WalWriter {
+    /// Creates a new WAL file and writes its header (synced, so the file exists durably).
+    pub fn create(fs: &dyn Fs, path: &Path) -> Result<WalWriter> {
+        let io = |e| Error::io(path, e);
+        let mut file = fs.create(path).map_err(io)?;
+        let mut head = Vec::with_capacity(WAL_HEADER_LEN);
+        head.extend_from_slice(&WAL_MAGIC);
+        head.extend_from_slice(&[WAL_VERSION, 0, 0, 0]);
+        file.write_all(&head).map_err(io)?;
+        file.sync().map_err(io)?;
+        Ok(WalWriter { file, path: path.to_path_buf(), len: WAL_HEADER_LEN as u64 })
+    }
+
+    /// Appends one encoded record; with `sync` it is durable when this returns.
+    pub fn append(&mut self, record: &[u8], sync: bool) -> Result<()> {
+        self.file.write_all(record).map_err(|e| Error::io(&self.path, e))?;
+        self.len += record.len() as u64;
+        if sync {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// fsync.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// What replaying a WAL found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayEnd {
+    /// Records applied.
+    pub records: u64,
+    /// Length of the intact prefix.
+    pub valid_len: u64,
+    /// True when a torn tail was dropped.
+    pub torn_tail: bool,
+}
+
+/// Decodes the WAL `bytes` (the whole file), calling `apply` for each operation in order.
+/// Offsets in errors are file offsets; the caller adds the file name.
+pub fn replay_bytes(
+    bytes: &[u8],
+    mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
+) -> Result<ReplayEnd> {
+    let torn = |valid_len: u64, records| Ok(ReplayEnd { records, valid_len, torn_tail: true });
+    if bytes.len() < WAL_HEADER_LEN {
+        return torn(0, 0);
+    }
+    if bytes[..4] != WAL_MAGIC {
+        return Err(Error::corrupt(0, "bad WAL magic"));
+    }
+    if bytes[4] != WAL_VERSION {
+        return Err(Error::corrupt(4, format!("unsupported WAL version {}", bytes[4])));
+    }
+    let mut pos = WAL_HEADER_LEN;
+    let mut records = 0u64;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        if rest.len() < 8 {
+            return torn(pos as u64, records);
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if len > rest.len() - 8 {
+            return torn(pos as u64, records);
+        }
+        let payload = &rest[8..8 + len];
+        if crc32fast::hash(payload) != crc {
+            let last = 8 + len == rest.len();
+            if last || rest.iter().all(|&b| b == 0) {
+                return torn(pos as u64, records);
+            }
+            return Err(Error::corrupt(pos as u64, "WAL record CRC mismatch before the end of the log"));
+        }
+        decode_batch(payload, (pos + 8) as u64, &mut apply)?;
+        records += 1;
+        pos += 8 + len;
+    }
+    Ok(ReplayEnd { records, valid_len: pos as u64, torn_tail: false })
+}
+
+fn decode_batch(
+    payload: &[u8],
+    base: u64,
+    apply: &mut impl FnMut(Vec<u8>, Option<Vec<u8>>),
+) -> Result<()> {
+    let mut c = Cursor::new(payload, base);
+    let count = c.len(payload.len(), "batch count")?;
+    let mut ops = Vec::with_capacity(count);
+    for _ in 0..count {
+        let op = c.u8("op tag")?;
+        let klen = c.len(MAX_KEY_LEN, "key length")?;
+        let key = c.bytes(klen, "key")?.to_vec();
+        match op {
+            OP_PUT => {
+                let vlen = c.len(MAX_VALUE_LEN, "value length")?;
+                ops.push((key, Some(c.bytes(vlen, "value")?.to_vec())));
+            }
+            OP_DELETE => ops.push((key, None)),
+            t => return Err(c.err(format!("unknown WAL op tag {t}"))),
+        }
+    }
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in WAL record"));
+    }
+    // Applied only once the whole record decoded: a batch is all or nothing.
+    for (k, v) in ops {
+        apply(k, v);
+    }
+    Ok(())
+}
+
+/// Reads and replays the WAL file at `path`.
+pub fn replay_file(path: &Path, apply: impl FnMut(Vec<u8>, Option<Vec<u8>>)) -> Result<ReplayEnd> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    replay_bytes(&bytes, apply).map_err(|e| e.in_file(path, 0))
+}
