@@ -55,10 +55,7 @@ impl<'a> Cursor<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(self.err(format!(
-                "{what}: need {n} bytes, {} left",
-                self.remaining()
-            ))),
+            None => Err(self.err(format!("{what}: need {n} bytes, {} left", self.remaining()))),
         }
     }
 
@@ -104,7 +101,10 @@ impl<'a> Cursor<'a> {
         let at = self.offset();
         let v = self.varint(what)?;
         if v > max as u64 {
-            return Err(Error::corrupt(at, format!("{what}: length {v} exceeds {max}")));
+            return Err(Error::corrupt(
+                at,
+                format!("{what}: length {v} exceeds {max}"),
+            ));
         }
         Ok(v as usize)
     }

@@ -100,12 +100,21 @@ impl Manifest {
         }
         let version = c.u32("manifest version")?;
         if version != MANIFEST_VERSION {
-            return Err(Error::corrupt(4, format!("unsupported manifest version {version}")));
+            return Err(Error::corrupt(
+                4,
+                format!("unsupported manifest version {version}"),
+            ));
         }
         let len = c.u32("manifest length")? as usize;
         let crc = c.u32("manifest CRC")?;
         if len > MAX_MANIFEST_BODY || len != c.remaining() {
-            return Err(Error::corrupt(8, format!("manifest body length {len} but {} bytes follow", c.remaining())));
+            return Err(Error::corrupt(
+                8,
+                format!(
+                    "manifest body length {len} but {} bytes follow",
+                    c.remaining()
+                ),
+            ));
         }
         let body = c.bytes(len, "manifest body")?;
         check_crc(body, crc, 16, "manifest")?;
@@ -113,7 +122,8 @@ impl Manifest {
         let kind = |c: &mut Cursor| -> Result<FilterKind> {
             let at = c.offset();
             let t = c.u8("filter kind")?;
-            FilterKind::from_tag(t).ok_or_else(|| Error::corrupt(at, format!("unknown filter kind tag {t}")))
+            FilterKind::from_tag(t)
+                .ok_or_else(|| Error::corrupt(at, format!("unknown filter kind tag {t}")))
         };
         let next_file = c.varint("next file number")?;
         let log_number = c.varint("log number")?;
@@ -135,19 +145,37 @@ impl Manifest {
             };
             let min_key = key()?;
             let max_key = key()?;
-            tables.push(TableRecord { number, filter_file, filter_kind, fpr, entries, tombstones, file_bytes, min_key, max_key });
+            tables.push(TableRecord {
+                number,
+                filter_file,
+                filter_kind,
+                fpr,
+                entries,
+                tombstones,
+                file_bytes,
+                min_key,
+                max_key,
+            });
         }
         if !c.is_empty() {
             return Err(c.err("trailing bytes in manifest"));
         }
-        Ok(Manifest { next_file, log_number, default_kind, default_fpr, tables })
+        Ok(Manifest {
+            next_file,
+            log_number,
+            default_kind,
+            default_fpr,
+            tables,
+        })
     }
 
     /// Reads `dir/MANIFEST`; `Ok(None)` when there is none.
     pub fn load(dir: &Path) -> Result<Option<Manifest>> {
         let path = dir.join(MANIFEST_NAME);
         match std::fs::read(&path) {
-            Ok(b) => Manifest::decode(&b).map(Some).map_err(|e| e.in_file(&path, 0)),
+            Ok(b) => Manifest::decode(&b)
+                .map(Some)
+                .map_err(|e| e.in_file(&path, 0)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(path, e)),
         }
@@ -158,7 +186,8 @@ impl Manifest {
         let tmp = dir.join(MANIFEST_TMP);
         let path = dir.join(MANIFEST_NAME);
         let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&self.encode()).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(&self.encode())
+            .map_err(|e| Error::io(&tmp, e))?;
         f.sync().map_err(|e| Error::io(&tmp, e))?;
         drop(f);
         fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;

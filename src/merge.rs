@@ -24,12 +24,25 @@ pub struct TableIter {
 impl TableIter {
     /// Entries of `table` from `start`; block reads are counted in `counters`, or in the
     /// table's own counters when `None`.
-    pub fn new(table: Arc<TableHandle>, start: Bound<Vec<u8>>, counters: Option<Arc<TableCounters>>) -> Self {
+    pub fn new(
+        table: Arc<TableHandle>,
+        start: Bound<Vec<u8>>,
+        counters: Option<Arc<TableCounters>>,
+    ) -> Self {
         let next_block = match &start {
-            Bound::Included(k) | Bound::Excluded(k) => table.table.block_for(k).unwrap_or(usize::MAX),
+            Bound::Included(k) | Bound::Excluded(k) => {
+                table.table.block_for(k).unwrap_or(usize::MAX)
+            }
             Bound::Unbounded => 0,
         };
-        TableIter { table, next_block, buf: Vec::new().into_iter(), start, counters, done: false }
+        TableIter {
+            table,
+            next_block,
+            buf: Vec::new().into_iter(),
+            start,
+            counters,
+            done: false,
+        }
     }
 }
 
@@ -80,7 +93,12 @@ impl MergeIter {
     /// Merges `sources` (newest first).
     pub fn new(sources: Vec<Source>) -> Self {
         let n = sources.len();
-        MergeIter { sources, heads: (0..n).map(|_| None).collect(), started: false, failed: false }
+        MergeIter {
+            sources,
+            heads: (0..n).map(|_| None).collect(),
+            started: false,
+            failed: false,
+        }
     }
 
     fn fill(&mut self, i: usize) -> Result<()> {

@@ -105,7 +105,13 @@ impl TableHandle {
                 Err(e) => (None, Some(e.to_string())),
             }
         };
-        Ok(TableHandle { table, filter, record, counters: Arc::default(), filter_problem })
+        Ok(TableHandle {
+            table,
+            filter,
+            record,
+            counters: Arc::default(),
+            filter_problem,
+        })
     }
 
     fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
@@ -227,7 +233,10 @@ impl Store {
         }
         match fs::metadata(&dir) {
             Ok(m) if !m.is_dir() => {
-                return Err(Error::InvalidArgument(format!("{} exists and is not a directory", dir.display())))
+                return Err(Error::InvalidArgument(format!(
+                    "{} exists and is not a directory",
+                    dir.display()
+                )))
             }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create_if_missing => {
@@ -245,10 +254,14 @@ impl Store {
             Some(m) => m,
             None => {
                 if files.iter().any(|(_, ext)| ext == "sst" || ext == "wal") {
-                    return Err(Error::corrupt(0, "data files present but no MANIFEST").in_file(dir.join("MANIFEST"), 0));
+                    return Err(Error::corrupt(0, "data files present but no MANIFEST")
+                        .in_file(dir.join("MANIFEST"), 0));
                 }
                 if !opts.create_if_missing {
-                    return Err(Error::InvalidArgument(format!("no store at {}", dir.display())));
+                    return Err(Error::InvalidArgument(format!(
+                        "no store at {}",
+                        dir.display()
+                    )));
                 }
                 let m = Manifest {
                     next_file: 1,
@@ -311,7 +324,12 @@ impl Store {
             kind,
             fpr,
             _lock: lock,
-            state: RwLock::new(State { mem, mem_bytes, imm: None, tables: Arc::new(tables) }),
+            state: RwLock::new(State {
+                mem,
+                mem_bytes,
+                imm: None,
+                tables: Arc::new(tables),
+            }),
             writer: Mutex::new(Writer { wal, manifest }),
             maintenance: Mutex::new(()),
             poisoned: AtomicBool::new(false),
@@ -435,16 +453,27 @@ impl Store {
         // New writes go to a fresh log; the old one stays live until the table is durable.
         let wal_no = w.manifest.next_file;
         let table_no = wal_no + 1;
-        let filter_no = if self.kind == FilterKind::None { 0 } else { wal_no + 2 };
+        let filter_no = if self.kind == FilterKind::None {
+            0
+        } else {
+            wal_no + 2
+        };
         w.manifest.next_file += 3;
         w.wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, wal_no))?;
-        let entries: Vec<(&[u8], Option<&[u8]>)> = imm.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+        let entries: Vec<(&[u8], Option<&[u8]>)> = imm
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
         let (meta, filter_bytes) = self.write_table(table_no, filter_no, entries.into_iter())?;
         let Some(meta) = meta else { return Ok(()) };
         let record = TableRecord {
             number: table_no,
             filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
-            filter_kind: if filter_bytes.is_some() { self.kind } else { FilterKind::None },
+            filter_kind: if filter_bytes.is_some() {
+                self.kind
+            } else {
+                FilterKind::None
+            },
             fpr: self.fpr,
             entries: meta.entries,
             tombstones: meta.tombstones,
@@ -453,7 +482,9 @@ impl Store {
             max_key: meta.max_key.clone(),
         };
         let handle = Arc::new(TableHandle::open(&self.dir, record.clone())?);
-        self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
         let mut next = w.manifest.clone();
         next.tables.insert(0, record);
         next.log_number = wal_no;
@@ -498,7 +529,8 @@ impl Store {
                 b.finish()
             },
             || -> Result<_> {
-                let hashes = crate::hash::hash_keys(&entries.iter().map(|e| e.0).collect::<Vec<_>>());
+                let hashes =
+                    crate::hash::hash_keys(&entries.iter().map(|e| e.0).collect::<Vec<_>>());
                 write_filter_file(&*self.fs, &fpath, self.kind, self.fpr, &hashes)
             },
         );
@@ -547,12 +579,20 @@ impl Store {
         self.scan_bounds(Bound::Included(prefix.to_vec()), end, None)
     }
 
-    fn scan_bounds(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, counters: Option<Arc<TableCounters>>) -> Scan {
+    fn scan_bounds(
+        &self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        counters: Option<Arc<TableCounters>>,
+    ) -> Scan {
         let range = (start.clone(), end.clone());
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
         let mut sources: Vec<Source> = Vec::new();
         let snap = |m: &Mem| -> Source {
-            let v: Vec<Entry> = m.range::<Vec<u8>, _>(range.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let v: Vec<Entry> = m
+                .range::<Vec<u8>, _>(range.clone())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             Box::new(v.into_iter().map(Ok))
         };
         sources.push(snap(&st.mem));
@@ -560,9 +600,17 @@ impl Store {
             sources.push(snap(imm));
         }
         for t in st.tables.iter() {
-            sources.push(Box::new(TableIter::new(t.clone(), start.clone(), counters.clone())));
+            sources.push(Box::new(TableIter::new(
+                t.clone(),
+                start.clone(),
+                counters.clone(),
+            )));
         }
-        Scan { merge: MergeIter::new(sources), end, done: false }
+        Scan {
+            merge: MergeIter::new(sources),
+            end,
+            done: false,
+        }
     }
 
     /// Merges all tables into one, dropping overwritten values and tombstones, then swaps
@@ -570,7 +618,12 @@ impl Store {
     pub fn compact(&self) -> Result<()> {
         self.check_writable()?;
         let _m = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-        let inputs = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.clone();
+        let inputs = self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tables
+            .clone();
         let has_tombstones = inputs.iter().any(|t| t.record.tombstones > 0);
         if inputs.len() < 2 && !has_tombstones {
             return Ok(());
@@ -579,13 +632,26 @@ impl Store {
             let mut w = self.lock_writer();
             let n = w.manifest.next_file;
             w.manifest.next_file += 2;
-            (n, if self.kind == FilterKind::None { 0 } else { n + 1 })
+            (
+                n,
+                if self.kind == FilterKind::None {
+                    0
+                } else {
+                    n + 1
+                },
+            )
         };
         // The inputs are all tables, so the output is the oldest level: tombstones can go.
         let scratch = Arc::new(TableCounters::default());
         let sources: Vec<Source> = inputs
             .iter()
-            .map(|t| Box::new(TableIter::new(t.clone(), Bound::Unbounded, Some(scratch.clone()))) as Source)
+            .map(|t| {
+                Box::new(TableIter::new(
+                    t.clone(),
+                    Bound::Unbounded,
+                    Some(scratch.clone()),
+                )) as Source
+            })
             .collect();
         let mut live = Vec::new();
         for e in MergeIter::new(sources) {
@@ -594,7 +660,11 @@ impl Store {
                 live.push((k, v));
             }
         }
-        let built = self.write_table(table_no, filter_no, live.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
+        let built = self.write_table(
+            table_no,
+            filter_no,
+            live.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))),
+        );
         let (meta, filter_bytes) = match built {
             Ok(x) => x,
             Err(e) => {
@@ -610,7 +680,11 @@ impl Store {
                 let record = TableRecord {
                     number: table_no,
                     filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
-                    filter_kind: if filter_bytes.is_some() { self.kind } else { FilterKind::None },
+                    filter_kind: if filter_bytes.is_some() {
+                        self.kind
+                    } else {
+                        FilterKind::None
+                    },
                     fpr: self.fpr,
                     entries: meta.entries,
                     tombstones: meta.tombstones,
@@ -627,7 +701,9 @@ impl Store {
             self.retire(t);
             let _ = self.fs.remove(&table_path(&self.dir, t.record.number));
             if t.record.filter_file != 0 {
-                let _ = self.fs.remove(&filter_path(&self.dir, t.record.filter_file));
+                let _ = self
+                    .fs
+                    .remove(&filter_path(&self.dir, t.record.filter_file));
             }
         }
         Ok(())
@@ -643,7 +719,12 @@ impl Store {
         replace: impl Fn(&Arc<TableHandle>) -> Option<Arc<TableHandle>>,
     ) -> Result<()> {
         let mut w = self.lock_writer();
-        let st_tables = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.clone();
+        let st_tables = self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tables
+            .clone();
         let mut tables: Vec<Arc<TableHandle>> = Vec::with_capacity(st_tables.len() + 1);
         for t in st_tables.iter() {
             if remove.contains(&t.record.number) {
@@ -656,7 +737,9 @@ impl Store {
         }
         let mut next = w.manifest.clone();
         next.tables = tables.iter().map(|t| t.record.clone()).collect();
-        self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
         let r = next.store(&*self.fs, &self.dir);
         self.poison(r)?;
         w.manifest = next;
@@ -668,14 +751,22 @@ impl Store {
         let (c, r) = (&t.counters, &self.retired);
         r.negatives.fetch_add(c.negatives.load(Relaxed), Relaxed);
         r.positives.fetch_add(c.positives.load(Relaxed), Relaxed);
-        r.false_positives.fetch_add(c.false_positives.load(Relaxed), Relaxed);
-        r.unfiltered_misses.fetch_add(c.unfiltered_misses.load(Relaxed), Relaxed);
-        r.block_reads.fetch_add(c.block_reads.load(Relaxed), Relaxed);
+        r.false_positives
+            .fetch_add(c.false_positives.load(Relaxed), Relaxed);
+        r.unfiltered_misses
+            .fetch_add(c.unfiltered_misses.load(Relaxed), Relaxed);
+        r.block_reads
+            .fetch_add(c.block_reads.load(Relaxed), Relaxed);
         r.bytes_read.fetch_add(c.bytes_read.load(Relaxed), Relaxed);
     }
 
     fn maybe_compact(&self) -> Result<()> {
-        let n = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.len();
+        let n = self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tables
+            .len();
         match self.opts.compaction_trigger {
             Some(t) if n > t => self.compact(),
             _ => Ok(()),
@@ -688,12 +779,19 @@ impl Store {
         check_fpr(fpr)?;
         self.check_writable()?;
         let _m = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-        let tables = self.state.read().unwrap_or_else(|p| p.into_inner()).tables.clone();
+        let tables = self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tables
+            .clone();
         let mut fresh: Vec<(u64, Arc<TableHandle>)> = Vec::new();
         let cleanup = |fresh: &[(u64, Arc<TableHandle>)]| {
             for (_, h) in fresh {
                 if h.record.filter_file != 0 {
-                    let _ = self.fs.remove(&filter_path(&self.dir, h.record.filter_file));
+                    let _ = self
+                        .fs
+                        .remove(&filter_path(&self.dir, h.record.filter_file));
                 }
             }
         };
@@ -707,7 +805,12 @@ impl Store {
                 }
             }
         }
-        let replace = |t: &Arc<TableHandle>| fresh.iter().find(|(n, _)| *n == t.record.number).map(|(_, h)| h.clone());
+        let replace = |t: &Arc<TableHandle>| {
+            fresh
+                .iter()
+                .find(|(n, _)| *n == t.record.number)
+                .map(|(_, h)| h.clone())
+        };
         if let Err(e) = self.install(&HashSet::new(), None, replace) {
             cleanup(&fresh);
             return Err(e);
@@ -715,13 +818,20 @@ impl Store {
         for t in tables.iter() {
             self.retire(t);
             if t.record.filter_file != 0 {
-                let _ = self.fs.remove(&filter_path(&self.dir, t.record.filter_file));
+                let _ = self
+                    .fs
+                    .remove(&filter_path(&self.dir, t.record.filter_file));
             }
         }
         Ok(())
     }
 
-    fn rebuild_filter(&self, t: &Arc<TableHandle>, kind: FilterKind, fpr: f64) -> Result<Arc<TableHandle>> {
+    fn rebuild_filter(
+        &self,
+        t: &Arc<TableHandle>,
+        kind: FilterKind,
+        fpr: f64,
+    ) -> Result<Arc<TableHandle>> {
         let scratch = Arc::new(TableCounters::default());
         let mut keys = Vec::with_capacity(t.record.entries as usize);
         for e in TableIter::new(t.clone(), Bound::Unbounded, Some(scratch)) {
@@ -734,13 +844,22 @@ impl Store {
             w.manifest.next_file += 1;
             w.manifest.next_file - 1
         };
-        let bytes = write_filter_file(&*self.fs, &filter_path(&self.dir, filter_no), kind, fpr, &keys)?;
+        let bytes = write_filter_file(
+            &*self.fs,
+            &filter_path(&self.dir, filter_no),
+            kind,
+            fpr,
+            &keys,
+        )?;
         let mut record = t.record.clone();
         record.filter_file = if bytes.is_some() { filter_no } else { 0 };
         record.filter_kind = kind;
         record.fpr = fpr;
         let filter = match bytes {
-            Some(_) => Some(Arc::new(MappedFilter::open(&filter_path(&self.dir, filter_no), filter_no)?)),
+            Some(_) => Some(Arc::new(MappedFilter::open(
+                &filter_path(&self.dir, filter_no),
+                filter_no,
+            )?)),
             None => None,
         };
         Ok(Arc::new(TableHandle {
@@ -772,7 +891,11 @@ impl Store {
             let c = &t.counters;
             let ts = TableStats {
                 number: t.record.number,
-                filter_kind: if t.filter.is_some() { t.record.filter_kind } else { FilterKind::None },
+                filter_kind: if t.filter.is_some() {
+                    t.record.filter_kind
+                } else {
+                    FilterKind::None
+                },
                 target_fpr: t.record.fpr,
                 keys: t.record.entries,
                 tombstones: t.record.tombstones,

@@ -64,11 +64,19 @@ impl WriteBatch {
     pub(crate) fn validate(&self) -> Result<()> {
         for (k, v) in &self.ops {
             if k.len() > MAX_KEY_LEN {
-                return Err(Error::TooLarge { what: "key", len: k.len(), max: MAX_KEY_LEN });
+                return Err(Error::TooLarge {
+                    what: "key",
+                    len: k.len(),
+                    max: MAX_KEY_LEN,
+                });
             }
             if let Some(v) = v {
                 if v.len() > MAX_VALUE_LEN {
-                    return Err(Error::TooLarge { what: "value", len: v.len(), max: MAX_VALUE_LEN });
+                    return Err(Error::TooLarge {
+                        what: "value",
+                        len: v.len(),
+                        max: MAX_VALUE_LEN,
+                    });
                 }
             }
         }
@@ -89,7 +97,11 @@ impl WriteBatch {
             }
         }
         if payload.len() > MAX_RECORD_LEN {
-            return Err(Error::TooLarge { what: "write batch", len: payload.len(), max: MAX_RECORD_LEN });
+            return Err(Error::TooLarge {
+                what: "write batch",
+                len: payload.len(),
+                max: MAX_RECORD_LEN,
+            });
         }
         let mut rec = Vec::with_capacity(8 + payload.len());
         rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -117,12 +129,18 @@ impl WalWriter {
         head.extend_from_slice(&[WAL_VERSION, 0, 0, 0]);
         file.write_all(&head).map_err(io)?;
         file.sync().map_err(io)?;
-        Ok(WalWriter { file, path: path.to_path_buf(), len: WAL_HEADER_LEN as u64 })
+        Ok(WalWriter {
+            file,
+            path: path.to_path_buf(),
+            len: WAL_HEADER_LEN as u64,
+        })
     }
 
     /// Appends one encoded record; with `sync` it is durable when this returns.
     pub fn append(&mut self, record: &[u8], sync: bool) -> Result<()> {
-        self.file.write_all(record).map_err(|e| Error::io(&self.path, e))?;
+        self.file
+            .write_all(record)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.len += record.len() as u64;
         if sync {
             self.sync()?;
@@ -153,7 +171,13 @@ pub fn replay_bytes(
     bytes: &[u8],
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
 ) -> Result<ReplayEnd> {
-    let torn = |valid_len: u64, records| Ok(ReplayEnd { records, valid_len, torn_tail: true });
+    let torn = |valid_len: u64, records| {
+        Ok(ReplayEnd {
+            records,
+            valid_len,
+            torn_tail: true,
+        })
+    };
     if bytes.len() < WAL_HEADER_LEN {
         return torn(0, 0);
     }
@@ -161,7 +185,10 @@ pub fn replay_bytes(
         return Err(Error::corrupt(0, "bad WAL magic"));
     }
     if bytes[4] != WAL_VERSION {
-        return Err(Error::corrupt(4, format!("unsupported WAL version {}", bytes[4])));
+        return Err(Error::corrupt(
+            4,
+            format!("unsupported WAL version {}", bytes[4]),
+        ));
     }
     let mut pos = WAL_HEADER_LEN;
     let mut records = 0u64;
@@ -181,13 +208,20 @@ pub fn replay_bytes(
             if last || rest.iter().all(|&b| b == 0) {
                 return torn(pos as u64, records);
             }
-            return Err(Error::corrupt(pos as u64, "WAL record CRC mismatch before the end of the log"));
+            return Err(Error::corrupt(
+                pos as u64,
+                "WAL record CRC mismatch before the end of the log",
+            ));
         }
         decode_batch(payload, (pos + 8) as u64, &mut apply)?;
         records += 1;
         pos += 8 + len;
     }
-    Ok(ReplayEnd { records, valid_len: pos as u64, torn_tail: false })
+    Ok(ReplayEnd {
+        records,
+        valid_len: pos as u64,
+        torn_tail: false,
+    })
 }
 
 fn decode_batch(

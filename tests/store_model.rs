@@ -25,12 +25,20 @@ fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
     format!("k{:05}", rng.below(space)).into_bytes()
 }
 
-fn check_scan(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) {
+fn check_scan(
+    store: &Store,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+) {
     let got: Vec<_> = store
         .scan::<Vec<u8>>((lo.clone(), hi.clone()))
         .collect::<Result<_, _>>()
         .expect("scan");
-    let want: Vec<_> = model.range((lo, hi)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let want: Vec<_> = model
+        .range((lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     assert_eq!(got, want);
 }
 
@@ -69,7 +77,11 @@ fn run(seed: u64, steps: usize) {
             }
             55..=79 => {
                 let k = key(&mut rng, space + 20);
-                assert_eq!(store.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step} key {k:?}");
+                assert_eq!(
+                    store.get(&k).unwrap(),
+                    model.get(&k).cloned(),
+                    "seed {seed} step {step} key {k:?}"
+                );
             }
             80..=84 => {
                 let a = key(&mut rng, space);
@@ -91,7 +103,9 @@ fn run(seed: u64, steps: usize) {
             90..=92 => store.compact().unwrap(),
             93..=94 => {
                 let kind = FilterKind::ALL[rng.below(4) as usize];
-                store.refilter(kind, [0.02, 0.2][rng.below(2) as usize]).unwrap();
+                store
+                    .refilter(kind, [0.02, 0.2][rng.below(2) as usize])
+                    .unwrap();
             }
             _ => {
                 drop(store);

@@ -347,6 +347,9 @@ impl<'a> Filter<'a> {
             FilterKind::Cuckoo => View::Cuckoo(cuckoo::CuckooView::new(header, body)?),
             FilterKind::None => return Err(Error::corrupt(5, "filter kind none has no block")),
         };
-        Ok(Filter { header: *header, view })
+        Ok(Filter {
+            header: *header,
+            view,
+        })
     }
 }

@@ -29,11 +29,14 @@ impl BlockBuilder {
     /// Adds an entry; keys must arrive in strictly increasing order.
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         debug_assert!(self.count == 0 || key > self.last_key.as_slice());
-        let shared = if self.count % RESTART_INTERVAL == 0 {
+        let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
-            key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count()
+            key.iter()
+                .zip(&self.last_key)
+                .take_while(|(a, b)| a == b)
+                .count()
         };
         put_varint(&mut self.buf, shared as u64);
         put_varint(&mut self.buf, (key.len() - shared) as u64);
@@ -97,23 +100,42 @@ impl<'a> Block<'a> {
     pub fn new(bytes: &'a [u8], base: u64) -> Result<Block<'a>> {
         let n = bytes.len();
         if n < 4 {
-            return Err(Error::corrupt(base, format!("block of {n} bytes has no restart count")));
+            return Err(Error::corrupt(
+                base,
+                format!("block of {n} bytes has no restart count"),
+            ));
         }
-        let r = u32::from_le_bytes([bytes[n - 4], bytes[n - 3], bytes[n - 2], bytes[n - 1]]) as usize;
+        let r =
+            u32::from_le_bytes([bytes[n - 4], bytes[n - 3], bytes[n - 2], bytes[n - 1]]) as usize;
         let data_end = r
             .checked_mul(4)
             .and_then(|x| x.checked_add(4))
             .and_then(|x| n.checked_sub(x))
-            .ok_or_else(|| Error::corrupt(base + n as u64 - 4, format!("restart count {r} does not fit a block of {n} bytes")))?;
+            .ok_or_else(|| {
+                Error::corrupt(
+                    base + n as u64 - 4,
+                    format!("restart count {r} does not fit a block of {n} bytes"),
+                )
+            })?;
         if r == 0 && data_end > 0 {
-            return Err(Error::corrupt(base + n as u64 - 4, "non-empty block without restart points"));
+            return Err(Error::corrupt(
+                base + n as u64 - 4,
+                "non-empty block without restart points",
+            ));
         }
-        let block = Block { data: &bytes[..data_end], restarts: &bytes[data_end..n - 4], base };
+        let block = Block {
+            data: &bytes[..data_end],
+            restarts: &bytes[data_end..n - 4],
+            base,
+        };
         let mut prev = None;
         for i in 0..r {
             let off = block.restart(i);
             if off as usize >= data_end || prev.is_some_and(|p| off <= p) {
-                return Err(Error::corrupt(base + (data_end + 4 * i) as u64, format!("restart offset {off} out of order or past the entries")));
+                return Err(Error::corrupt(
+                    base + (data_end + 4 * i) as u64,
+                    format!("restart offset {off} out of order or past the entries"),
+                ));
             }
             prev = Some(off);
         }
@@ -131,7 +153,11 @@ impl<'a> Block<'a> {
 
     /// Iterates over all entries.
     pub fn iter(&self) -> BlockIter<'a> {
-        BlockIter { cursor: Cursor::new(self.data, self.base), key: Vec::new(), failed: false }
+        BlockIter {
+            cursor: Cursor::new(self.data, self.base),
+            key: Vec::new(),
+            failed: false,
+        }
     }
 
     /// Decodes the full key stored at restart point `i`.
@@ -162,12 +188,12 @@ impl<'a> Block<'a> {
             return Ok(None);
         }
         let start = self.restart(lo) as usize;
-        let mut it = BlockIter {
+        let it = BlockIter {
             cursor: Cursor::new(&self.data[start..], self.base + start as u64),
             key: Vec::new(),
             failed: false,
         };
-        while let Some(e) = it.next() {
+        for e in it {
             let (k, v) = e?;
             match k.as_slice().cmp(key) {
                 Ordering::Less => continue,
@@ -200,7 +226,8 @@ impl BlockIter<'_> {
         let value = if vtag == 0 {
             None
         } else {
-            let vlen = usize::try_from(vtag - 1).map_err(|_| Error::corrupt(at, "value length overflows"))?;
+            let vlen = usize::try_from(vtag - 1)
+                .map_err(|_| Error::corrupt(at, "value length overflows"))?;
             Some(c.bytes(vlen, "value")?.to_vec())
         };
         Ok((self.key.clone(), value))

@@ -110,7 +110,8 @@ impl TableBuilder {
 
     fn write_with_crc(&mut self, data: &[u8]) -> Result<()> {
         self.buf.extend_from_slice(data);
-        self.buf.extend_from_slice(&crc32fast::hash(data).to_le_bytes());
+        self.buf
+            .extend_from_slice(&crc32fast::hash(data).to_le_bytes());
         self.offset += data.len() as u64 + 4;
         if self.buf.len() >= WRITE_BUFFER {
             self.flush_buf()?;
@@ -119,7 +120,9 @@ impl TableBuilder {
     }
 
     fn flush_buf(&mut self) -> Result<()> {
-        self.file.write_all(&self.buf).map_err(|e| Error::io(&self.path, e))?;
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.buf.clear();
         Ok(())
     }
@@ -218,19 +221,27 @@ impl Table {
 
     fn open_file(file: File, size: u64, number: u64, path: &Path) -> Result<Table> {
         if size < FOOTER_LEN as u64 {
-            return Err(Error::corrupt(0, format!("table of {size} bytes is shorter than its footer")));
+            return Err(Error::corrupt(
+                0,
+                format!("table of {size} bytes is shorter than its footer"),
+            ));
         }
         let foot_at = size - FOOTER_LEN as u64;
         let mut footer = [0u8; FOOTER_LEN];
-        file.read_exact_at(&mut footer, foot_at).map_err(|e| Error::io(path, e))?;
+        file.read_exact_at(&mut footer, foot_at)
+            .map_err(|e| Error::io(path, e))?;
         let (index_off, index_len, meta_off, meta_len) = decode_footer(&footer, foot_at)?;
         // Index, its CRC, meta and its CRC are contiguous just before the footer.
         let end = |off: u64, len: u64| off.checked_add(len).and_then(|x| x.checked_add(4));
         if end(index_off, index_len) != Some(meta_off) || end(meta_off, meta_len) != Some(foot_at) {
-            return Err(Error::corrupt(foot_at + 8, "footer regions do not tile the file"));
+            return Err(Error::corrupt(
+                foot_at + 8,
+                "footer regions do not tile the file",
+            ));
         }
         let mut tail = vec![0u8; (foot_at - index_off) as usize];
-        file.read_exact_at(&mut tail, index_off).map_err(|e| Error::io(path, e))?;
+        file.read_exact_at(&mut tail, index_off)
+            .map_err(|e| Error::io(path, e))?;
         let (index_bytes, rest) = tail.split_at(index_len as usize);
         let (index_crc, rest) = rest.split_at(4);
         let (meta_bytes, meta_crc) = rest.split_at(meta_len as usize);
@@ -240,18 +251,32 @@ impl Table {
         let mut prev_end = 0u64;
         for e in Block::new(index_bytes, index_off)?.iter() {
             let (last_key, v) = e?;
-            let v = v.filter(|v| v.len() == 12).ok_or_else(|| Error::corrupt(index_off, "index entry without a 12-byte block handle"))?;
+            let v = v.filter(|v| v.len() == 12).ok_or_else(|| {
+                Error::corrupt(index_off, "index entry without a 12-byte block handle")
+            })?;
             let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
             let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
             let block_end = offset.saturating_add(len as u64 + 4);
             if offset != prev_end || block_end > index_off {
-                return Err(Error::corrupt(index_off, format!("index entry points at block {offset}+{len}, out of order or past the data")));
+                return Err(Error::corrupt(
+                    index_off,
+                    format!(
+                        "index entry points at block {offset}+{len}, out of order or past the data"
+                    ),
+                ));
             }
             prev_end = block_end;
-            index.push(IndexEntry { last_key, offset, len });
+            index.push(IndexEntry {
+                last_key,
+                offset,
+                len,
+            });
         }
         if prev_end != index_off {
-            return Err(Error::corrupt(index_off, "index does not cover every data block"));
+            return Err(Error::corrupt(
+                index_off,
+                "index does not cover every data block",
+            ));
         }
         let mut c = Cursor::new(meta_bytes, meta_off);
         let key = |c: &mut Cursor| -> Result<Vec<u8>> {
@@ -269,9 +294,18 @@ impl Table {
             file_bytes: size,
         };
         if meta.data_blocks != index.len() as u64 {
-            return Err(Error::corrupt(meta_off, "meta block count disagrees with the index"));
+            return Err(Error::corrupt(
+                meta_off,
+                "meta block count disagrees with the index",
+            ));
         }
-        Ok(Table { number, path: path.to_path_buf(), file, index, meta })
+        Ok(Table {
+            number,
+            path: path.to_path_buf(),
+            file,
+            index,
+            meta,
+        })
     }
 
     /// The file's path.
@@ -342,13 +376,26 @@ pub fn decode_footer(footer: &[u8; FOOTER_LEN], at: u64) -> Result<(u64, u64, u6
     if footer[..4] != TABLE_MAGIC || footer[60..] != TABLE_END_MAGIC {
         return Err(Error::corrupt(at, "bad table footer magic"));
     }
-    check_crc(&footer[..56], le32(&footer[56..60]), at + 56, "table footer")?;
+    check_crc(
+        &footer[..56],
+        le32(&footer[56..60]),
+        at + 56,
+        "table footer",
+    )?;
     let version = le32(&footer[4..8]);
     if version != TABLE_VERSION {
-        return Err(Error::corrupt(at + 4, format!("unsupported table version {version}")));
+        return Err(Error::corrupt(
+            at + 4,
+            format!("unsupported table version {version}"),
+        ));
     }
     let mut c = Cursor::new(&footer[8..40], at + 8);
-    Ok((c.u64("index offset")?, c.u64("index length")?, c.u64("meta offset")?, c.u64("meta length")?))
+    Ok((
+        c.u64("index offset")?,
+        c.u64("index length")?,
+        c.u64("meta offset")?,
+        c.u64("meta length")?,
+    ))
 }
 
 /// A filter file mapped into memory; queried in place.
@@ -365,8 +412,14 @@ impl MappedFilter {
     pub fn open(path: &Path, number: u64) -> Result<MappedFilter> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let map = crate::mmap::map_readonly(&file).map_err(|e| Error::io(path, e))?;
-        let header = *Filter::decode(&map).map_err(|e| e.in_file(path, 0))?.header();
-        Ok(MappedFilter { number, map, header })
+        let header = *Filter::decode(&map)
+            .map_err(|e| e.in_file(path, 0))?
+            .header();
+        Ok(MappedFilter {
+            number,
+            map,
+            header,
+        })
     }
 
     /// False means the key is certainly not in the table.
@@ -396,7 +449,13 @@ impl MappedFilter {
 
 /// Writes a filter block for `hashes` to `path` (fsynced). Returns the block length, or
 /// `None` for [`FilterKind::None`] (no file is written).
-pub fn write_filter_file(fs: &dyn Fs, path: &Path, kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<u64>> {
+pub fn write_filter_file(
+    fs: &dyn Fs,
+    path: &Path,
+    kind: FilterKind,
+    fpr: f64,
+    hashes: &[u64],
+) -> Result<Option<u64>> {
     let Some(block) = filter::build(kind, fpr, hashes)? else {
         return Ok(None);
     };

@@ -1,0 +1,368 @@
+//! Store behaviour checked by counts: reads avoided, reads made, recovery, locking, limits.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::NoSyncFs;
+use filterstore::{Error, FilterKind, Options, Store, SyncPolicy};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{:012}", i * 2).into_bytes() // even numbers present, odd absent
+}
+
+fn opts(kind: FilterKind, fpr: f64) -> Options {
+    Options {
+        filter: Some(kind),
+        fpr: Some(fpr),
+        compaction_trigger: None,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    }
+}
+
+/// Ten tables whose key ranges interleave (table t holds keys ≡ t mod 10), so every
+/// absent key inside the overall range falls inside every table's range.
+fn ten_tables(dir: &std::path::Path, kind: FilterKind, fpr: f64, n: u64) -> Store {
+    let store = Store::open(dir, opts(kind, fpr)).unwrap();
+    for t in 0..10 {
+        for i in (t..n).step_by(10) {
+            store.put(&key(i), b"value").unwrap();
+        }
+        store.flush().unwrap();
+    }
+    assert_eq!(store.stats().tables.len(), 10);
+    store
+}
+
+#[test]
+fn absent_keys_cost_about_eps_reads_per_table() {
+    let n = 200_000;
+    for (kind, fpr) in [
+        (FilterKind::Bloom, 0.01),
+        (FilterKind::BlockedBloom, 0.01),
+        (FilterKind::Cuckoo, 0.001),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ten_tables(dir.path(), kind, fpr, n);
+        let before = store.stats();
+        let lookups = 50_000u64;
+        for i in 0..lookups {
+            let k = format!("key{:012}", (i * 7919 % (2 * n - 60) + 20) | 1).into_bytes();
+            assert_eq!(store.get(&k).unwrap(), None);
+        }
+        let s = store.stats();
+        let reads = s.data_block_reads - before.data_block_reads;
+        let bound = 1.3 * fpr * 10.0 * lookups as f64;
+        assert!(
+            (reads as f64) <= bound,
+            "{kind}: {reads} block reads for {lookups} absent lookups > {bound}"
+        );
+        assert_eq!(
+            s.filter_probes(),
+            10 * lookups,
+            "{kind}: every table's filter is probed once"
+        );
+        assert_eq!(
+            s.false_positives, reads,
+            "{kind}: each read of an absent key is a false positive"
+        );
+        // Keys outside every table's range are answered by the range check alone.
+        for i in 0..1000u64 {
+            assert_eq!(store.get(format!("zz{i}").as_bytes()).unwrap(), None);
+            assert_eq!(store.get(format!("a{i}").as_bytes()).unwrap(), None);
+        }
+        let s2 = store.stats();
+        assert_eq!(s2.data_block_reads, s.data_block_reads);
+        assert_eq!(s2.filter_probes(), s.filter_probes());
+    }
+}
+
+#[test]
+fn without_filters_every_table_in_range_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ten_tables(dir.path(), FilterKind::None, 0.01, 20_000);
+    for i in 0..1000u64 {
+        assert_eq!(
+            store
+                .get(format!("key{:012}", 2 * i + 21).as_bytes())
+                .unwrap(),
+            None
+        );
+    }
+    assert_eq!(store.stats().data_block_reads, 10 * 1000);
+}
+
+#[test]
+fn present_keys_cost_exactly_one_block_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ten_tables(dir.path(), FilterKind::BlockedBloom, 0.001, 50_000);
+    let before = store.stats().data_block_reads;
+    for i in (0..50_000u64).step_by(37) {
+        assert_eq!(store.get(&key(i)).unwrap().as_deref(), Some(&b"value"[..]));
+    }
+    let reads = store.stats().data_block_reads - before;
+    let lookups = (0..50_000u64).step_by(37).count() as u64;
+    // One read for the table that holds the key, plus false positives in newer tables.
+    assert!(
+        reads >= lookups && reads as f64 <= lookups as f64 * (1.0 + 0.001 * 10.0 * 3.0) + 3.0,
+        "{reads} reads for {lookups} lookups"
+    );
+}
+
+#[test]
+fn refilter_swaps_filters_without_touching_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ten_tables(dir.path(), FilterKind::Bloom, 0.2, 20_000);
+    let sst: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    let before: Vec<Vec<u8>> = sst.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    for (kind, fpr) in [
+        (FilterKind::Cuckoo, 0.001),
+        (FilterKind::None, 0.5),
+        (FilterKind::BlockedBloom, 0.01),
+    ] {
+        store.refilter(kind, fpr).unwrap();
+        let s = store.stats();
+        assert!(s
+            .tables
+            .iter()
+            .all(|t| t.filter_kind == kind && t.target_fpr == fpr));
+        for (p, b) in sst.iter().zip(&before) {
+            assert_eq!(
+                &std::fs::read(p).unwrap(),
+                b,
+                "table data rewritten by refilter"
+            );
+        }
+        for i in (0..20_000).step_by(101) {
+            assert!(store.get(&key(i)).unwrap().is_some());
+        }
+    }
+    drop(store);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert!(store
+        .stats()
+        .tables
+        .iter()
+        .all(|t| t.filter_kind == FilterKind::BlockedBloom));
+    let filters = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == "filter")
+        })
+        .count();
+    assert_eq!(filters, 10, "old filter files are removed");
+}
+
+#[test]
+fn compaction_drops_tombstones_and_old_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts(FilterKind::Cuckoo, 0.01)).unwrap();
+    for i in 0..1000u64 {
+        store.put(&key(i), b"v1").unwrap();
+    }
+    store.flush().unwrap();
+    for i in 0..1000u64 {
+        if i % 2 == 0 {
+            store.delete(&key(i)).unwrap();
+        } else {
+            store.put(&key(i), b"v2").unwrap();
+        }
+    }
+    store.flush().unwrap();
+    store.compact().unwrap();
+    let s = store.stats();
+    assert_eq!(s.tables.len(), 1);
+    assert_eq!(s.tables[0].keys, 500);
+    assert_eq!(s.tables[0].tombstones, 0);
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    // LOCK, MANIFEST, one WAL, one table, one filter.
+    assert_eq!(files, 5);
+    for i in 0..1000u64 {
+        let want = (i % 2 == 1).then(|| b"v2".to_vec());
+        assert_eq!(store.get(&key(i)).unwrap(), want);
+    }
+}
+
+#[test]
+fn second_open_is_refused_while_the_first_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::open(dir.path(), Options::default()).unwrap();
+    match Store::open(dir.path(), Options::default()) {
+        Err(Error::Locked(_)) => {}
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("second open succeeded"),
+    }
+    drop(a);
+    Store::open(dir.path(), Options::default()).unwrap();
+}
+
+#[test]
+fn open_refuses_a_file_and_a_missing_dir_without_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(matches!(
+        Store::open(&file, Options::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    let o = Options {
+        create_if_missing: false,
+        ..Options::default()
+    };
+    assert!(Store::open(dir.path().join("missing"), o).is_err());
+}
+
+#[test]
+fn sizes_past_the_limits_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let big_key = vec![b'k'; filterstore::MAX_KEY_LEN + 1];
+    assert!(matches!(
+        store.put(&big_key, b"v"),
+        Err(Error::TooLarge { what: "key", .. })
+    ));
+    let big_value = vec![0u8; filterstore::MAX_VALUE_LEN + 1];
+    assert!(matches!(
+        store.put(b"k", &big_value),
+        Err(Error::TooLarge { what: "value", .. })
+    ));
+    store.put(b"", b"").unwrap();
+    assert_eq!(store.get(b"").unwrap(), Some(Vec::new()));
+}
+
+#[test]
+fn unflushed_writes_survive_reopen_and_torn_wal_tail_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let o = Options {
+            sync: SyncPolicy::EveryWrite,
+            ..Options::default()
+        };
+        let store = Store::open(dir.path(), o).unwrap();
+        for i in 0..100u64 {
+            store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+        }
+    }
+    // Tear the last record of the newest WAL in half.
+    let mut wals: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "wal") && std::fs::metadata(p).unwrap().len() > 8
+        })
+        .collect();
+    wals.sort();
+    let wal = wals.last().unwrap();
+    let len = std::fs::metadata(wal).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(wal).unwrap();
+    f.set_len(len - 5).unwrap();
+    drop(f);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for i in 0..99u64 {
+        assert_eq!(
+            store.get(&key(i)).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+    assert_eq!(
+        store.get(&key(99)).unwrap(),
+        None,
+        "the torn record is dropped"
+    );
+}
+
+#[test]
+fn wal_damage_before_the_tail_is_an_error_naming_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        for i in 0..10u64 {
+            store.put(&key(i), b"value").unwrap();
+        }
+    }
+    let wal = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "wal") && std::fs::metadata(p).unwrap().len() > 8
+        })
+        .unwrap();
+    let mut b = std::fs::read(&wal).unwrap();
+    b[8 + 10] ^= 0x40; // inside the first record's payload
+    std::fs::write(&wal, &b).unwrap();
+    match Store::open(dir.path(), Options::default()) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, wal);
+            assert_eq!(offset, 8);
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("corrupt WAL accepted"),
+    }
+}
+
+#[test]
+fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        memtable_bytes: 16 << 10,
+        compaction_trigger: Some(4),
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    };
+    let store = Arc::new(Store::open(dir.path(), o).unwrap());
+    let written = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for r in 0..3u64 {
+        let (store, written, stop) = (store.clone(), written.clone(), stop.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut checks = 0u64;
+            let mut x = r + 1;
+            while !stop.load(Ordering::Relaxed) {
+                let n = written.load(Ordering::Acquire);
+                if n == 0 {
+                    continue;
+                }
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let i = (x >> 33) % n;
+                let got = store.get(&key(i)).unwrap();
+                assert_eq!(
+                    got,
+                    Some(format!("v{i}").into_bytes()),
+                    "reader {r} missed key {i} of {n}"
+                );
+                if checks.is_multiple_of(500) {
+                    let lo = key(i / 2);
+                    let hi = key(i);
+                    let c = store.scan(lo.as_slice()..hi.as_slice()).count() as u64;
+                    assert_eq!(c, i - i / 2, "scan missed keys");
+                }
+                checks += 1;
+            }
+            checks
+        }));
+    }
+    for i in 0..20_000u64 {
+        store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+        written.store(i + 1, Ordering::Release);
+        if i % 5000 == 4999 {
+            store.compact().unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(checks > 1000, "readers ran {checks} checks");
+    assert!(store.stats().tables.len() <= 5);
+}
