@@ -26,6 +26,7 @@ pub mod merge;
 mod mmap;
 pub mod store;
 pub mod table;
+pub mod verify;
 pub mod wal;
 
 pub use error::{Error, Result};

@@ -366,3 +366,46 @@ fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
     assert!(checks > 1000, "readers ran {checks} checks");
     assert!(store.stats().tables.len() <= 5);
 }
+
+#[test]
+fn verify_passes_on_a_clean_store_and_names_a_flipped_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ten_tables(dir.path(), FilterKind::BlockedBloom, 0.01, 20_000);
+    store.put(b"unflushed", b"x").unwrap();
+    drop(store);
+    let r = filterstore::verify::verify_dir(dir.path()).unwrap();
+    assert!(r.is_intact(), "{:?}", r.problems);
+    assert_eq!(r.entries, 20_000);
+    assert_eq!(r.wal_records, 1);
+    let sst = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    let mut b = std::fs::read(&sst).unwrap();
+    b[100] ^= 1;
+    std::fs::write(&sst, &b).unwrap();
+    let r = filterstore::verify::verify_dir(dir.path()).unwrap();
+    assert_eq!(r.problems.len(), 1);
+    match &r.problems[0] {
+        Error::Corruption { file, offset, .. } => {
+            assert_eq!(file, &sst);
+            assert_eq!(*offset, 0, "the first data block starts at 0");
+        }
+        e => panic!("wrong problem {e}"),
+    }
+    // A lookup of a key in the damaged block is an error, never a wrong answer.
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let mut errors = 0;
+    for i in 0..20_000u64 {
+        match store.get(&key(i)) {
+            Ok(Some(v)) => assert_eq!(v, b"value"),
+            Ok(None) => panic!("key {i} reported absent"),
+            Err(e) => {
+                assert!(e.is_corruption());
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors > 0);
+}
