@@ -8,7 +8,6 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::manifest::Manifest;
-use crate::table::block::Block;
 use crate::table::{Table, TableCounters};
 
 /// What `verify_dir` found.
