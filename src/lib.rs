@@ -16,6 +16,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod codec;
 pub mod error;
 pub mod filter;
@@ -24,6 +25,7 @@ pub mod io;
 pub mod manifest;
 pub mod merge;
 mod mmap;
+pub mod plot;
 pub mod store;
 pub mod table;
 pub mod verify;

@@ -59,64 +59,51 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
-
-    /// Checks key and value sizes.
-    pub(crate) fn validate(&self) -> Result<()> {
-        for (k, v) in &self.ops {
-            if k.len() > MAX_KEY_LEN {
-                return Err(Error::TooLarge {
-                    what: "key",
-                    len: k.len(),
-                    max: MAX_KEY_LEN,
-                });
-            }
-            if let Some(v) = v {
-                if v.len() > MAX_VALUE_LEN {
-                    return Err(Error::TooLarge {
-                        what: "value",
-                        len: v.len(),
-                        max: MAX_VALUE_LEN,
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Encodes the batch as one WAL record (header included).
-    pub(crate) fn encode_record(&self) -> Result<Vec<u8>> {
-        let mut payload = Vec::new();
-        put_varint(&mut payload, self.ops.len() as u64);
-        for (k, v) in &self.ops {
-            payload.push(if v.is_some() { OP_PUT } else { OP_DELETE });
-            put_varint(&mut payload, k.len() as u64);
-            payload.extend_from_slice(k);
-            if let Some(v) = v {
-                put_varint(&mut payload, v.len() as u64);
-                payload.extend_from_slice(v);
-            }
-        }
-        if payload.len() > MAX_RECORD_LEN {
-            return Err(Error::TooLarge {
-                what: "write batch",
-                len: payload.len(),
-                max: MAX_RECORD_LEN,
-            });
-        }
-        let mut rec = Vec::with_capacity(8 + payload.len());
-        rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        rec.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        rec.extend_from_slice(&payload);
-        Ok(rec)
-    }
 }
+
+/// Encodes operations as one WAL record (header included) into `out` (cleared first).
+pub(crate) fn encode_record<'a>(
+    out: &mut Vec<u8>,
+    count: usize,
+    ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+) -> Result<()> {
+    out.clear();
+    out.extend_from_slice(&[0u8; 8]);
+    put_varint(out, count as u64);
+    for (k, v) in ops {
+        out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+        put_varint(out, k.len() as u64);
+        out.extend_from_slice(k);
+        if let Some(v) = v {
+            put_varint(out, v.len() as u64);
+            out.extend_from_slice(v);
+        }
+    }
+    let len = out.len() - 8;
+    if len > MAX_RECORD_LEN {
+        return Err(Error::TooLarge {
+            what: "write batch",
+            len,
+            max: MAX_RECORD_LEN,
+        });
+    }
+    let crc = crc32fast::hash(&out[8..]);
+    out[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    out[4..8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Bytes a buffered WAL holds before handing them to the operating system.
+pub const WAL_BUFFER: usize = 1 << 20;
 
 /// Appends records to one WAL file.
 pub struct WalWriter {
     file: Box<dyn WritableFile>,
     path: PathBuf,
-    /// Bytes written so far.
+    /// Bytes appended so far (buffered ones included).
     pub len: u64,
+    buf: Vec<u8>,
+    buffered: bool,
 }
 
 impl WalWriter {
@@ -133,14 +120,30 @@ impl WalWriter {
             file,
             path: path.to_path_buf(),
             len: WAL_HEADER_LEN as u64,
+            buf: Vec::new(),
+            buffered: false,
         })
+    }
+
+    /// With `true`, records collect in a [`WAL_BUFFER`] buffer and reach the operating system
+    /// when it fills, on [`WalWriter::write_out`] and on [`WalWriter::sync`].
+    pub fn set_buffered(&mut self, buffered: bool) {
+        self.buffered = buffered;
     }
 
     /// Appends one encoded record; with `sync` it is durable when this returns.
     pub fn append(&mut self, record: &[u8], sync: bool) -> Result<()> {
-        self.file
-            .write_all(record)
-            .map_err(|e| Error::io(&self.path, e))?;
+        if self.buffered && !sync {
+            self.buf.extend_from_slice(record);
+            if self.buf.len() >= WAL_BUFFER {
+                self.write_out()?;
+            }
+        } else {
+            self.write_out()?;
+            self.file
+                .write_all(record)
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
         self.len += record.len() as u64;
         if sync {
             self.sync()?;
@@ -148,8 +151,20 @@ impl WalWriter {
         Ok(())
     }
 
-    /// fsync.
+    /// Hands buffered records to the operating system.
+    pub fn write_out(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes out the buffer and fsyncs.
     pub fn sync(&mut self) -> Result<()> {
+        self.write_out()?;
         self.file.sync().map_err(|e| Error::io(&self.path, e))
     }
 }

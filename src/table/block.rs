@@ -187,17 +187,28 @@ impl<'a> Block<'a> {
         if self.restart_count() == 0 {
             return Ok(None);
         }
+        // Scan one restart interval in place: the key is rebuilt in a reused buffer and only
+        // the matching value is copied out.
         let start = self.restart(lo) as usize;
-        let it = BlockIter {
-            cursor: Cursor::new(&self.data[start..], self.base + start as u64),
-            key: Vec::new(),
-            failed: false,
-        };
-        for e in it {
-            let (k, v) = e?;
-            match k.as_slice().cmp(key) {
+        let mut c = Cursor::new(&self.data[start..], self.base + start as u64);
+        let mut cur: Vec<u8> = Vec::with_capacity(key.len() + 16);
+        while !c.is_empty() {
+            let at = c.offset();
+            let shared = c.len(cur.len(), "shared key length")?;
+            let unshared = c.len(c.remaining(), "key length")?;
+            let vtag = c.varint("value tag")?;
+            cur.truncate(shared);
+            cur.extend_from_slice(c.bytes(unshared, "key")?);
+            let vlen = if vtag == 0 {
+                0
+            } else {
+                usize::try_from(vtag - 1)
+                    .map_err(|_| Error::corrupt(at, "value length overflows"))?
+            };
+            let value = c.bytes(vlen, "value")?;
+            match cur.as_slice().cmp(key) {
                 Ordering::Less => continue,
-                Ordering::Equal => return Ok(Some(v)),
+                Ordering::Equal => return Ok(Some((vtag != 0).then(|| value.to_vec()))),
                 Ordering::Greater => return Ok(None),
             }
         }

@@ -127,6 +127,33 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Appends blocks encoded elsewhere (see [`write_table`]); they must follow every key
+    /// added so far.
+    fn add_part(&mut self, part: Part) -> Result<()> {
+        if part.entries == 0 {
+            return Ok(());
+        }
+        if self.meta.entries == 0 {
+            self.meta.min_key = part.first_key;
+        }
+        self.meta.entries += part.entries;
+        self.meta.tombstones += part.tombstones;
+        for (last, rel, len) in part.index {
+            let mut handle = [0u8; 12];
+            handle[..8].copy_from_slice(&(self.offset + rel).to_le_bytes());
+            handle[8..].copy_from_slice(&len.to_le_bytes());
+            self.index.add(&last, Some(&handle));
+            self.meta.max_key = last;
+            self.meta.data_blocks += 1;
+        }
+        self.offset += part.bytes.len() as u64;
+        self.buf.extend_from_slice(&part.bytes);
+        if self.buf.len() >= WRITE_BUFFER {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
     /// Number of entries added so far.
     pub fn entries(&self) -> u64 {
         self.meta.entries
@@ -171,6 +198,67 @@ impl TableBuilder {
         self.meta.file_bytes = self.offset;
         Ok(self.meta)
     }
+}
+
+/// Blocks encoded from a run of sorted entries, with offsets relative to the run's start.
+struct Part {
+    bytes: Vec<u8>,
+    index: Vec<(Vec<u8>, u64, u32)>,
+    first_key: Vec<u8>,
+    entries: u64,
+    tombstones: u64,
+}
+
+fn encode_part(entries: &[(&[u8], Option<&[u8]>)]) -> Part {
+    let mut part = Part {
+        bytes: Vec::with_capacity(entries.len() * 64),
+        index: Vec::new(),
+        first_key: entries.first().map_or(Vec::new(), |e| e.0.to_vec()),
+        entries: entries.len() as u64,
+        tombstones: entries.iter().filter(|e| e.1.is_none()).count() as u64,
+    };
+    let mut block = BlockBuilder::default();
+    let cut = |block: &mut BlockBuilder, part: &mut Part| {
+        if block.is_empty() {
+            return;
+        }
+        let last = block.last_key().to_vec();
+        let data = block.finish();
+        part.index
+            .push((last, part.bytes.len() as u64, data.len() as u32));
+        part.bytes.extend_from_slice(&data);
+        part.bytes
+            .extend_from_slice(&crc32fast::hash(&data).to_le_bytes());
+    };
+    for (k, v) in entries {
+        block.add(k, *v);
+        if block.estimated_len() >= BLOCK_SIZE {
+            cut(&mut block, &mut part);
+        }
+    }
+    cut(&mut block, &mut part);
+    part
+}
+
+/// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding blocks
+/// in parallel on the current rayon pool and writing them in order; fsynced on return.
+pub fn write_table(
+    fs: &dyn Fs,
+    path: &Path,
+    entries: &[(&[u8], Option<&[u8]>)],
+) -> Result<TableMeta> {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = entries.len().div_ceil(threads * 8).max(4096);
+    let mut b = TableBuilder::create(fs, path)?;
+    // Encode a window of chunks at a time so memory stays bounded for huge tables.
+    for window in entries.chunks(chunk * threads * 2) {
+        let parts: Vec<Part> = window.par_chunks(chunk).map(encode_part).collect();
+        for p in parts {
+            b.add_part(p)?;
+        }
+    }
+    b.finish()
 }
 
 /// One index entry: the last key of a data block and where the block is.

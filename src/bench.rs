@@ -1,0 +1,757 @@
+//! `store bench`: how many data-block reads each filter kind avoids, what it costs in time
+//! and bytes, and how the observed false-positive rate compares with theory — on one store
+//! whose filters are swapped with `refilter`, so only the filter differs between rows.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::filter::{blocked, bloom, cuckoo, FilterKind};
+use crate::store::{Options, Stats, Store, SyncPolicy};
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Keys loaded (generated 16-byte keys unless `keys_file` is given).
+    pub keys: u64,
+    /// Tables the keys are sealed into (no compaction).
+    pub tables: usize,
+    /// Absent-key lookups and present-key lookups per configuration.
+    pub lookups: u64,
+    /// Filter kinds to compare (`none` is the baseline and is always measured).
+    pub kinds: Vec<FilterKind>,
+    /// Target false-positive rates.
+    pub fprs: Vec<f64>,
+    /// Also measure with table files evicted from the page cache.
+    pub cold: bool,
+    /// Absent lookups per configuration in the cold phase.
+    pub cold_lookups: u64,
+    /// Real keys, one per line (every 10th line is held out as an absent key).
+    pub keys_file: Option<PathBuf>,
+    /// Where to build the store (a temporary directory when `None`).
+    pub dir: Option<PathBuf>,
+    /// Value size in bytes.
+    pub value_len: usize,
+    /// Seed of the generated keys.
+    pub seed: u64,
+    /// Measure the engine figures (load rate, seal 1 vs 2 threads, reopen).
+    pub engine: bool,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            keys: 1_000_000,
+            tables: 10,
+            lookups: 1_000_000,
+            kinds: vec![
+                FilterKind::Bloom,
+                FilterKind::BlockedBloom,
+                FilterKind::Cuckoo,
+            ],
+            fprs: vec![0.2, 0.05, 0.01, 0.001],
+            cold: false,
+            cold_lookups: 20_000,
+            keys_file: None,
+            dir: None,
+            value_len: 100,
+            seed: 42,
+            engine: true,
+        }
+    }
+}
+
+/// Cold-cache figures of one configuration.
+#[derive(Clone, Debug)]
+pub struct ColdFigures {
+    /// Absent lookups made.
+    pub lookups: u64,
+    /// Data-block reads (each one from the device, the files having been evicted).
+    pub reads: u64,
+    /// Mean ns per absent lookup.
+    pub ns_absent: f64,
+}
+
+/// One configuration's results.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Filter kind.
+    pub kind: FilterKind,
+    /// Target ε (`None` for `none`).
+    pub fpr: Option<f64>,
+    /// Filter bytes over all tables.
+    pub filter_bytes: u64,
+    /// Filter bits per key.
+    pub bits_per_key: f64,
+    /// Seconds to build the filters of all tables (refilter, reading keys included).
+    pub build_secs: f64,
+    /// Filter probes that were absent from the table (negatives + false positives).
+    pub absent_probes: u64,
+    /// Observed false-positive rate.
+    pub observed_fpr: Option<f64>,
+    /// Theoretical false-positive rate (mean over tables).
+    pub theory_fpr: f64,
+    /// Statistical band around theory: (low, high).
+    pub band: (f64, f64),
+    /// Data-block reads per absent lookup.
+    pub reads_per_absent: f64,
+    /// Share of the baseline's reads avoided.
+    pub avoided: f64,
+    /// Mean ns per absent lookup (warm cache).
+    pub ns_absent: f64,
+    /// Mean ns per present lookup (warm cache).
+    pub ns_present: f64,
+    /// Data-block reads per present lookup.
+    pub reads_per_present: f64,
+    /// Cold-cache figures, with `--cold`.
+    pub cold: Option<ColdFigures>,
+}
+
+impl Row {
+    /// True when the observed rate lies inside the band (always true without a filter).
+    pub fn in_band(&self) -> bool {
+        match self.observed_fpr {
+            Some(o) if self.fpr.is_some() => o >= self.band.0 && o <= self.band.1,
+            _ => true,
+        }
+    }
+}
+
+/// Engine-level figures.
+#[derive(Clone, Debug, Default)]
+pub struct EngineFigures {
+    /// Puts per second while loading (WAL without fsync per put).
+    pub load_puts_per_sec: f64,
+    /// Seconds to seal one table of `keys` entries with a 1-thread pool.
+    pub seal_1t_secs: f64,
+    /// The same with a 2-thread pool.
+    pub seal_2t_secs: f64,
+    /// Milliseconds to reopen the loaded store.
+    pub reopen_ms: f64,
+    /// Keys in the sealed table.
+    pub seal_keys: u64,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug)]
+pub struct BenchReport {
+    /// The configuration.
+    pub config: BenchConfig,
+    /// CPU model and core count.
+    pub machine: String,
+    /// Keys loaded.
+    pub keys: u64,
+    /// Absent lookups whose key lies inside at least one table's range: baseline reads.
+    pub baseline_reads_per_absent: f64,
+    /// Share of absent keys outside every table's range.
+    pub outside_share: f64,
+    /// Engine figures.
+    pub engine: Option<EngineFigures>,
+    /// One row per configuration, `none` first.
+    pub rows: Vec<Row>,
+    /// Total seconds.
+    pub total_secs: f64,
+}
+
+/// SplitMix64: seeded, reproducible key material.
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn gen_key(seed: u64, i: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16);
+    k.extend_from_slice(&splitmix(seed ^ (2 * i)).to_be_bytes());
+    k.extend_from_slice(&splitmix(seed ^ (2 * i + 1)).to_be_bytes());
+    k
+}
+
+fn value_for(i: u64, len: usize) -> Vec<u8> {
+    let tag = i.to_le_bytes();
+    (0..len).map(|j| tag[j % 8] ^ (j as u8)).collect()
+}
+
+/// Present keys, absent keys (inside the key ranges first, outside after).
+struct Keys {
+    present: Vec<Vec<u8>>,
+    absent: Vec<Vec<u8>>,
+    outside: u64,
+}
+
+fn make_keys(cfg: &BenchConfig) -> Result<Keys> {
+    let lookups = cfg.lookups.max(cfg.cold_lookups);
+    let outside = lookups / 10;
+    let mut absent: Vec<Vec<u8>>;
+    let present: Vec<Vec<u8>>;
+    match &cfg.keys_file {
+        None => {
+            present = (0..cfg.keys).map(|i| gen_key(cfg.seed, i)).collect();
+            absent = (0..lookups - outside)
+                .map(|i| gen_key(cfg.seed ^ 0x5555_5555, i))
+                .collect();
+        }
+        Some(path) => {
+            let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let mut lines: Vec<&[u8]> = text
+                .split(|&b| b == b'\n')
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .filter(|l| !l.is_empty())
+                .collect();
+            lines.sort_unstable();
+            lines.dedup();
+            if lines.len() < 20 {
+                return Err(Error::InvalidArgument(format!(
+                    "{} has fewer than 20 distinct keys",
+                    path.display()
+                )));
+            }
+            // Interleave so that held-out keys lie inside every table's range.
+            let mut order: Vec<usize> = (0..lines.len()).collect();
+            order.sort_by_key(|&i| splitmix(cfg.seed ^ i as u64));
+            let (mut p, mut a) = (Vec::new(), Vec::new());
+            for (j, &i) in order.iter().enumerate() {
+                if j % 10 == 9 {
+                    a.push(lines[i].to_vec());
+                } else {
+                    p.push(lines[i].to_vec());
+                }
+            }
+            present = p;
+            // Cycle the held-out keys up to the number of lookups.
+            absent = (0..(lookups - outside) as usize)
+                .map(|i| a[i % a.len()].clone())
+                .collect();
+        }
+    }
+    // Keys sorting after every loaded key: outside every table's range.
+    let top = present.iter().max().cloned().unwrap_or_default();
+    for i in 0..outside {
+        let mut k = top.clone();
+        k.extend_from_slice(&[0xff, 0xff]);
+        k.extend_from_slice(&i.to_be_bytes());
+        absent.push(k);
+    }
+    // Shuffle so that inside and outside keys alternate.
+    let mut idx: Vec<usize> = (0..absent.len()).collect();
+    idx.sort_by_key(|&i| splitmix(cfg.seed ^ 0xabcdef ^ i as u64));
+    let absent = idx
+        .into_iter()
+        .map(|i| std::mem::take(&mut absent[i]))
+        .collect();
+    Ok(Keys {
+        present,
+        absent,
+        outside,
+    })
+}
+
+/// Evicts every table file of `dir` from the page cache.
+pub fn evict_tables(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let p = e.map_err(|e| Error::io(dir, e))?.path();
+        if p.extension().is_some_and(|x| x == "sst") {
+            let f = std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?;
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
+                .map_err(|e| Error::io(&p, e.into()))?;
+        }
+    }
+    Ok(())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{cpu}, {cores} cores")
+}
+
+fn diff(a: &Stats, b: &Stats) -> (u64, u64, u64, u64) {
+    (
+        b.data_block_reads - a.data_block_reads,
+        b.false_positives - a.false_positives,
+        b.filter_negatives - a.filter_negatives,
+        b.filter_probes() - a.filter_probes(),
+    )
+}
+
+/// Band of `sigmas` binomial standard deviations plus a 5 % relative model tolerance
+/// around `p` for `trials` absent probes.
+pub fn band(p: f64, trials: u64, sigmas: f64) -> (f64, f64) {
+    if trials == 0 {
+        return (0.0, 1.0);
+    }
+    let sd = (p * (1.0 - p) / trials as f64).sqrt();
+    let w = sigmas * sd + 0.05 * p;
+    ((p - w).max(0.0), (p + w).min(1.0))
+}
+
+/// Runs the benchmark; `progress` receives one line per phase.
+pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
+    if cfg.tables == 0 || cfg.keys < cfg.tables as u64 || cfg.lookups == 0 {
+        return Err(Error::InvalidArgument(
+            "need at least one table, one key per table and one lookup".into(),
+        ));
+    }
+    for &f in &cfg.fprs {
+        crate::filter::check_fpr(f)?;
+    }
+    let t0 = Instant::now();
+    let tmp;
+    let dir = match &cfg.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("filterstore-bench")
+                .tempdir()?;
+            tmp.path().join("store")
+        }
+    };
+    if dir.exists() {
+        return Err(Error::InvalidArgument(format!(
+            "{} already exists; the bench builds a fresh store",
+            dir.display()
+        )));
+    }
+    progress("generating keys");
+    let keys = make_keys(cfg)?;
+    let n = keys.present.len() as u64;
+    let first_kind = cfg
+        .kinds
+        .first()
+        .copied()
+        .unwrap_or(FilterKind::BlockedBloom);
+    let opts = || Options {
+        filter: Some(first_kind),
+        fpr: Some(0.01),
+        memtable_bytes: usize::MAX,
+        compaction_trigger: None,
+        sync: SyncPolicy::OnFlush,
+        ..Options::default()
+    };
+    progress(&format!("loading {n} keys into {} tables", cfg.tables));
+    let mut store = Store::open(&dir, opts())?;
+    let mut put_time = Duration::ZERO;
+    for t in 0..cfg.tables {
+        let start = Instant::now();
+        for (i, k) in keys.present.iter().enumerate().skip(t).step_by(cfg.tables) {
+            store.put(k, &value_for(i as u64, cfg.value_len))?;
+        }
+        put_time += start.elapsed();
+        store.flush()?;
+    }
+    let mut engine = None;
+    if cfg.engine {
+        progress("engine: reopen, seal with 1 and 2 threads");
+        drop(store);
+        let start = Instant::now();
+        store = Store::open(&dir, opts())?;
+        let reopen_ms = start.elapsed().as_secs_f64() * 1e3;
+        let (s1, s2) = (
+            seal_time(&keys.present, cfg, 1)?,
+            seal_time(&keys.present, cfg, 2)?,
+        );
+        engine = Some(EngineFigures {
+            load_puts_per_sec: n as f64 / put_time.as_secs_f64(),
+            seal_1t_secs: s1,
+            seal_2t_secs: s2,
+            reopen_ms,
+            seal_keys: n,
+        });
+    }
+    // Which absent keys fall inside at least one table's range (the baseline's reads).
+    let st = store.stats();
+    let in_ranges: u64 = keys
+        .absent
+        .iter()
+        .take(cfg.lookups as usize)
+        .map(|k| {
+            st.tables
+                .iter()
+                .filter(|t| t.min_key <= *k && *k <= t.max_key)
+                .count() as u64
+        })
+        .sum();
+    let baseline = in_ranges as f64 / cfg.lookups as f64;
+
+    let mut configs = vec![(FilterKind::None, None)];
+    for &k in cfg.kinds.iter().filter(|k| **k != FilterKind::None) {
+        for &f in &cfg.fprs {
+            configs.push((k, Some(f)));
+        }
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for (ci, &(kind, fpr)) in configs.iter().enumerate() {
+        let label = match fpr {
+            Some(f) => format!("{kind} ε={}%", f * 100.0),
+            None => kind.to_string(),
+        };
+        progress(&format!(
+            "[{}/{}] {label}: building filters",
+            ci + 1,
+            configs.len()
+        ));
+        let start = Instant::now();
+        store.refilter(kind, fpr.unwrap_or(0.5))?;
+        let build_secs = start.elapsed().as_secs_f64();
+        let st = store.stats();
+        let filter_bytes: u64 = st.tables.iter().map(|t| t.filter_bytes).sum();
+        let theory = if kind == FilterKind::None {
+            1.0
+        } else {
+            st.tables.iter().map(|t| t.theoretical_fpr).sum::<f64>() / st.tables.len() as f64
+        };
+        progress(&format!(
+            "[{}/{}] {label}: {} absent and {} present lookups",
+            ci + 1,
+            configs.len(),
+            cfg.lookups,
+            cfg.lookups
+        ));
+        let before = store.stats();
+        let start = Instant::now();
+        for k in keys.absent.iter().take(cfg.lookups as usize) {
+            if store.get(k)?.is_some() {
+                return Err(Error::InvalidArgument(
+                    "an absent key was found: key sets overlap".into(),
+                ));
+            }
+        }
+        let ns_absent = start.elapsed().as_nanos() as f64 / cfg.lookups as f64;
+        let mid = store.stats();
+        let (reads, fps, negs, _) = diff(&before, &mid);
+        let start = Instant::now();
+        let mut x = cfg.seed;
+        for _ in 0..cfg.lookups {
+            x = splitmix(x);
+            let k = &keys.present[(x % n) as usize];
+            if store.get(k)?.is_none() {
+                return Err(Error::InvalidArgument("a present key was not found".into()));
+            }
+        }
+        let ns_present = start.elapsed().as_nanos() as f64 / cfg.lookups as f64;
+        let after = store.stats();
+        let (preads, ..) = diff(&mid, &after);
+        let absent_probes = fps + negs;
+        let observed = (absent_probes > 0).then(|| fps as f64 / absent_probes as f64);
+        let reads_per_absent = reads as f64 / cfg.lookups as f64;
+        let cold = if cfg.cold {
+            progress(&format!(
+                "[{}/{}] {label}: {} cold absent lookups",
+                ci + 1,
+                configs.len(),
+                cfg.cold_lookups
+            ));
+            Some(cold_run(&store, &dir, &keys.absent, cfg.cold_lookups)?)
+        } else {
+            None
+        };
+        rows.push(Row {
+            kind,
+            fpr,
+            filter_bytes,
+            bits_per_key: filter_bytes as f64 * 8.0 / n as f64,
+            build_secs,
+            absent_probes,
+            observed_fpr: observed,
+            theory_fpr: theory,
+            band: band(theory, absent_probes, 4.0),
+            reads_per_absent,
+            avoided: if baseline > 0.0 {
+                1.0 - reads_per_absent / baseline
+            } else {
+                0.0
+            },
+            ns_absent,
+            ns_present,
+            reads_per_present: preads as f64 / cfg.lookups as f64,
+            cold,
+        });
+    }
+    drop(store);
+    if cfg.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(BenchReport {
+        config: cfg.clone(),
+        machine: machine(),
+        keys: n,
+        baseline_reads_per_absent: baseline,
+        outside_share: keys.outside as f64 / keys.absent.len().max(1) as f64,
+        engine,
+        rows,
+        total_secs: t0.elapsed().as_secs_f64(),
+    })
+}
+
+fn cold_run(store: &Store, dir: &Path, absent: &[Vec<u8>], lookups: u64) -> Result<ColdFigures> {
+    let before = store.stats();
+    let mut elapsed = Duration::ZERO;
+    for chunk in absent
+        .iter()
+        .take(lookups as usize)
+        .collect::<Vec<_>>()
+        .chunks(500)
+    {
+        evict_tables(dir)?;
+        let start = Instant::now();
+        for k in chunk {
+            store.get(k)?;
+        }
+        elapsed += start.elapsed();
+    }
+    let reads = store.stats().data_block_reads - before.data_block_reads;
+    Ok(ColdFigures {
+        lookups,
+        reads,
+        ns_absent: elapsed.as_nanos() as f64 / lookups as f64,
+    })
+}
+
+/// Seconds to seal `keys` into one table on a rayon pool of `threads` threads.
+fn seal_time(keys: &[Vec<u8>], cfg: &BenchConfig, threads: usize) -> Result<f64> {
+    let tmp = tempfile::Builder::new()
+        .prefix("filterstore-seal")
+        .tempdir()?;
+    let store = Store::open(
+        tmp.path(),
+        Options {
+            filter: Some(
+                cfg.kinds
+                    .first()
+                    .copied()
+                    .unwrap_or(FilterKind::BlockedBloom),
+            ),
+            fpr: Some(0.01),
+            memtable_bytes: usize::MAX,
+            compaction_trigger: None,
+            ..Options::default()
+        },
+    )?;
+    for (i, k) in keys.iter().enumerate() {
+        store.put(k, &value_for(i as u64, cfg.value_len))?;
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let start = Instant::now();
+    pool.install(|| store.flush())?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.3}%", x * 100.0)
+}
+
+impl BenchReport {
+    /// The readable table printed on stdout.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let c = &self.config;
+        let _ = writeln!(
+            s,
+            "filterstore bench — {} keys ({}), {} tables, {} absent + {} present lookups per row",
+            self.keys,
+            if c.keys_file.is_some() {
+                "from file"
+            } else {
+                "16-byte keys, 100-byte values"
+            },
+            c.tables,
+            c.lookups,
+            c.lookups
+        );
+        let _ = writeln!(s, "machine: {}; absent keys: {:.0}% outside every table's range; baseline (no filter) reads per absent lookup: {:.3}",
+            self.machine, self.outside_share * 100.0, self.baseline_reads_per_absent);
+        if let Some(e) = &self.engine {
+            let _ = writeln!(s, "engine: load {:.0} puts/s (WAL, no fsync per put); reopen {:.1} ms; seal {} keys: 1 thread {:.3} s, 2 threads {:.3} s ({:.2}x)",
+                e.load_puts_per_sec, e.reopen_ms, e.seal_keys, e.seal_1t_secs, e.seal_2t_secs, e.seal_1t_secs / e.seal_2t_secs);
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<14} {:>7} {:>9} {:>10} {:>8} {:>9} {:>9} {:>21} {:>9} {:>8} {:>9} {:>10} {:>10}{}",
+            "filter",
+            "ε",
+            "bits/key",
+            "filter KiB",
+            "build s",
+            "obs FPR",
+            "theory",
+            "band (4σ+5%)",
+            "reads/abs",
+            "avoided",
+            "ns/absent",
+            "ns/present",
+            "reads/pres",
+            if c.cold {
+                "  cold ns/abs  cold reads  cold speed-up"
+            } else {
+                ""
+            }
+        );
+        let none_cold = self
+            .rows
+            .iter()
+            .find(|r| r.kind == FilterKind::None)
+            .and_then(|r| r.cold.as_ref())
+            .map(|c| c.ns_absent);
+        for r in &self.rows {
+            let (eps, obs, th, bnd) = match r.fpr {
+                Some(f) => (
+                    pct(f),
+                    r.observed_fpr.map_or("-".into(), pct),
+                    pct(r.theory_fpr),
+                    format!("{}..{}", pct(r.band.0), pct(r.band.1)),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            let flag = if r.in_band() { "" } else { " OUTSIDE BAND" };
+            let _ = write!(s, "{:<14} {:>7} {:>9.2} {:>10.1} {:>8.3} {:>9} {:>9} {:>21} {:>9.4} {:>7.1}% {:>9.0} {:>10.0} {:>10.4}",
+                r.kind.name(), eps, r.bits_per_key, r.filter_bytes as f64 / 1024.0, r.build_secs, obs, th, bnd, r.reads_per_absent, r.avoided * 100.0, r.ns_absent, r.ns_present, r.reads_per_present);
+            if let Some(cold) = &r.cold {
+                let speed = none_cold.map_or(1.0, |n| n / cold.ns_absent);
+                let _ = write!(
+                    s,
+                    "  {:>11.0} {:>11} {:>13.1}x",
+                    cold.ns_absent, cold.reads, speed
+                );
+            }
+            let _ = writeln!(s, "{flag}");
+        }
+        let outside = self.rows.iter().filter(|r| !r.in_band()).count();
+        let _ = writeln!(s);
+        let _ = writeln!(s, "{} of {} filtered rows have an observed FPR inside the band around theory; total {:.1} s",
+            self.rows.iter().filter(|r| r.fpr.is_some()).count() - outside, self.rows.iter().filter(|r| r.fpr.is_some()).count(), self.total_secs);
+        s
+    }
+
+    /// One CSV line per row, with a header.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("kind,fpr,bits_per_key,filter_bytes,build_secs,absent_probes,observed_fpr,theory_fpr,band_low,band_high,in_band,reads_per_absent,avoided,ns_absent,ns_present,reads_per_present,cold_ns_absent,cold_reads\n");
+        for r in &self.rows {
+            let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                r.kind,
+                o(r.fpr),
+                r.bits_per_key,
+                r.filter_bytes,
+                r.build_secs,
+                r.absent_probes,
+                o(r.observed_fpr),
+                r.theory_fpr,
+                r.band.0,
+                r.band.1,
+                r.in_band(),
+                r.reads_per_absent,
+                r.avoided,
+                r.ns_absent,
+                r.ns_present,
+                r.reads_per_present,
+                o(r.cold.as_ref().map(|c| c.ns_absent)),
+                r.cold
+                    .as_ref()
+                    .map_or(String::new(), |c| c.reads.to_string())
+            );
+        }
+        s
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> String {
+        let num = |x: f64| {
+            if x.is_finite() {
+                format!("{x}")
+            } else {
+                "null".into()
+            }
+        };
+        let opt = |x: Option<f64>| x.map_or("null".into(), num);
+        let mut s = String::from("{\n");
+        let _ = writeln!(
+            s,
+            "  \"machine\": \"{}\",",
+            self.machine.replace('\\', "\\\\").replace('"', "\\\"")
+        );
+        let _ = writeln!(
+            s,
+            "  \"keys\": {}, \"tables\": {}, \"lookups\": {},",
+            self.keys, self.config.tables, self.config.lookups
+        );
+        let _ = writeln!(
+            s,
+            "  \"baseline_reads_per_absent\": {}, \"outside_share\": {}, \"total_secs\": {},",
+            num(self.baseline_reads_per_absent),
+            num(self.outside_share),
+            num(self.total_secs)
+        );
+        if let Some(e) = &self.engine {
+            let _ = writeln!(s, "  \"engine\": {{\"load_puts_per_sec\": {}, \"reopen_ms\": {}, \"seal_keys\": {}, \"seal_1t_secs\": {}, \"seal_2t_secs\": {}}},",
+                num(e.load_puts_per_sec), num(e.reopen_ms), e.seal_keys, num(e.seal_1t_secs), num(e.seal_2t_secs));
+        }
+        s.push_str("  \"rows\": [\n");
+        for (i, r) in self.rows.iter().enumerate() {
+            let cold = r.cold.as_ref().map_or("null".into(), |c| {
+                format!(
+                    "{{\"lookups\": {}, \"reads\": {}, \"ns_absent\": {}}}",
+                    c.lookups,
+                    c.reads,
+                    num(c.ns_absent)
+                )
+            });
+            let _ = write!(s, "    {{\"kind\": \"{}\", \"fpr\": {}, \"bits_per_key\": {}, \"filter_bytes\": {}, \"build_secs\": {}, \"absent_probes\": {}, \"observed_fpr\": {}, \"theory_fpr\": {}, \"band\": [{}, {}], \"in_band\": {}, \"reads_per_absent\": {}, \"avoided\": {}, \"ns_absent\": {}, \"ns_present\": {}, \"reads_per_present\": {}, \"cold\": {}}}",
+                r.kind, opt(r.fpr), num(r.bits_per_key), r.filter_bytes, num(r.build_secs), r.absent_probes, opt(r.observed_fpr), num(r.theory_fpr),
+                num(r.band.0), num(r.band.1), r.in_band(), num(r.reads_per_absent), num(r.avoided), num(r.ns_absent), num(r.ns_present), num(r.reads_per_present), cold);
+            s.push_str(if i + 1 < self.rows.len() { ",\n" } else { "\n" });
+        }
+        s.push_str("  ]\n}\n");
+        s
+    }
+
+    /// An SVG with two panels: FPR against bits per key (points measured, lines theory) and
+    /// data-block reads per absent lookup per configuration.
+    pub fn to_svg(&self) -> String {
+        crate::plot::bench_svg(self)
+    }
+}
+
+/// Theoretical (bits per key, FPR) points of `kind` for ε from 0.5 down to 0.0001.
+pub fn theory_curve(kind: FilterKind) -> Vec<(f64, f64)> {
+    let n = 1_000_000u64;
+    (0..=40)
+        .map(|i| 0.5 * 10f64.powf(-(i as f64) / 10.0))
+        .filter_map(|eps| match kind {
+            FilterKind::Bloom => {
+                let (m, k) = bloom::params(n, eps);
+                Some((m as f64 / n as f64, bloom::theoretical_fpr(m, k, n)))
+            }
+            FilterKind::BlockedBloom => {
+                let (b, k) = blocked::params(n, eps);
+                Some((
+                    b as f64 * 512.0 / n as f64,
+                    blocked::theoretical_fpr(b, k, n),
+                ))
+            }
+            FilterKind::Cuckoo => {
+                let f = cuckoo::fingerprint_bits(eps);
+                let buckets = (n as f64 / (4.0 * cuckoo::TARGET_LOAD)).ceil() as u64;
+                Some((
+                    buckets as f64 * 4.0 * f as f64 / n as f64,
+                    cuckoo::theoretical_fpr(buckets, f, n),
+                ))
+            }
+            FilterKind::None => None,
+        })
+        .collect()
+}
