@@ -1,0 +1,121 @@
+//! A checked-in store directory (`tests/fixtures/store-v1/`) must keep decoding to the same
+//! contents: if the WAL, table, filter or manifest layout drifts, this test fails.
+//!
+//! Regenerate (only after a deliberate format change, with `format.md` updated in the same
+//! commit): `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test fixture_store`.
+
+use std::path::{Path, PathBuf};
+
+use filterstore::manifest::Manifest;
+use filterstore::table::{Table, TableCounters};
+use filterstore::{FilterKind, Options, Store, SyncPolicy};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1")
+}
+
+fn value(i: u32) -> Vec<u8> {
+    format!("value-{i}-{}", "x".repeat((i % 7) as usize)).into_bytes()
+}
+
+fn write_fixture(dir: &Path) {
+    let o = Options {
+        filter: Some(FilterKind::Bloom),
+        fpr: Some(0.01),
+        sync: SyncPolicy::EveryWrite,
+        compaction_trigger: None,
+        ..Options::default()
+    };
+    let store = Store::open(dir, o).unwrap();
+    for i in 0..300u32 {
+        store
+            .put(format!("key-{i:04}").as_bytes(), &value(i))
+            .unwrap();
+    }
+    store.flush().unwrap();
+    store.refilter(FilterKind::Bloom, 0.01).unwrap();
+    for i in (0..300u32).step_by(3) {
+        store.delete(format!("key-{i:04}").as_bytes()).unwrap();
+    }
+    store.flush().unwrap();
+    store.refilter(FilterKind::Cuckoo, 0.01).unwrap();
+    for i in 300..310u32 {
+        store
+            .put(format!("key-{i:04}").as_bytes(), &value(i))
+            .unwrap();
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+    }
+}
+
+#[test]
+fn checked_in_store_decodes() {
+    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
+        let _ = std::fs::remove_dir_all(fixture());
+        let tmp = tempfile::tempdir().unwrap();
+        write_fixture(tmp.path());
+        std::fs::create_dir_all(fixture()).unwrap();
+        for e in std::fs::read_dir(tmp.path()).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap() != "LOCK" {
+                std::fs::copy(&p, fixture().join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    // The manifest, byte for byte as decoded.
+    let m = Manifest::decode(&std::fs::read(fixture().join("MANIFEST")).unwrap()).unwrap();
+    assert_eq!(m.default_kind, FilterKind::Bloom);
+    assert_eq!(m.default_fpr, 0.01);
+    assert_eq!(m.tables.len(), 2);
+    let (newer, older) = (&m.tables[0], &m.tables[1]);
+    assert_eq!((newer.entries, newer.tombstones), (100, 100));
+    assert_eq!((older.entries, older.tombstones), (300, 0));
+    assert!(m
+        .tables
+        .iter()
+        .all(|t| t.filter_kind == FilterKind::Cuckoo && t.filter_file != 0));
+    assert_eq!(older.min_key, b"key-0000");
+    assert_eq!(older.max_key, b"key-0299");
+    assert_eq!(newer.max_key, b"key-0297");
+
+    // The older table decoded directly, block by block.
+    let t = Table::open(
+        &fixture().join(format!("{:06}.sst", older.number)),
+        older.number,
+    )
+    .unwrap();
+    assert_eq!(t.meta.entries, 300);
+    assert_eq!(t.meta.file_bytes, older.file_bytes);
+    let c = TableCounters::default();
+    let all: Vec<_> = (0..t.block_count())
+        .flat_map(|i| t.block_entries(i, &c).unwrap())
+        .collect();
+    assert_eq!(all.len(), 300);
+    for (i, (k, v)) in all.iter().enumerate() {
+        assert_eq!(k, format!("key-{i:04}").as_bytes());
+        assert_eq!(v.as_deref(), Some(value(i as u32).as_slice()));
+    }
+
+    // The whole store through the library: tables, filters and the WAL's unflushed writes.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(), tmp.path());
+    let store = Store::open(tmp.path(), Options::default()).unwrap();
+    for i in 0..310u32 {
+        let want = (i >= 300 || i % 3 != 0).then(|| value(i));
+        assert_eq!(
+            store.get(format!("key-{i:04}").as_bytes()).unwrap(),
+            want,
+            "key {i}"
+        );
+    }
+    assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
+    assert!(filterstore::verify::verify_dir(&fixture())
+        .unwrap()
+        .is_intact());
+}
