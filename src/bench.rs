@@ -19,6 +19,9 @@ pub struct BenchConfig {
     pub tables: usize,
     /// Absent-key lookups and present-key lookups per configuration.
     pub lookups: u64,
+    /// Lookups of each kind for the `none` baseline, whose reads per lookup are fixed by the
+    /// key ranges (every table in range is read), so fewer samples suffice.
+    pub baseline_lookups: u64,
     /// Filter kinds to compare (`none` is the baseline and is always measured).
     pub kinds: Vec<FilterKind>,
     /// Target false-positive rates.
@@ -45,6 +48,7 @@ impl Default for BenchConfig {
             keys: 1_000_000,
             tables: 10,
             lookups: 1_000_000,
+            baseline_lookups: 100_000,
             kinds: vec![
                 FilterKind::Bloom,
                 FilterKind::BlockedBloom,
@@ -80,6 +84,8 @@ pub struct Row {
     pub kind: FilterKind,
     /// Target ε (`None` for `none`).
     pub fpr: Option<f64>,
+    /// Absent lookups made, and as many present lookups.
+    pub lookups: u64,
     /// Filter bytes over all tables.
     pub filter_bytes: u64,
     /// Filter bits per key.
@@ -392,6 +398,11 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
     }
     let mut rows: Vec<Row> = Vec::new();
     for (ci, &(kind, fpr)) in configs.iter().enumerate() {
+        let m = if kind == FilterKind::None {
+            cfg.lookups.min(cfg.baseline_lookups.max(1))
+        } else {
+            cfg.lookups
+        };
         let label = match fpr {
             Some(f) => format!("{kind} ε={}%", f * 100.0),
             None => kind.to_string(),
@@ -415,36 +426,36 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
             "[{}/{}] {label}: {} absent and {} present lookups",
             ci + 1,
             configs.len(),
-            cfg.lookups,
-            cfg.lookups
+            m,
+            m
         ));
         let before = store.stats();
         let start = Instant::now();
-        for k in keys.absent.iter().take(cfg.lookups as usize) {
+        for k in keys.absent.iter().take(m as usize) {
             if store.get(k)?.is_some() {
                 return Err(Error::InvalidArgument(
                     "an absent key was found: key sets overlap".into(),
                 ));
             }
         }
-        let ns_absent = start.elapsed().as_nanos() as f64 / cfg.lookups as f64;
+        let ns_absent = start.elapsed().as_nanos() as f64 / m as f64;
         let mid = store.stats();
         let (reads, fps, negs, _) = diff(&before, &mid);
         let start = Instant::now();
         let mut x = cfg.seed;
-        for _ in 0..cfg.lookups {
+        for _ in 0..m {
             x = splitmix(x);
             let k = &keys.present[(x % n) as usize];
             if store.get(k)?.is_none() {
                 return Err(Error::InvalidArgument("a present key was not found".into()));
             }
         }
-        let ns_present = start.elapsed().as_nanos() as f64 / cfg.lookups as f64;
+        let ns_present = start.elapsed().as_nanos() as f64 / m as f64;
         let after = store.stats();
         let (preads, ..) = diff(&mid, &after);
         let absent_probes = fps + negs;
         let observed = (absent_probes > 0).then(|| fps as f64 / absent_probes as f64);
-        let reads_per_absent = reads as f64 / cfg.lookups as f64;
+        let reads_per_absent = reads as f64 / m as f64;
         let cold = if cfg.cold {
             progress(&format!(
                 "[{}/{}] {label}: {} cold absent lookups",
@@ -459,6 +470,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         rows.push(Row {
             kind,
             fpr,
+            lookups: m,
             filter_bytes,
             bits_per_key: filter_bytes as f64 * 8.0 / n as f64,
             build_secs,
@@ -474,7 +486,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
             },
             ns_absent,
             ns_present,
-            reads_per_present: preads as f64 / cfg.lookups as f64,
+            reads_per_present: preads as f64 / m as f64,
             cold,
         });
     }
@@ -565,7 +577,7 @@ impl BenchReport {
         let c = &self.config;
         let _ = writeln!(
             s,
-            "filterstore bench — {} keys ({}), {} tables, {} absent + {} present lookups per row",
+            "filterstore bench — {} keys ({}), {} tables, {} absent + {} present lookups per row ({} for the no-filter baseline)",
             self.keys,
             if c.keys_file.is_some() {
                 "from file"
@@ -574,7 +586,8 @@ impl BenchReport {
             },
             c.tables,
             c.lookups,
-            c.lookups
+            c.lookups,
+            self.rows.first().map_or(0, |r| r.lookups)
         );
         let _ = writeln!(s, "machine: {}; absent keys: {:.0}% outside every table's range; baseline (no filter) reads per absent lookup: {:.3}",
             self.machine, self.outside_share * 100.0, self.baseline_reads_per_absent);
@@ -643,14 +656,15 @@ impl BenchReport {
 
     /// One CSV line per row, with a header.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from("kind,fpr,bits_per_key,filter_bytes,build_secs,absent_probes,observed_fpr,theory_fpr,band_low,band_high,in_band,reads_per_absent,avoided,ns_absent,ns_present,reads_per_present,cold_ns_absent,cold_reads\n");
+        let mut s = String::from("kind,fpr,lookups,bits_per_key,filter_bytes,build_secs,absent_probes,observed_fpr,theory_fpr,band_low,band_high,in_band,reads_per_absent,avoided,ns_absent,ns_present,reads_per_present,cold_ns_absent,cold_reads\n");
         for r in &self.rows {
             let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 r.kind,
                 o(r.fpr),
+                r.lookups,
                 r.bits_per_key,
                 r.filter_bytes,
                 r.build_secs,
@@ -716,8 +730,8 @@ impl BenchReport {
                     num(c.ns_absent)
                 )
             });
-            let _ = write!(s, "    {{\"kind\": \"{}\", \"fpr\": {}, \"bits_per_key\": {}, \"filter_bytes\": {}, \"build_secs\": {}, \"absent_probes\": {}, \"observed_fpr\": {}, \"theory_fpr\": {}, \"band\": [{}, {}], \"in_band\": {}, \"reads_per_absent\": {}, \"avoided\": {}, \"ns_absent\": {}, \"ns_present\": {}, \"reads_per_present\": {}, \"cold\": {}}}",
-                r.kind, opt(r.fpr), num(r.bits_per_key), r.filter_bytes, num(r.build_secs), r.absent_probes, opt(r.observed_fpr), num(r.theory_fpr),
+            let _ = write!(s, "    {{\"kind\": \"{}\", \"fpr\": {}, \"lookups\": {}, \"bits_per_key\": {}, \"filter_bytes\": {}, \"build_secs\": {}, \"absent_probes\": {}, \"observed_fpr\": {}, \"theory_fpr\": {}, \"band\": [{}, {}], \"in_band\": {}, \"reads_per_absent\": {}, \"avoided\": {}, \"ns_absent\": {}, \"ns_present\": {}, \"reads_per_present\": {}, \"cold\": {}}}",
+                r.kind, opt(r.fpr), r.lookups, num(r.bits_per_key), r.filter_bytes, num(r.build_secs), r.absent_probes, opt(r.observed_fpr), num(r.theory_fpr),
                 num(r.band.0), num(r.band.1), r.in_band(), num(r.reads_per_absent), num(r.avoided), num(r.ns_absent), num(r.ns_present), num(r.reads_per_present), cold);
             s.push_str(if i + 1 < self.rows.len() { ",\n" } else { "\n" });
         }

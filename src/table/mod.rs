@@ -261,12 +261,41 @@ pub fn write_table(
     b.finish()
 }
 
-/// One index entry: the last key of a data block and where the block is.
-#[derive(Clone, Debug)]
-struct IndexEntry {
-    last_key: Vec<u8>,
-    offset: u64,
-    len: u32,
+/// The index kept in memory: last keys of all blocks in one buffer (few cache misses per
+/// binary search), and each block's handle.
+#[derive(Debug, Default)]
+struct Index {
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    handles: Vec<(u64, u32)>,
+}
+
+impl Index {
+    fn push(&mut self, last_key: &[u8], offset: u64, len: u32) {
+        self.keys.extend_from_slice(last_key);
+        self.ends.push(self.keys.len());
+        self.handles.push((offset, len));
+    }
+    fn len(&self) -> usize {
+        self.handles.len()
+    }
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.keys[start..self.ends[i]]
+    }
+    /// The first block whose last key is >= `key`.
+    fn search(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
 }
 
 /// Counters of one table (and its current filter).
@@ -294,7 +323,7 @@ pub struct Table {
     pub number: u64,
     path: PathBuf,
     file: File,
-    index: Vec<IndexEntry>,
+    index: Index,
     /// Key range and counts.
     pub meta: TableMeta,
 }
@@ -335,7 +364,7 @@ impl Table {
         let (meta_bytes, meta_crc) = rest.split_at(meta_len as usize);
         check_crc(index_bytes, le32(index_crc), index_off, "index block")?;
         check_crc(meta_bytes, le32(meta_crc), meta_off, "table meta")?;
-        let mut index = Vec::new();
+        let mut index = Index::default();
         let mut prev_end = 0u64;
         for e in Block::new(index_bytes, index_off)?.iter() {
             let (last_key, v) = e?;
@@ -354,11 +383,7 @@ impl Table {
                 ));
             }
             prev_end = block_end;
-            index.push(IndexEntry {
-                last_key,
-                offset,
-                len,
-            });
+            index.push(&last_key, offset, len);
         }
         if prev_end != index_off {
             return Err(Error::corrupt(
@@ -408,24 +433,24 @@ impl Table {
 
     /// Reads data block `i` and checks its CRC.
     pub fn read_block(&self, i: usize, counters: &TableCounters) -> Result<Vec<u8>> {
-        let Some(e) = self.index.get(i) else {
+        let Some(&(offset, len)) = self.index.handles.get(i) else {
             return Err(Error::InvalidArgument(format!("block {i} out of range")));
         };
-        let mut buf = vec![0u8; e.len as usize + 4];
+        let mut buf = vec![0u8; len as usize + 4];
         self.file
-            .read_exact_at(&mut buf, e.offset)
+            .read_exact_at(&mut buf, offset)
             .map_err(|err| Error::io(&self.path, err))?;
         counters.block_reads.fetch_add(1, Relaxed);
         counters.bytes_read.fetch_add(buf.len() as u64, Relaxed);
-        let crc = le32(&buf[e.len as usize..]);
-        buf.truncate(e.len as usize);
-        check_crc(&buf, crc, e.offset, "data block").map_err(|err| err.in_file(&self.path, 0))?;
+        let crc = le32(&buf[len as usize..]);
+        buf.truncate(len as usize);
+        check_crc(&buf, crc, offset, "data block").map_err(|err| err.in_file(&self.path, 0))?;
         Ok(buf)
     }
 
     /// The index of the only block that can hold `key` (the first whose last key >= key).
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
+        let i = self.index.search(key);
         (i < self.index.len()).then_some(i)
     }
 
@@ -434,7 +459,7 @@ impl Table {
         let Some(i) = self.block_for(key) else {
             return Ok(None);
         };
-        let off = self.index[i].offset;
+        let off = self.index.handles[i].0;
         let data = self.read_block(i, counters)?;
         Block::new(&data, off)
             .and_then(|b| b.get(key))
@@ -443,7 +468,7 @@ impl Table {
 
     /// Decodes every entry of block `i`.
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
-        let off = self.index.get(i).map_or(0, |e| e.offset);
+        let off = self.index.handles.get(i).map_or(0, |h| h.0);
         let data = self.read_block(i, counters)?;
         let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
         block
