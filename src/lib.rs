@@ -6,6 +6,7 @@
 pub mod error;
 pub mod filter;
 pub mod hash;
+pub mod hyph;
 
 pub use error::{Error, Result};
 pub use filter::{Filter, FilterKind};
