@@ -34,6 +34,7 @@ pub use patterns::{parse_patterns, Pattern, Patterns};
 pub use words::WordList;
 
 use crate::{Error, Result};
+use patterns::GAP_PAD;
 
 /// The built-in US English patterns (`data/hyph/hyph-en-us.pat.txt`, hyph-utf8).
 pub const EN_US_PATTERNS: &str = include_str!("../../data/hyph/hyph-en-us.pat.txt");
@@ -134,12 +135,13 @@ impl Hyphenator {
             out.push_str(word);
             return Ok(outcome);
         }
-        let mut gaps_stack = [0u8; STACK_WORD + 3];
+        // gaps[GAP_PAD + i + 1]: score of the break after i letters (odd = hyphen).
+        let mut gaps_stack = [0u8; GAP_PAD + STACK_WORD + 3];
         let mut gaps_heap = Vec::new();
         let gaps: &mut [u8] = if n <= STACK_WORD {
-            &mut gaps_stack[..n + 3]
+            &mut gaps_stack[..GAP_PAD + n + 3]
         } else {
-            gaps_heap.resize(n + 3, 0);
+            gaps_heap.resize(GAP_PAD + n + 3, 0);
             &mut gaps_heap
         };
 
@@ -159,7 +161,7 @@ impl Hyphenator {
             let hash = crate::hash::key_hash(lower);
             outcome.lookups = 1;
             if let Some(value) = exceptions.lookup(lower, hash)? {
-                exception_gaps(lower, &value, gaps)?;
+                exception_gaps(lower, &value, &mut gaps[GAP_PAD..])?;
                 from_exception = true;
             }
         }
@@ -168,7 +170,8 @@ impl Hyphenator {
         }
         outcome.exception = from_exception;
 
-        // Break after i letters is gap i + 1; allowed for left_min <= i <= n - right_min.
+        // A break after i letters is allowed for left_min <= i <= n - right_min.
+        let gaps = &gaps[GAP_PAD..];
         out.reserve(n + n / 2);
         let mut last = 0;
         for i in self.left_min..=n - self.right_min {

@@ -1,27 +1,69 @@
 //! Liang patterns: parsing and a compiled matcher.
 //!
 //! The patterns are compiled into an Aho–Corasick automaton whose failure links are folded
-//! into a dense transition table over 32 columns (the word-edge marker `.`, the 26 letters,
-//! and five spare columns). Each row therefore holds every transition of its state, and two
-//! of the spare columns hold the range of the state's *merged output*: the scores of every
-//! pattern that ends at this point of the text (the state's own pattern and those of its
-//! whole failure chain), already max-combined. Matching a word costs one table step per
-//! letter plus the application of a few `(offset, score)` pairs.
+//! into a dense transition table: one 64-byte, cache-line-aligned row per state holding its
+//! 27 transitions (the word-edge marker `.` and the 26 letters) and its *merged output*: the
+//! scores of every pattern that ends at this point of the text (the state's own pattern and
+//! those of its whole failure chain), already max-combined, as a 10-byte vector over the last
+//! ten gaps. Matching a word therefore costs, per letter, one row load and a 10-byte
+//! element-wise maximum, without branches. States are numbered breadth-first, so the rare
+//! states deeper than 9 characters (none for the en-US patterns, whose longest has 9) come
+//! last and carry their extra, older gaps in a sparse side list.
 
 use crate::{Error, Result};
 
-/// Columns per table row (a power of two, so a state's row starts at `state << 5`).
-const STRIDE: usize = 32;
 /// Symbol of the word-edge marker `.`.
 const EDGE: u8 = 0;
 /// Number of real symbols (edge + 26 letters).
 const SYMBOLS: usize = 27;
-/// Column holding the start of the state's output range.
-const OUT_START: usize = 28;
-/// Column holding the end of the state's output range.
-const OUT_END: usize = 29;
 /// Marks a byte that is not an ASCII letter in [`SYMBOL`].
 const NOT_LETTER: u8 = 0xff;
+/// Most states a table can have (state numbers are `u16`).
+const MAX_STATES: usize = 1 << 16;
+/// Gaps covered by a row's output vector: the gap after the state's last character and
+/// the nine before it.
+const ROW_GAPS: usize = 10;
+/// Gaps held in the matcher's register window (a `u128`, one byte per gap).
+const WINDOW: usize = 16;
+/// Bytes the caller puts before the gaps, so the window always lies inside the buffer.
+pub(crate) const GAP_PAD: usize = WINDOW;
+
+/// One state's row: 64 bytes, aligned to a cache line, so one step touches one line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Row {
+    /// Merged output, bytes 0..8: byte `j` is the score for the gap `j` gaps before the one
+    /// after the state's last character.
+    out_lo: u64,
+    /// Merged output, bytes 8..10.
+    out_hi: u16,
+    /// Next state for each symbol.
+    next: [u16; SYMBOLS],
+}
+
+impl Row {
+    /// The merged output as a window (byte `j` = score `j` gaps back).
+    #[inline(always)]
+    fn out(&self) -> u128 {
+        self.out_lo as u128 | (self.out_hi as u128) << 64
+    }
+}
+
+const EMPTY_ROW: Row = Row {
+    out_lo: 0,
+    out_hi: 0,
+    next: [0; SYMBOLS],
+};
+
+/// Byte-wise maximum of two windows whose bytes are all below 128 (scores are 0..=9).
+#[inline(always)]
+fn bytewise_max(a: u128, b: u128) -> u128 {
+    const HIGH: u128 = u128::from_ne_bytes([0x80; 16]);
+    // High bit of each byte: set where a >= b (no borrow crosses bytes: a | HIGH > b).
+    let ge = ((a | HIGH) - b) & HIGH;
+    let mask = (ge >> 7) * 0xff;
+    (a & mask) | (b & !mask)
+}
 
 /// Maps a byte to its symbol: `A`–`Z` and `a`–`z` to 1–26, anything else to [`NOT_LETTER`].
 pub(crate) static SYMBOL: [u8; 256] = {
@@ -111,14 +153,17 @@ pub fn parse_patterns(text: &str) -> Result<Vec<Pattern>> {
 /// A compiled set of Liang patterns (see the module documentation).
 #[derive(Clone)]
 pub struct Patterns {
-    /// `states * STRIDE` entries: columns 0..27 are next-state row offsets
-    /// (`state * STRIDE`), columns `OUT_START`/`OUT_END` the output range.
-    table: Vec<u32>,
-    /// Merged outputs: `(back, score)`; a state entered on text character `t` sets the gap
-    /// `t + 1 - back` to at least `score`.
-    outputs: Vec<(u8, u8)>,
-    /// Row offset of the state reached from the root by the leading `.`.
-    after_edge: u32,
+    /// One row per state, breadth-first order (so depth never decreases with the number).
+    table: Vec<Row>,
+    /// First state deeper than `ROW_GAPS - 1` characters (`table.len()` if none).
+    first_deep: usize,
+    /// For state `first_deep + i`: the range of its outputs beyond the row's vector in
+    /// `deep_outputs`.
+    deep_ranges: Vec<(u32, u32)>,
+    /// `(back, score)`: a state entered on the character before gap `e` sets gap `e - back`.
+    deep_outputs: Vec<(u16, u8)>,
+    /// The state reached from the root by the leading `.`.
+    after_edge: u16,
     /// Number of patterns compiled.
     count: usize,
     /// Longest pattern, in letters (edges counted).
@@ -130,7 +175,8 @@ impl std::fmt::Debug for Patterns {
         f.debug_struct("Patterns")
             .field("patterns", &self.count)
             .field("states", &self.states())
-            .field("outputs", &self.outputs.len())
+            .field("deep_states", &self.deep_ranges.len())
+            .field("longest", &self.max_len)
             .finish()
     }
 }
@@ -167,8 +213,10 @@ impl Patterns {
                 let next = children[s][c as usize];
                 s = if next == 0 {
                     let n = children.len();
-                    if n >= (u32::MAX as usize) / STRIDE {
-                        return Err(Error::InvalidArgument("too many patterns".to_string()));
+                    if n >= MAX_STATES {
+                        return Err(Error::InvalidArgument(format!(
+                            "patterns need more than {MAX_STATES} automaton states"
+                        )));
                     }
                     children.push([0; SYMBOLS]);
                     depth.push(depth[s] + 1);
@@ -190,10 +238,10 @@ impl Patterns {
         }
         let states = children.len();
 
-        // 2. Breadth-first: failure links folded into the dense table, merged outputs.
-        let mut table = vec![0u32; states * STRIDE];
+        // 2. Breadth-first: failure links folded into a dense table, merged outputs.
+        let mut next = vec![[0u16; SYMBOLS]; states];
         let mut fail = vec![0usize; states];
-        // merged[s][back] = max score at `back` gaps before the end of the state's string.
+        // merged[s][back] = max score `back` gaps before the one after the state's string.
         let mut merged: Vec<Vec<u8>> = vec![Vec::new(); states];
         let mut order = Vec::with_capacity(states);
         order.push(0usize);
@@ -218,36 +266,54 @@ impl Patterns {
             for c in 0..SYMBOLS {
                 let child = children[s][c] as usize;
                 if child != 0 {
-                    fail[child] = if s == 0 {
-                        0
-                    } else {
-                        table[fail[s] * STRIDE + c] as usize / STRIDE
-                    };
-                    table[s * STRIDE + c] = (child * STRIDE) as u32;
+                    fail[child] = if s == 0 { 0 } else { next[fail[s]][c] as usize };
+                    next[s][c] = child as u16;
                     order.push(child);
                 } else if s != 0 {
-                    table[s * STRIDE + c] = table[fail[s] * STRIDE + c];
+                    next[s][c] = next[fail[s]][c];
                 }
                 // The root's missing transitions stay 0 = the root.
             }
         }
 
-        // 3. Sparse outputs.
-        let mut outputs = Vec::new();
-        for (s, m) in merged.iter().enumerate() {
-            let start = outputs.len();
-            for (back, &v) in m.iter().enumerate() {
-                if v > 0 {
-                    outputs.push((back as u8, v));
+        // 3. Renumber breadth-first and lay out the rows.
+        let mut new_id = vec![0u16; states];
+        for (i, &s) in order.iter().enumerate() {
+            new_id[s] = i as u16;
+        }
+        let mut table = vec![EMPTY_ROW; states];
+        let mut first_deep = states;
+        let mut deep_ranges = Vec::new();
+        let mut deep_outputs = Vec::new();
+        for (i, &s) in order.iter().enumerate() {
+            let row = &mut table[i];
+            for c in 0..SYMBOLS {
+                row.next[c] = new_id[next[s][c] as usize];
+            }
+            for (back, &v) in merged[s].iter().enumerate() {
+                if back < 8 {
+                    row.out_lo |= (v as u64) << (8 * back);
+                } else if back < ROW_GAPS {
+                    row.out_hi |= (v as u16) << (8 * (back - 8));
                 }
             }
-            table[s * STRIDE + OUT_START] = start as u32;
-            table[s * STRIDE + OUT_END] = outputs.len() as u32;
+            if depth[s] >= ROW_GAPS {
+                first_deep = first_deep.min(i);
+                let start = deep_outputs.len() as u32;
+                for (back, &v) in merged[s].iter().enumerate().skip(ROW_GAPS) {
+                    if v > 0 {
+                        deep_outputs.push((back as u16, v));
+                    }
+                }
+                deep_ranges.push((start, deep_outputs.len() as u32));
+            }
         }
-        let after_edge = table[EDGE as usize];
+        let after_edge = table[0].next[EDGE as usize];
         Ok(Patterns {
             table,
-            outputs,
+            first_deep,
+            deep_ranges,
+            deep_outputs,
             after_edge,
             count: patterns.len(),
             max_len,
@@ -266,7 +332,7 @@ impl Patterns {
 
     /// Number of automaton states.
     pub fn states(&self) -> usize {
-        self.table.len() / STRIDE
+        self.table.len()
     }
 
     /// Longest pattern, in characters (edge markers counted).
@@ -276,37 +342,71 @@ impl Patterns {
 
     /// Scores the gaps of `word` (ASCII letters only, any case; checked by the caller).
     ///
-    /// `gaps` must be `word.len() + 3` long and zeroed; afterwards `gaps[i + 1]` is the score
-    /// of the break after the first `i` letters (odd = allowed by the patterns).
+    /// `gaps` must be `GAP_PAD + word.len() + 3` long; afterwards `gaps[GAP_PAD + i + 1]`
+    /// is the score of the break after the first `i` letters (odd = allowed by the
+    /// patterns). Every byte from `GAP_PAD - WINDOW + 2` on is overwritten.
+    ///
+    /// The scores of the last 16 gaps live in a `u128` (byte `j` = the gap `j` before the
+    /// current one); each step shifts it by one byte, writing the byte that leaves it (no
+    /// longer reachable by any row) to `gaps`, and takes the byte-wise maximum with the new
+    /// state's merged output. So the buffer is only written, once per gap.
     #[inline]
     pub(crate) fn score(&self, word: &[u8], gaps: &mut [u8]) {
-        debug_assert_eq!(gaps.len(), word.len() + 3);
-        let table = &self.table[..];
-        let outputs = &self.outputs[..];
-        let mut row = self.after_edge as usize;
-        // Text: '.' word '.'; letter i is text character i + 1.
-        for (i, &b) in word.iter().enumerate() {
-            let sym = SYMBOL[b as usize] as usize & (STRIDE - 1);
-            row = table[row + sym] as usize;
-            apply(table, outputs, row, i + 2, gaps);
+        debug_assert_eq!(gaps.len(), GAP_PAD + word.len() + 3);
+        let mut state = self.after_edge as usize;
+        let mut window: u128 = 0;
+        // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
+        // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
+        let mut end = GAP_PAD + 1;
+        for &b in word.iter().chain(std::iter::once(&b'.')) {
+            let sym = if b == b'.' {
+                EDGE as usize
+            } else {
+                SYMBOL[b as usize] as usize
+            };
+            // The gap leaving the window.
+            if let Some(g) = gaps.get_mut(end + 1 - WINDOW) {
+                *g = (window >> (8 * (WINDOW - 1))) as u8;
+            }
+            end += 1;
+            let Some(&next) = self.table.get(state).and_then(|r| r.next.get(sym)) else {
+                return;
+            };
+            state = next as usize;
+            let Some(row) = self.table.get(state) else {
+                return;
+            };
+            window = bytewise_max(window << 8, row.out());
+            if state >= self.first_deep {
+                self.apply_deep(state, end, gaps, &mut window);
+            }
         }
-        row = table[row + EDGE as usize] as usize;
-        apply(table, outputs, row, word.len() + 2, gaps);
+        // Flush the window: byte j is the gap end - j.
+        for (j, &v) in window.to_le_bytes().iter().enumerate() {
+            if let Some(g) = gaps.get_mut(end.wrapping_sub(j)) {
+                *g = v;
+            }
+        }
     }
-}
 
-/// Applies the merged output of the state at `row`, entered on the character before gap `end`.
-#[inline(always)]
-fn apply(table: &[u32], outputs: &[(u8, u8)], row: usize, end: usize, gaps: &mut [u8]) {
-    let (start, stop) = (
-        table[row + OUT_START] as usize,
-        table[row + OUT_END] as usize,
-    );
-    for &(back, v) in &outputs[start..stop] {
-        // back <= depth(state) <= end, so this never underflows.
-        let g = &mut gaps[end - back as usize];
-        if v > *g {
-            *g = v;
+    /// The outputs of a deep state beyond its row's ten gaps.
+    #[cold]
+    fn apply_deep(&self, state: usize, end: usize, gaps: &mut [u8], window: &mut u128) {
+        let Some(&(start, stop)) = self.deep_ranges.get(state - self.first_deep) else {
+            return;
+        };
+        for &(back, v) in self
+            .deep_outputs
+            .get(start as usize..stop as usize)
+            .unwrap_or(&[])
+        {
+            let back = back as usize;
+            if back < WINDOW {
+                *window = bytewise_max(*window, (v as u128) << (8 * back));
+            } else if let Some(g) = gaps.get_mut(end.wrapping_sub(back)) {
+                // back <= depth(state) <= end - GAP_PAD: that gap left the window already.
+                *g = (*g).max(v);
+            }
         }
     }
 }
@@ -340,14 +440,84 @@ mod tests {
         assert!(Patterns::parse("ab1c\nab2c").is_err());
     }
 
+    /// Liang's definition, directly: every pattern at every position of ".word.".
+    fn naive(patterns: &[Pattern], word: &[u8]) -> Vec<u8> {
+        let mut text = vec![b'.'];
+        text.extend(word.iter().map(|b| b.to_ascii_lowercase()));
+        text.push(b'.');
+        let mut gaps = vec![0u8; text.len() + 1];
+        for p in patterns {
+            for start in 0..text.len() {
+                if text[start..].starts_with(&p.letters) {
+                    for (j, &v) in p.scores.iter().enumerate() {
+                        gaps[start + j] = gaps[start + j].max(v);
+                    }
+                }
+            }
+        }
+        gaps
+    }
+
+    #[test]
+    fn automaton_agrees_with_the_definition_including_deep_states() {
+        // A deterministic pseudo-random mix of short and long (deep) patterns over "abc".
+        let mut x: u64 = 0x1234_5678;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut text = String::new();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..300 {
+            let len = 2 + rnd(13) as usize;
+            let mut letters = String::new();
+            if rnd(4) == 0 {
+                letters.push('.');
+            }
+            while letters.len() < len {
+                letters.push((b'a' + rnd(3) as u8) as char);
+            }
+            if !seen.insert(letters.clone()) {
+                continue;
+            }
+            for (k, c) in letters.chars().enumerate() {
+                if k > 0 && rnd(3) == 0 {
+                    text.push((b'0' + rnd(10) as u8) as char);
+                }
+                text.push(c);
+            }
+            text.push('\n');
+        }
+        let parsed = parse_patterns(&text).unwrap();
+        let p = Patterns::compile(&parsed).unwrap();
+        assert!(p.max_pattern_len() > ROW_GAPS);
+        assert!(!p.deep_ranges.is_empty());
+        for _ in 0..2000 {
+            let n = 1 + rnd(30) as usize;
+            let word: Vec<u8> = (0..n).map(|_| b"abcABC"[rnd(6) as usize]).collect();
+            let mut gaps = vec![0u8; GAP_PAD + n + 3];
+            p.score(&word, &mut gaps);
+            let want = naive(&parsed, &word);
+            assert_eq!(
+                &gaps[GAP_PAD..],
+                &want[..],
+                "{:?}",
+                String::from_utf8_lossy(&word)
+            );
+        }
+    }
+
     #[test]
     fn scores_by_hand() {
         // "hy3ph" and ".hy2" on "hyphen": gap after "hy" gets max(3, 2) = 3.
         let p = Patterns::parse(".hy2 hy3ph he2n % comment\n").unwrap();
         assert_eq!(p.len(), 3);
         let word = b"hyphen";
-        let mut gaps = vec![0u8; word.len() + 3];
+        let mut gaps = vec![0u8; GAP_PAD + word.len() + 3];
         p.score(word, &mut gaps);
+        let gaps = &gaps[GAP_PAD..];
         assert_eq!(gaps[2 + 1], 3);
         // "he2n": gap after "hyphe" (5 letters).
         assert_eq!(gaps[5 + 1], 2);
