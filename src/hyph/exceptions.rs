@@ -6,6 +6,7 @@
 //! the stored hyphens when it uses them, so the stored value is the list's entry unchanged.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 use super::patterns::is_letters;
@@ -125,12 +126,38 @@ pub fn parse_exceptions(text: &str) -> Result<Vec<Exception>> {
     Ok(out)
 }
 
-/// Exceptions held in a hash map (key: lower-cased word, value: hyphenated form).
+/// Exceptions held in memory, indexed by the word's [`crate::hash::key_hash`] (so a lookup
+/// reuses the hash the hyphenator already computed instead of hashing again).
 ///
 /// A later entry for the same word replaces an earlier one, as in TeX.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryExceptions {
-    map: HashMap<Vec<u8>, Vec<u8>>,
+    /// `(lower-cased word, hyphenated form)`.
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// key hash -> first entry with that hash.
+    index: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
+    /// Next entry with the same key hash (`NONE` ends the chain).
+    chain: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A hasher for keys that are already good 64-bit hashes.
+#[derive(Debug, Clone, Copy, Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = crate::hash::mix64(self.0 ^ b as u64);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 impl MemoryExceptions {
@@ -163,23 +190,42 @@ impl MemoryExceptions {
 
     /// Adds one entry, replacing any earlier one for the same word.
     pub fn insert(&mut self, e: Exception) {
-        self.map.insert(e.word, e.hyphenated);
+        let hash = crate::hash::key_hash(&e.word);
+        if let Some(i) = self.find(&e.word, hash) {
+            self.entries[i].1 = e.hyphenated;
+            return;
+        }
+        let i = self.entries.len() as u32;
+        let head = self.index.insert(hash, i).unwrap_or(NONE);
+        self.chain.push(head);
+        self.entries.push((e.word, e.hyphenated));
+    }
+
+    fn find(&self, lower_word: &[u8], hash: u64) -> Option<usize> {
+        let mut i = *self.index.get(&hash)?;
+        while let Some((k, _)) = self.entries.get(i as usize) {
+            if k == lower_word {
+                return Some(i as usize);
+            }
+            i = *self.chain.get(i as usize)?;
+        }
+        None
     }
 
     /// Number of distinct words.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     /// True when there is no entry.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
 
     /// The entries as `(key, value)` pairs, sorted by key (e.g. to bulk-load a store).
     pub fn sorted_entries(&self) -> Vec<(&[u8], &[u8])> {
         let mut v: Vec<(&[u8], &[u8])> = self
-            .map
+            .entries
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_slice()))
             .collect();
@@ -189,7 +235,8 @@ impl MemoryExceptions {
 
     /// The stored hyphenated form of `lower_word`.
     pub fn get(&self, lower_word: &[u8]) -> Option<&[u8]> {
-        self.map.get(lower_word).map(Vec::as_slice)
+        let i = self.find(lower_word, crate::hash::key_hash(lower_word))?;
+        self.entries.get(i).map(|(_, v)| v.as_slice())
     }
 }
 
@@ -202,8 +249,13 @@ impl Extend<Exception> for MemoryExceptions {
 }
 
 impl ExceptionLookup for MemoryExceptions {
-    fn lookup(&self, lower_word: &[u8], _hash: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.map.get(lower_word).cloned())
+    /// `hash` must be `key_hash(lower_word)` (as the hyphenator passes it); with another
+    /// value the word is not found.
+    fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .find(lower_word, hash)
+            .and_then(|i| self.entries.get(i))
+            .map(|(_, v)| v.clone()))
     }
 }
 
@@ -247,5 +299,9 @@ mod tests {
         assert_eq!(m.get(b"reciprocity"), Some(&b"rec-i-proc-i-ty"[..]));
         assert_eq!(m.get(b"table"), Some(&b"ta-ble"[..]));
         assert_eq!(m.len(), 14 + 1753 - 1);
+        assert_eq!(m.sorted_entries().len(), m.len());
+        let h = crate::hash::key_hash(b"table");
+        assert_eq!(m.lookup(b"table", h).unwrap(), Some(b"ta-ble".to_vec()));
+        assert_eq!(m.lookup(b"tables", h).unwrap(), None);
     }
 }
