@@ -1,14 +1,23 @@
 //! Liang patterns: parsing and a compiled matcher.
 //!
 //! The patterns are compiled into an Aho–Corasick automaton whose failure links are folded
-//! into a dense transition table: one 64-byte, cache-line-aligned row per state holding its
-//! 27 transitions (the word-edge marker `.` and the 26 letters) and its *merged output*: the
-//! scores of every pattern that ends at this point of the text (the state's own pattern and
-//! those of its whole failure chain), already max-combined, as a 10-byte vector over the last
-//! ten gaps. Matching a word therefore costs, per letter, one row load and a 10-byte
-//! element-wise maximum, without branches. States are numbered breadth-first, so the rare
-//! states deeper than 9 characters (none for the en-US patterns, whose longest has 9) come
-//! last and carry their extra, older gaps in a sparse side list.
+//! into a dense transition table, so matching is one table step per character of `.word.`:
+//!
+//! * Every state that has children in the pattern trie gets a 64-byte, cache-line-aligned
+//!   row: its 27 transitions (the word-edge marker `.` and the 26 letters, as `u16` state
+//!   ids) and its *merged output*: the scores of every pattern that ends at this point of the
+//!   text (the state's own pattern and those of its whole failure chain), already
+//!   max-combined, for the last ten gaps.
+//! * A leaf of the trie (4,178 of the 8,399 en-US states) needs no row: its transitions are
+//!   those of its failure state. It is a 16-byte record holding its merged output and the
+//!   row it behaves as afterwards. This halves the table (270 KB for en-US), so it stays in
+//!   the L2 cache.
+//! * The scores of the last 16 gaps are kept in one SIMD register (SSE2 on x86_64, a `u128`
+//!   elsewhere); a step shifts it by one byte and takes the byte-wise maximum with the new
+//!   state's output: no loop over patterns and no branch on scores.
+//! * States are numbered breadth-first, so the rare states deeper than 9 characters (none for
+//!   en-US, whose longest pattern has 9) come last in each group and carry their older gaps
+//!   in a sparse side list, applied by a cold path.
 
 use crate::{Error, Result};
 
@@ -32,38 +41,126 @@ pub(crate) const GAP_PAD: usize = WINDOW;
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Row {
-    /// Merged output, bytes 0..8: byte `j` is the score for the gap `j` gaps before the one
-    /// after the state's last character.
-    out_lo: u64,
-    /// Merged output, bytes 8..10.
-    out_hi: u16,
+    /// Merged output for the gaps 0..8 back (see [`pack_output`]).
+    out_hi: u64,
+    /// Merged output for the gaps 8 and 9 back.
+    out_mid: u16,
     /// Next state for each symbol.
     next: [u16; SYMBOLS],
 }
 
-impl Row {
-    /// The merged output as a window (byte `j` = score `j` gaps back).
-    #[inline(always)]
-    fn out(&self) -> u128 {
-        self.out_lo as u128 | (self.out_hi as u128) << 64
-    }
-}
-
 const EMPTY_ROW: Row = Row {
-    out_lo: 0,
     out_hi: 0,
+    out_mid: 0,
     next: [0; SYMBOLS],
 };
 
-/// Byte-wise maximum of two windows whose bytes are all below 128 (scores are 0..=9).
-#[inline(always)]
-fn bytewise_max(a: u128, b: u128) -> u128 {
-    const HIGH: u128 = u128::from_ne_bytes([0x80; 16]);
-    // High bit of each byte: set where a >= b (no borrow crosses bytes: a | HIGH > b).
-    let ge = ((a | HIGH) - b) & HIGH;
-    let mask = (ge >> 7) * 0xff;
-    (a & mask) | (b & !mask)
+/// Packs a merged output (`m[back]` = score `back` gaps before the one after the state's
+/// last character) into the window layout: byte `WINDOW - 1 - back` of a `u128`, split into
+/// its high 8 bytes (backs 0..8) and bytes 6..8 (backs 8, 9). Backs from 10 on are left out.
+fn pack_output(m: &[u8]) -> (u64, u16) {
+    let mut w = [0u8; WINDOW];
+    for (back, &v) in m.iter().enumerate().take(ROW_GAPS) {
+        w[WINDOW - 1 - back] = v;
+    }
+    let w = u128::from_le_bytes(w);
+    ((w >> 64) as u64, (w >> 48) as u16)
 }
+
+/// The matcher's window over the last 16 gaps: SSE2 on x86_64 (part of its baseline).
+#[cfg(target_arch = "x86_64")]
+mod window {
+    use std::arch::x86_64::{
+        __m128i, _mm_cvtsi128_si32, _mm_cvtsi128_si64, _mm_max_epu8, _mm_set_epi64x,
+        _mm_setzero_si128, _mm_srli_si128, _mm_unpackhi_epi64,
+    };
+
+    #[derive(Clone, Copy)]
+    pub(super) struct Window(__m128i);
+
+    impl Window {
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn zero() -> Window {
+            Window(_mm_setzero_si128())
+        }
+
+        /// The byte about to leave (byte 0).
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn low(self) -> u8 {
+            _mm_cvtsi128_si32(self.0) as u8
+        }
+
+        /// Shifts down one byte and takes the byte-wise maximum with `out`, given as its
+        /// high 64 bits and its bits 48..64.
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn step(self, hi: u64, mid: u16) -> Window {
+            let out = _mm_set_epi64x(hi as i64, ((mid as u64) << 48) as i64);
+            Window(_mm_max_epu8(_mm_srli_si128::<1>(self.0), out))
+        }
+
+        /// Byte-wise maximum with a whole `u128`.
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn max_with(self, v: u128) -> Window {
+            let v = _mm_set_epi64x((v >> 64) as i64, v as i64);
+            Window(_mm_max_epu8(self.0, v))
+        }
+
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn bytes(self) -> [u8; 16] {
+            let lo = _mm_cvtsi128_si64(self.0) as u64;
+            let hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(self.0, self.0)) as u64;
+            ((hi as u128) << 64 | lo as u128).to_le_bytes()
+        }
+    }
+}
+
+/// The matcher's window over the last 16 gaps, portable SWAR version.
+#[cfg(not(target_arch = "x86_64"))]
+mod window {
+    #[derive(Clone, Copy)]
+    pub(super) struct Window(u128);
+
+    /// Byte-wise maximum of two values whose bytes are all below 128 (scores are 0..=9).
+    #[inline(always)]
+    fn bytewise_max(a: u128, b: u128) -> u128 {
+        const HIGH: u128 = u128::from_ne_bytes([0x80; 16]);
+        // High bit of each byte: set where a >= b (no borrow crosses bytes: a | HIGH > b).
+        let ge = ((a | HIGH) - b) & HIGH;
+        let mask = (ge - (ge >> 7)) | ge;
+        (a & mask) | (b & !mask)
+    }
+
+    impl Window {
+        #[inline(always)]
+        pub(super) fn zero() -> Window {
+            Window(0)
+        }
+        #[inline(always)]
+        pub(super) fn low(self) -> u8 {
+            self.0 as u8
+        }
+        #[inline(always)]
+        pub(super) fn step(self, hi: u64, mid: u16) -> Window {
+            let out = (hi as u128) << 64 | (mid as u128) << 48;
+            Window(bytewise_max(self.0 >> 8, out))
+        }
+        #[inline(always)]
+        pub(super) fn max_with(self, v: u128) -> Window {
+            Window(bytewise_max(self.0, v))
+        }
+        #[inline(always)]
+        pub(super) fn bytes(self) -> [u8; 16] {
+            self.0.to_le_bytes()
+        }
+    }
+}
+
+use window::Window;
 
 /// Maps a byte to its symbol: `A`–`Z` and `a`–`z` to 1–26, anything else to [`NOT_LETTER`].
 pub(crate) static SYMBOL: [u8; 256] = {
@@ -150,19 +247,35 @@ pub fn parse_patterns(text: &str) -> Result<Vec<Pattern>> {
     Ok(out)
 }
 
+/// A leaf of the pattern trie: a state without children. Its transitions are those of its
+/// failure state, so it needs no row: entering it applies its output and then behaves as
+/// the nearest non-leaf state of its failure chain.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Leaf {
+    out_hi: u64,
+    out_mid: u16,
+    /// The row this leaf behaves as.
+    row: u16,
+}
+
 /// A compiled set of Liang patterns (see the module documentation).
 #[derive(Clone)]
 pub struct Patterns {
-    /// One row per state, breadth-first order (so depth never decreases with the number).
+    /// One row per non-leaf state (ids `0..table.len()`, breadth-first, root first).
     table: Vec<Row>,
-    /// First state deeper than `ROW_GAPS - 1` characters (`table.len()` if none).
-    first_deep: usize,
-    /// For state `first_deep + i`: the range of its outputs beyond the row's vector in
-    /// `deep_outputs`.
-    deep_ranges: Vec<(u32, u32)>,
+    /// The leaves (ids `table.len()..`, breadth-first).
+    leaves: Vec<Leaf>,
+    /// First row id of a state deeper than `ROW_GAPS - 1` characters (`table.len()` if none).
+    first_deep_row: usize,
+    /// First leaf id of such a state (`table.len() + leaves.len()` if none).
+    first_deep_leaf: usize,
+    /// `(id, start, end)` for every deep state, by id: its outputs beyond the row's window
+    /// are `deep_outputs[start..end]`.
+    deep_ranges: Vec<(usize, u32, u32)>,
     /// `(back, score)`: a state entered on the character before gap `e` sets gap `e - back`.
     deep_outputs: Vec<(u16, u8)>,
-    /// The state reached from the root by the leading `.`.
+    /// The row the matcher is in after the leading `.`.
     after_edge: u16,
     /// Number of patterns compiled.
     count: usize,
@@ -174,7 +287,8 @@ impl std::fmt::Debug for Patterns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Patterns")
             .field("patterns", &self.count)
-            .field("states", &self.states())
+            .field("rows", &self.table.len())
+            .field("leaves", &self.leaves.len())
             .field("deep_states", &self.deep_ranges.len())
             .field("longest", &self.max_len)
             .finish()
@@ -276,42 +390,78 @@ impl Patterns {
             }
         }
 
-        // 3. Renumber breadth-first and lay out the rows.
-        let mut new_id = vec![0u16; states];
-        for (i, &s) in order.iter().enumerate() {
-            new_id[s] = i as u16;
+        // 3. Ids: non-leaf states first, then leaves, each group breadth-first.
+        let is_leaf = |st: usize| st != 0 && children[st].iter().all(|&c| c == 0);
+        let nl = order.iter().filter(|&&st| !is_leaf(st)).count();
+        let mut id = vec![0usize; states];
+        let (mut next_row, mut next_leaf) = (0, nl);
+        for &st in &order {
+            if is_leaf(st) {
+                id[st] = next_leaf;
+                next_leaf += 1;
+            } else {
+                id[st] = next_row;
+                next_row += 1;
+            }
         }
-        let mut table = vec![EMPTY_ROW; states];
-        let mut first_deep = states;
+        // The row a state behaves as: itself, or for a leaf its nearest non-leaf failure.
+        let behaves_as = |mut st: usize| {
+            while is_leaf(st) {
+                st = fail[st];
+            }
+            id[st] as u16
+        };
+        let mut table = vec![EMPTY_ROW; nl];
+        let mut leaves = vec![
+            Leaf {
+                out_hi: 0,
+                out_mid: 0,
+                row: 0
+            };
+            states - nl
+        ];
+        let (mut first_deep_row, mut first_deep_leaf) = (nl, states);
         let mut deep_ranges = Vec::new();
         let mut deep_outputs = Vec::new();
-        for (i, &s) in order.iter().enumerate() {
-            let row = &mut table[i];
-            for c in 0..SYMBOLS {
-                row.next[c] = new_id[next[s][c] as usize];
-            }
-            for (back, &v) in merged[s].iter().enumerate() {
-                if back < 8 {
-                    row.out_lo |= (v as u64) << (8 * back);
-                } else if back < ROW_GAPS {
-                    row.out_hi |= (v as u16) << (8 * (back - 8));
+        for &st in &order {
+            let (hi, mid) = pack_output(&merged[st]);
+            let i = id[st];
+            if i < nl {
+                let row = &mut table[i];
+                row.out_hi = hi;
+                row.out_mid = mid;
+                for c in 0..SYMBOLS {
+                    row.next[c] = id[next[st][c] as usize] as u16;
                 }
+            } else {
+                leaves[i - nl] = Leaf {
+                    out_hi: hi,
+                    out_mid: mid,
+                    row: behaves_as(st),
+                };
             }
-            if depth[s] >= ROW_GAPS {
-                first_deep = first_deep.min(i);
+            if depth[st] >= ROW_GAPS {
+                if i < nl {
+                    first_deep_row = first_deep_row.min(i);
+                } else {
+                    first_deep_leaf = first_deep_leaf.min(i);
+                }
                 let start = deep_outputs.len() as u32;
-                for (back, &v) in merged[s].iter().enumerate().skip(ROW_GAPS) {
+                for (back, &v) in merged[st].iter().enumerate().skip(ROW_GAPS) {
                     if v > 0 {
                         deep_outputs.push((back as u16, v));
                     }
                 }
-                deep_ranges.push((start, deep_outputs.len() as u32));
+                deep_ranges.push((i, start, deep_outputs.len() as u32));
             }
         }
-        let after_edge = table[0].next[EDGE as usize];
+        deep_ranges.sort_unstable();
+        let after_edge = behaves_as(next[0][EDGE as usize] as usize);
         Ok(Patterns {
             table,
-            first_deep,
+            leaves,
+            first_deep_row,
+            first_deep_leaf,
             deep_ranges,
             deep_outputs,
             after_edge,
@@ -330,9 +480,9 @@ impl Patterns {
         self.count == 0
     }
 
-    /// Number of automaton states.
+    /// Number of automaton states (rows plus leaves).
     pub fn states(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.leaves.len()
     }
 
     /// Longest pattern, in characters (edge markers counted).
@@ -346,15 +496,28 @@ impl Patterns {
     /// is the score of the break after the first `i` letters (odd = allowed by the
     /// patterns). Every byte from `GAP_PAD - WINDOW + 2` on is overwritten.
     ///
-    /// The scores of the last 16 gaps live in a `u128` (byte `j` = the gap `j` before the
-    /// current one); each step shifts it by one byte, writing the byte that leaves it (no
-    /// longer reachable by any row) to `gaps`, and takes the byte-wise maximum with the new
-    /// state's merged output. So the buffer is only written, once per gap.
+    /// The scores of the last 16 gaps live in a `u128` (byte `WINDOW - 1 - back` = the gap
+    /// `back` before the current one); each step shifts it down by one byte, writing the
+    /// byte that leaves it (no longer reachable by any row) to `gaps`, and takes the
+    /// byte-wise maximum with the new state's merged output. So the buffer is only written,
+    /// once per gap, and the last 16 gaps with one 16-byte store.
     #[inline]
     pub(crate) fn score(&self, word: &[u8], gaps: &mut [u8]) {
         debug_assert_eq!(gaps.len(), GAP_PAD + word.len() + 3);
-        let mut state = self.after_edge as usize;
-        let mut window: u128 = 0;
+        // SAFETY: `score_window` only needs SSE2, which every x86_64 processor has.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            self.score_window(word, gaps)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.score_window(word, gaps)
+    }
+
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn score_window(&self, word: &[u8], gaps: &mut [u8]) {
+        let nl = self.table.len();
+        let mut row = self.after_edge as usize;
+        let mut window = Window::zero();
         // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
         // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
         let mut end = GAP_PAD + 1;
@@ -366,34 +529,50 @@ impl Patterns {
             };
             // The gap leaving the window.
             if let Some(g) = gaps.get_mut(end + 1 - WINDOW) {
-                *g = (window >> (8 * (WINDOW - 1))) as u8;
+                *g = window.low();
             }
             end += 1;
-            let Some(&next) = self.table.get(state).and_then(|r| r.next.get(sym)) else {
+            let Some(&t) = self.table.get(row).and_then(|r| r.next.get(sym)) else {
                 return;
             };
-            state = next as usize;
-            let Some(row) = self.table.get(state) else {
-                return;
-            };
-            window = bytewise_max(window << 8, row.out());
-            if state >= self.first_deep {
-                self.apply_deep(state, end, gaps, &mut window);
+            let t = t as usize;
+            let deep;
+            if t < nl {
+                row = t;
+                let Some(r) = self.table.get(t) else { return };
+                window = window.step(r.out_hi, r.out_mid);
+                deep = t >= self.first_deep_row;
+            } else {
+                let Some(leaf) = self.leaves.get(t - nl) else {
+                    return;
+                };
+                row = leaf.row as usize;
+                window = window.step(leaf.out_hi, leaf.out_mid);
+                deep = t >= self.first_deep_leaf;
+            }
+            if deep {
+                window = self.apply_deep(t, end, gaps, window);
             }
         }
-        // Flush the window: byte j is the gap end - j.
-        for (j, &v) in window.to_le_bytes().iter().enumerate() {
-            if let Some(g) = gaps.get_mut(end.wrapping_sub(j)) {
-                *g = v;
-            }
+        // Flush the window: byte j is the gap end + 1 - WINDOW + j.
+        if let Some(g) = gaps.get_mut(end + 1 - WINDOW..end + 1) {
+            g.copy_from_slice(&window.bytes());
         }
     }
 
     /// The outputs of a deep state beyond its row's ten gaps.
     #[cold]
-    fn apply_deep(&self, state: usize, end: usize, gaps: &mut [u8], window: &mut u128) {
-        let Some(&(start, stop)) = self.deep_ranges.get(state - self.first_deep) else {
-            return;
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn apply_deep(&self, state: usize, end: usize, gaps: &mut [u8], window: Window) -> Window {
+        let mut window = window;
+        let Ok(k) = self
+            .deep_ranges
+            .binary_search_by_key(&state, |&(id, _, _)| id)
+        else {
+            return window;
+        };
+        let Some(&(_, start, stop)) = self.deep_ranges.get(k) else {
+            return window;
         };
         for &(back, v) in self
             .deep_outputs
@@ -402,12 +581,13 @@ impl Patterns {
         {
             let back = back as usize;
             if back < WINDOW {
-                *window = bytewise_max(*window, (v as u128) << (8 * back));
+                window = window.max_with((v as u128) << (8 * (WINDOW - 1 - back)));
             } else if let Some(g) = gaps.get_mut(end.wrapping_sub(back)) {
                 // back <= depth(state) <= end - GAP_PAD: that gap left the window already.
                 *g = (*g).max(v);
             }
         }
+        window
     }
 }
 
