@@ -170,16 +170,19 @@ impl Hyphenator {
         }
         outcome.exception = from_exception;
 
-        // A break after i letters is allowed for left_min <= i <= n - right_min.
-        let gaps = &gaps[GAP_PAD..];
+        // A break after i letters (gap i + 1) is allowed for left_min <= i <= n - right_min.
+        let (lo, hi) = (self.left_min, n - self.right_min);
         out.reserve(n + n / 2);
         let mut last = 0;
-        for i in self.left_min..=n - self.right_min {
-            if gaps[i + 1] & 1 != 0 {
-                out.push_str(&word[last..i]);
-                out.push('-');
-                last = i;
-                outcome.hyphens += 1;
+        if let Some(allowed) = gaps.get(GAP_PAD + lo + 1..GAP_PAD + hi + 2) {
+            for (k, &g) in allowed.iter().enumerate() {
+                if g & 1 != 0 {
+                    let i = lo + k;
+                    out.push_str(&word[last..i]);
+                    out.push('-');
+                    last = i;
+                    outcome.hyphens += 1;
+                }
             }
         }
         out.push_str(&word[last..]);

@@ -162,6 +162,16 @@ mod window {
 
 use window::Window;
 
+/// The matcher's state while scanning one word.
+struct Matcher {
+    /// The row the automaton is in.
+    row: usize,
+    /// Scores of the last `WINDOW` gaps.
+    window: Window,
+    /// Index in `gaps` of the gap after the last character read.
+    end: usize,
+}
+
 /// Maps a byte to its symbol: `A`–`Z` and `a`–`z` to 1–26, anything else to [`NOT_LETTER`].
 pub(crate) static SYMBOL: [u8; 256] = {
     let mut t = [NOT_LETTER; 256];
@@ -515,49 +525,56 @@ impl Patterns {
 
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
     fn score_window(&self, word: &[u8], gaps: &mut [u8]) {
-        let nl = self.table.len();
-        let mut row = self.after_edge as usize;
-        let mut window = Window::zero();
-        // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
-        // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
-        let mut end = GAP_PAD + 1;
-        for &b in word.iter().chain(std::iter::once(&b'.')) {
-            let sym = if b == b'.' {
-                EDGE as usize
-            } else {
-                SYMBOL[b as usize] as usize
-            };
-            // The gap leaving the window.
-            if let Some(g) = gaps.get_mut(end + 1 - WINDOW) {
-                *g = window.low();
-            }
-            end += 1;
-            let Some(&t) = self.table.get(row).and_then(|r| r.next.get(sym)) else {
+        let mut m = Matcher {
+            row: self.after_edge as usize,
+            window: Window::zero(),
+            // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
+            // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
+            end: GAP_PAD + 1,
+        };
+        for &b in word {
+            if !self.step(&mut m, SYMBOL[b as usize] as usize, gaps) {
                 return;
-            };
-            let t = t as usize;
-            let deep;
-            if t < nl {
-                row = t;
-                let Some(r) = self.table.get(t) else { return };
-                window = window.step(r.out_hi, r.out_mid);
-                deep = t >= self.first_deep_row;
-            } else {
-                let Some(leaf) = self.leaves.get(t - nl) else {
-                    return;
-                };
-                row = leaf.row as usize;
-                window = window.step(leaf.out_hi, leaf.out_mid);
-                deep = t >= self.first_deep_leaf;
             }
-            if deep {
-                window = self.apply_deep(t, end, gaps, window);
-            }
+        }
+        if !self.step(&mut m, EDGE as usize, gaps) {
+            return;
         }
         // Flush the window: byte j is the gap end + 1 - WINDOW + j.
-        if let Some(g) = gaps.get_mut(end + 1 - WINDOW..end + 1) {
-            g.copy_from_slice(&window.bytes());
+        if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW..m.end + 1) {
+            g.copy_from_slice(&m.window.bytes());
         }
+    }
+
+    /// One step on symbol `sym`; false if the table is inconsistent (never, by construction).
+    #[inline]
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn step(&self, m: &mut Matcher, sym: usize, gaps: &mut [u8]) -> bool {
+        // The gap leaving the window.
+        if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW) {
+            *g = m.window.low();
+        }
+        m.end += 1;
+        let Some(&t) = self.table.get(m.row).and_then(|r| r.next.get(sym)) else {
+            return false;
+        };
+        let t = t as usize;
+        let deep;
+        if let Some(r) = self.table.get(t) {
+            m.row = t;
+            m.window = m.window.step(r.out_hi, r.out_mid);
+            deep = t >= self.first_deep_row;
+        } else if let Some(leaf) = self.leaves.get(t - self.table.len()) {
+            m.row = leaf.row as usize;
+            m.window = m.window.step(leaf.out_hi, leaf.out_mid);
+            deep = t >= self.first_deep_leaf;
+        } else {
+            return false;
+        }
+        if deep {
+            m.window = self.apply_deep(t, m.end, gaps, m.window);
+        }
+        true
     }
 
     /// The outputs of a deep state beyond its row's ten gaps.
