@@ -400,3 +400,34 @@ fn throughput() {
         );
     }
 }
+
+/// Shared instances for the property tests (built once, not per case).
+fn shared() -> &'static (Hyphenator, Standard, MemoryExceptions) {
+    static SHARED: std::sync::OnceLock<(Hyphenator, Standard, MemoryExceptions)> =
+        std::sync::OnceLock::new();
+    SHARED.get_or_init(|| (hyph(), reference(), MemoryExceptions::en_us().unwrap()))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// Random letter strings (any case, up to 120 letters, so the heap path too) agree with
+    /// the reference, patterns only.
+    #[test]
+    fn random_letter_words_match_the_reference(w in "[a-zA-Z]{0,120}") {
+        let (h, dict, _) = shared();
+        proptest::prop_assert_eq!(h.hyphenate(&w, &NoExceptions).unwrap(), reference_hyphenate(dict, &w));
+    }
+
+    /// Any string: no panic, and a word that is not all ASCII letters comes back unchanged.
+    #[test]
+    fn any_string_never_panics(w in "\\PC{0,40}") {
+        let (h, _, exc) = shared();
+        let out = h.hyphenate(&w, exc).unwrap();
+        if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
+            proptest::prop_assert_eq!(out, w);
+        } else {
+            proptest::prop_assert_eq!(out.replace('-', ""), w);
+        }
+    }
+}

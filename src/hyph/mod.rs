@@ -15,6 +15,18 @@
 //! * an exception's hyphens obey the same minimums; an exception without a hyphen means
 //!   "never hyphenate".
 //!
+//! Exceptions are stored as key = the lower-cased word, value = its lower-cased hyphenated
+//! form as listed (`associate` → `as-so-ciate`; a value without `-` = never hyphenate). The
+//! minimums are applied when the value is used, not when it is stored. A value that does not
+//! spell its key is reported as [`Error::Corruption`].
+//!
+//! Plugging in the on-disk dictionary: implement [`ExceptionLookup`] for the store (or a
+//! thin wrapper around it). `lookup` receives the lower-cased word and its
+//! [`crate::hash::key_hash`], computed once per word, so each table's filter can be probed
+//! with that hash and only tables whose filter answers "maybe" are read; most words then
+//! never touch the disk. [`MemoryExceptions::sorted_entries`] gives the built-in list in key
+//! order for bulk-loading the store.
+//!
 //! ```
 //! use filterstore::hyph::{Hyphenator, MemoryExceptions, NoExceptions};
 //! let h = Hyphenator::en_us().unwrap();
