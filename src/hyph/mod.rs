@@ -143,7 +143,9 @@ impl Hyphenator {
         let bytes = word.as_bytes();
         let n = bytes.len();
         let mut outcome = WordOutcome::default();
-        if n < self.left_min + self.right_min || !patterns::is_letters(bytes) {
+        // Words with a non-letter are caught by the exception path's lower-casing or by
+        // the pattern matcher, whichever runs first.
+        if n < self.left_min + self.right_min {
             out.push_str(word);
             return Ok(outcome);
         }
@@ -167,8 +169,14 @@ impl Hyphenator {
                 lower_heap.resize(n, 0);
                 &mut lower_heap
             };
+            let mut letters = true;
             for (l, b) in lower.iter_mut().zip(bytes) {
+                letters &= b.is_ascii_alphabetic();
                 *l = b.to_ascii_lowercase();
+            }
+            if !letters {
+                out.push_str(word);
+                return Ok(outcome);
             }
             let hash = crate::hash::key_hash(lower);
             outcome.lookups = 1;
@@ -177,8 +185,9 @@ impl Hyphenator {
                 from_exception = true;
             }
         }
-        if !from_exception {
-            self.patterns.score(bytes, gaps);
+        if !from_exception && !self.patterns.score(bytes, gaps) {
+            out.push_str(word);
+            return Ok(outcome);
         }
         outcome.exception = from_exception;
 

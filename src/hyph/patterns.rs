@@ -512,7 +512,10 @@ impl Patterns {
     /// byte-wise maximum with the new state's merged output. So the buffer is only written,
     /// once per gap, and the last 16 gaps with one 16-byte store.
     #[inline]
-    pub(crate) fn score(&self, word: &[u8], gaps: &mut [u8]) {
+    /// Returns false, leaving `gaps` unspecified, when `word` has a byte that is not an
+    /// ASCII letter (so the caller need not check the word beforehand).
+    #[must_use]
+    pub(crate) fn score(&self, word: &[u8], gaps: &mut [u8]) -> bool {
         debug_assert_eq!(gaps.len(), GAP_PAD + word.len() + 3);
         // SAFETY: `score_window` only needs SSE2, which every x86_64 processor has.
         #[cfg(target_arch = "x86_64")]
@@ -524,7 +527,7 @@ impl Patterns {
     }
 
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
-    fn score_window(&self, word: &[u8], gaps: &mut [u8]) {
+    fn score_window(&self, word: &[u8], gaps: &mut [u8]) -> bool {
         let mut m = Matcher {
             row: self.after_edge as usize,
             window: Window::zero(),
@@ -532,21 +535,24 @@ impl Patterns {
             // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
             end: GAP_PAD + 1,
         };
+        // A non-letter maps to NOT_LETTER, which has no transition: the step fails.
         for &b in word {
             if !self.step(&mut m, SYMBOL[b as usize] as usize, gaps) {
-                return;
+                return false;
             }
         }
         if !self.step(&mut m, EDGE as usize, gaps) {
-            return;
+            return false;
         }
         // Flush the window: byte j is the gap end + 1 - WINDOW + j.
         if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW..m.end + 1) {
             g.copy_from_slice(&m.window.bytes());
         }
+        true
     }
 
-    /// One step on symbol `sym`; false if the table is inconsistent (never, by construction).
+    /// One step on symbol `sym`; false if `sym` is not a symbol (or, never by construction,
+    /// the table is inconsistent).
     #[inline]
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
     fn step(&self, m: &mut Matcher, sym: usize, gaps: &mut [u8]) -> bool {
@@ -695,7 +701,7 @@ mod tests {
             let n = 1 + rnd(30) as usize;
             let word: Vec<u8> = (0..n).map(|_| b"abcABC"[rnd(6) as usize]).collect();
             let mut gaps = vec![0u8; GAP_PAD + n + 3];
-            p.score(&word, &mut gaps);
+            assert!(p.score(&word, &mut gaps));
             let want = naive(&parsed, &word);
             assert_eq!(
                 &gaps[GAP_PAD..],
@@ -713,7 +719,7 @@ mod tests {
         assert_eq!(p.len(), 3);
         let word = b"hyphen";
         let mut gaps = vec![0u8; GAP_PAD + word.len() + 3];
-        p.score(word, &mut gaps);
+        assert!(p.score(word, &mut gaps));
         let gaps = &gaps[GAP_PAD..];
         assert_eq!(gaps[2 + 1], 3);
         // "he2n": gap after "hyphe" (5 letters).
