@@ -15,12 +15,14 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod bench;
 pub mod codec;
 pub mod error;
 pub mod filter;
 pub mod hash;
+pub mod hyph;
 pub mod io;
 pub mod manifest;
 pub mod merge;

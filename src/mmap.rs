@@ -12,5 +12,8 @@ pub fn map_readonly(file: &File) -> io::Result<Mmap> {
     // (refilter writes a new file; old files are only unlinked, which leaves existing maps
     // valid). The mapping is read-only. Another process truncating or rewriting the file
     // behind the store's back is outside the store's contract (the directory is locked).
-    unsafe { Mmap::map(file) }
+    #[allow(unsafe_code)]
+    unsafe {
+        Mmap::map(file)
+    }
 }
