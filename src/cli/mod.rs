@@ -59,6 +59,7 @@ pub struct Cli {
 
 /// Options accepted before or after any subcommand.
 #[derive(Args, Debug)]
+#[command(next_help_heading = "Store options (before or after the command)")]
 pub struct Global {
     /// Store directory [default: $FILTERSTORE_DIR, else ./filterstore-data]
     #[arg(long, global = true, value_name = "DIR", env = "FILTERSTORE_DIR")]
