@@ -299,9 +299,32 @@ fn reading_commands_refuse_a_missing_store_and_create_nothing() {
         assert!(out.stderr.contains("no store"), "{args:?}: {}", out.stderr);
         assert!(!d.exists(), "{args:?} created the directory");
     }
+    // An existing but empty directory is no store either, and is left empty.
+    let empty = t.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for args in [
+        &["get", "k"][..],
+        &["scan"],
+        &["stats"],
+        &["verify"],
+        &["flush"],
+    ] {
+        let out = store(&empty, args);
+        assert_eq!(out.code, 2, "{args:?}");
+        assert!(out.stderr.contains("no store"), "{args:?}: {}", out.stderr);
+    }
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
     // A write creates it.
     ok(store(&d, &["delete", "k"]));
     assert!(d.join("MANIFEST").exists());
+    // Data files without a MANIFEST are damage, not a missing store.
+    std::fs::remove_file(d.join("MANIFEST")).unwrap();
+    std::fs::write(d.join("000001.sst"), b"orphan").unwrap();
+    for args in [&["get", "k"][..], &["verify"], &["put", "k", "v"]] {
+        let out = store(&d, args);
+        assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("MANIFEST"), "{args:?}: {}", out.stderr);
+    }
 }
 
 #[test]

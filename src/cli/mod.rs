@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use filterstore::manifest::MANIFEST_NAME;
 use filterstore::{filter::check_fpr, FilterKind, Options, Store, SyncPolicy};
 
 const LONG_ABOUT: &str = "\
@@ -265,10 +266,20 @@ impl Global {
     }
 }
 
-/// Fails (exit 2) unless `dir` is an existing directory; creates nothing.
+/// Fails (exit 2) unless `dir` is an existing directory holding a store (a MANIFEST, or
+/// data files, which opening then reports as damaged); creates nothing.
 pub fn require_store(dir: &Path) -> Result<(), CliError> {
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => {
+            if dir.join(MANIFEST_NAME).exists() || has_data_files(dir) {
+                Ok(())
+            } else {
+                Err(CliError::usage(format_args!(
+                    "no store at {} (the directory holds no MANIFEST)",
+                    dir.display()
+                )))
+            }
+        }
         Ok(_) => Err(CliError::usage(format_args!(
             "{} exists and is not a directory",
             dir.display()
@@ -280,6 +291,16 @@ pub fn require_store(dir: &Path) -> Result<(), CliError> {
         ))),
         Err(e) => Err(CliError::from(filterstore::Error::io(dir, e))),
     }
+}
+
+/// True when `dir` holds table or log files (`NNNNNN.sst`, `NNNNNN.wal`).
+pub fn has_data_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let p = e.path();
+            p.extension().is_some_and(|x| x == "sst" || x == "wal")
+        })
+    })
 }
 
 /// Buffered, locked stdout; remember to `flush` it (errors become exit 2).

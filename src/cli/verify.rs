@@ -1,7 +1,9 @@
 //! `verify`: a full checksum pass over the store's files.
 
 use clap::Args;
+use filterstore::manifest::MANIFEST_NAME;
 use filterstore::verify::verify_dir;
+use filterstore::Error;
 
 use super::{println, require_store, CliError, Exit, Global, Run};
 
@@ -19,6 +21,13 @@ impl Run for Verify {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let dir = g.dir();
         require_store(&dir)?;
+        let manifest = dir.join(MANIFEST_NAME);
+        if !manifest.exists() {
+            // require_store found data files: the same damage opening the store reports.
+            return Err(Error::corrupt(0, "data files present but no MANIFEST")
+                .in_file(manifest, 0)
+                .into());
+        }
         let report = verify_dir(&dir)?;
         let mut code = Exit::Success;
         for p in &report.problems {
