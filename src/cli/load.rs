@@ -64,16 +64,34 @@ impl Run for Load {
         // Whatever happened, the lines accepted so far are written and made durable.
         let finished = loader.write_batch().and_then(|()| Ok(store.sync()?));
         bar.finish_and_clear();
-        finished?;
-        if let Err(e) = stopped {
-            let loaded = loader.loaded;
-            return Err(CliError {
-                message: format!(
-                    "{}; the {loaded} lines before it were loaded (durably), nothing after it",
-                    e.message
-                ),
-                ..e
-            });
+        let loaded = loader.loaded;
+        match (stopped, finished) {
+            (Ok(()), Ok(())) => {}
+            (Ok(()), Err(e)) => return Err(e),
+            (Err(e), Ok(())) => {
+                return Err(CliError {
+                    message: format!(
+                        "{}; the {loaded} lines before it were loaded (durably), \
+                         nothing after it",
+                        e.message
+                    ),
+                    ..e
+                })
+            }
+            (Err(e), Err(f)) => {
+                return Err(CliError {
+                    message: format!(
+                        "{}; then writing the lines before it failed too: {}",
+                        e.message, f.message
+                    ),
+                    code: if f.code == Exit::Corrupt {
+                        f.code
+                    } else {
+                        e.code
+                    },
+                    quiet: false,
+                })
+            }
         }
         println(format_args!("loaded {} lines", loader.loaded))?;
         Ok(Exit::Success)

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::{println, Access, CliError, Exit, Global, Run};
+use super::{println, rate, Access, CliError, Exit, Global, Run};
 
 /// Seal the memtable into a table (fronted by the --filter filter) and make it durable.
 ///
@@ -57,8 +57,9 @@ impl Run for Refilter {
         let (_, fpr) = store.filter(); // --fpr, else the store's default
         store.refilter(kind, fpr)?;
         println(format_args!(
-            "refiltered {} tables: {kind}, fpr {fpr}",
-            store.stats().tables.len()
+            "refiltered {} tables: {kind}, fpr {}",
+            store.stats().tables.len(),
+            rate(fpr)
         ))?;
         Ok(Exit::Success)
     }

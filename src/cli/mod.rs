@@ -293,6 +293,16 @@ pub fn require_store(dir: &Path) -> Result<(), CliError> {
     }
 }
 
+/// A rate for people and JSON alike: plain decimals down to 1e-4, exponent form below
+/// (`0.01`, `1e-9`), so tiny rates do not print hundreds of zeros.
+pub fn rate(x: f64) -> String {
+    if x == 0.0 || x.abs() >= 1e-4 {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 /// True when `dir` holds table or log files (`NNNNNN.sst`, `NNNNNN.wal`).
 pub fn has_data_files(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|entries| {

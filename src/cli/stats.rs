@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::Args;
 use filterstore::Store;
 
-use super::{stdout, Access, CliError, Exit, Global, Run};
+use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 
 /// Print store-wide and per-table figures: tables, keys, bytes, filter kind, ε, bits per
 /// key, filter bytes, and the lookup counters.
@@ -50,7 +50,11 @@ fn text(store: &Store, g: &Global) -> String {
     let filter_bytes: u64 = s.tables.iter().map(|t| t.filter_bytes).sum();
     let tombstones: u64 = s.tables.iter().map(|t| t.tombstones).sum();
     let _ = writeln!(o, "store:          {}", g.dir().display());
-    let _ = writeln!(o, "default filter: {kind}, fpr {fpr} (chosen at creation)");
+    let _ = writeln!(
+        o,
+        "default filter: {kind}, fpr {} (chosen at creation)",
+        rate(fpr)
+    );
     let _ = writeln!(
         o,
         "tables:         {} ({} keys incl. {} tombstones, {} table bytes, {} filter bytes)",
@@ -102,7 +106,7 @@ fn text(store: &Store, g: &Global) -> String {
             "{:>06}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8.2}  {:>10.3e}  {} .. {}",
             t.number,
             t.filter_kind.name(),
-            t.target_fpr,
+            rate(t.target_fpr),
             t.keys,
             t.tombstones,
             t.file_bytes,
@@ -214,7 +218,7 @@ fn json(store: &Store, g: &Global) -> String {
 /// A JSON number, or `null` for NaN and infinities (which JSON cannot express).
 fn json_f64(x: f64) -> String {
     if x.is_finite() {
-        format!("{x}")
+        rate(x)
     } else {
         "null".into()
     }
