@@ -292,12 +292,18 @@ impl Store {
         }
         let mut mem = Mem::new();
         let mut mem_bytes = 0;
+        // Logs that hold no record (every open starts a new log) are removed below, so
+        // short-lived handles, such as the command line's, do not pile up empty files.
+        let mut empty_wals = HashSet::new();
         for (n, ext) in &files {
             if ext == "wal" && *n >= manifest.log_number {
-                replay_file(&wal_path(&dir, *n), |k, v| {
+                let end = replay_file(&wal_path(&dir, *n), |k, v| {
                     mem_bytes += entry_bytes(&k, v.as_deref());
                     mem.insert(k, v);
                 })?;
+                if end.records == 0 {
+                    empty_wals.insert(*n);
+                }
             }
         }
         // Remove what no manifest names: unfinished outputs and obsolete logs.
@@ -309,7 +315,7 @@ impl Store {
         for (n, ext) in &files {
             let dead = match ext.as_str() {
                 "sst" | "filter" => !live.contains(n),
-                "wal" => *n < manifest.log_number,
+                "wal" => *n < manifest.log_number || empty_wals.contains(n),
                 _ => false,
             };
             if dead {
@@ -616,6 +622,14 @@ impl Store {
         counters: Option<Arc<TableCounters>>,
     ) -> Scan {
         let range = (start.clone(), end.clone());
+        if range_is_empty(&start, &end) {
+            // BTreeMap::range panics on an inverted range; there is nothing to return.
+            return Scan {
+                merge: MergeIter::new(Vec::new()),
+                end,
+                done: true,
+            };
+        }
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
         let mut sources: Vec<Source> = Vec::new();
         let snap = |m: &Mem| -> Source {
@@ -963,6 +977,17 @@ impl Drop for Store {
 
 fn entry_bytes(k: &[u8], v: Option<&[u8]>) -> usize {
     k.len() + v.map_or(0, |v| v.len()) + 48
+}
+
+/// True when no key lies between `start` and `end`.
+fn range_is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            s >= e
+        }
+        _ => false,
+    }
 }
 
 /// The smallest key greater than every key starting with `prefix`, if any.

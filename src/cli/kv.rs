@@ -1,0 +1,92 @@
+//! `put`, `get`, `delete`: one key at a time, each write fsynced before the command exits.
+
+use std::io::{self, Read, Write};
+
+use clap::Args;
+use filterstore::MAX_VALUE_LEN;
+
+use super::{stdout, Access, CliError, Exit, Global, Run};
+
+/// Store VALUE under KEY; exit 0 once the write is durable (fsynced).
+///
+/// With no VALUE, or VALUE `-`, the value is all of stdin, byte for byte (no newline is
+/// stripped). KEY and a VALUE given as an argument are UTF-8 strings. A value that starts
+/// with `-` (other than a negative number) goes after `--`: `store put -- KEY -VALUE`.
+/// Creates the store when missing.
+#[derive(Args, Debug)]
+pub struct Put {
+    /// The key
+    pub key: String,
+    /// The value; absent or `-`: read all of stdin
+    #[arg(allow_negative_numbers = true)]
+    pub value: Option<String>,
+}
+
+impl Run for Put {
+    fn run(self, g: &Global) -> Result<Exit, CliError> {
+        // Open first: a locked or unusable store fails at once, before waiting on stdin.
+        let store = g.open(Access::Write)?;
+        let value = match self.value.as_deref() {
+            None | Some("-") => read_stdin_value()?,
+            Some(v) => v.as_bytes().to_vec(),
+        };
+        store.put(self.key.as_bytes(), &value)?;
+        store.sync()?;
+        Ok(Exit::Success)
+    }
+}
+
+/// All of stdin, refusing more than the largest value the store accepts.
+fn read_stdin_value() -> Result<Vec<u8>, CliError> {
+    let mut buf = Vec::new();
+    io::stdin()
+        .lock()
+        .take(MAX_VALUE_LEN as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| CliError::from(e).context("reading the value from stdin"))?;
+    if buf.len() > MAX_VALUE_LEN {
+        return Err(CliError::usage(format_args!(
+            "the value on stdin exceeds the limit of {MAX_VALUE_LEN} bytes"
+        )));
+    }
+    Ok(buf)
+}
+
+/// Print the value of KEY and a newline (raw bytes); exit 1 with no output when absent.
+#[derive(Args, Debug)]
+pub struct Get {
+    /// The key
+    pub key: String,
+}
+
+impl Run for Get {
+    fn run(self, g: &Global) -> Result<Exit, CliError> {
+        let store = g.open(Access::Existing)?;
+        match store.get(self.key.as_bytes())? {
+            Some(v) => {
+                let mut out = stdout();
+                out.write_all(&v)?;
+                out.write_all(b"\n")?;
+                out.flush()?;
+                Ok(Exit::Success)
+            }
+            None => Ok(Exit::NotFound),
+        }
+    }
+}
+
+/// Remove KEY; exit 0 also when it was absent. Durable (fsynced) on exit.
+#[derive(Args, Debug)]
+pub struct Delete {
+    /// The key
+    pub key: String,
+}
+
+impl Run for Delete {
+    fn run(self, g: &Global) -> Result<Exit, CliError> {
+        let store = g.open(Access::Write)?;
+        store.delete(self.key.as_bytes())?;
+        store.sync()?;
+        Ok(Exit::Success)
+    }
+}

@@ -1,0 +1,327 @@
+//! The `store` command line: global options, the subcommand list, store opening and the
+//! error type that carries an exit code.
+//!
+//! Adding a subcommand: write a module with a `#[derive(clap::Args)]` struct that implements
+//! [`Run`], declare the module below and add one line to the `commands!` list.
+
+mod kv;
+mod load;
+mod maintain;
+mod scan;
+mod stats;
+mod verify;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use filterstore::manifest::MANIFEST_NAME;
+use filterstore::{filter::check_fpr, FilterKind, Options, Store, SyncPolicy};
+
+const LONG_ABOUT: &str = "\
+A persistent key-value store whose sorted tables are fronted by memory-mapped Bloom, \
+blocked-Bloom or cuckoo filters, so looking up an absent key usually skips the table's data.
+
+The store lives in one directory: --dir DIR, else the environment variable FILTERSTORE_DIR, \
+else ./filterstore-data. It is created by the first command that writes (put, delete, load); \
+every other command refuses a missing store (exit 2) and creates nothing. One process at a \
+time may open a store; a second one gets exit 2 at once with a message that says it is \
+locked.
+
+--filter and --fpr choose the filter of the tables sealed by this command (flush, compact, \
+refilter, or a memtable that fills up during load). The choice made when the store was \
+created is remembered as its default.";
+
+const AFTER_LONG_HELP: &str = "\
+Exit codes:
+  0  success
+  1  key not found (get)
+  2  usage error, I/O error, missing or locked store, malformed input
+  3  corruption detected (by verify, or by any command that reads damaged bytes)";
+
+/// The `store` command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "store",
+    version,
+    about = "A key-value store whose tables are fronted by Bloom, blocked-Bloom or cuckoo filters",
+    long_about = LONG_ABOUT,
+    after_long_help = AFTER_LONG_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options accepted before or after any subcommand.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Store options (before or after the command)")]
+pub struct Global {
+    /// Store directory [default: $FILTERSTORE_DIR, else ./filterstore-data]
+    #[arg(long, global = true, value_name = "DIR", env = "FILTERSTORE_DIR")]
+    pub dir: Option<PathBuf>,
+    /// Filter for tables sealed by this command: none, bloom, blocked-bloom or cuckoo
+    /// [default: the store's, chosen at creation; blocked-bloom for a new store]
+    #[arg(long, global = true, value_name = "KIND", value_parser = parse_filter)]
+    pub filter: Option<FilterKind>,
+    /// Target false-positive rate ε of new filters, strictly between 0 and 1
+    /// [default: the store's, chosen at creation; 0.01 for a new store]
+    #[arg(long, global = true, value_name = "E", value_parser = parse_fpr, allow_negative_numbers = true)]
+    pub fpr: Option<f64>,
+}
+
+fn parse_filter(s: &str) -> Result<FilterKind, String> {
+    s.parse::<FilterKind>().map_err(|_| {
+        let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown filter kind; valid kinds: {}", valid.join(", "))
+    })
+}
+
+fn parse_fpr(s: &str) -> Result<f64, String> {
+    let f: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "not a number; give a rate strictly between 0 and 1".to_string())?;
+    check_fpr(f).map_err(|_| "must be strictly between 0 and 1 (exclusive)".to_string())?;
+    Ok(f)
+}
+
+/// Runs one subcommand.
+pub trait Run {
+    /// Does the work; the returned [`Exit`] becomes the process's exit code.
+    fn run(self, global: &Global) -> Result<Exit, CliError>;
+}
+
+/// Declares the subcommand enum and its dispatch from one list.
+macro_rules! commands {
+    ($($(#[$meta:meta])* $variant:ident($ty:ty),)*) => {
+        /// The subcommands.
+        #[derive(Subcommand, Debug)]
+        pub enum Command {
+            $($(#[$meta])* $variant($ty),)*
+        }
+
+        impl Command {
+            /// Runs the chosen subcommand.
+            pub fn run(self, global: &Global) -> Result<Exit, CliError> {
+                match self {
+                    $(Command::$variant(c) => Run::run(c, global),)*
+                }
+            }
+        }
+    };
+}
+
+commands! {
+    Put(kv::Put),
+    Get(kv::Get),
+    Delete(kv::Delete),
+    Scan(scan::Scan),
+    Load(load::Load),
+    Flush(maintain::Flush),
+    Compact(maintain::Compact),
+    Refilter(maintain::Refilter),
+    Stats(stats::Stats),
+    Verify(verify::Verify),
+}
+
+/// The process's exit codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success.
+    Success = 0,
+    /// 1: `get` found no such key.
+    NotFound = 1,
+    /// 2: usage or I/O error (including a missing or locked store, malformed input).
+    Usage = 2,
+    /// 3: corruption detected.
+    Corrupt = 3,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// An error that ends the command, with the exit code it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    /// The exit code.
+    pub code: Exit,
+    /// One line for stderr.
+    pub message: String,
+    /// True when nothing should be printed (stdout closed under us).
+    pub quiet: bool,
+}
+
+impl CliError {
+    /// A usage-class error (exit 2) with `message`.
+    pub fn usage(message: impl fmt::Display) -> Self {
+        CliError {
+            code: Exit::Usage,
+            message: message.to_string(),
+            quiet: false,
+        }
+    }
+
+    /// Prefixes the message with what was being done.
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+/// The error's message followed by its sources, `: `-separated.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        let m = x.to_string();
+        if !s.ends_with(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        src = x.source();
+    }
+    s
+}
+
+impl CliError {
+    /// The exit code and message of a library error: corruption is 3, the rest 2.
+    pub fn from_ref(e: &filterstore::Error) -> Self {
+        CliError {
+            code: if e.is_corruption() {
+                Exit::Corrupt
+            } else {
+                Exit::Usage
+            },
+            message: error_chain(e),
+            quiet: false,
+        }
+    }
+}
+
+impl From<filterstore::Error> for CliError {
+    fn from(e: filterstore::Error) -> Self {
+        CliError::from_ref(&e)
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> Self {
+        CliError {
+            code: Exit::Usage,
+            quiet: e.kind() == io::ErrorKind::BrokenPipe,
+            message: format!("I/O error: {}", error_chain(&e)),
+        }
+    }
+}
+
+/// How a command opens the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The store must exist; nothing is created when it does not.
+    Existing,
+    /// The store (and its directory) is created when missing; every write is fsynced.
+    Write,
+    /// Like `Write`, but writes are fsynced only by an explicit `sync`/`flush` (bulk loads).
+    BulkWrite,
+}
+
+impl Global {
+    /// The store directory: --dir, else $FILTERSTORE_DIR (both via clap), else the default.
+    pub fn dir(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("./filterstore-data"))
+    }
+
+    /// Opens the store as `access` says, with this command's filter choice.
+    pub fn open(&self, access: Access) -> Result<Store, CliError> {
+        let dir = self.dir();
+        if access == Access::Existing {
+            require_store(&dir)?;
+        }
+        let opts = Options {
+            filter: self.filter,
+            fpr: self.fpr,
+            sync: if access == Access::BulkWrite {
+                SyncPolicy::OnFlush
+            } else {
+                SyncPolicy::EveryWrite
+            },
+            create_if_missing: access != Access::Existing,
+            ..Options::default()
+        };
+        Store::open(&dir, opts).map_err(|e| {
+            CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
+        })
+    }
+}
+
+/// Fails (exit 2) unless `dir` is an existing directory holding a store (a MANIFEST, or
+/// data files, which opening then reports as damaged); creates nothing.
+pub fn require_store(dir: &Path) -> Result<(), CliError> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {
+            if dir.join(MANIFEST_NAME).exists() || has_data_files(dir) {
+                Ok(())
+            } else {
+                Err(CliError::usage(format_args!(
+                    "no store at {} (the directory holds no MANIFEST)",
+                    dir.display()
+                )))
+            }
+        }
+        Ok(_) => Err(CliError::usage(format_args!(
+            "{} exists and is not a directory",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(CliError::usage(format_args!(
+            "no store at {} (the directory does not exist; `store put`, `delete` or `load` \
+             create one; see --dir and FILTERSTORE_DIR)",
+            dir.display()
+        ))),
+        Err(e) => Err(CliError::from(filterstore::Error::io(dir, e))),
+    }
+}
+
+/// A rate for people and JSON alike: plain decimals down to 1e-4, exponent form below
+/// (`0.01`, `1e-9`), so tiny rates do not print hundreds of zeros.
+pub fn rate(x: f64) -> String {
+    if x == 0.0 || x.abs() >= 1e-4 {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// True when `dir` holds table or log files (`NNNNNN.sst`, `NNNNNN.wal`).
+pub fn has_data_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let p = e.path();
+            p.extension().is_some_and(|x| x == "sst" || x == "wal")
+        })
+    })
+}
+
+/// Buffered, locked stdout; remember to `flush` it (errors become exit 2).
+pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
+    io::BufWriter::with_capacity(64 << 10, io::stdout().lock())
+}
+
+/// Writes `s` and a newline to stdout.
+pub fn println(s: impl fmt::Display) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "{s}")?;
+    out.flush()?;
+    Ok(())
+}

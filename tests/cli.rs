@@ -1,0 +1,704 @@
+//! End-to-end tests of the `store` binary: every command and every exit code.
+//!
+//! Each test runs the built binary (`CARGO_BIN_EXE_store`) in its own temporary directory,
+//! with a timeout so that a hang fails the test instead of stalling the suite.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use filterstore::{Options, Store};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Out {
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+impl Out {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    fn lines(&self) -> Vec<String> {
+        self.text().lines().map(str::to_string).collect()
+    }
+}
+
+/// Runs the binary with `args`, `stdin` piped in, `FILTERSTORE_DIR` unset unless `env`
+/// sets it, in working directory `cwd`.
+fn run_full(args: &[&str], stdin: &[u8], env: Option<&Path>, cwd: Option<&Path>) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_store"));
+    cmd.args(args)
+        .env_remove("FILTERSTORE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(d) = env {
+        cmd.env("FILTERSTORE_DIR", d);
+    }
+    if let Some(c) = cwd {
+        cmd.current_dir(c);
+    }
+    let mut child = cmd.spawn().expect("spawn store");
+    let mut sin = child.stdin.take().unwrap();
+    let input = stdin.to_vec();
+    let writer = thread::spawn(move || {
+        let _ = sin.write_all(&input); // the binary may exit before reading it all
+    });
+    let mut sout = child.stdout.take().unwrap();
+    let mut serr = child.stderr.take().unwrap();
+    let out_t = thread::spawn(move || {
+        let mut b = Vec::new();
+        sout.read_to_end(&mut b).unwrap();
+        b
+    });
+    let err_t = thread::spawn(move || {
+        let mut b = Vec::new();
+        serr.read_to_end(&mut b).unwrap();
+        b
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            panic!("store {args:?} hung for more than {TIMEOUT:?}");
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    writer.join().unwrap();
+    let out = Out {
+        code: status.code().expect("killed by a signal"),
+        stdout: out_t.join().unwrap(),
+        stderr: String::from_utf8_lossy(&err_t.join().unwrap()).into_owned(),
+    };
+    assert_ne!(out.code, 101, "store {args:?} panicked: {}", out.stderr);
+    out
+}
+
+/// Runs `store --dir DIR ARGS...` with empty stdin.
+fn store(dir: &Path, args: &[&str]) -> Out {
+    store_in(dir, args, b"")
+}
+
+/// Runs `store --dir DIR ARGS...` with `stdin`.
+fn store_in(dir: &Path, args: &[&str], stdin: &[u8]) -> Out {
+    let d = dir.to_str().unwrap();
+    let mut all = vec!["--dir", d];
+    all.extend_from_slice(args);
+    run_full(&all, stdin, None, None)
+}
+
+/// Asserts success and returns stdout as text.
+#[track_caller]
+fn ok(o: Out) -> String {
+    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
+    o.text()
+}
+
+fn db(t: &tempfile::TempDir) -> PathBuf {
+    t.path().join("db")
+}
+
+fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn put_get_delete_round_trip() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store(&d, &["put", "greeting", "hello big wide world"]));
+    ok(store(&d, &["put", "clé-ключ-🔑", "значение ✓"]));
+    ok(store(&d, &["put", "empty", ""]));
+    ok(store(&d, &["put", "neg", "-5"]));
+    ok(store(&d, &["put", "--", "-dash", "-value"]));
+    let get = |k: &str| store(&d, &["get", k]);
+    assert_eq!(ok(get("greeting")), "hello big wide world\n");
+    assert_eq!(ok(get("clé-ключ-🔑")), "значение ✓\n");
+    assert_eq!(ok(get("empty")), "\n");
+    assert_eq!(ok(get("neg")), "-5\n");
+    assert_eq!(ok(store(&d, &["get", "--", "-dash"])), "-value\n");
+    let missing = get("nothing");
+    assert_eq!(missing.code, 1);
+    assert!(missing.stdout.is_empty());
+    // Overwrite, delete, delete again (absent: still 0).
+    ok(store(&d, &["put", "greeting", "bye"]));
+    assert_eq!(ok(get("greeting")), "bye\n");
+    ok(store(&d, &["delete", "greeting"]));
+    ok(store(&d, &["delete", "greeting"]));
+    ok(store(&d, &["delete", "never-there"]));
+    assert_eq!(get("greeting").code, 1);
+    // Survives a flush into a table.
+    ok(store(&d, &["flush"]));
+    assert_eq!(ok(get("clé-ключ-🔑")), "значение ✓\n");
+    assert_eq!(get("greeting").code, 1);
+}
+
+#[test]
+fn one_mib_value_from_stdin_round_trips_byte_for_byte() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let value: Vec<u8> = (0..(1 << 20))
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    assert!(value.contains(&b'\n') && value.contains(&0) && value.contains(&0xff));
+    ok(store_in(&d, &["put", "big"], &value));
+    ok(store_in(&d, &["put", "big2", "-"], &value[..1000]));
+    ok(store_in(&d, &["put", "nl"], b"line\n"));
+    let got = store(&d, &["get", "big"]);
+    assert_eq!(got.code, 0);
+    assert_eq!(got.stdout.len(), value.len() + 1);
+    assert!(got.stdout[..value.len()] == value[..], "value differs");
+    assert_eq!(got.stdout.last(), Some(&b'\n'));
+    assert_eq!(
+        store(&d, &["get", "big2"]).stdout,
+        [&value[..1000], b"\n"].concat()
+    );
+    assert_eq!(store(&d, &["get", "nl"]).stdout, b"line\n\n");
+    // Still exact from a table.
+    ok(store(&d, &["flush"]));
+    assert_eq!(store(&d, &["get", "big"]).stdout[..value.len()], value[..]);
+}
+
+#[test]
+fn load_100k_lines_then_scan_and_get() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let file = t.path().join("in.tsv");
+    let mut text = String::new();
+    for i in 0..100_000 {
+        text.push_str(&format!("key{i:06}\tvalue {i}\twith a tab\n"));
+    }
+    std::fs::write(&file, &text).unwrap();
+    let out = ok(store(&d, &["load", file.to_str().unwrap()]));
+    assert_eq!(out.trim(), "loaded 100000 lines");
+    let scan = store(&d, &["scan"]);
+    assert_eq!(scan.code, 0);
+    let lines = scan.lines();
+    assert_eq!(lines.len(), 100_000);
+    assert_eq!(lines[0], "key000000\tvalue 0\twith a tab");
+    assert_eq!(lines[99_999], "key099999\tvalue 99999\twith a tab");
+    for i in [0, 1, 4242, 99_999] {
+        let got = ok(store(&d, &["get", &format!("key{i:06}")]));
+        assert_eq!(got, format!("value {i}\twith a tab\n"));
+    }
+    assert_eq!(store(&d, &["get", "key100000"]).code, 1);
+}
+
+#[test]
+fn load_from_stdin_with_crlf_and_no_final_newline() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let input = b"a\t1\r\nb\t\r\nc\tx y\tz\r\n\xff\xfe\tbinary\nd\tlast";
+    assert_eq!(ok(store_in(&d, &["load"], input)).trim(), "loaded 5 lines");
+    assert_eq!(
+        ok(store_in(&d, &["load", "-"], b"e\t5\n")).trim(),
+        "loaded 1 lines"
+    );
+    assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
+    assert_eq!(ok(store(&d, &["get", "b"])), "\n");
+    assert_eq!(ok(store(&d, &["get", "c"])), "x y\tz\n");
+    assert_eq!(ok(store(&d, &["get", "d"])), "last\n");
+    assert_eq!(ok(store(&d, &["get", "e"])), "5\n");
+    let scan = store(&d, &["scan"]);
+    assert!(scan.stdout.ends_with(b"e\t5\n\xff\xfe\tbinary\n"));
+    // An empty input loads nothing, successfully.
+    assert_eq!(ok(store_in(&d, &["load"], b"")).trim(), "loaded 0 lines");
+}
+
+#[test]
+fn malformed_load_line_keeps_the_lines_before_it() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut input = String::new();
+    for i in 1..=2500 {
+        input.push_str(&format!("k{i}\tv{i}\n"));
+    }
+    input.push_str("this line has no tab\n");
+    input.push_str("after\tnot loaded\n");
+    let out = store_in(&d, &["load"], input.as_bytes());
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("line 2501"), "{}", out.stderr);
+    assert!(out.stderr.contains("2500 lines before"), "{}", out.stderr);
+    assert_eq!(ok(store(&d, &["get", "k1"])), "v1\n");
+    assert_eq!(ok(store(&d, &["get", "k2500"])), "v2500\n");
+    assert_eq!(store(&d, &["get", "after"]).code, 1);
+    assert_eq!(store(&d, &["scan"]).lines().len(), 2500);
+    // An empty line is malformed too.
+    let out = store_in(&d, &["load"], b"x\t1\n\ny\t2\n");
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("line 2"), "{}", out.stderr);
+    assert_eq!(ok(store(&d, &["get", "x"])), "1\n");
+    assert_eq!(store(&d, &["get", "y"]).code, 1);
+    // A missing input file: exit 2, no store created.
+    let t2 = tempfile::tempdir().unwrap();
+    let out = store(&db(&t2), &["load", "/nonexistent/input.tsv"]);
+    assert_eq!(out.code, 2);
+    assert!(!db(&t2).exists());
+}
+
+#[test]
+fn locked_store_fails_at_once() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store(&d, &["put", "k", "v"]));
+    let held = Store::open(&d, Options::default()).unwrap();
+    for args in [
+        &["get", "k"][..],
+        &["put", "k", "w"],
+        &["load"],
+        &["scan"],
+        &["stats"],
+        &["compact"],
+    ] {
+        let start = Instant::now();
+        let out = store(&d, args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("locked"), "{args:?}: {}", out.stderr);
+        assert!(start.elapsed() < Duration::from_secs(5), "{args:?} waited");
+    }
+    drop(held);
+    assert_eq!(ok(store(&d, &["get", "k"])), "v\n");
+}
+
+#[test]
+fn reading_commands_refuse_a_missing_store_and_create_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    for args in [
+        &["get", "k"][..],
+        &["scan"],
+        &["stats"],
+        &["stats", "--json"],
+        &["verify"],
+        &["flush"],
+        &["compact"],
+        &["refilter", "--filter", "bloom"],
+    ] {
+        let out = store(&d, args);
+        assert_eq!(out.code, 2, "{args:?}");
+        assert!(out.stderr.contains("no store"), "{args:?}: {}", out.stderr);
+        assert!(!d.exists(), "{args:?} created the directory");
+    }
+    // An existing but empty directory is no store either, and is left empty.
+    let empty = t.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for args in [
+        &["get", "k"][..],
+        &["scan"],
+        &["stats"],
+        &["verify"],
+        &["flush"],
+    ] {
+        let out = store(&empty, args);
+        assert_eq!(out.code, 2, "{args:?}");
+        assert!(out.stderr.contains("no store"), "{args:?}: {}", out.stderr);
+    }
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // A write creates it.
+    ok(store(&d, &["delete", "k"]));
+    assert!(d.join("MANIFEST").exists());
+    // Data files without a MANIFEST are damage, not a missing store.
+    std::fs::remove_file(d.join("MANIFEST")).unwrap();
+    std::fs::write(d.join("000001.sst"), b"orphan").unwrap();
+    for args in [&["get", "k"][..], &["verify"], &["put", "k", "v"]] {
+        let out = store(&d, args);
+        assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("MANIFEST"), "{args:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_file_where_the_directory_should_be() {
+    let t = tempfile::tempdir().unwrap();
+    let f = t.path().join("file");
+    std::fs::write(&f, b"not a store").unwrap();
+    for args in [
+        &["put", "k", "v"][..],
+        &["get", "k"],
+        &["verify"],
+        &["load"],
+    ] {
+        let out = store(&f, args);
+        assert_eq!(out.code, 2, "{args:?}");
+        assert!(out.stderr.contains("not a directory"), "{}", out.stderr);
+    }
+    assert_eq!(std::fs::read(&f).unwrap(), b"not a store");
+}
+
+#[test]
+fn bad_filter_and_fpr_are_usage_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let out = store(&d, &["--filter", "bloomy", "put", "k", "v"]);
+    assert_eq!(out.code, 2);
+    for k in ["none", "bloom", "blocked-bloom", "cuckoo"] {
+        assert!(out.stderr.contains(k), "{}", out.stderr);
+    }
+    for bad in ["0", "1", "-0.5", "1.5", "abc", "nan", "inf", ""] {
+        let out = store(&d, &["put", "k", "v", "--fpr", bad]);
+        assert_eq!(out.code, 2, "--fpr {bad:?}");
+        assert!(out.stderr.contains("--fpr"), "{}", out.stderr);
+    }
+    assert!(!d.exists(), "a refused command created the store");
+}
+
+#[test]
+fn dir_from_env_then_default() {
+    let t = tempfile::tempdir().unwrap();
+    let envdir = t.path().join("from-env");
+    assert_eq!(
+        run_full(&["put", "k", "env"], b"", Some(&envdir), None).code,
+        0
+    );
+    assert!(envdir.join("MANIFEST").exists());
+    // --dir wins over the environment.
+    let flagdir = t.path().join("from-flag");
+    let f = flagdir.to_str().unwrap();
+    assert_eq!(
+        run_full(&["put", "k", "flag", "--dir", f], b"", Some(&envdir), None).code,
+        0
+    );
+    let got = run_full(&["get", "k"], b"", Some(&envdir), None);
+    assert_eq!(got.text(), "env\n");
+    // Neither: ./filterstore-data in the working directory.
+    let cwd = t.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    assert_eq!(
+        run_full(&["put", "k", "cwd"], b"", None, Some(&cwd)).code,
+        0
+    );
+    assert!(cwd.join("filterstore-data").join("MANIFEST").exists());
+    let got = run_full(&["get", "k"], b"", None, Some(&cwd));
+    assert_eq!(got.text(), "cwd\n");
+}
+
+/// `stats --json` parsed just enough: the value of `"name": ` at its first occurrence.
+fn json_field<'a>(json: &'a str, name: &str) -> &'a str {
+    let pat = format!("\"{name}\": ");
+    let at = json
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {name} in {json}"))
+        + pat.len();
+    let rest = &json[at..];
+    let end = rest.find([',', '}', '\n']).unwrap();
+    rest[..end].trim()
+}
+
+#[test]
+fn filter_choice_default_and_refilter() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    // Created with cuckoo at 0.001: that becomes the store's default.
+    ok(store(
+        &d,
+        &["--filter", "cuckoo", "--fpr", "0.001", "put", "a", "1"],
+    ));
+    ok(store(&d, &["flush"]));
+    let json = ok(store(&d, &["stats", "--json"]));
+    assert!(json.contains("\"default_filter\": {\"kind\": \"cuckoo\", \"fpr\": 0.001}"));
+    assert_eq!(json_field(&json, "filter_kind"), "\"cuckoo\"");
+    assert_eq!(json_field(&json, "target_fpr"), "0.001");
+    // A per-command choice, after the subcommand.
+    ok(store(&d, &["put", "b", "2"]));
+    ok(store(&d, &["flush", "--filter", "bloom", "--fpr", "0.05"]));
+    let json = ok(store(&d, &["stats", "--json"]));
+    assert_eq!(json_field(&json, "table_count"), "2");
+    assert_eq!(json_field(&json, "filter_kind"), "\"bloom\""); // newest first
+                                                               // refilter needs --filter.
+    let out = store(&d, &["refilter"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--filter"), "{}", out.stderr);
+    // refilter, --filter after the command: both tables change, data untouched.
+    let ssts = files_with_ext(&d, "sst");
+    let sst_bytes: Vec<Vec<u8>> = ssts.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let out = ok(store(
+        &d,
+        &["refilter", "--filter", "blocked-bloom", "--fpr", "0.02"],
+    ));
+    assert!(out.contains("refiltered 2 tables"), "{out}");
+    let json = ok(store(&d, &["stats", "--json"]));
+    assert_eq!(
+        json.matches("\"filter_kind\": \"blocked-bloom\"").count(),
+        2,
+        "{json}"
+    );
+    assert_eq!(json.matches("\"target_fpr\": 0.02").count(), 2, "{json}");
+    assert!(json.contains("\"default_filter\": {\"kind\": \"cuckoo\""));
+    assert_eq!(files_with_ext(&d, "sst"), ssts);
+    for (p, b) in ssts.iter().zip(&sst_bytes) {
+        assert_eq!(&std::fs::read(p).unwrap(), b, "refilter rewrote {p:?}");
+    }
+    // refilter to none drops the filters; the data is still there.
+    ok(store(&d, &["--filter", "none", "refilter"]));
+    let json = ok(store(&d, &["stats", "--json"]));
+    assert_eq!(json.matches("\"filter_kind\": \"none\"").count(), 2);
+    assert_eq!(json_field(&json, "filter_bytes"), "0");
+    assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
+}
+
+#[test]
+fn stats_text_and_json() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store_in(&d, &["load"], b"q\"uote\\\t1\nplain\t2\n"));
+    ok(store(&d, &["flush"]));
+    ok(store(&d, &["put", "z-unflushed", "3"]));
+    let text = ok(store(&d, &["stats"]));
+    for needle in [
+        "tables:         1",
+        "blocked-bloom",
+        "bits/key",
+        "filter bytes",
+        "0 lookups",
+        "memtable:       1 entries",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from\n{text}");
+    }
+    let json = ok(store(&d, &["stats", "--json"]));
+    assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
+    assert_eq!(json_field(&json, "table_count"), "1");
+    assert_eq!(json_field(&json, "keys"), "2");
+    assert_eq!(json_field(&json, "memtable_entries"), "1");
+    assert_eq!(json_field(&json, "lookups"), "0");
+    assert_eq!(json_field(&json, "observed_fpr"), "null");
+    assert!(json_field(&json, "bits_per_key").parse::<f64>().unwrap() > 0.0);
+    assert!(json_field(&json, "filter_bytes").parse::<u64>().unwrap() > 0);
+    // Keys are escaped as JSON strings and always given in hex.
+    assert!(json.contains(r#""max_key": "q\"uote\\""#), "{json}");
+    assert!(
+        json.contains("\"max_key_hex\": \"7122756f74655c\""),
+        "{json}"
+    );
+    // A binary key: null string, hex kept.
+    ok(store_in(&d, &["load"], b"\xff\x00key\tbin\n"));
+    ok(store(&d, &["flush"]));
+    let json = ok(store(&d, &["stats", "--json"]));
+    assert!(
+        json.contains("\"max_key\": null, \"max_key_hex\": \"ff006b6579\""),
+        "{json}"
+    );
+}
+
+#[test]
+fn compact_prints_counts_before_and_after() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    for i in 0..3 {
+        ok(store(&d, &["put", &format!("k{i}"), "v"]));
+        ok(store(&d, &["flush"]));
+    }
+    ok(store(&d, &["delete", "k1"]));
+    assert_eq!(ok(store(&d, &["flush"])).trim(), "tables: 4");
+    assert_eq!(ok(store(&d, &["compact"])).trim(), "tables: 4 -> 1");
+    assert_eq!(ok(store(&d, &["scan"])), "k0\tv\nk2\tv\n");
+    assert_eq!(ok(store(&d, &["compact"])).trim(), "tables: 1 -> 1");
+    assert!(ok(store(&d, &["verify"])).contains("intact"));
+}
+
+#[test]
+fn scan_prefix_from_to_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store_in(
+        &d,
+        &["load"],
+        b"a1\t1\na2\t2\na3\t3\nb1\t4\nb2\t5\nc1\t6\ngone\tx\n",
+    ));
+    ok(store(&d, &["flush"]));
+    ok(store(&d, &["delete", "gone"]));
+    ok(store(&d, &["put", "a25", "newer"])); // memtable and table merge in order
+    let scan = |args: &[&str]| ok(store(&d, &[&["scan"][..], args].concat()));
+    assert_eq!(
+        scan(&[]),
+        "a1\t1\na2\t2\na25\tnewer\na3\t3\nb1\t4\nb2\t5\nc1\t6\n"
+    );
+    assert_eq!(
+        scan(&["--prefix", "a"]),
+        "a1\t1\na2\t2\na25\tnewer\na3\t3\n"
+    );
+    assert_eq!(scan(&["--prefix", "a2"]), "a2\t2\na25\tnewer\n");
+    assert_eq!(scan(&["--from", "a3", "--to", "b2"]), "a3\t3\nb1\t4\n");
+    assert_eq!(scan(&["--from", "b"]), "b1\t4\nb2\t5\nc1\t6\n");
+    assert_eq!(scan(&["--to", "a25"]), "a1\t1\na2\t2\n");
+    assert_eq!(scan(&["--limit", "2"]), "a1\t1\na2\t2\n");
+    assert_eq!(scan(&["--limit", "0"]), "");
+    assert_eq!(
+        scan(&["--prefix", "a", "--from", "a25", "--limit", "1"]),
+        "a25\tnewer\n"
+    );
+    assert_eq!(scan(&["--prefix", "b", "--to", "b2"]), "b1\t4\n");
+    assert_eq!(scan(&["--from", "c", "--to", "a"]), "");
+    assert_eq!(scan(&["--from", "b1", "--to", "b1"]), "");
+    assert_eq!(scan(&["--prefix", "zz"]), "");
+}
+
+#[test]
+fn verify_finds_a_flipped_byte() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut input = String::new();
+    for i in 0..2000 {
+        input.push_str(&format!("key{i:05}\tsome value number {i}\n"));
+    }
+    ok(store_in(&d, &["load"], input.as_bytes()));
+    ok(store(&d, &["flush"]));
+    let out = ok(store(&d, &["verify"]));
+    assert!(out.contains("intact"), "{out}");
+    let ssts = files_with_ext(&d, "sst");
+    assert_eq!(ssts.len(), 1);
+    let mut bytes = std::fs::read(&ssts[0]).unwrap();
+    bytes[100] ^= 0x40;
+    std::fs::write(&ssts[0], &bytes).unwrap();
+    let out = store(&d, &["verify"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let name = ssts[0].file_name().unwrap().to_str().unwrap();
+    assert!(out.stderr.contains(name), "{}", out.stderr);
+    assert!(out.stderr.contains("offset"), "{}", out.stderr);
+    // Reading the damaged block from any command is corruption too.
+    assert_eq!(store(&d, &["scan"]).code, 3);
+    assert_eq!(store(&d, &["get", "key00000"]).code, 3);
+    // A damaged MANIFEST: verify and opening both say 3.
+    std::fs::write(&ssts[0], {
+        bytes[100] ^= 0x40;
+        &bytes
+    })
+    .unwrap();
+    ok(store(&d, &["verify"]));
+    let m = d.join("MANIFEST");
+    let mut mb = std::fs::read(&m).unwrap();
+    let last = mb.len() - 1;
+    mb[last] ^= 1;
+    std::fs::write(&m, &mb).unwrap();
+    assert_eq!(store(&d, &["verify"]).code, 3);
+    let out = store(&d, &["get", "key00000"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("MANIFEST"), "{}", out.stderr);
+}
+
+#[test]
+fn help_and_usage_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let help = run_full(&["--help"], b"", None, None);
+    assert_eq!(help.code, 0);
+    let text = help.text();
+    for needle in ["Exit codes", "FILTERSTORE_DIR", "locked", "corruption"] {
+        assert!(text.contains(needle), "{needle:?} missing from --help");
+    }
+    for cmd in [
+        "put", "get", "delete", "scan", "load", "flush", "compact", "refilter", "stats", "verify",
+    ] {
+        let out = run_full(&[cmd, "--help"], b"", None, None);
+        assert_eq!(out.code, 0, "{cmd} --help");
+        assert!(out.text().len() > 100, "{cmd} --help is too short");
+    }
+    for args in [
+        &[][..],
+        &["bogus"],
+        &["put"],
+        &["get"],
+        &["get", "a", "b"],
+        &["scan", "--limit", "x"],
+        &["scan", "--limit", "-1"],
+        &["stats", "extra"],
+        &["--dir"],
+    ] {
+        let out = run_full(args, b"", None, Some(t.path()));
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+    }
+    assert!(!d.exists());
+}
+
+#[test]
+fn malformed_inputs_never_panic() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store(&d, &["put", "k", "v"]));
+    let dir_as_file = t.path().to_str().unwrap();
+    let cases: &[(&[&str], &[u8])] = &[
+        (&["load"], b"\xff\xfe\x00\t\x00\r\r\n\t\n"),
+        (&["load"], b"\t\n\t\t\t\n"),
+        (&["load"], b"\r\n"),
+        (&["load", dir_as_file], b""),
+        (&["put", ""], b""),
+        (&["get", ""], b""),
+        (&["delete", ""], b""),
+        (&["scan", "--prefix", ""], b""),
+        (&["scan", "--prefix", "\u{10ffff}"], b""),
+        (&["scan", "--limit", "18446744073709551615"], b""),
+        (&["scan", "--limit", "18446744073709551616"], b""),
+        (&["--fpr", "1e-300", "put", "tiny", "x"], b""),
+        (&["--fpr", "1e999", "put", "k", "x"], b""),
+        (&["--fpr", "0.999999", "flush"], b""),
+        (&["--filter", "", "get", "k"], b""),
+    ];
+    for (args, input) in cases {
+        let out = store_in(&d, args, input);
+        assert!(
+            [0, 1, 2, 3].contains(&out.code),
+            "{args:?} exited {}: {}",
+            out.code,
+            out.stderr
+        );
+    }
+    // The store is still sound after all that.
+    assert_eq!(ok(store(&d, &["get", "k"])), "v\n");
+    ok(store(&d, &["verify"]));
+    // A key over the size limit is refused with exit 2.
+    let long = "k".repeat(70_000);
+    assert_eq!(store(&d, &["put", &long, "v"]).code, 2);
+    let line = format!("{long}\tv\n");
+    let out = store_in(&d, &["load"], line.as_bytes());
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("line 1"), "{}", out.stderr);
+}
+
+#[test]
+fn short_lived_handles_do_not_pile_up_logs() {
+    // Library fix found while building the CLI: every open starts a new WAL; empty ones
+    // used to stay forever, so each `store get` left a file behind.
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store(&d, &["put", "k", "v"]));
+    for _ in 0..10 {
+        ok(store(&d, &["get", "k"]));
+    }
+    assert!(
+        files_with_ext(&d, "wal").len() <= 2,
+        "{:?}",
+        files_with_ext(&d, "wal")
+    );
+    assert_eq!(ok(store(&d, &["get", "k"])), "v\n");
+}
+
+#[test]
+fn library_scan_of_an_inverted_range_is_empty() {
+    // Library fix found while building the CLI: this used to panic inside BTreeMap::range.
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::open(t.path(), Options::default()).unwrap();
+    s.put(b"a", b"1").unwrap();
+    s.put(b"m", b"2").unwrap();
+    assert_eq!(s.scan(b"z".to_vec()..b"b".to_vec()).count(), 0);
+    assert_eq!(s.scan(b"m".to_vec()..b"m".to_vec()).count(), 0);
+    assert_eq!(s.scan(b"m".to_vec()..=b"m".to_vec()).count(), 1);
+}
