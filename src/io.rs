@@ -61,3 +61,39 @@ impl Fs for RealFs {
         File::open(dir)?.sync_all()
     }
 }
+
+/// The real file system with every fsync skipped: for benchmarks that time CPU work and for
+/// tests of logic. Never use it for data you want to keep.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSyncFs;
+
+struct NoSyncFile(File);
+
+impl WritableFile for NoSyncFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Fs for NoSyncFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(NoSyncFile(f)))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+    fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
+}

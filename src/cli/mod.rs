@@ -4,6 +4,7 @@
 //! Adding a subcommand: write a module with a `#[derive(clap::Args)]` struct that implements
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
+mod bench;
 mod kv;
 mod load;
 mod maintain;
@@ -75,14 +76,14 @@ pub struct Global {
     pub fpr: Option<f64>,
 }
 
-fn parse_filter(s: &str) -> Result<FilterKind, String> {
+pub(crate) fn parse_filter(s: &str) -> Result<FilterKind, String> {
     s.parse::<FilterKind>().map_err(|_| {
         let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
         format!("unknown filter kind; valid kinds: {}", valid.join(", "))
     })
 }
 
-fn parse_fpr(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_fpr(s: &str) -> Result<f64, String> {
     let f: f64 = s
         .trim()
         .parse()
@@ -128,6 +129,7 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
+    Bench(bench::Bench),
 }
 
 /// The process's exit codes.

@@ -23,37 +23,4 @@ impl Rng {
     }
 }
 
-use std::io;
-use std::path::Path;
-
-use filterstore::io::{Fs, RealFs, WritableFile};
-
-/// The real file system without fsyncs: for tests of logic, not durability.
-#[derive(Debug)]
-pub struct NoSyncFs;
-
-struct NoSyncFile(Box<dyn WritableFile>);
-
-impl WritableFile for NoSyncFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.0.write_all(buf)
-    }
-    fn sync(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Fs for NoSyncFs {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        Ok(Box::new(NoSyncFile(RealFs.create(path)?)))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
-        Ok(())
-    }
-}
+pub use filterstore::io::NoSyncFs;
