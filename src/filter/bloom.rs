@@ -147,3 +147,52 @@ impl<'a> BloomView<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Positions are computed in 64 bits: with m = 2^34 bits (a 2 GiB filter, never
+    /// allocated here) the probe sequence must reach above 2^32 and stay below m. A 32-bit
+    /// truncation anywhere in the probe arithmetic would keep every position under 2^32.
+    #[test]
+    fn probes_cover_more_than_2_pow_32_bits() {
+        let m = 1u64 << 34;
+        let (mut above, mut total) = (0u64, 0u64);
+        for i in 0..10_000u64 {
+            let h = mix64(i ^ 0x1234_5678);
+            for_each_probe(h, m, 7, |p| {
+                assert!(p < m, "probe {p} outside 0..{m}");
+                total += 1;
+                if p >= 1 << 32 {
+                    above += 1;
+                }
+                true
+            });
+        }
+        assert_eq!(total, 70_000);
+        // Uniform positions: 3/4 of them lie above 2^32; demand at least 70 %.
+        assert!(above * 100 >= total * 70, "{above} of {total} above 2^32");
+    }
+
+    #[test]
+    fn probe_count_and_range_for_odd_m() {
+        for m in [64u64, 65, 1000, 12_345_677] {
+            let mut seen = 0;
+            for_each_probe(0xdead_beef_u64.wrapping_mul(m), m, 13, |p| {
+                assert!(p < m);
+                seen += 1;
+                true
+            });
+            assert_eq!(seen, 13);
+        }
+    }
+
+    #[test]
+    fn params_match_formula() {
+        let (m, k) = params(1_000_000, 0.01);
+        assert_eq!(m, 9_585_059);
+        assert_eq!(k, 7);
+        assert_eq!(params(0, 0.01), (64, 1));
+    }
+}
