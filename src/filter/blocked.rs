@@ -40,15 +40,18 @@ pub fn theoretical_fpr(blocks: u64, k: u32, n: u64) -> f64 {
     }
     let hi = (lambda + 12.0 * lambda.sqrt() + 20.0).ceil() as u64;
     let lo = (lambda - 12.0 * lambda.sqrt()).floor().max(0.0) as u64;
-    let ln_lambda = lambda.ln();
+    // Pois(j) and (q^k)^j by recurrence from j = lo: two multiplications per term instead of
+    // an exp and a powf (params() evaluates this sum a few hundred times per build).
+    let qk = q.powi(k as i32);
+    let mut p = (lo as f64 * lambda.ln() - lambda - ln_factorial(lo)).exp();
+    let mut qkj = qk.powf(lo as f64);
     let mut sum = 0.0;
-    let mut ln_fact = ln_factorial(lo);
     for j in lo..=hi {
         if j > lo {
-            ln_fact += (j as f64).ln();
+            p *= lambda / j as f64;
+            qkj *= qk;
         }
-        let p = (j as f64 * ln_lambda - lambda - ln_fact).exp();
-        sum += p * per_block(j as f64);
+        sum += p * (1.0 - qkj).powi(k as i32);
     }
     sum
 }
@@ -64,14 +67,20 @@ pub fn params(n: u64, fpr: f64) -> (u64, u32) {
     }
     let (m, _) = super::bloom::params(n, fpr);
     let mut blocks = m.div_ceil(BLOCK_BITS).max(1);
+    // The rate is unimodal in k and the best k only grows as blocks are added, so after the
+    // first full scan only a window around the previous best is tried (30 Poisson sums per
+    // step made params() dominate the build of small filters).
+    let mut ks = 1..=MAX_K;
     loop {
-        let best = (1..=MAX_K)
+        let best = ks
+            .clone()
             .map(|k| (theoretical_fpr(blocks, k, n), k))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((f, k)) = best {
             if f <= AIM * fpr || blocks > 8 * m.div_ceil(BLOCK_BITS) + 8 {
                 return (blocks, k);
             }
+            ks = k.saturating_sub(2).max(1)..=(k + 3).min(MAX_K);
         }
         blocks += (blocks / 200).max(1);
     }
@@ -98,10 +107,17 @@ fn insert(block: &mut [u8], hash: u64, k: u32) {
     });
 }
 
+/// The smallest hash h with fastrange(h, blocks) >= b, as u128 (2^64 for b = blocks):
+/// ⌈b·2^64 / blocks⌉.
+fn first_hash(b: u64, blocks: u64) -> u128 {
+    ((b as u128) << 64).div_ceil(blocks as u128)
+}
+
 /// Builds a blocked Bloom block over `hashes` on the current rayon pool.
 ///
 /// The block array is split into one contiguous range per thread; each thread scans all
 /// hashes and sets bits only for keys whose block lies in its range (no locks, no atomics).
+/// The scan compares raw hashes against the range's precomputed hash bounds.
 pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;
     let (blocks, k) = params(n, fpr);
@@ -113,17 +129,24 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
             insert(&mut body[b * 64..b * 64 + 64], h, k);
         }
     } else {
-        let per = blocks.div_ceil(threads * 4);
+        // One contiguous block range per thread. fastrange is monotonic in the hash, so
+        // "block in lo..hi" is "hash in first_hash(lo)..=first_hash(hi) - 1": each thread
+        // compares raw hashes against two bounds and reduces only its own keys.
+        let per = blocks.div_ceil(threads);
         body.par_chunks_mut((per * 64) as usize)
             .enumerate()
             .for_each(|(c, chunk)| {
                 let lo = c as u64 * per;
                 let hi = lo + (chunk.len() / 64) as u64;
+                // lo < blocks and hi <= blocks, so both bounds fit in u64.
+                let h_lo = first_hash(lo, blocks) as u64;
+                let h_hi = (first_hash(hi, blocks) - 1) as u64;
                 for &h in hashes {
-                    let b = fastrange(h, blocks);
-                    if b >= lo && b < hi {
-                        let off = ((b - lo) * 64) as usize;
-                        insert(&mut chunk[off..off + 64], h, k);
+                    if h >= h_lo && h <= h_hi {
+                        let off = ((fastrange(h, blocks) - lo) * 64) as usize;
+                        if let Some(block) = chunk.get_mut(off..off + 64) {
+                            insert(block, h, k);
+                        }
                     }
                 }
             });
@@ -191,5 +214,54 @@ impl<'a> BlockedView<'a> {
         probe_bits(hash, self.k, |p| {
             block[(p as usize / 8) & 63] & (1 << (p % 8)) != 0
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::mix64;
+
+    /// The hash bounds of a block range agree with fastrange exactly at every boundary.
+    #[test]
+    fn first_hash_bounds_match_fastrange() {
+        for blocks in [1u64, 2, 3, 7, 16, 1000, 195_313, (1 << 40) + 3, u64::MAX] {
+            for t in 0..500u64 {
+                let b = if t < 3 {
+                    t.min(blocks - 1)
+                } else {
+                    mix64(t) % blocks
+                };
+                let h = first_hash(b, blocks);
+                assert!(h < 1 << 64);
+                assert_eq!(fastrange(h as u64, blocks), b, "blocks={blocks} b={b}");
+                if b > 0 {
+                    assert_eq!(
+                        fastrange(h as u64 - 1, blocks),
+                        b - 1,
+                        "blocks={blocks} b={b}"
+                    );
+                }
+            }
+            assert_eq!(first_hash(blocks, blocks), 1 << 64);
+        }
+    }
+
+    /// The partitioned parallel build writes exactly the bytes of the sequential one.
+    #[test]
+    fn parallel_build_equals_sequential() {
+        let hashes: Vec<u64> = (0..200_000u64).map(mix64).collect();
+        let pool = |t| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build()
+                .unwrap()
+        };
+        for fpr in [0.3, 0.01, 0.0001] {
+            let one = pool(1).install(|| build(fpr, &hashes));
+            for t in [2, 3, 5] {
+                assert_eq!(pool(t).install(|| build(fpr, &hashes)), one, "{t} threads");
+            }
+        }
     }
 }
