@@ -141,14 +141,26 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
                 // lo < blocks and hi <= blocks, so both bounds fit in u64.
                 let h_lo = first_hash(lo, blocks) as u64;
                 let h_hi = (first_hash(hi, blocks) - 1) as u64;
+                let mut put = |h: u64| {
+                    let off = ((fastrange(h, blocks) - lo) * 64) as usize;
+                    if let Some(block) = chunk.get_mut(off..off + 64) {
+                        insert(block, h, k);
+                    }
+                };
+                // Branch-free selection: a key is ours with probability 1/threads, so an `if`
+                // mispredicts on about half the keys. Copy every hash into a small buffer and
+                // advance the fill only for ours, then insert the buffer's keys.
+                let mut buf = [0u64; 1024];
+                let mut fill = 0usize;
                 for &h in hashes {
-                    if h >= h_lo && h <= h_hi {
-                        let off = ((fastrange(h, blocks) - lo) * 64) as usize;
-                        if let Some(block) = chunk.get_mut(off..off + 64) {
-                            insert(block, h, k);
-                        }
+                    buf[fill] = h;
+                    fill += (h.wrapping_sub(h_lo) <= h_hi - h_lo) as usize;
+                    if fill == buf.len() {
+                        buf.iter().for_each(|&h| put(h));
+                        fill = 0;
                     }
                 }
+                buf[..fill].iter().for_each(|&h| put(h));
             });
     }
     Header {
