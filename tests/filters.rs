@@ -144,8 +144,9 @@ fn edge_sizes() {
     }
 }
 
-/// 20 million hashes (mix64 of a counter) per kind; checks every 20th key. About 10 s in
-/// release mode on 2 shared cores (most of it the sequential cuckoo insert).
+/// 20 million hashes (mix64 of a counter) per kind; checks every 20th key. 23 s alone in
+/// release mode on the shared 2-core machine under load ~6 (most of it the sequential cuckoo
+/// insert); the whole file takes 20–28 s there.
 #[test]
 fn twenty_million_keys() {
     let n = 20_000_000u64;
