@@ -44,7 +44,8 @@ pub fn theoretical_fpr(buckets: u64, fp_bits: u32, n: u64) -> f64 {
     if n == 0 || buckets == 0 {
         return 0.0;
     }
-    (2.0 * n as f64 / (buckets as f64 * ((1u64 << fp_bits) - 1) as f64)).min(1.0)
+    let values = 2f64.powi(fp_bits.min(64) as i32) - 1.0;
+    (2.0 * n as f64 / (buckets as f64 * values)).min(1.0)
 }
 
 fn body_len(buckets: u64, fp_bits: u32) -> Option<u64> {
@@ -141,14 +142,28 @@ impl CuckooBuilder {
         self.rng
     }
 
-    /// Algorithm 3. Inserts the key with hash `hash`; a key whose fingerprint is already in one
-    /// of its buckets is not stored twice (set semantics, so duplicates never fill a bucket).
-    /// Returns false when the table is too full: the filter is then unchanged.
+    /// Algorithm 3. Inserts the key with hash `hash`, storing one more copy of its fingerprint
+    /// even if the same fingerprint is already in one of its buckets (multiset semantics, as in
+    /// Fan et al.), so that [`delete`](Self::delete) of one key can never remove the only copy
+    /// that another key, colliding on fingerprint and bucket pair, relies on. A bucket pair holds
+    /// at most 8 copies of one fingerprint. Returns false when the table is too full: the filter
+    /// is then unchanged.
     pub fn insert(&mut self, hash: u64) -> bool {
+        self.insert_inner(hash, false)
+    }
+
+    /// Like [`insert`](Self::insert), but a key whose fingerprint is already in one of its
+    /// buckets is not stored again (set semantics, so duplicate keys never fill a bucket).
+    /// Used by [`build`], whose blocks are immutable; do not mix with [`delete`](Self::delete).
+    pub fn insert_unique(&mut self, hash: u64) -> bool {
+        self.insert_inner(hash, true)
+    }
+
+    fn insert_inner(&mut self, hash: u64, unique: bool) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
         let i2 = alt_bucket(i1, fp, self.buckets);
-        if self.bucket_has(i1, fp) || self.bucket_has(i2, fp) {
+        if unique && (self.bucket_has(i1, fp) || self.bucket_has(i2, fp)) {
             return true;
         }
         if self.place(i1, fp) || self.place(i2, fp) {
@@ -183,7 +198,9 @@ impl CuckooBuilder {
         self.bucket_has(i1, fp) || self.bucket_has(alt_bucket(i1, fp, self.buckets), fp)
     }
 
-    /// Algorithm 5. Removes one copy of the key's fingerprint; only call it for inserted keys.
+    /// Algorithm 5. Removes one copy of the key's fingerprint; only call it for keys inserted
+    /// with [`insert`](Self::insert) (a filter filled by [`insert_unique`](Self::insert_unique)
+    /// or [`build`] may share one copy between colliding keys).
     pub fn delete(&mut self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
@@ -232,7 +249,7 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     let mut b = CuckooBuilder::new(hashes.len() as u64, fpr);
     'attempt: loop {
         for &h in hashes {
-            if !b.insert(h) {
+            if !b.insert_unique(h) {
                 let grown = b.buckets + (b.buckets / 100).max(1);
                 b = CuckooBuilder::with_buckets(grown, fpr);
                 continue 'attempt;
@@ -328,5 +345,158 @@ impl<'a> CuckooView<'a> {
             }
         }
         b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alt_bucket_is_an_involution_for_any_bucket_count() {
+        let counts = [
+            1u64, 2, 3, 5, 7, 10, 100, 101, 1000, 4093, 65_537, 1_000_003,
+        ];
+        for &b in counts
+            .iter()
+            .chain([(1u64 << 33) + 17, u64::MAX / 3].iter())
+        {
+            for t in 0..2000u64 {
+                let h = mix64(t.wrapping_mul(0x9e37_79b9) ^ b);
+                let fp = fingerprint(h, 13);
+                let i = fastrange(h, b);
+                let j = alt_bucket(i, fp, b);
+                assert!(j < b, "alt {j} outside 0..{b}");
+                assert_eq!(alt_bucket(j, fp, b), i, "b={b} i={i} fp={fp}");
+            }
+        }
+    }
+
+    #[test]
+    fn fingerprint_is_never_zero_and_fits() {
+        for f in MIN_FP_BITS..=MAX_FP_BITS {
+            for h in [
+                0u64,
+                1,
+                u64::MAX,
+                0xffff_ffff,
+                0x1_0000_0000,
+                mix64(f as u64),
+            ] {
+                let fp = fingerprint(h, f);
+                assert!(
+                    fp >= 1 && (fp as u64) < (1u64 << f),
+                    "f={f} h={h:#x} fp={fp}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn delete_removes_only_one_copy() {
+        let mut b = CuckooBuilder::new(1000, 0.01);
+        let keys: Vec<u64> = (0..900u64).map(mix64).collect();
+        for &k in &keys {
+            assert!(b.insert(k));
+        }
+        assert_eq!(b.len(), 900);
+        for &k in &keys[..450] {
+            assert!(b.delete(k));
+        }
+        assert_eq!(b.len(), 450);
+        for &k in &keys[450..] {
+            assert!(b.contains(k), "kept key lost after deletes");
+        }
+        let still = keys[..450].iter().filter(|&&k| b.contains(k)).count();
+        assert!(still < 20, "{still} deleted keys still reported present");
+        // The same key twice: two copies, so one delete leaves it present.
+        let k = mix64(123_456_789);
+        assert!(b.insert(k) && b.insert(k));
+        assert!(b.delete(k));
+        assert!(b.contains(k));
+        assert!(b.delete(k));
+    }
+
+    /// Two different keys sharing fingerprint and bucket: deleting one must not make the
+    /// other a false negative.
+    #[test]
+    fn delete_of_colliding_key_keeps_the_other() {
+        let mut b = CuckooBuilder::new(100, 0.01);
+        let a = 0x0000_0001_0000_0042u64;
+        let c = 0x0000_0002_0000_0042u64; // same low 32 bits, same top bits: same fp and bucket
+        assert_eq!(fingerprint(a, b.fp_bits), fingerprint(c, b.fp_bits));
+        assert_eq!(fastrange(a, b.buckets), fastrange(c, b.buckets));
+        assert!(b.insert(a) && b.insert(c));
+        assert!(b.delete(a));
+        assert!(b.contains(c));
+    }
+
+    /// Fill a table with pathological keys (many sharing one bucket or one fingerprint) until
+    /// inserts fail; a failed insert must leave the table unchanged, so every key whose insert
+    /// succeeded is still present.
+    #[test]
+    fn full_table_never_loses_an_item() {
+        for variant in 0..3u64 {
+            let mut b = CuckooBuilder::new(64, 0.01);
+            let mut ok = Vec::new();
+            let mut failures = 0;
+            for t in 0..400u64 {
+                let h = match variant {
+                    // same top bits (same primary bucket), different fingerprints
+                    0 => (0x42u64 << 56) | (mix64(t) >> 8),
+                    // same low 32 bits (same fingerprint), spread buckets
+                    1 => (mix64(t) & !0xffff_ffff) | 0x0bad_cafe,
+                    // random
+                    _ => mix64(t + 1000),
+                };
+                if b.insert(h) {
+                    ok.push(h);
+                } else {
+                    failures += 1;
+                }
+                let before = b.slots.clone();
+                if !b.insert(h) {
+                    assert_eq!(before, b.slots, "failed insert changed the table");
+                } else {
+                    ok.push(h);
+                }
+            }
+            assert!(failures > 0, "variant {variant}: table never filled");
+            for &h in &ok {
+                assert!(b.contains(h), "variant {variant}: lost {h:#x}");
+            }
+            assert_eq!(b.len() as usize, ok.len());
+            let block = b.finish();
+            let f = crate::filter::Filter::decode(&block).expect("decode");
+            for &h in &ok {
+                assert!(f.may_contain(h));
+            }
+        }
+    }
+
+    /// `build` with the same pathological inputs never loses a key (it grows the table).
+    #[test]
+    fn build_pathological_inputs() {
+        let mut hashes: Vec<u64> = (0..2000u64)
+            .map(|t| (0x42u64 << 56) | (mix64(t) >> 8))
+            .collect();
+        hashes.extend((0..2000u64).map(|t| (mix64(t) & !0xffff_ffff) | 7));
+        hashes.extend(std::iter::repeat(99u64).take(500));
+        let block = build(0.01, &hashes);
+        let f = crate::filter::Filter::decode(&block).expect("decode");
+        for &h in &hashes {
+            assert!(f.may_contain(h));
+        }
+    }
+
+    #[test]
+    fn to_builder_round_trips() {
+        let hashes: Vec<u64> = (0..5000u64).map(mix64).collect();
+        let block = build(0.001, &hashes);
+        let (h, body) = Header::decode(&block).expect("decode");
+        let v = CuckooView::new(&h, body).expect("view");
+        let b = v.to_builder(0.001);
+        assert_eq!(b.len(), h.n);
+        assert_eq!(b.finish(), block);
     }
 }

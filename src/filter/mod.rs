@@ -110,7 +110,8 @@ pub fn check_fpr(fpr: f64) -> Result<()> {
 pub struct Header {
     /// Filter kind (never `None` inside a block).
     pub kind: FilterKind,
-    /// Number of distinct key hashes inserted.
+    /// Number of keys: for the bloom kinds the number of hashes the filter was built from
+    /// (duplicates included), for cuckoo the number of fingerprints stored.
     pub n: u64,
     /// Target false-positive rate the filter was sized for.
     pub target_fpr: f64,
