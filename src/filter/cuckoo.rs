@@ -481,7 +481,7 @@ mod tests {
             .map(|t| (0x42u64 << 56) | (mix64(t) >> 8))
             .collect();
         hashes.extend((0..2000u64).map(|t| (mix64(t) & !0xffff_ffff) | 7));
-        hashes.extend(std::iter::repeat(99u64).take(500));
+        hashes.extend(std::iter::repeat_n(99u64, 500));
         let block = build(0.01, &hashes);
         let f = crate::filter::Filter::decode(&block).expect("decode");
         for &h in &hashes {
