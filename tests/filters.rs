@@ -81,7 +81,7 @@ fn key_sets() -> impl Strategy<Value = Vec<u64>> {
     )
         .prop_map(|(mut distinct, repeated, seed)| {
             for (k, times) in repeated {
-                distinct.extend(std::iter::repeat(k).take(times));
+                distinct.extend(std::iter::repeat_n(k, times));
             }
             // deterministic shuffle
             let mut s = seed | 1;
@@ -367,7 +367,7 @@ fn every_truncation_and_extension_is_refused() {
         }
         for extra in [1usize, 7, 8, 64] {
             let mut b = block.clone();
-            b.extend(std::iter::repeat(0).take(extra));
+            b.extend(std::iter::repeat_n(0, extra));
             assert!(!poke(&b), "{kind}: extension by {extra} accepted");
         }
         assert!(poke(&block));
