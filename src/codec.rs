@@ -1,5 +1,7 @@
 //! Little helpers to encode and decode integers; decoding is checked and never panics.
 
+use byteorder::{ByteOrder, LittleEndian};
+
 use crate::error::{Error, Result};
 
 /// Appends `v` as a LEB128 varint.
@@ -66,16 +68,12 @@ impl<'a> Cursor<'a> {
 
     /// A little-endian u32.
     pub fn u32(&mut self, what: &str) -> Result<u32> {
-        let b = self.bytes(4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(LittleEndian::read_u32(self.bytes(4, what)?))
     }
 
     /// A little-endian u64.
     pub fn u64(&mut self, what: &str) -> Result<u64> {
-        let b = self.bytes(8, what)?;
-        let mut w = [0u8; 8];
-        w.copy_from_slice(b);
-        Ok(u64::from_le_bytes(w))
+        Ok(LittleEndian::read_u64(self.bytes(8, what)?))
     }
 
     /// A little-endian f64.
