@@ -409,3 +409,9 @@ fn verify_passes_on_a_clean_store_and_names_a_flipped_byte() {
     }
     assert!(errors > 0);
 }
+
+#[test]
+fn store_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Store>();
+}

@@ -1,0 +1,140 @@
+//! `store bench` end to end on tiny inputs: the outputs exist and the counts make sense.
+
+use std::process::Command;
+
+fn store(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_store"))
+        .args(args)
+        .output()
+        .expect("run store")
+}
+
+fn csv_rows(path: &std::path::Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn bench_on_generated_keys_writes_every_output_and_filters_cut_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, json, svg) = (
+        dir.path().join("b.csv"),
+        dir.path().join("b.json"),
+        dir.path().join("b.svg"),
+    );
+    let out = store(&[
+        "bench",
+        "-n",
+        "20000",
+        "--tables",
+        "4",
+        "--lookups",
+        "5000",
+        "--baseline-lookups",
+        "1000",
+        "--kinds",
+        "bloom,cuckoo",
+        "--fprs",
+        "0.1,0.01",
+        "--no-engine",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("blocked") || stdout.contains("bloom"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bench: "),
+        "progress on stderr"
+    );
+    let rows = csv_rows(&csv);
+    let col = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
+    assert_eq!(rows.len(), 1 + 1 + 2 * 2, "header, none, 2 kinds x 2 rates");
+    let none = &rows[1];
+    assert_eq!(none[col("kind")], "none");
+    let baseline: f64 = none[col("reads_per_absent")].parse().unwrap();
+    // 10% of absent keys lie outside every range, the rest inside all 4 tables' ranges.
+    assert!(
+        (baseline - 3.6).abs() < 0.2,
+        "baseline reads per absent lookup {baseline}"
+    );
+    for r in &rows[2..] {
+        let eps: f64 = r[col("fpr")].parse().unwrap();
+        let reads: f64 = r[col("reads_per_absent")].parse().unwrap();
+        assert!(reads < baseline, "{r:?}");
+        assert!(
+            reads <= 4.0 * eps * 1.5 + 0.01,
+            "{} at ε {eps}: {reads} reads per absent lookup",
+            r[0]
+        );
+        assert_eq!(r[col("in_band")], "true", "{r:?}");
+    }
+    let j = std::fs::read_to_string(&json).unwrap();
+    assert!(j.trim_start().starts_with('{') && j.contains("\"rows\"") && j.contains("\"cuckoo\""));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg") && s.contains("polyline") && s.trim_end().ends_with("</svg>"));
+}
+
+#[test]
+fn bench_on_real_keys_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    let words: String = (0..5000).map(|i| format!("word{:05}\n", i * 7)).collect();
+    std::fs::write(&keys, words).unwrap();
+    let csv = dir.path().join("b.csv");
+    let out = store(&[
+        "bench",
+        "--keys",
+        keys.to_str().unwrap(),
+        "--tables",
+        "3",
+        "--lookups",
+        "2000",
+        "--baseline-lookups",
+        "500",
+        "--kinds",
+        "blocked-bloom",
+        "--fprs",
+        "0.05",
+        "--no-engine",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("from file"));
+    assert_eq!(csv_rows(&csv).len(), 3);
+}
+
+#[test]
+fn bench_refuses_bad_arguments_without_panicking() {
+    for args in [
+        &["bench", "--fprs", "1.5"][..],
+        &["bench", "--kinds", "bogus"],
+        &["bench", "--tables", "0", "-n", "10"],
+        &["bench", "--keys", "/nonexistent/keys.txt"],
+    ] {
+        let out = store(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
