@@ -184,6 +184,12 @@ pub struct BlockedView<'a> {
 }
 
 impl<'a> BlockedView<'a> {
+    /// The same parameters over another body (one already checked against them).
+    #[inline]
+    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> BlockedView<'b> {
+        BlockedView { body, ..*self }
+    }
+
     pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "blocked bloom filter with zero blocks"));

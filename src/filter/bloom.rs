@@ -115,6 +115,12 @@ pub struct BloomView<'a> {
 }
 
 impl<'a> BloomView<'a> {
+    /// The same parameters over another body (one already checked against them).
+    #[inline]
+    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> BloomView<'b> {
+        BloomView { body, ..*self }
+    }
+
     pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "bloom filter with zero bits"));

@@ -268,6 +268,12 @@ pub struct CuckooView<'a> {
 }
 
 impl<'a> CuckooView<'a> {
+    /// The same parameters over another body (one already checked against them).
+    #[inline]
+    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> CuckooView<'b> {
+        CuckooView { body, ..*self }
+    }
+
     pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "cuckoo filter with zero buckets"));

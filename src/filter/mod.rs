@@ -335,6 +335,24 @@ pub fn align64(len: u64) -> u64 {
 }
 
 impl<'a> Filter<'a> {
+    /// This filter's checked parameters over `bytes`, which must be the block it was decoded
+    /// from (or a copy of it): no check is repeated, so this costs a few instructions. Used to
+    /// keep a decoded filter as `Filter<'static>` (rebound to `&[]`) beside its memory map and
+    /// rebind it per query. Queries never panic, whatever `bytes` holds.
+    #[inline]
+    pub fn rebind<'b>(&self, bytes: &'b [u8]) -> Filter<'b> {
+        let body = bytes.get(HEADER_LEN..).unwrap_or(&[]);
+        let view = match &self.view {
+            View::Bloom(v) => View::Bloom(v.rebind(body)),
+            View::Blocked(v) => View::Blocked(v.rebind(body)),
+            View::Cuckoo(v) => View::Cuckoo(v.rebind(body)),
+        };
+        Filter {
+            header: self.header,
+            view,
+        }
+    }
+
     /// A view over `bytes` (the whole block) whose header was already checked by
     /// [`Filter::decode`]: skips the CRCs, keeps the length checks (so it cannot panic).
     #[inline]

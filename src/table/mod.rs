@@ -517,7 +517,8 @@ pub struct MappedFilter {
     /// File number of the filter file.
     pub number: u64,
     map: Mmap,
-    header: Header,
+    /// The decoded, checked filter, rebound to `&[]`; rebound to `map` per query.
+    checked: Filter<'static>,
 }
 
 impl MappedFilter {
@@ -525,28 +526,25 @@ impl MappedFilter {
     pub fn open(path: &Path, number: u64) -> Result<MappedFilter> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let map = crate::mmap::map_readonly(&file).map_err(|e| Error::io(path, e))?;
-        let header = *Filter::decode(&map)
+        let checked = Filter::decode(&map)
             .map_err(|e| e.in_file(path, 0))?
-            .header();
+            .rebind(&[]);
         Ok(MappedFilter {
             number,
             map,
-            header,
+            checked,
         })
     }
 
     /// False means the key is certainly not in the table.
     #[inline]
     pub fn may_contain(&self, hash: u64) -> bool {
-        match Filter::with_header(&self.header, &self.map) {
-            Ok(f) => f.may_contain(hash),
-            Err(_) => true,
-        }
+        self.checked.rebind(&self.map).may_contain(hash)
     }
 
     /// The filter's header.
     pub fn header(&self) -> &Header {
-        &self.header
+        self.checked.header()
     }
 
     /// Size of the filter block in bytes.
@@ -556,7 +554,7 @@ impl MappedFilter {
 
     /// Theoretical false-positive rate of this filter.
     pub fn theoretical_fpr(&self) -> f64 {
-        Filter::with_header(&self.header, &self.map).map_or(1.0, |f| f.theoretical_fpr())
+        self.checked.theoretical_fpr()
     }
 }
 
