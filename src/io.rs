@@ -62,6 +62,282 @@ impl Fs for RealFs {
     }
 }
 
+/// A test file system that injects faults and remembers what is durable.
+///
+/// Every operation is applied to the real directory at once (reads go to the OS, so the store
+/// sees its own writes) but nothing is fsynced for real. Instead it keeps a model of the one
+/// directory the store lives in:
+///
+/// * per file (inode): the bytes written and how many of them an fsync covered;
+/// * the directory as of the last `sync_dir`, and the creations, renames and removals made
+///   since (pending, in order).
+///
+/// [`FaultFs::crash_image`] writes what a power cut would leave: the last synced directory
+/// with the first `applied` pending entry operations replayed (a file system may or may not
+/// have committed them, in order), every file truncated to its synced length. Re-creating a
+/// file that exists truncates it for good, as the worst case.
+///
+/// Faults: [`FaultFs::fail_at`] makes the N-th operation (create, write, fsync, rename,
+/// remove, `sync_dir`, counted from 0 over the life of this `FaultFs`) return an OS error
+/// (`ENOSPC`: a failed write lands half its bytes first; `EIO`), once or from then on;
+/// [`FaultFs::cut_power_at_sync`] makes the N-th fsync/`sync_dir` and everything after it
+/// fail without effect, freezing the durable state at that point.
+#[derive(Debug, Default, Clone)]
+pub struct FaultFs {
+    state: std::sync::Arc<std::sync::Mutex<FaultState>>,
+}
+
+/// `ENOSPC` on Linux.
+pub const ENOSPC: i32 = 28;
+/// `EIO` on Linux.
+pub const EIO: i32 = 5;
+
+#[derive(Debug, Default)]
+struct FaultState {
+    data: Vec<(Vec<u8>, usize)>,
+    names: std::collections::BTreeMap<std::path::PathBuf, usize>,
+    durable: std::collections::BTreeMap<std::path::PathBuf, usize>,
+    pending: Vec<DirOp>,
+    ops: u64,
+    syncs: u64,
+    fail: Option<(u64, i32, bool)>,
+    power_cut: Option<u64>,
+    dead: bool,
+    fired: Option<String>,
+    sync_log: Vec<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+enum DirOp {
+    Create(std::path::PathBuf, usize),
+    Rename(std::path::PathBuf, std::path::PathBuf),
+    Remove(std::path::PathBuf),
+}
+
+fn apply_op(m: &mut std::collections::BTreeMap<std::path::PathBuf, usize>, op: &DirOp) {
+    match op {
+        DirOp::Create(p, i) => {
+            m.insert(p.clone(), *i);
+        }
+        DirOp::Rename(from, to) => {
+            if let Some(i) = m.remove(from) {
+                m.insert(to.clone(), i);
+            }
+        }
+        DirOp::Remove(p) => {
+            m.remove(p);
+        }
+    }
+}
+
+impl FaultState {
+    /// Counts an operation; `Err` when it must fail (with the errno), and whether a failing
+    /// write may land part of its bytes.
+    fn step(&mut self, what: &str, path: &Path, is_sync: bool) -> Result<(), (i32, bool)> {
+        let n = self.ops;
+        self.ops += 1;
+        if is_sync {
+            if self.power_cut == Some(self.syncs) {
+                self.dead = true;
+                self.fired = Some(format!("power cut at {what} {}", path.display()));
+            }
+            if !self.dead {
+                self.syncs += 1;
+                self.sync_log.push(path.to_path_buf());
+            }
+        }
+        if self.dead {
+            return Err((EIO, false));
+        }
+        match self.fail {
+            Some((at, errno, sticky)) if n == at || (sticky && n > at) => {
+                if n == at {
+                    self.fired = Some(format!("{what} {}", path.display()));
+                }
+                Err((errno, true))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+struct FaultFile {
+    state: std::sync::Arc<std::sync::Mutex<FaultState>>,
+    path: std::path::PathBuf,
+    ino: usize,
+    file: File,
+}
+
+impl FaultFs {
+    /// A fault-free instance that knows no files yet.
+    pub fn new() -> FaultFs {
+        FaultFs::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes every regular file now in `dir` as written, synced and durably named.
+    pub fn adopt_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        for e in fs::read_dir(dir)? {
+            let e = e?;
+            if e.file_type()?.is_file() {
+                let bytes = fs::read(e.path())?;
+                let len = bytes.len();
+                s.data.push((bytes, len));
+                let ino = s.data.len() - 1;
+                s.names.insert(e.path(), ino);
+                s.durable.insert(e.path(), ino);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes operation `n` (counted from 0 since creation) fail with `errno`; with `sticky`
+    /// every later operation fails too.
+    pub fn fail_at(&self, n: u64, errno: i32, sticky: bool) {
+        self.lock().fail = Some((n, errno, sticky));
+    }
+
+    /// Ends any injected failure (power cuts stay).
+    pub fn heal(&self) {
+        self.lock().fail = None;
+    }
+
+    /// Makes sync point `n` (fsync or `sync_dir`, counted from 0) and everything after it
+    /// fail without effect.
+    pub fn cut_power_at_sync(&self, n: u64) {
+        self.lock().power_cut = Some(n);
+    }
+
+    /// Operations so far.
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// Sync points (fsyncs and `sync_dir`s) completed so far.
+    pub fn syncs(&self) -> u64 {
+        self.lock().syncs
+    }
+
+    /// The path of every completed sync point, in order (the directory for `sync_dir`).
+    pub fn sync_log(&self) -> Vec<std::path::PathBuf> {
+        self.lock().sync_log.clone()
+    }
+
+    /// The operation an injected fault or power cut hit, if one did.
+    pub fn fired(&self) -> Option<String> {
+        self.lock().fired.clone()
+    }
+
+    /// Entry operations (create, rename, remove) since the last `sync_dir`.
+    pub fn pending_dir_ops(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Writes into the empty directory `dst` what a power cut now would leave, with the first
+    /// `applied` pending entry operations taken as committed (clamped to their number).
+    pub fn crash_image(&self, dst: &Path, applied: usize) -> io::Result<()> {
+        let s = self.lock();
+        let mut m = s.durable.clone();
+        for op in s.pending.iter().take(applied) {
+            apply_op(&mut m, op);
+        }
+        for (p, ino) in m {
+            let (bytes, synced) = &s.data[ino];
+            let name = p
+                .file_name()
+                .ok_or_else(|| io::Error::other("no file name"))?;
+            fs::write(dst.join(name), &bytes[..*synced])?;
+        }
+        Ok(())
+    }
+}
+
+fn os_err(errno: i32) -> io::Error {
+    io::Error::from_raw_os_error(errno)
+}
+
+impl WritableFile for FaultFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (n, r) = match s.step("write", &self.path, false) {
+            Ok(()) => (buf.len(), Ok(())),
+            Err((e, partial)) => (if partial { buf.len() / 2 } else { 0 }, Err(os_err(e))),
+        };
+        self.file.write_all(&buf[..n])?;
+        s.data[self.ino].0.extend_from_slice(&buf[..n]);
+        r
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.step("fsync", &self.path, true)
+            .map_err(|(e, _)| os_err(e))?;
+        let d = &mut s.data[self.ino];
+        d.1 = d.0.len();
+        Ok(())
+    }
+}
+
+impl Fs for FaultFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let mut s = self.lock();
+        s.step("create", path, false).map_err(|(e, _)| os_err(e))?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        let ino = match s.names.get(path) {
+            Some(&ino) => {
+                s.data[ino] = (Vec::new(), 0);
+                ino
+            }
+            None => {
+                s.data.push((Vec::new(), 0));
+                let ino = s.data.len() - 1;
+                s.names.insert(path.to_path_buf(), ino);
+                s.pending.push(DirOp::Create(path.to_path_buf(), ino));
+                ino
+            }
+        };
+        Ok(Box::new(FaultFile {
+            state: self.state.clone(),
+            path: path.to_path_buf(),
+            ino,
+            file,
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.step("rename", to, false).map_err(|(e, _)| os_err(e))?;
+        fs::rename(from, to)?;
+        let op = DirOp::Rename(from.to_path_buf(), to.to_path_buf());
+        apply_op(&mut s.names, &op);
+        s.pending.push(op);
+        Ok(())
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.step("remove", path, false).map_err(|(e, _)| os_err(e))?;
+        fs::remove_file(path)?;
+        let op = DirOp::Remove(path.to_path_buf());
+        apply_op(&mut s.names, &op);
+        s.pending.push(op);
+        Ok(())
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.step("sync_dir", dir, true).map_err(|(e, _)| os_err(e))?;
+        let pending = std::mem::take(&mut s.pending);
+        for op in &pending {
+            apply_op(&mut s.durable, op);
+        }
+        Ok(())
+    }
+}
 /// The real file system with every fsync skipped: for benchmarks that time CPU work and for
 /// tests of logic. Never use it for data you want to keep.
 #[derive(Debug, Default, Clone, Copy)]

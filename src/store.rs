@@ -856,7 +856,11 @@ impl Store {
                 .map(|(_, h)| h.clone())
         };
         if let Err(e) = self.install(&HashSet::new(), None, replace) {
-            cleanup(&fresh);
+            // A failed manifest replacement (the store is poisoned then) may have renamed the
+            // new manifest into place: the filter files it names must stay.
+            if !self.poisoned.load(Relaxed) {
+                cleanup(&fresh);
+            }
             return Err(e);
         }
         for t in tables.iter() {

@@ -30,6 +30,11 @@ pub fn theoretical_fpr(blocks: u64, k: u32, n: u64) -> f64 {
         return 0.0;
     }
     let lambda = n as f64 / blocks as f64;
+    // Past 1e5 keys per block every term of the sum is 1.0 in f64; stopping here keeps a
+    // header with a huge n (a damaged or hostile file) from costing O(n) time.
+    if lambda > 1e5 {
+        return 1.0;
+    }
     let q = 1.0 - 1.0 / BLOCK_BITS as f64;
     let per_block = |j: f64| (1.0 - q.powf(k as f64 * j)).powi(k as i32);
     if lambda > 1e5 {
