@@ -1,15 +1,18 @@
 //! Write-ahead log: one file per memtable, `NNNNNN.wal`.
 //!
 //! ```text
-//! | "FSWL" | version u8 | 0 0 0 |  record  |  record  | ... |
-//! record: | payload_len u32 | crc32(payload) u32 | payload |
+//! | "FSWL" | version u8 = 2 | 0 0 0 |  record  |  record  | ... |
+//! record: | payload_len u32 | crc32(payload) u32 | crc32(previous 8 bytes) u32 | payload |
 //! payload (a write batch): | count varint | op |*count
 //! op: | 1 | key_len varint | key | value_len varint | value |   (put)
 //!     | 2 | key_len varint | key |                              (delete)
 //! ```
-//! Recovery replays records in order. A damaged record is accepted as a torn tail only when
-//! it is the file's last (it runs to or past the end, or everything after its start is zero);
-//! a bad record with intact bytes after it is corruption, reported with file and offset.
+//! Recovery replays records in order. The header CRC makes a damaged length detectable, so a
+//! bad record is a torn tail (dropped; replay of the file ends) only when nothing but zeros
+//! follows the damaged part: a header whose CRC fails with only zeros after the header, or a
+//! payload whose CRC fails with only zeros after the record (a record cut by the end of the
+//! file, or padded with zeros by a crash, qualifies). Anything else is corruption, reported
+//! with file and offset.
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +24,9 @@ use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 /// Magic at the start of every WAL file.
 pub const WAL_MAGIC: [u8; 4] = *b"FSWL";
 /// WAL format version.
-pub const WAL_VERSION: u8 = 1;
+pub const WAL_VERSION: u8 = 2;
+/// Size of a record header (length, payload CRC, header CRC).
+pub const RECORD_HEADER_LEN: usize = 12;
 /// Size of the file header.
 pub const WAL_HEADER_LEN: usize = 8;
 /// Largest record payload accepted.
@@ -68,7 +73,7 @@ pub(crate) fn encode_record<'a>(
     ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
 ) -> Result<()> {
     out.clear();
-    out.extend_from_slice(&[0u8; 8]);
+    out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
     put_varint(out, count as u64);
     for (k, v) in ops {
         out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
@@ -79,7 +84,7 @@ pub(crate) fn encode_record<'a>(
             out.extend_from_slice(v);
         }
     }
-    let len = out.len() - 8;
+    let len = out.len() - RECORD_HEADER_LEN;
     if len > MAX_RECORD_LEN {
         return Err(Error::TooLarge {
             what: "write batch",
@@ -87,9 +92,11 @@ pub(crate) fn encode_record<'a>(
             max: MAX_RECORD_LEN,
         });
     }
-    let crc = crc32fast::hash(&out[8..]);
+    let crc = crc32fast::hash(&out[RECORD_HEADER_LEN..]);
     out[..4].copy_from_slice(&(len as u32).to_le_bytes());
     out[4..8].copy_from_slice(&crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&out[..8]);
+    out[8..12].copy_from_slice(&header_crc.to_le_bytes());
     Ok(())
 }
 
@@ -205,22 +212,40 @@ pub fn replay_bytes(
             format!("unsupported WAL version {}", bytes[4]),
         ));
     }
+    // Damage followed by nothing but zeros is a torn (or zero-padded) tail.
+    let end_of_data = bytes.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
     let mut pos = WAL_HEADER_LEN;
     let mut records = 0u64;
     while pos < bytes.len() {
         let rest = &bytes[pos..];
-        if rest.len() < 8 {
+        let le32 =
+            |at: usize| u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
+        if rest.len() < RECORD_HEADER_LEN {
             return torn(pos as u64, records);
         }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        if len > rest.len() - 8 {
+        if crc32fast::hash(&rest[..8]) != le32(8) {
+            if end_of_data <= pos + RECORD_HEADER_LEN {
+                return torn(pos as u64, records);
+            }
+            return Err(Error::corrupt(
+                pos as u64,
+                "WAL record header CRC mismatch before the end of the log",
+            ));
+        }
+        let len = le32(0) as usize;
+        if len > MAX_RECORD_LEN {
+            return Err(Error::corrupt(
+                pos as u64,
+                format!("WAL record length {len} exceeds {MAX_RECORD_LEN}"),
+            ));
+        }
+        if len > rest.len() - RECORD_HEADER_LEN {
             return torn(pos as u64, records);
         }
-        let payload = &rest[8..8 + len];
-        if crc32fast::hash(payload) != crc {
-            let last = 8 + len == rest.len();
-            if last || rest.iter().all(|&b| b == 0) {
+        let end = pos + RECORD_HEADER_LEN + len;
+        let payload = &bytes[pos + RECORD_HEADER_LEN..end];
+        if crc32fast::hash(payload) != le32(4) {
+            if end_of_data <= end {
                 return torn(pos as u64, records);
             }
             return Err(Error::corrupt(
@@ -228,9 +253,9 @@ pub fn replay_bytes(
                 "WAL record CRC mismatch before the end of the log",
             ));
         }
-        decode_batch(payload, (pos + 8) as u64, &mut apply)?;
+        decode_batch(payload, (pos + RECORD_HEADER_LEN) as u64, &mut apply)?;
         records += 1;
-        pos += 8 + len;
+        pos = end;
     }
     Ok(ReplayEnd {
         records,
