@@ -29,16 +29,19 @@ impl<'a> Cursor<'a> {
     }
 
     /// The file offset of the next byte.
+    #[inline]
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
     /// Bytes left.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
     /// True when every byte was consumed.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
@@ -49,6 +52,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         match end {
@@ -62,16 +66,19 @@ impl<'a> Cursor<'a> {
     }
 
     /// One byte.
+    #[inline]
     pub fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.bytes(1, what)?[0])
     }
 
     /// A little-endian u32.
+    #[inline]
     pub fn u32(&mut self, what: &str) -> Result<u32> {
         Ok(LittleEndian::read_u32(self.bytes(4, what)?))
     }
 
     /// A little-endian u64.
+    #[inline]
     pub fn u64(&mut self, what: &str) -> Result<u64> {
         Ok(LittleEndian::read_u64(self.bytes(8, what)?))
     }
@@ -82,7 +89,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// A LEB128 varint of at most 10 bytes.
+    #[inline]
     pub fn varint(&mut self, what: &str) -> Result<u64> {
+        // Fast path: most lengths in blocks fit one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.varint_slow(what)
+    }
+
+    #[cold]
+    fn varint_slow(&mut self, what: &str) -> Result<u64> {
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.u8(what)?;
@@ -95,6 +115,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A varint that must fit `usize` and be at most `max`.
+    #[inline]
     pub fn len(&mut self, max: usize, what: &str) -> Result<usize> {
         let at = self.offset();
         let v = self.varint(what)?;

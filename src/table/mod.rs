@@ -261,6 +261,11 @@ pub fn write_table(
     b.finish()
 }
 
+thread_local! {
+    /// Each thread's buffer for point-lookup block reads (no allocation or zeroing per read).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The index kept in memory: last keys of all blocks in one buffer (few cache misses per
 /// binary search), and each block's handle.
 #[derive(Debug, Default)]
@@ -431,20 +436,38 @@ impl Table {
         self.index.len()
     }
 
-    /// Reads data block `i` and checks its CRC.
-    pub fn read_block(&self, i: usize, counters: &TableCounters) -> Result<Vec<u8>> {
+    /// Reads data block `i` into `buf` (reused: only growth is zero-filled), checks its CRC,
+    /// and returns the block's bytes.
+    fn read_block_into<'b>(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<&'b [u8]> {
         let Some(&(offset, len)) = self.index.handles.get(i) else {
             return Err(Error::InvalidArgument(format!("block {i} out of range")));
         };
-        let mut buf = vec![0u8; len as usize + 4];
+        let need = len as usize + 4;
+        if buf.len() < need {
+            buf.resize(need, 0);
+        }
+        let raw = &mut buf[..need];
         self.file
-            .read_exact_at(&mut buf, offset)
+            .read_exact_at(raw, offset)
             .map_err(|err| Error::io(&self.path, err))?;
         counters.block_reads.fetch_add(1, Relaxed);
-        counters.bytes_read.fetch_add(buf.len() as u64, Relaxed);
-        let crc = le32(&buf[len as usize..]);
-        buf.truncate(len as usize);
-        check_crc(&buf, crc, offset, "data block").map_err(|err| err.in_file(&self.path, 0))?;
+        counters.bytes_read.fetch_add(need as u64, Relaxed);
+        let (data, crc) = raw.split_at(len as usize);
+        check_crc(data, le32(crc), offset, "data block")
+            .map_err(|err| err.in_file(&self.path, 0))?;
+        Ok(data)
+    }
+
+    /// Reads data block `i` and checks its CRC.
+    pub fn read_block(&self, i: usize, counters: &TableCounters) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let n = self.read_block_into(i, counters, &mut buf)?.len();
+        buf.truncate(n);
         Ok(buf)
     }
 
@@ -460,10 +483,13 @@ impl Table {
             return Ok(None);
         };
         let off = self.index.handles[i].0;
-        let data = self.read_block(i, counters)?;
-        Block::new(&data, off)
-            .and_then(|b| b.get(key))
-            .map_err(|e| e.in_file(&self.path, 0))
+        READ_BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let data = self.read_block_into(i, counters, &mut buf)?;
+            Block::new(data, off)
+                .and_then(|b| b.get(key))
+                .map_err(|e| e.in_file(&self.path, 0))
+        })
     }
 
     /// Decodes every entry of block `i`.
