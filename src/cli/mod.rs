@@ -4,6 +4,7 @@
 //! Adding a subcommand: write a module with a `#[derive(clap::Args)]` struct that implements
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
+mod hyphenate;
 mod kv;
 mod load;
 mod maintain;
@@ -128,6 +129,7 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
+    Hyphenate(hyphenate::Hyphenate),
 }
 
 /// The process's exit codes.
