@@ -185,3 +185,54 @@ fn custom_exceptions_file() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("bad.txt"), "{}", o.stderr);
 }
+
+#[test]
+fn reduced_experiment_runs_and_writes_csv_and_svg() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let o = run(
+        cwd,
+        &[
+            "bench-hyphenation",
+            "--runs",
+            "2",
+            "--epsilons",
+            "0.01,0.1",
+            "--csv",
+            "h.csv",
+            "--plot",
+            "h.svg",
+            "--scratch",
+            "scratch",
+        ],
+        b"",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("run 2/2: cuckoo done"), "{}", o.stderr);
+    for k in ["none", "memory", "bloom", "blocked-bloom", "cuckoo"] {
+        assert!(
+            o.stdout.lines().any(|l| l.starts_with(&format!("{k} "))),
+            "{k} row missing:\n{}",
+            o.stdout
+        );
+    }
+    let csv = std::fs::read_to_string(cwd.join("h.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 + 3 * 2);
+    // Every row asked the same number of lookups; without a filter nothing was avoided.
+    let col = |name: &str| lines[0].split(',').position(|c| c == name).unwrap();
+    let (lk, av) = (col("lookups"), col("avoided"));
+    let first: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(first[0], "none");
+    assert_eq!(first[av], "0");
+    for l in &lines[1..] {
+        assert_eq!(l.split(',').nth(lk), Some(first[lk]), "{l}");
+    }
+    let svg = std::fs::read_to_string(cwd.join("h.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("y = ε"));
+    // Bad arguments: exit 2.
+    let o = run(cwd, &["bench-hyphenation", "--runs", "1"], b"");
+    assert_eq!(o.code, 2);
+    let o = run(cwd, &["bench-hyphenation", "--epsilons", "0,0.5"], b"");
+    assert_eq!(o.code, 2);
+}

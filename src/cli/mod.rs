@@ -4,6 +4,7 @@
 //! Adding a subcommand: write a module with a `#[derive(clap::Args)]` struct that implements
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
+mod bench_hyph;
 mod hyphenate;
 mod kv;
 mod load;
@@ -130,6 +131,7 @@ commands! {
     Stats(stats::Stats),
     Verify(verify::Verify),
     Hyphenate(hyphenate::Hyphenate),
+    BenchHyphenation(bench_hyph::BenchHyphenation),
 }
 
 /// The process's exit codes.

@@ -37,6 +37,7 @@
 
 mod dict;
 mod exceptions;
+pub mod experiment;
 mod patterns;
 mod words;
 
