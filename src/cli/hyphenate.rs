@@ -26,7 +26,8 @@ pub const DEFAULT_DICT: &str = "./filterstore-hyph-dict";
 /// first use and reused afterwards; when the lists change only the difference is written;
 /// when --filter/--fpr differ from its tables' filter, the filters are rebuilt (no data
 /// rewritten). Without --exceptions the built-in US English lists are used (Knuth's 14 from
-/// hyphen.tex and the TUGboat list ushyphex.tex, 1,753 entries).
+/// hyphen.tex and the TUGboat list ushyphex.tex, 1,753 entries). The store option --dir is
+/// not used: the dictionary has its own directory, --dict.
 #[derive(Args, Debug)]
 pub struct Hyphenate {
     /// Input file, one word per line; `-` or absent: stdin
