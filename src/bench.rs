@@ -274,7 +274,8 @@ pub fn evict_tables(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn machine() -> String {
+/// The CPU model and core count, for reports.
+pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

@@ -2,28 +2,16 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use filterstore::bench::{run, BenchConfig};
 use filterstore::FilterKind;
 
+use super::bench_hyph::BenchHyphenation;
 use super::{CliError, Exit, Global, Run};
 
-/// Compare filter kinds on one store: data-block reads avoided, time and bytes, and the
-/// observed false-positive rate against theory.
-///
-/// With no arguments: 1,000,000 generated 16-byte keys with 100-byte values sealed into 10
-/// tables (no compaction); for `none` and for each of bloom, blocked-bloom and cuckoo at
-/// ε = 20%, 5%, 1%, 0.1%, the filters of the same tables are swapped with `refilter` (data is
-/// never rewritten), then 1,000,000 absent-key and 1,000,000 present-key lookups are timed
-/// (100,000 each for the no-filter baseline). Absent keys: 90% inside every table's key range,
-/// 10% outside all of them. Every observed FPR is checked against its kind's theoretical rate
-/// (band: 4 binomial standard deviations + 5% model tolerance) and flagged when outside.
-/// Also measures the engine: load rate, reopen time, sealing a table with 1 and 2 threads.
-///
-/// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
-/// Progress goes to stderr, the table to stdout.
+/// The filter benchmark's options (see [`Bench`]).
 #[derive(Args, Debug)]
-pub struct Bench {
+pub struct FilterBench {
     /// Number of generated keys
     #[arg(short = 'n', long = "count", default_value_t = 1_000_000)]
     count: u64,
@@ -75,7 +63,7 @@ pub struct Bench {
     plot: Option<PathBuf>,
 }
 
-impl Run for Bench {
+impl Run for FilterBench {
     fn run(self, _g: &Global) -> Result<Exit, CliError> {
         let cfg = BenchConfig {
             keys: self.count,
@@ -109,5 +97,45 @@ impl Run for Bench {
             write(p, report.to_svg())?;
         }
         Ok(Exit::Success)
+    }
+}
+
+/// Compare filter kinds on one store: data-block reads avoided, time and bytes, and the
+/// observed false-positive rate against theory.
+///
+/// With no arguments: 1,000,000 generated 16-byte keys with 100-byte values sealed into 10
+/// tables (no compaction); for `none` and for each of bloom, blocked-bloom and cuckoo at
+/// ε = 20%, 5%, 1%, 0.1%, the filters of the same tables are swapped with `refilter` (data is
+/// never rewritten), then 1,000,000 absent-key and 1,000,000 present-key lookups are timed
+/// (100,000 each for the no-filter baseline). Absent keys: 90% inside every table's key range,
+/// 10% outside all of them. Every observed FPR is checked against its kind's theoretical rate
+/// (band: 4 binomial standard deviations + 5% model tolerance) and flagged when outside.
+/// Also measures the engine: load rate, reopen time, sealing a table with 1 and 2 threads.
+///
+/// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
+/// Progress goes to stderr, the table to stdout.
+///
+/// `store bench hyphenation` runs the hyphenation experiment instead (see its --help).
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Bench {
+    #[command(subcommand)]
+    what: Option<BenchWhat>,
+    #[command(flatten)]
+    filters: FilterBench,
+}
+
+/// Other benchmarks.
+#[derive(Subcommand, Debug)]
+enum BenchWhat {
+    Hyphenation(BenchHyphenation),
+}
+
+impl Run for Bench {
+    fn run(self, g: &Global) -> Result<Exit, CliError> {
+        match self.what {
+            Some(BenchWhat::Hyphenation(h)) => h.run(g),
+            None => self.filters.run(g),
+        }
     }
 }

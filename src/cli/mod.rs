@@ -5,6 +5,8 @@
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
 mod bench;
+mod bench_hyph;
+mod hyphenate;
 mod kv;
 mod load;
 mod maintain;
@@ -130,6 +132,7 @@ commands! {
     Stats(stats::Stats),
     Verify(verify::Verify),
     Bench(bench::Bench),
+    Hyphenate(hyphenate::Hyphenate),
 }
 
 /// The process's exit codes.

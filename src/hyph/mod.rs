@@ -35,10 +35,15 @@
 //! assert_eq!(h.hyphenate("Associate", &exceptions).unwrap(), "As-so-ciate");
 //! ```
 
+mod dict;
 mod exceptions;
+pub mod experiment;
 mod patterns;
 mod words;
 
+pub use dict::{
+    load_sources, sources_digest, ExceptionDict, ExceptionSource, SyncReport, DIGEST_KEY,
+};
 pub use exceptions::{
     parse_exceptions, Exception, ExceptionLookup, MemoryExceptions, NoExceptions,
 };
