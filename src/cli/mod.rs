@@ -100,6 +100,12 @@ pub trait Run {
     fn run(self, global: &Global) -> Result<Exit, CliError>;
 }
 
+impl<T: Run> Run for Box<T> {
+    fn run(self, global: &Global) -> Result<Exit, CliError> {
+        (*self).run(global)
+    }
+}
+
 /// Declares the subcommand enum and its dispatch from one list.
 macro_rules! commands {
     ($($(#[$meta:meta])* $variant:ident($ty:ty),)*) => {
@@ -131,7 +137,7 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
-    Bench(bench::Bench),
+    Bench(Box<bench::Bench>),
     Hyphenate(hyphenate::Hyphenate),
 }
 
