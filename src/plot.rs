@@ -46,6 +46,8 @@ pub struct Chart {
     pub log_y: bool,
     /// The series.
     pub series: Vec<Series>,
+    /// Put the legend in the lower right corner instead of the upper right.
+    pub legend_bottom: bool,
 }
 
 /// Colour of a filter kind in every chart.
@@ -204,6 +206,16 @@ fn draw(s: &mut String, c: &Chart, ox: f64, w: f64, h: f64) {
         mt + (h - mt - mb) / 2.0,
         esc(&c.y_label)
     );
+    // Series are clipped to the frame (error bars may reach past the axis range).
+    let clip = format!("clip{}", ox as u64);
+    let _ = writeln!(
+        s,
+        r#"<clipPath id="{clip}"><rect x="{}" y="{mt}" width="{}" height="{}"/></clipPath><g clip-path="url(#{clip})">"#,
+        ox + ml,
+        w - ml - mr,
+        h - mt - mb
+    );
+    let mut legend = String::new();
     for (i, se) in c.series.iter().enumerate() {
         let p: Vec<(f64, f64)> = se
             .points
@@ -258,7 +270,11 @@ fn draw(s: &mut String, c: &Chart, ox: f64, w: f64, h: f64) {
                 );
             }
         }
-        let ly = mt + 14.0 + 16.0 * i as f64;
+        let ly = if c.legend_bottom {
+            h - mb - 10.0 - 16.0 * (c.series.len() - 1 - i) as f64
+        } else {
+            mt + 14.0 + 16.0 * i as f64
+        };
         let lx = ox + w - mr - 170.0;
         let dash = if matches!(se.style, Style::Dashed) {
             r#" stroke-dasharray="5,4""#
@@ -266,7 +282,7 @@ fn draw(s: &mut String, c: &Chart, ox: f64, w: f64, h: f64) {
             ""
         };
         let _ = writeln!(
-            s,
+            legend,
             r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{col}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
             lx + 18.0,
             lx + 22.0,
@@ -274,6 +290,21 @@ fn draw(s: &mut String, c: &Chart, ox: f64, w: f64, h: f64) {
             esc(&se.name)
         );
     }
+    s.push_str("</g>\n");
+    // A light box behind the legend keeps it readable over the lines.
+    let n = c.series.len() as f64;
+    let top = if c.legend_bottom {
+        h - mb - 10.0 - 16.0 * (n - 1.0)
+    } else {
+        mt + 14.0
+    } - 10.0;
+    let _ = writeln!(
+        s,
+        r#"<rect x="{}" y="{top}" width="166" height="{}" fill="white" fill-opacity="0.85"/>"#,
+        ox + w - mr - 174.0,
+        16.0 * n + 4.0
+    );
+    s.push_str(&legend);
 }
 
 /// The bench figure: FPR vs bits/key (measured points, theory lines) and reads per absent
@@ -302,6 +333,7 @@ pub fn bench_svg(r: &BenchReport) -> String {
         y_label: "reads per absent lookup".into(),
         log_x: true,
         log_y: true,
+        legend_bottom: true,
         ..Chart::default()
     };
     for &k in &kinds {
