@@ -343,7 +343,7 @@ impl Fs for FaultFs {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoSyncFs;
 
-struct NoSyncFile(File);
+struct NoSyncFile(Box<dyn WritableFile>);
 
 impl WritableFile for NoSyncFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
@@ -356,18 +356,13 @@ impl WritableFile for NoSyncFile {
 
 impl Fs for NoSyncFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        Ok(Box::new(NoSyncFile(f)))
+        Ok(Box::new(NoSyncFile(RealFs.create(path)?)))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(from, to)
+        RealFs.rename(from, to)
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
-        fs::remove_file(path)
+        RealFs.remove(path)
     }
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())

@@ -742,13 +742,7 @@ impl Store {
         };
         self.install(&input_numbers, new_handle.as_ref(), |_| None)?;
         for t in inputs.iter() {
-            self.retire(t);
-            let _ = self.fs.remove(&table_path(&self.dir, t.record.number));
-            if t.record.filter_file != 0 {
-                let _ = self
-                    .fs
-                    .remove(&filter_path(&self.dir, t.record.filter_file));
-            }
+            self.retire(t, true);
         }
         Ok(())
     }
@@ -791,7 +785,18 @@ impl Store {
         Ok(())
     }
 
-    fn retire(&self, t: &TableHandle) {
+    /// A handle leaves the live set (after a durable manifest no longer names its files):
+    /// its counters go into the store-wide totals and its filter file (and, with
+    /// `table_file`, its table file) is removed.
+    fn retire(&self, t: &TableHandle, table_file: bool) {
+        if table_file {
+            let _ = self.fs.remove(&table_path(&self.dir, t.record.number));
+        }
+        if t.record.filter_file != 0 {
+            let _ = self
+                .fs
+                .remove(&filter_path(&self.dir, t.record.filter_file));
+        }
         let (c, r) = (&t.counters, &self.retired);
         r.negatives.fetch_add(c.negatives.load(Relaxed), Relaxed);
         r.positives.fetch_add(c.positives.load(Relaxed), Relaxed);
@@ -864,12 +869,7 @@ impl Store {
             return Err(e);
         }
         for t in tables.iter() {
-            self.retire(t);
-            if t.record.filter_file != 0 {
-                let _ = self
-                    .fs
-                    .remove(&filter_path(&self.dir, t.record.filter_file));
-            }
+            self.retire(t, false);
         }
         Ok(())
     }
@@ -994,8 +994,9 @@ fn range_is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
     }
 }
 
-/// The smallest key greater than every key starting with `prefix`, if any.
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+/// The smallest key greater than every key starting with `prefix`, if any (`None`: every
+/// key from `prefix` on starts with it, e.g. for an empty or all-`0xff` prefix).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut p = prefix.to_vec();
     while let Some(last) = p.pop() {
         if last < 0xff {

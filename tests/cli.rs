@@ -3,83 +3,21 @@
 //! Each test runs the built binary (`CARGO_BIN_EXE_store`) in its own temporary directory,
 //! with a timeout so that a hang fails the test instead of stalling the suite.
 
-use std::io::{Read, Write};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use filterstore::{Options, Store};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-struct Out {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl Out {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-    fn lines(&self) -> Vec<String> {
-        self.text().lines().map(str::to_string).collect()
-    }
-}
+use common::Output as Out;
 
 /// Runs the binary with `args`, `stdin` piped in, `FILTERSTORE_DIR` unset unless `env`
 /// sets it, in working directory `cwd`.
 fn run_full(args: &[&str], stdin: &[u8], env: Option<&Path>, cwd: Option<&Path>) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_store"));
-    cmd.args(args)
-        .env_remove("FILTERSTORE_DIR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(d) = env {
-        cmd.env("FILTERSTORE_DIR", d);
-    }
-    if let Some(c) = cwd {
-        cmd.current_dir(c);
-    }
-    let mut child = cmd.spawn().expect("spawn store");
-    let mut sin = child.stdin.take().unwrap();
-    let input = stdin.to_vec();
-    let writer = thread::spawn(move || {
-        let _ = sin.write_all(&input); // the binary may exit before reading it all
-    });
-    let mut sout = child.stdout.take().unwrap();
-    let mut serr = child.stderr.take().unwrap();
-    let out_t = thread::spawn(move || {
-        let mut b = Vec::new();
-        sout.read_to_end(&mut b).unwrap();
-        b
-    });
-    let err_t = thread::spawn(move || {
-        let mut b = Vec::new();
-        serr.read_to_end(&mut b).unwrap();
-        b
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            panic!("store {args:?} hung for more than {TIMEOUT:?}");
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    writer.join().unwrap();
-    let out = Out {
-        code: status.code().expect("killed by a signal"),
-        stdout: out_t.join().unwrap(),
-        stderr: String::from_utf8_lossy(&err_t.join().unwrap()).into_owned(),
-    };
-    assert_ne!(out.code, 101, "store {args:?} panicked: {}", out.stderr);
-    out
+    common::run_store(args, stdin, env, cwd, TIMEOUT)
 }
 
 /// Runs `store --dir DIR ARGS...` with empty stdin.

@@ -1,65 +1,18 @@
 //! End-to-end tests of `store hyphenate` and `store bench hyphenation`.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use common::Output as Out;
 
 /// Runs the binary in `cwd` with `args` and `stdin`, killing it after [`TIMEOUT`].
 fn run(cwd: &Path, args: &[&str], stdin: &[u8]) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_store"))
-        .args(args)
-        .env_remove("FILTERSTORE_DIR")
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn store");
-    let mut sin = child.stdin.take().unwrap();
-    let input = stdin.to_vec();
-    let w = thread::spawn(move || {
-        let _ = sin.write_all(&input);
-    });
-    let mut sout = child.stdout.take().unwrap();
-    let mut serr = child.stderr.take().unwrap();
-    let o = thread::spawn(move || {
-        let mut b = Vec::new();
-        sout.read_to_end(&mut b).unwrap();
-        b
-    });
-    let e = thread::spawn(move || {
-        let mut b = Vec::new();
-        serr.read_to_end(&mut b).unwrap();
-        b
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            panic!("store {args:?} hung");
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    w.join().unwrap();
-    Out {
-        code: status.code().expect("killed by a signal"),
-        stdout: String::from_utf8_lossy(&o.join().unwrap()).into_owned(),
-        stderr: String::from_utf8_lossy(&e.join().unwrap()).into_owned(),
-    }
+    common::run_store(args, stdin, None, Some(cwd), TIMEOUT)
 }
 
 fn table_files(dir: &Path) -> BTreeSet<String> {
@@ -101,7 +54,7 @@ fn hyphenates_stdin_and_files_and_reuses_the_dictionary() {
     // stdin, default dictionary directory, --stats
     let o = run(cwd, &["hyphenate", "--stats"], input().as_bytes());
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(o.stdout, expected());
+    assert_eq!(o.text(), expected());
     for label in [
         "words: 12",
         "words/s:",
@@ -121,11 +74,11 @@ fn hyphenates_stdin_and_files_and_reuses_the_dictionary() {
     std::fs::write(cwd.join("words.txt"), input().replace('\n', "\r\n")).unwrap();
     let o = run(cwd, &["hyphenate", "words.txt", "--stats"], b"");
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(o.stdout, expected());
+    assert_eq!(o.text(), expected());
     assert!(o.stderr.contains("(reused)"), "{}", o.stderr);
     assert_eq!(table_files(&dict), files);
     let o = run(cwd, &["hyphenate", "-"], b"associate");
-    assert_eq!(o.stdout, "as-so-ciate\n");
+    assert_eq!(o.text(), "as-so-ciate\n");
     assert_eq!(table_files(&dict), files);
 
     // Another filter: refiltered, data untouched, same results.
@@ -142,7 +95,7 @@ fn hyphenates_stdin_and_files_and_reuses_the_dictionary() {
         input().as_bytes(),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(o.stdout, expected());
+    assert_eq!(o.text(), expected());
     assert!(o.stderr.contains("refiltered"), "{}", o.stderr);
     assert!(o.stderr.contains("filter cuckoo"), "{}", o.stderr);
     let now = table_files(&dict);
@@ -174,11 +127,11 @@ fn custom_exceptions_file() {
     let o = run(cwd, &args, b"Pineapple\nproject\ntable\n");
     assert_eq!(o.code, 0, "{}", o.stderr);
     // Only mine.tex: table falls back to the patterns.
-    assert_eq!(o.stdout, "Pine-ap-ple\npro-ject\ntable\n");
+    assert_eq!(o.text(), "Pine-ap-ple\npro-ject\ntable\n");
     let mut with = args.to_vec();
     with.push("--with-builtin");
     let o = run(cwd, &with, b"Pineapple\nproject\ntable\n");
-    assert_eq!(o.stdout, "Pine-ap-ple\npro-ject\nta-ble\n");
+    assert_eq!(o.text(), "Pine-ap-ple\npro-ject\nta-ble\n");
     // A bad entry: exit 2 with the file named.
     std::fs::write(cwd.join("bad.txt"), "a--b\n").unwrap();
     let o = run(cwd, &["hyphenate", "--exceptions", "bad.txt"], b"x\n");
@@ -212,9 +165,9 @@ fn reduced_experiment_runs_and_writes_csv_and_svg() {
     assert!(o.stderr.contains("run 2/2: cuckoo done"), "{}", o.stderr);
     for k in ["none", "memory", "bloom", "blocked-bloom", "cuckoo"] {
         assert!(
-            o.stdout.lines().any(|l| l.starts_with(&format!("{k} "))),
+            o.text().lines().any(|l| l.starts_with(&format!("{k} "))),
             "{k} row missing:\n{}",
-            o.stdout
+            o.text()
         );
     }
     let csv = std::fs::read_to_string(cwd.join("h.csv")).unwrap();

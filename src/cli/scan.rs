@@ -28,18 +28,6 @@ pub struct Scan {
     pub limit: Option<u64>,
 }
 
-/// The smallest key greater than every key starting with `prefix` (`None`: no bound).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut p = prefix.to_vec();
-    while let Some(last) = p.pop() {
-        if last < 0xff {
-            p.push(last + 1);
-            return Some(p);
-        }
-    }
-    None
-}
-
 impl Run for Scan {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let store = g.open(Access::Existing)?;
@@ -53,7 +41,7 @@ impl Run for Scan {
         let end: Option<Vec<u8>> = [
             self.prefix
                 .as_deref()
-                .and_then(|p| prefix_end(p.as_bytes())),
+                .and_then(|p| filterstore::store::prefix_successor(p.as_bytes())),
             self.to.as_deref().map(|s| s.as_bytes().to_vec()),
         ]
         .into_iter()
