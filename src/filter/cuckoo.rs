@@ -311,25 +311,37 @@ impl<'a> CuckooView<'a> {
         })
     }
 
+    /// The bits of bucket `i`, shifted down to bit 0 (slot s at bits s·f..(s+1)·f).
     #[inline]
-    fn bucket_has(&self, i: u64, fp: u32) -> bool {
-        let f = self.fp_bits as u64;
-        let bit = i * SLOTS as u64 * f;
+    fn bucket_bits(&self, i: u64) -> Option<u128> {
+        let bit = i * SLOTS as u64 * self.fp_bits as u64;
         let byte = (bit / 8) as usize;
-        let Some(raw) = self.body.get(byte..byte + 16) else {
-            return true;
-        };
-        let w = u128::from_le_bytes(raw.try_into().unwrap_or([0xff; 16])) >> (bit % 8);
-        let mask = (1u128 << f) - 1;
-        (0..SLOTS as u64).any(|s| (w >> (s * f)) & mask == fp as u128)
+        let raw: &[u8; 16] = self.body.get(byte..byte + 16)?.try_into().ok()?;
+        Some(u128::from_le_bytes(*raw) >> (bit % 8))
     }
 
-    /// Algorithm 4 over the packed body. False means certainly absent.
+    #[inline]
+    fn holds(&self, bucket: u128, fp: u32) -> bool {
+        let f = self.fp_bits;
+        let mask = (1u128 << f) - 1;
+        let mut hit = false;
+        for s in 0..SLOTS {
+            hit |= (bucket >> (s * f)) & mask == fp as u128;
+        }
+        hit
+    }
+
+    /// Algorithm 4 over the packed body. False means certainly absent. Both buckets are
+    /// loaded before either is examined, so their two cache misses overlap.
     #[inline]
     pub fn may_contain(&self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
-        self.bucket_has(i1, fp) || self.bucket_has(alt_bucket(i1, fp, self.buckets), fp)
+        let i2 = alt_bucket(i1, fp, self.buckets);
+        match (self.bucket_bits(i1), self.bucket_bits(i2)) {
+            (Some(b1), Some(b2)) => self.holds(b1, fp) | self.holds(b2, fp),
+            _ => true,
+        }
     }
 
     /// Reconstructs a mutable filter from this block (to insert or delete without the keys).
