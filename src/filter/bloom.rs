@@ -6,8 +6,6 @@
 //! xᵢ₊₁ = xᵢ + yᵢ, yᵢ₊₁ = yᵢ + i (wrapping 64-bit). Positions are 64-bit, so m may exceed 2³².
 //! Body: ⌈m/64⌉ little-endian u64 words; bit p is bit (p mod 64) of word p/64.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use rayon::prelude::*;
 
 use super::{FilterKind, Header};
@@ -18,8 +16,8 @@ use crate::hash::{fastrange, mix64};
 pub const MAX_K: u32 = 30;
 
 /// Smallest filter (in bits; 8 MiB) built with more than one thread. Below it the array
-/// sits in the caches, where two threads' atomic ORs mostly bounce cache lines between cores:
-/// measured 2-thread builds of 100k–3M keys took 2–4× longer than 1-thread builds.
+/// sits in the caches and the build is bound by computing probes, which every thread of the
+/// partitioned build repeats for every key, so a second thread cannot help.
 pub const PAR_MIN_BITS: u64 = 1 << 26;
 
 /// Bits m and probes k for `n` keys at target `fpr`.
@@ -60,9 +58,12 @@ fn for_each_probe(hash: u64, m: u64, k: u32, mut f: impl FnMut(u64) -> bool) -> 
 
 /// Builds a Bloom filter block over `hashes` on the current rayon pool.
 ///
-/// With more than one thread and at least [`PAR_MIN_BITS`] bits, bits are set with relaxed
-/// atomic OR (no locks; a key's probes span the whole array, so the array cannot be
-/// partitioned by key).
+/// With more than one thread and at least [`PAR_MIN_BITS`] bits, the bit array is split into
+/// one contiguous range per thread; each thread computes every key's probes and sets only
+/// those in its range, branch-free (no locks, no atomics). A key's probes span the whole
+/// array, so keys cannot be partitioned; the probe arithmetic is repeated per thread and the
+/// random writes are divided. Measured on 10M keys (`examples/filter_scaling.rs`, quiet
+/// machine): 1.3–1.85× at ε = 1 %, about 1.0× at ε = 0.1 % (k = 10 probes per key per thread).
 pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;
     let (m, k) = params(n, fpr);
@@ -77,18 +78,25 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
         }
         bits
     } else {
-        let bits: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
-        hashes.par_iter().with_min_len(4096).for_each(|&h| {
-            for_each_probe(h, m, k, |p| {
-                let w = &bits[(p / 64) as usize];
-                let bit = 1u64 << (p % 64);
-                if w.load(Ordering::Relaxed) & bit == 0 {
-                    w.fetch_or(bit, Ordering::Relaxed);
-                }
-                true
-            });
+        // One contiguous range of words per thread: every thread computes every key's probes
+        // but sets only the bits in its own range (no locks, no atomics, half the memory
+        // touched per thread with two threads).
+        let mut bits = vec![0u64; words];
+        let per = words.div_ceil(rayon::current_num_threads());
+        bits.par_chunks_mut(per).enumerate().for_each(|(c, chunk)| {
+            let lo = (c * per) as u64 * 64;
+            let hi = lo + chunk.len() as u64 * 64;
+            for &h in hashes {
+                for_each_probe(h, m, k, |p| {
+                    // Branch-free: a probe outside the range ORs a zero mask into word 0.
+                    let inside = p.wrapping_sub(lo) < hi - lo;
+                    let idx = if inside { ((p - lo) / 64) as usize } else { 0 };
+                    chunk[idx] |= (inside as u64) << (p % 64);
+                    true
+                });
+            }
         });
-        bits.into_iter().map(AtomicU64::into_inner).collect()
+        bits
     };
     let mut body = Vec::with_capacity(words * 8);
     for w in bits {
@@ -200,8 +208,8 @@ mod tests {
         }
     }
 
-    /// The atomic parallel build (forced here on a filter above PAR_MIN_BITS) sets exactly
-    /// the bits of the sequential one.
+    /// The partitioned parallel build (forced here on a filter above PAR_MIN_BITS) sets
+    /// exactly the bits of the sequential one.
     #[test]
     fn parallel_build_equals_sequential() {
         let hashes: Vec<u64> = (0..50_000u64).map(mix64).collect();
