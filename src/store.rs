@@ -506,22 +506,8 @@ impl Store {
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_deref()))
             .collect();
-        let (meta, filter_bytes) = self.write_table(table_no, filter_no, entries.into_iter())?;
-        let Some(meta) = meta else { return Ok(()) };
-        let record = TableRecord {
-            number: table_no,
-            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
-            filter_kind: if filter_bytes.is_some() {
-                self.kind
-            } else {
-                FilterKind::None
-            },
-            fpr: self.fpr,
-            entries: meta.entries,
-            tombstones: meta.tombstones,
-            file_bytes: meta.file_bytes,
-            min_key: meta.min_key.clone(),
-            max_key: meta.max_key.clone(),
+        let Some(record) = self.write_table(table_no, filter_no, entries.into_iter())? else {
+            return Ok(());
         };
         let handle = Arc::new(TableHandle::open(&self.dir, record.clone())?);
         self.fs
@@ -548,17 +534,17 @@ impl Store {
         Ok(())
     }
 
-    /// Writes a table (and its filter, built in parallel) from sorted entries. Returns
-    /// `None` when there were no entries (no file is left behind).
+    /// Writes a table (and its filter, built in parallel) from sorted entries and returns
+    /// its manifest record; `None` when there were no entries (no file is left behind).
     fn write_table<'a>(
         &self,
         table_no: u64,
         filter_no: u64,
         entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + Send,
-    ) -> Result<(Option<crate::table::TableMeta>, Option<u64>)> {
+    ) -> Result<Option<TableRecord>> {
         let entries: Vec<_> = entries.collect();
         if entries.is_empty() {
-            return Ok((None, None));
+            return Ok(None);
         }
         let tpath = table_path(&self.dir, table_no);
         let fpath = filter_path(&self.dir, filter_no);
@@ -570,7 +556,22 @@ impl Store {
                 write_filter_file(&*self.fs, &fpath, self.kind, self.fpr, &hashes)
             },
         );
-        Ok((Some(t?), f?))
+        let (meta, filter_bytes) = (t?, f?);
+        Ok(Some(TableRecord {
+            number: table_no,
+            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
+            filter_kind: if filter_bytes.is_some() {
+                self.kind
+            } else {
+                FilterKind::None
+            },
+            fpr: self.fpr,
+            entries: meta.entries,
+            tombstones: meta.tombstones,
+            file_bytes: meta.file_bytes,
+            min_key: meta.min_key,
+            max_key: meta.max_key,
+        }))
     }
 
     /// Looks `key` up.
@@ -709,7 +710,7 @@ impl Store {
             filter_no,
             live.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))),
         );
-        let (meta, filter_bytes) = match built {
+        let record = match built {
             Ok(x) => x,
             Err(e) => {
                 let _ = self.fs.remove(&table_path(&self.dir, table_no));
@@ -719,25 +720,8 @@ impl Store {
         };
         drop(live);
         let input_numbers: HashSet<u64> = inputs.iter().map(|t| t.record.number).collect();
-        let new_handle = match meta {
-            Some(meta) => {
-                let record = TableRecord {
-                    number: table_no,
-                    filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
-                    filter_kind: if filter_bytes.is_some() {
-                        self.kind
-                    } else {
-                        FilterKind::None
-                    },
-                    fpr: self.fpr,
-                    entries: meta.entries,
-                    tombstones: meta.tombstones,
-                    file_bytes: meta.file_bytes,
-                    min_key: meta.min_key.clone(),
-                    max_key: meta.max_key.clone(),
-                };
-                Some(Arc::new(TableHandle::open(&self.dir, record)?))
-            }
+        let new_handle = match record {
+            Some(record) => Some(Arc::new(TableHandle::open(&self.dir, record)?)),
             None => None,
         };
         self.install(&input_numbers, new_handle.as_ref(), |_| None)?;
