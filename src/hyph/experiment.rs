@@ -29,6 +29,9 @@ pub struct ExperimentConfig {
     pub scratch: Option<PathBuf>,
 }
 
+/// Reads one measured figure of a row (for the plot panels).
+type Field = dyn Fn(&Row) -> Summary;
+
 impl Default for ExperimentConfig {
     fn default() -> Self {
         ExperimentConfig {
@@ -547,27 +550,20 @@ impl ExperimentReport {
                 let e: Vec<f64> = rows.iter().map(|r| g(r).ci95).collect();
                 (p, e)
             };
-            let (p, e) = pts(&|r| r.build_ms);
-            build.series.push(Series {
-                name: k.to_string(),
-                color: kind_color(k),
-                points: p,
-                style: Style::ErrorBars(e),
-            });
-            let (p, e) = pts(&|r| r.hyph_ms);
-            hyph.series.push(Series {
-                name: k.to_string(),
-                color: kind_color(k),
-                points: p,
-                style: Style::ErrorBars(e),
-            });
-            let (p, e) = pts(&|r| r.observed_fpr);
-            fpr.series.push(Series {
-                name: k.to_string(),
-                color: kind_color(k),
-                points: p,
-                style: Style::ErrorBars(e),
-            });
+            let panels: [(&mut Chart, &Field); 3] = [
+                (&mut build, &|r| r.build_ms),
+                (&mut hyph, &|r| r.hyph_ms),
+                (&mut fpr, &|r| r.observed_fpr),
+            ];
+            for (chart, field) in panels {
+                let (points, err) = pts(field);
+                chart.series.push(Series {
+                    name: k.to_string(),
+                    color: kind_color(k),
+                    points,
+                    style: Style::ErrorBars(err),
+                });
+            }
         }
         if lo <= hi {
             for r in &self.rows {
