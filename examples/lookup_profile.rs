@@ -1,0 +1,85 @@
+//! Builds (once) a store of N generated keys in T tables and times absent and present
+//! lookups in a loop, for profiling the read path (`perf record`, callgrind).
+//!
+//! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both]`
+
+use std::time::Instant;
+
+use filterstore::{FilterKind, Options, Store, SyncPolicy};
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn key(seed: u64, i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&splitmix(seed ^ (2 * i)).to_be_bytes());
+    k[8..].copy_from_slice(&splitmix(seed ^ (2 * i + 1)).to_be_bytes());
+    k
+}
+
+fn main() -> filterstore::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = std::path::PathBuf::from(
+        args.first()
+            .expect("usage: DIR [keys] [tables] [lookups] [mode]"),
+    );
+    let n: u64 = args
+        .get(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let tables: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let lookups: u64 = args
+        .get(3)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let mode = args.get(4).cloned().unwrap_or_else(|| "both".into());
+    let fresh = !dir.exists();
+    let store = Store::open(
+        &dir,
+        Options {
+            filter: Some(FilterKind::BlockedBloom),
+            fpr: Some(0.001),
+            memtable_bytes: usize::MAX,
+            compaction_trigger: None,
+            sync: SyncPolicy::Buffered,
+            ..Options::default()
+        },
+    )?;
+    if fresh {
+        let value = [7u8; 100];
+        for t in 0..tables {
+            for i in (t..n).step_by(tables as usize) {
+                store.put(&key(42, i), &value)?;
+            }
+            store.flush()?;
+        }
+    }
+    if mode != "present" {
+        let start = Instant::now();
+        let mut found = 0;
+        for i in 0..lookups {
+            found += store.get(&key(0x5555_5555_0000_0000, i))?.is_some() as u64;
+        }
+        let ns = start.elapsed().as_nanos() as f64 / lookups as f64;
+        println!("absent: {ns:.0} ns/lookup ({found} found)");
+    }
+    if mode != "absent" {
+        let start = Instant::now();
+        let mut found = 0;
+        for i in 0..lookups {
+            found += store.get(&key(42, (i * 7919) % n))?.is_some() as u64;
+        }
+        let ns = start.elapsed().as_nanos() as f64 / lookups as f64;
+        println!("present: {ns:.0} ns/lookup ({found} found)");
+    }
+    let s = store.stats();
+    println!(
+        "block reads {} filter negatives {}",
+        s.data_block_reads, s.filter_negatives
+    );
+    Ok(())
+}
