@@ -19,6 +19,7 @@
 
 pub mod bench;
 pub mod codec;
+pub mod counters;
 pub mod error;
 pub mod filter;
 pub mod hash;
