@@ -36,7 +36,7 @@ pub mod wal;
 
 pub use error::{Error, Result};
 pub use filter::{Filter, FilterKind};
-pub use store::{Options, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.

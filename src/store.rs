@@ -4,12 +4,13 @@
 //! is skipped when its key range excludes the key or its filter says "absent", so only a
 //! "maybe" costs an index search and one data-block read.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
@@ -196,21 +197,104 @@ fn find_in_tables(tables: &[Arc<TableHandle>], key: &[u8], hash: u64) -> Result<
     // Pass 1: touch every candidate filter's cache line(s). These loads do not depend on
     // each other, so their cache misses overlap; pass 2 then finds its lines in cache
     // instead of taking one miss after another.
-    let mut acc = 0u8;
-    for t in tables {
-        if let Some(f) = &t.filter {
-            if t.in_range(key, p) {
-                acc ^= f.touch(hash);
+    if tables.len() > 1 {
+        let mut acc = 0u8;
+        for t in tables {
+            if let Some(f) = &t.filter {
+                if t.in_range(key, p) {
+                    acc ^= f.touch(hash);
+                }
             }
         }
+        std::hint::black_box(acc);
     }
-    std::hint::black_box(acc);
     for t in tables {
         if let Probe::Found(v) = t.probe(key, p, hash)? {
             return Ok(v);
         }
     }
     Ok(None)
+}
+
+/// See [`Store::state_mut`].
+struct StateMut<'a> {
+    guard: RwLockWriteGuard<'a, State>,
+    version: &'a AtomicU64,
+}
+
+impl std::ops::Deref for StateMut<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateMut<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateMut<'_> {
+    fn drop(&mut self) {
+        // Still under the write lock: a reader that refreshes under the read lock sees the
+        // state and its version together.
+        self.version.fetch_add(1, SeqCst);
+    }
+}
+
+/// Many lookups from one thread without the store's lock (see [`Store::reader`]).
+pub struct Reader<'s> {
+    store: &'s Store,
+    snap: RefCell<Option<ReadSnapshot>>,
+}
+
+struct ReadSnapshot {
+    version: u64,
+    tables: Arc<Vec<Arc<TableHandle>>>,
+    /// No memtable entries: lookups go straight to the tables.
+    tables_only: bool,
+}
+
+impl std::fmt::Debug for Reader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("dir", &self.store.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader<'_> {
+    /// Looks `key` up (see [`Store::get`]).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(key, key_hash(key))
+    }
+
+    /// Looks `key` up with its precomputed [`key_hash`].
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        let store = self.store;
+        let version = store.version.load(SeqCst);
+        let mut snap = self.snap.borrow_mut();
+        let fresh = match &*snap {
+            Some(s) => s.version == version,
+            None => false,
+        };
+        if !fresh {
+            let st = store.state.read().unwrap_or_else(|p| p.into_inner());
+            *snap = Some(ReadSnapshot {
+                version: store.version.load(SeqCst),
+                tables: st.tables.clone(),
+                tables_only: st.mem.is_empty() && st.imm.is_none(),
+            });
+        }
+        match &*snap {
+            Some(s) if s.tables_only => {
+                store.lookups.add(0, 1);
+                find_in_tables(&s.tables, key, hash)
+            }
+            _ => store.get_with_hash(key, hash),
+        }
+    }
 }
 
 struct State {
@@ -250,6 +334,8 @@ pub struct Store {
     poisoned: AtomicBool,
     lookups: Sharded<1>,
     retired: Retired,
+    /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
+    version: AtomicU64,
 }
 
 fn table_path(dir: &Path, n: u64) -> PathBuf {
@@ -418,6 +504,7 @@ impl Store {
             maintenance: Mutex::new(()),
             poisoned: AtomicBool::new(false),
             lookups: Sharded::default(),
+            version: AtomicU64::new(0),
             retired: Retired::default(),
         };
         Ok(store)
@@ -437,6 +524,39 @@ impl Store {
     pub fn default_filter(&self) -> (FilterKind, f64) {
         let w = self.lock_writer();
         (w.manifest.default_kind, w.manifest.default_fpr)
+    }
+
+    /// Write access to the state; the version is bumped when the guard is dropped.
+    fn state_mut(&self) -> StateMut<'_> {
+        StateMut {
+            guard: self.state.write().unwrap_or_else(|p| p.into_inner()),
+            version: &self.version,
+        }
+    }
+
+    /// A reader for many lookups from one thread: it keeps the list of tables it last saw
+    /// and checks with one atomic load per lookup that nothing changed, instead of taking
+    /// the store's lock for each [`get`](Self::get). Lookups see every write that completed
+    /// before them, as with `get`. While the memtable holds unflushed entries, a reader's
+    /// lookups take the same path as `get`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put(b"apple", b"red")?;
+    /// store.flush()?;
+    /// let reader = store.reader();
+    /// assert_eq!(reader.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(reader.get(b"pear")?, None);
+    /// store.delete(b"apple")?; // seen by the same reader
+    /// assert_eq!(reader.get(b"apple")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: self,
+            snap: RefCell::new(None),
+        }
     }
 
     fn lock_writer(&self) -> MutexGuard<'_, Writer> {
@@ -509,7 +629,7 @@ impl Store {
         let r = w.wal.append(&w.record, sync);
         self.poison(r)?;
         let full = {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             for (k, v) in ops {
                 st.mem_bytes += entry_bytes(k, *v);
                 st.mem.insert(k.to_vec(), v.map(<[u8]>::to_vec));
@@ -543,7 +663,7 @@ impl Store {
 
     fn flush_locked(&self, w: &mut Writer) -> Result<()> {
         let imm = {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             if st.mem.is_empty() {
                 return Ok(());
             }
@@ -587,7 +707,7 @@ impl Store {
         next.store(&*self.fs, &self.dir)?;
         w.manifest = next;
         {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             let mut tables = Vec::with_capacity(st.tables.len() + 1);
             tables.push(handle);
             tables.extend(st.tables.iter().cloned());
@@ -828,7 +948,7 @@ impl Store {
         let r = next.store(&*self.fs, &self.dir);
         self.poison(r)?;
         w.manifest = next;
-        self.state.write().unwrap_or_else(|p| p.into_inner()).tables = Arc::new(tables);
+        self.state_mut().tables = Arc::new(tables);
         Ok(())
     }
 
