@@ -102,10 +102,15 @@ pub struct TableHandle {
 /// a key that ended first), so a range check needs a byte comparison only on equal prefixes.
 #[inline]
 fn prefix8(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
+    if let Some(b) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*b);
+    }
+    // Shorter keys: no variable-length memcpy call, at most 7 shifts.
+    let mut p = 0u64;
+    for (i, &b) in key.iter().enumerate() {
+        p |= u64::from(b) << (56 - 8 * i);
+    }
+    p
 }
 
 /// `min <= key <= max`, given `lo = prefix8(min)`, `hi = prefix8(max)`, `p = prefix8(key)`.
