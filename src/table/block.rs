@@ -175,30 +175,33 @@ impl<'a> Block<'a> {
 
     /// Looks `key` up: `None` when the block does not hold it, `Some(None)` for a tombstone.
     pub fn get(&self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
-        // Last restart whose key is <= key.
+        if self.restart_count() == 0 {
+            return Ok(None);
+        }
+        // Last restart whose key is <= key (restart 0 when every restart key is greater).
         let (mut lo, mut hi) = (0usize, self.restart_count());
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            match self.restart_key(mid)?.cmp(key) {
+            match lcp_cmp(self.restart_key(mid)?, key).1 {
                 Ordering::Greater => hi = mid,
                 _ => lo = mid,
             }
         }
-        if self.restart_count() == 0 {
-            return Ok(None);
-        }
-        // Scan one restart interval in place: the key is rebuilt in a reused buffer and only
-        // the matching value is copied out.
+        // Scan one restart interval without rebuilding keys. While the previous key is below
+        // `key`, `matched` is the length of their common prefix. An entry sharing more than
+        // `matched` bytes with the previous key agrees with it at byte `matched`, where the
+        // previous key is below `key`: it is below `key` too and needs no comparison. Otherwise
+        // its first `shared` bytes equal `key`'s, and only its suffix is compared. Both steps
+        // are exact for any bytes, sorted or not.
         let start = self.restart(lo) as usize;
         let mut c = Cursor::new(&self.data[start..], self.base + start as u64);
-        let mut cur: Vec<u8> = Vec::with_capacity(key.len() + 16);
+        let (mut prev_len, mut matched) = (0usize, 0usize);
         while !c.is_empty() {
             let at = c.offset();
-            let shared = c.len(cur.len(), "shared key length")?;
+            let shared = c.len(prev_len, "shared key length")?;
             let unshared = c.len(c.remaining(), "key length")?;
             let vtag = c.varint("value tag")?;
-            cur.truncate(shared);
-            cur.extend_from_slice(c.bytes(unshared, "key")?);
+            let suffix = c.bytes(unshared, "key")?;
             let vlen = if vtag == 0 {
                 0
             } else {
@@ -206,14 +209,62 @@ impl<'a> Block<'a> {
                     .map_err(|_| Error::corrupt(at, "value length overflows"))?
             };
             let value = c.bytes(vlen, "value")?;
-            match cur.as_slice().cmp(key) {
-                Ordering::Less => continue,
+            prev_len = shared + unshared;
+            if shared > matched {
+                continue;
+            }
+            // shared <= matched <= key.len(), so the slice is in bounds.
+            let (common, order) = lcp_cmp(suffix, key.get(shared..).unwrap_or_default());
+            match order {
+                Ordering::Less => matched = shared + common,
                 Ordering::Equal => return Ok(Some((vtag != 0).then(|| value.to_vec()))),
                 Ordering::Greater => return Ok(None),
             }
         }
         Ok(None)
     }
+}
+
+/// The first 8 bytes of `k` as a big-endian integer, zero-padded when `k` is shorter: for
+/// any keys `a`, `b`, `head(a) < head(b)` implies `a < b` (equal heads decide nothing).
+#[inline]
+pub(crate) fn head(k: &[u8]) -> u64 {
+    match k.first_chunk::<8>() {
+        Some(h) => u64::from_be_bytes(*h),
+        None => {
+            let mut h = [0u8; 8];
+            for (d, s) in h.iter_mut().zip(k) {
+                *d = *s;
+            }
+            u64::from_be_bytes(h)
+        }
+    }
+}
+
+/// Length of the common prefix of `a` and `b`, and how `a` compares with `b`
+/// (lexicographically, as `<[u8]>::cmp`), comparing 8 bytes at a time.
+#[inline]
+pub(crate) fn lcp_cmp(a: &[u8], b: &[u8]) -> (usize, Ordering) {
+    let n = a.len().min(b.len());
+    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let mut i = 0;
+    while i + 8 <= n {
+        let (Some(x), Some(y)) = (a8.next(), b8.next()) else {
+            break;
+        };
+        let (x, y) = (head(x), head(y));
+        if x != y {
+            return (i + (x ^ y).leading_zeros() as usize / 8, x.cmp(&y));
+        }
+        i += 8;
+    }
+    while i < n {
+        if a[i] != b[i] {
+            return (i, a[i].cmp(&b[i]));
+        }
+        i += 1;
+    }
+    (n, a.len().cmp(&b.len()))
 }
 
 /// Iterator over a block's entries; stops after the first error.
@@ -254,5 +305,146 @@ impl Iterator for BlockIter<'_> {
         let r = self.decode();
         self.failed = r.is_err();
         Some(r)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A small deterministic generator (splitmix64) for test keys.
+    pub(crate) struct Rng(pub u64);
+
+    impl Rng {
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = self.0;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        }
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Sorted, distinct key sets chosen to break prefix-based searches: empty keys, keys
+    /// shorter than 8 bytes, keys that are prefixes of each other, zero and 0xff bytes, long
+    /// shared prefixes and runs of keys with equal first 8 bytes.
+    pub(crate) fn adversarial_key_sets() -> Vec<Vec<Vec<u8>>> {
+        let mut rng = Rng(7);
+        let mut sets = Vec::new();
+        // Short keys over a tiny alphabet (zero bytes included), the empty key among them.
+        for max_len in [3u64, 9, 20] {
+            let mut s: Vec<Vec<u8>> = (0..400)
+                .map(|_| {
+                    let n = rng.below(max_len + 1) as usize;
+                    (0..n)
+                        .map(|_| [0u8, 1, b'a', 0xff][rng.below(4) as usize])
+                        .collect()
+                })
+                .collect();
+            s.push(Vec::new());
+            sets.push(s);
+        }
+        // Every prefix of one string: each key a prefix of the next.
+        sets.push((0..40).map(|n| vec![b'a'; n]).collect());
+        sets.push((0..40).map(|n| vec![0u8; n]).collect());
+        // A long shared prefix, then decimal numbers (as real keys often are).
+        sets.push(
+            (0..2000)
+                .map(|i| format!("user:profile:{i}").into_bytes())
+                .collect(),
+        );
+        // Runs sharing exactly 8 bytes, with tails of 0..4 bytes.
+        sets.push(
+            (0..600)
+                .map(|_| {
+                    let mut k = vec![[0u8, 0x41, 0xff][rng.below(3) as usize]; 8];
+                    k.extend((0..rng.below(5)).map(|_| rng.below(3) as u8));
+                    k
+                })
+                .collect(),
+        );
+        // Random 16-byte keys (the benchmark's shape).
+        sets.push(
+            (0..3000)
+                .map(|_| {
+                    let mut k = rng.next().to_be_bytes().to_vec();
+                    k.extend(rng.next().to_be_bytes());
+                    k
+                })
+                .collect(),
+        );
+        for s in &mut sets {
+            s.sort();
+            s.dedup();
+        }
+        sets
+    }
+
+    /// Keys to look up in a set: its keys, their neighbours, and keys outside it.
+    pub(crate) fn probes(keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let mut rng = Rng(11);
+        let mut p = vec![Vec::new(), vec![0], vec![0xff; 30]];
+        for k in keys {
+            p.push(k.clone());
+            for tail in [0u8, 1, 0xff] {
+                let mut x = k.clone();
+                x.push(tail);
+                p.push(x);
+            }
+            if let Some((last, init)) = k.split_last() {
+                p.push(init.to_vec());
+                let mut x = init.to_vec();
+                x.push(last.wrapping_sub(1));
+                p.push(x);
+            }
+            let mut x = k.clone();
+            x.truncate(rng.below(k.len() as u64 + 1) as usize);
+            x.extend((0..rng.below(10)).map(|_| rng.below(256) as u8));
+            p.push(x);
+        }
+        p
+    }
+
+    #[test]
+    fn lcp_cmp_agrees_with_slice_comparison() {
+        for set in adversarial_key_sets() {
+            let p = probes(&set);
+            for (i, a) in p.iter().enumerate().step_by(7) {
+                for b in p.iter().skip(i % 13).step_by(11) {
+                    let (l, o) = lcp_cmp(a, b);
+                    let want = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+                    assert_eq!((l, o), (want, a.cmp(b)), "{a:?} vs {b:?}");
+                    if head(a) < head(b) {
+                        assert!(a < b, "{a:?} vs {b:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn get_agrees_with_a_linear_search() {
+        for set in adversarial_key_sets() {
+            // Blocks of several sizes, so restart arrays of 1 and many entries are searched.
+            for chunk in [1usize, 5, 16, 17, 33, 200, usize::MAX] {
+                for keys in set.chunks(chunk.min(set.len()).max(1)).take(4) {
+                    let mut b = BlockBuilder::default();
+                    for (i, k) in keys.iter().enumerate() {
+                        let v: Vec<u8> = k.iter().rev().copied().collect();
+                        b.add(k, (i % 5 != 3).then_some(v.as_slice()));
+                    }
+                    let bytes = b.finish();
+                    let block = Block::new(&bytes, 0).unwrap();
+                    let all: Vec<Entry> = block.iter().collect::<Result<_>>().unwrap();
+                    for p in probes(keys) {
+                        let want = all.iter().find(|e| e.0 == p).map(|e| e.1.clone());
+                        assert_eq!(block.get(&p).unwrap(), want, "probe {p:?}");
+                    }
+                }
+            }
+        }
     }
 }
