@@ -11,6 +11,7 @@
 
 pub mod block;
 
+use std::cmp::Ordering;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -266,13 +267,17 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The index kept in memory: last keys of all blocks in one buffer (few cache misses per
-/// binary search), and each block's handle.
+/// The index kept in memory: last keys of all blocks in one buffer, each block's handle, and
+/// a search array: for block `i`, the 8 bytes of its last key after the prefix `lcp` that all
+/// last keys share, as a big-endian `u64` (zero-padded). A lookup compares integers in one
+/// contiguous array and compares whole keys only among blocks whose 8 bytes tie with the key's.
 #[derive(Debug, Default)]
 struct Index {
     keys: Vec<u8>,
     ends: Vec<usize>,
     handles: Vec<(u64, u32)>,
+    heads: Vec<u64>,
+    lcp: usize,
 }
 
 impl Index {
@@ -281,18 +286,56 @@ impl Index {
         self.ends.push(self.keys.len());
         self.handles.push((offset, len));
     }
+
+    /// Builds the search array once every block is pushed. Keys must be strictly increasing
+    /// (checked by `Table::open`), so the prefix shared by the first and last key is shared by
+    /// all.
+    fn finish(&mut self) {
+        let n = self.len();
+        self.lcp = match n {
+            0 => 0,
+            _ => block::lcp_cmp(self.key(0), self.key(n - 1)).0,
+        };
+        self.heads = (0..n)
+            .map(|i| block::head(self.key(i).get(self.lcp..).unwrap_or_default()))
+            .collect();
+    }
+
     fn len(&self) -> usize {
         self.handles.len()
     }
+
     fn key(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.keys[start..self.ends[i]]
     }
-    /// The first block whose last key is >= `key`.
+
+    /// The first block whose last key is >= `key` (`len()` when there is none).
     fn search(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
+        let n = self.heads.len();
+        if n == 0 {
+            return 0;
+        }
+        // Every last key starts with `shared`; decide on it first.
+        let shared = self.key(0).get(..self.lcp).unwrap_or_default();
+        let k = key.len().min(shared.len());
+        match block::lcp_cmp(&key[..k], &shared[..k]).1 {
+            Ordering::Less => return 0,
+            Ordering::Greater => return n,
+            // `key` is a proper prefix of every last key, so below all of them.
+            Ordering::Equal if k < shared.len() => return 0,
+            Ordering::Equal => {}
+        }
+        let rest = &key[k..];
+        let h = block::head(rest);
+        let lo = self.heads.partition_point(|&x| x < h);
+        if self.heads.get(lo) != Some(&h) {
+            return lo;
+        }
+        // Ties on the 8 bytes: compare whole keys within the run of equal heads.
+        let (mut lo, mut hi) = (lo, lo + self.heads[lo..].partition_point(|&x| x == h));
         while lo < hi {
-            let mid = (lo + hi) / 2;
+            let mid = lo + (hi - lo) / 2;
             if self.key(mid) < key {
                 lo = mid + 1;
             } else {
@@ -370,9 +413,16 @@ impl Table {
                     ),
                 ));
             }
+            if index.len() > 0 && index.key(index.len() - 1) >= last_key.as_slice() {
+                return Err(Error::corrupt(
+                    index_off,
+                    "index keys are not strictly increasing",
+                ));
+            }
             prev_end = block_end;
             index.push(&last_key, offset, len);
         }
+        index.finish();
         if prev_end != index_off {
             return Err(Error::corrupt(
                 index_off,
@@ -590,4 +640,62 @@ pub fn write_filter_file(
     f.write_all(&block).map_err(io)?;
     f.sync().map_err(io)?;
     Ok(Some(block.len() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block::tests::{adversarial_key_sets, probes};
+    use super::*;
+    use crate::io::RealFs;
+
+    #[test]
+    fn index_search_agrees_with_a_linear_search() {
+        for set in adversarial_key_sets() {
+            // Whole sets, and slices of them with longer shared prefixes.
+            for range in [0..set.len(), set.len() / 3..set.len() / 2, 1..3, 0..1] {
+                let keys = &set[range.start.min(set.len())..range.end.min(set.len())];
+                let mut index = Index::default();
+                for (i, k) in keys.iter().enumerate() {
+                    index.push(k, i as u64, 0);
+                }
+                index.finish();
+                for p in probes(keys) {
+                    let want = keys.iter().position(|k| k >= &p).unwrap_or(keys.len());
+                    assert_eq!(index.search(&p), want, "probe {p:?} lcp {}", index.lcp);
+                }
+            }
+        }
+        assert_eq!(Index::default().search(b"x"), 0);
+    }
+
+    #[test]
+    fn table_get_agrees_with_a_map() {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, set) in adversarial_key_sets().into_iter().enumerate() {
+            // Values large enough to spread each set over many blocks.
+            let values: Vec<Vec<u8>> = (0..set.len())
+                .map(|i| vec![i as u8; 50 + i % 300])
+                .collect();
+            let entries: Vec<(&[u8], Option<&[u8]>)> = set
+                .iter()
+                .zip(&values)
+                .enumerate()
+                .map(|(i, (k, v))| (k.as_slice(), (i % 7 != 2).then_some(v.as_slice())))
+                .collect();
+            let path = dir.path().join(format!("{n}.sst"));
+            write_table(&RealFs, &path, &entries).unwrap();
+            let t = Table::open(&path, 1).unwrap();
+            let c = TableCounters::default();
+            let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
+                entries.iter().copied().collect();
+            for p in probes(&set) {
+                let want = map.get(p.as_slice()).map(|v| v.map(<[u8]>::to_vec));
+                let reads = c.block_reads();
+                assert_eq!(t.get(&p, &c).unwrap(), want, "set {n} probe {p:?}");
+                // A key inside the table's range costs exactly one block read.
+                let inside = p.as_slice() <= t.meta.max_key.as_slice();
+                assert_eq!(c.block_reads() - reads, inside as u64);
+            }
+        }
+    }
 }
