@@ -163,14 +163,59 @@ impl<'a> Block<'a> {
     /// Decodes the full key stored at restart point `i`.
     fn restart_key(&self, i: usize) -> Result<&'a [u8]> {
         let off = self.restart(i) as usize;
-        let mut c = Cursor::new(&self.data[off..], self.base + off as u64);
-        let shared = c.varint("shared length")?;
-        if shared != 0 {
-            return Err(c.err("restart entry shares a prefix"));
+        let e = self.entry_at(off, usize::MAX)?;
+        if e.shared != 0 {
+            return Err(Error::corrupt(
+                self.base + off as u64,
+                "restart entry shares a prefix",
+            ));
         }
-        let unshared = c.len(self.data.len(), "key length")?;
-        c.varint("value tag")?;
-        c.bytes(unshared, "key")
+        Ok(e.suffix)
+    }
+
+    /// Decodes the entry at byte `pos` of the entries, whose predecessor's key has `prev_len`
+    /// bytes. The common case (three one-byte varints, everything in bounds) is decoded
+    /// inline; anything else goes through the checked cursor, which names the fault.
+    #[inline(always)]
+    fn entry_at(&self, pos: usize, prev_len: usize) -> Result<Raw<'a>> {
+        if let Some(&[s, u, t]) = self.data.get(pos..pos.saturating_add(3)) {
+            let (shared, unshared) = (s as usize, u as usize);
+            let key_end = pos + 3 + unshared;
+            let end = key_end + (t as usize).saturating_sub(1);
+            if (s | u | t) < 0x80 && shared <= prev_len && end <= self.data.len() {
+                return Ok(Raw {
+                    shared,
+                    suffix: &self.data[pos + 3..key_end],
+                    value: (t != 0).then(|| &self.data[key_end..end]),
+                    end,
+                });
+            }
+        }
+        self.entry_at_slow(pos, prev_len)
+    }
+
+    #[cold]
+    fn entry_at_slow(&self, pos: usize, prev_len: usize) -> Result<Raw<'a>> {
+        let rest = self.data.get(pos..).unwrap_or_default();
+        let mut c = Cursor::new(rest, self.base + pos as u64);
+        let at = c.offset();
+        let shared = c.len(prev_len, "shared key length")?;
+        let unshared = c.len(c.remaining(), "key length")?;
+        let vtag = c.varint("value tag")?;
+        let suffix = c.bytes(unshared, "key")?;
+        let value = if vtag == 0 {
+            None
+        } else {
+            let vlen = usize::try_from(vtag - 1)
+                .map_err(|_| Error::corrupt(at, "value length overflows"))?;
+            Some(c.bytes(vlen, "value")?)
+        };
+        Ok(Raw {
+            shared,
+            suffix,
+            value,
+            end: pos + rest.len() - c.remaining(),
+        })
     }
 
     /// Looks `key` up: `None` when the block does not hold it, `Some(None)` for a tombstone.
@@ -193,36 +238,34 @@ impl<'a> Block<'a> {
         // previous key is below `key`: it is below `key` too and needs no comparison. Otherwise
         // its first `shared` bytes equal `key`'s, and only its suffix is compared. Both steps
         // are exact for any bytes, sorted or not.
-        let start = self.restart(lo) as usize;
-        let mut c = Cursor::new(&self.data[start..], self.base + start as u64);
+        let mut pos = self.restart(lo) as usize;
         let (mut prev_len, mut matched) = (0usize, 0usize);
-        while !c.is_empty() {
-            let at = c.offset();
-            let shared = c.len(prev_len, "shared key length")?;
-            let unshared = c.len(c.remaining(), "key length")?;
-            let vtag = c.varint("value tag")?;
-            let suffix = c.bytes(unshared, "key")?;
-            let vlen = if vtag == 0 {
-                0
-            } else {
-                usize::try_from(vtag - 1)
-                    .map_err(|_| Error::corrupt(at, "value length overflows"))?
-            };
-            let value = c.bytes(vlen, "value")?;
-            prev_len = shared + unshared;
-            if shared > matched {
+        while pos < self.data.len() {
+            let e = self.entry_at(pos, prev_len)?;
+            pos = e.end;
+            prev_len = e.shared + e.suffix.len();
+            if e.shared > matched {
                 continue;
             }
             // shared <= matched <= key.len(), so the slice is in bounds.
-            let (common, order) = lcp_cmp(suffix, key.get(shared..).unwrap_or_default());
+            let (common, order) = lcp_cmp(e.suffix, key.get(e.shared..).unwrap_or_default());
             match order {
-                Ordering::Less => matched = shared + common,
-                Ordering::Equal => return Ok(Some((vtag != 0).then(|| value.to_vec()))),
+                Ordering::Less => matched = e.shared + common,
+                Ordering::Equal => return Ok(Some(e.value.map(<[u8]>::to_vec))),
                 Ordering::Greater => return Ok(None),
             }
         }
         Ok(None)
     }
+}
+
+/// One entry as stored: the key's suffix after `shared` bytes of its predecessor's key, the
+/// value (`None` for a tombstone), and the offset just past the entry.
+struct Raw<'a> {
+    shared: usize,
+    suffix: &'a [u8],
+    value: Option<&'a [u8]>,
+    end: usize,
 }
 
 /// The first 8 bytes of `k` as a big-endian integer, zero-padded when `k` is shorter: for
@@ -366,6 +409,16 @@ pub(crate) mod tests {
                 })
                 .collect(),
         );
+        // Keys longer than 127 bytes sharing more than 127 (two-byte length varints).
+        sets.push(
+            (0..300)
+                .map(|i| {
+                    let mut k = vec![b'k'; 150 + i % 7];
+                    k.extend(format!("{}", i * 7919 % 1000).bytes());
+                    k
+                })
+                .collect(),
+        );
         // Random 16-byte keys (the benchmark's shape).
         sets.push(
             (0..3000)
@@ -433,7 +486,9 @@ pub(crate) mod tests {
                 for keys in set.chunks(chunk.min(set.len()).max(1)).take(4) {
                     let mut b = BlockBuilder::default();
                     for (i, k) in keys.iter().enumerate() {
-                        let v: Vec<u8> = k.iter().rev().copied().collect();
+                        // Values of 0..300 bytes: tags of one and two varint bytes.
+                        let mut v: Vec<u8> = k.iter().rev().copied().collect();
+                        v.resize(v.len() + i * 37 % 300, i as u8);
                         b.add(k, (i % 5 != 3).then_some(v.as_slice()));
                     }
                     let bytes = b.finish();
