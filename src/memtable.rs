@@ -206,9 +206,13 @@ impl Memtable {
         if o.covered == n {
             return o.slots.clone();
         }
-        let fresh: Vec<(u64, u32)> = (o.covered..n)
-            .map(|i| (self.slots[i].prefix, i as u32))
-            .collect();
+        let pair = |i: usize| (self.slots[i].prefix, i as u32);
+        let fresh: Vec<(u64, u32)> = if n - o.covered >= PAR_SORT_MIN {
+            use rayon::prelude::*;
+            (o.covered..n).into_par_iter().map(pair).collect()
+        } else {
+            (o.covered..n).map(pair).collect()
+        };
         let cmp = |a: &(u64, u32), b: &(u64, u32)| self.cmp_slots(a, b);
         let fresh = sort_by_prefix(fresh, cmp);
         let merged = if o.slots.is_empty() {
@@ -269,7 +273,8 @@ impl Memtable {
 
     /// The key hash of every entry, in no particular order (for the filter at sealing).
     pub fn hashes(&self) -> Vec<u64> {
-        self.slots.iter().map(|s| s.hash).collect()
+        use rayon::prelude::*;
+        self.slots.par_iter().map(|s| s.hash).collect()
     }
 }
 
@@ -292,56 +297,84 @@ impl SortedEntries for Sorted<'_> {
     }
 }
 
-/// Sorts `(prefix, slot)` pairs into key order. A large input is first distributed into
-/// buckets by the 11 prefix bits below the leading bits all prefixes share (one counting
-/// pass, one scatter), then the buckets, each a few hundred pairs that fit in cache, are
-/// sorted independently on the rayon pool.
+/// Sorts `(prefix, slot)` pairs into key order on the rayon pool. A large input is
+/// distributed into 2,048 buckets by the 11 prefix bits below the leading bits all prefixes
+/// share (so bucket order is key order): the buckets are split into one group of about
+/// equal size per thread, and each thread scatters the pairs of its group into its own part
+/// of the output and sorts its buckets (a few hundred pairs each, in cache).
 fn sort_by_prefix(
     mut v: Vec<(u64, u32)>,
     cmp: impl Fn(&(u64, u32), &(u64, u32)) -> Ordering + Sync,
 ) -> Vec<(u64, u32)> {
     use rayon::prelude::*;
     const BITS: u32 = 11;
-    let first = v.first().map_or(0, |p| p.0);
-    let differ = v.iter().fold(0u64, |a, p| a | (p.0 ^ first));
-    if v.len() < PAR_SORT_MIN || differ == 0 {
-        if v.len() < PAR_SORT_MIN {
-            v.sort_unstable_by(cmp);
-        } else {
-            v.par_sort_unstable_by(cmp);
-        }
+    const BUCKETS: usize = 1 << BITS;
+    if v.len() < PAR_SORT_MIN {
+        v.sort_unstable_by(cmp);
         return v;
     }
-    // Bits above `shift + BITS` are equal in every prefix, so bucket order is key order.
+    let first = v[0].0;
+    let differ = v.par_iter().map(|p| p.0 ^ first).reduce(|| 0, |a, b| a | b);
+    if differ == 0 {
+        v.par_sort_unstable_by(cmp);
+        return v;
+    }
     let shift = (64 - differ.leading_zeros()).saturating_sub(BITS);
-    let bucket = |p: u64| ((p >> shift) & ((1 << BITS) - 1)) as usize;
-    let mut starts = vec![0usize; (1 << BITS) + 1];
-    for p in &v {
-        starts[bucket(p.0) + 1] += 1;
+    let bucket = |p: u64| ((p >> shift) as usize) & (BUCKETS - 1);
+    let counts = v
+        .par_chunks(PAR_SORT_MIN)
+        .map(|c| {
+            let mut h = vec![0usize; BUCKETS];
+            for p in c {
+                h[bucket(p.0)] += 1;
+            }
+            h
+        })
+        .reduce(
+            || vec![0usize; BUCKETS],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            },
+        );
+    // Groups of whole buckets: bucket `bounds[g]..bounds[g + 1]` belong to group g.
+    let groups = rayon::current_num_threads().max(1);
+    let target = v.len().div_ceil(groups);
+    let mut bounds = vec![0usize];
+    let mut acc = 0;
+    for (b, c) in counts.iter().enumerate() {
+        acc += c;
+        if bounds.len() < groups && acc >= target * bounds.len() {
+            bounds.push(b + 1);
+        }
     }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
-    }
+    bounds.push(BUCKETS);
     let mut out = vec![(0u64, 0u32); v.len()];
-    let mut next = starts.clone();
-    for p in &v {
-        let b = bucket(p.0);
-        out[next[b]] = *p;
-        next[b] += 1;
-    }
-    drop(v);
-    let mut buckets = Vec::with_capacity(1 << BITS);
+    let mut regions = Vec::with_capacity(groups);
     let mut rest = out.as_mut_slice();
-    for w in starts.windows(2) {
-        let (head, tail) = rest.split_at_mut(w[1] - w[0]);
-        buckets.push(head);
+    for w in bounds.windows(2) {
+        let len: usize = counts[w[0]..w[1]].iter().sum();
+        let (head, tail) = rest.split_at_mut(len);
+        regions.push((w[0]..w[1], head));
         rest = tail;
     }
-    buckets.into_par_iter().for_each(|b| {
-        if b.len() >= PAR_SORT_MIN {
-            b.par_sort_unstable_by(&cmp);
-        } else {
-            b.sort_unstable_by(&cmp);
+    regions.into_par_iter().for_each(|(group, region)| {
+        let mut next = Vec::with_capacity(group.len());
+        let mut at = 0;
+        for b in group.clone() {
+            next.push(at);
+            at += counts[b];
+        }
+        let starts = next.clone();
+        for p in &v {
+            let b = bucket(p.0);
+            if group.contains(&b) {
+                region[next[b - group.start]] = *p;
+                next[b - group.start] += 1;
+            }
+        }
+        for (s, e) in starts.iter().zip(&next) {
+            region[*s..*e].sort_unstable_by(&cmp);
         }
     });
     out
@@ -394,6 +427,7 @@ impl<'a> Iterator for Range<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::block::Entry;
     use std::collections::BTreeMap;
 
     fn keys(m: &Memtable, r: (Bound<&[u8]>, Bound<&[u8]>)) -> Vec<Vec<u8>> {
@@ -477,6 +511,47 @@ mod tests {
         let mut want: Vec<u64> = model.keys().map(|k| key_hash(k)).collect();
         want.sort_unstable();
         assert_eq!(hashes, want);
+    }
+
+    #[test]
+    fn large_sorts_match_a_btreemap_on_any_pool() {
+        // Above PAR_SORT_MIN the bucketed parallel sort runs: keys share a 3-byte prefix
+        // (the buckets come from the bits below it), lengths 3..14 so prefixes tie.
+        let build = || {
+            let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            let mut m = Memtable::new();
+            let mut x = 7u64;
+            for i in 0..100_000u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let len = 3 + (x >> 59) as usize % 12;
+                let mut key = b"usr".to_vec();
+                key.extend((3..len).map(|j| (x >> (4 * j)) as u8 & 0x3f));
+                let value = (i % 7 != 3).then(|| i.to_le_bytes().to_vec());
+                m.insert(&key, value.as_deref());
+                model.insert(key, value);
+            }
+            (m, model)
+        };
+        for threads in [1, 2, 3] {
+            let (m, model) = build();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let got: Vec<Entry> = pool.install(|| {
+                let s = m.sorted();
+                (0..s.len())
+                    .map(|i| {
+                        let (k, v) = s.entry(i);
+                        (k.to_vec(), v.map(<[u8]>::to_vec))
+                    })
+                    .collect()
+            });
+            let want: Vec<Entry> = model.into_iter().collect();
+            assert_eq!(got, want, "{threads} threads");
+        }
     }
 
     #[test]
