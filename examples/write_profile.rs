@@ -87,10 +87,32 @@ fn main() -> filterstore::Result<()> {
     pool.install(|| store.flush())?;
     let seal = start.elapsed().as_secs_f64();
     let seal_cpu = cpu() - cpu0;
+    // CPU seconds of each live thread (the pool's workers did the seal): how evenly the
+    // seal's work was split, whatever else the machine was running.
+    let mut per_thread = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let f: Vec<f64> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0.0))
+            .collect();
+        let secs = (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0;
+        if secs > 0.0 {
+            per_thread.push(format!("{secs:.2}"));
+        }
+    }
     println!(
-        "{n} puts ({sync:?}, {writers} writer(s)): {:.0} puts/s ({:.0} ns CPU/put); seal with {threads} thread(s): {seal:.3} s ({seal_cpu:.3} s CPU)",
+        "{n} puts ({sync:?}, {writers} writer(s)): {:.0} puts/s ({:.0} ns CPU/put); seal with {threads} thread(s): {seal:.3} s ({seal_cpu:.3} s CPU; CPU s of live threads: {})",
         n as f64 / load,
-        load_cpu / n as f64 * 1e9
+        load_cpu / n as f64 * 1e9,
+        per_thread.join(" ")
     );
     Ok(())
 }
