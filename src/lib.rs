@@ -19,6 +19,7 @@
 
 pub mod bench;
 pub mod codec;
+pub mod counters;
 pub mod error;
 pub mod filter;
 pub mod hash;
@@ -36,7 +37,7 @@ pub mod wal;
 
 pub use error::{Error, Result};
 pub use filter::{Filter, FilterKind};
-pub use store::{Options, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.

@@ -4,13 +4,15 @@
 //! is skipped when its key range excludes the key or its filter says "absent", so only a
 //! "maybe" costs an index search and one data-block read.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
+use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::{check_fpr, FilterKind};
 use crate::hash::key_hash;
@@ -90,6 +92,37 @@ pub struct TableHandle {
     pub counters: Arc<TableCounters>,
     /// Why a recorded filter is not in use (damaged or missing), if so.
     pub filter_problem: Option<String>,
+    /// [`prefix8`] of the table's smallest and largest key.
+    lo: u64,
+    hi: u64,
+}
+
+/// The first 8 bytes of `key`, zero-padded, as a big-endian number. `prefix8(a) <
+/// prefix8(b)` implies `a < b` (the first differing byte decides, and a zero pad stands for
+/// a key that ended first), so a range check needs a byte comparison only on equal prefixes.
+#[inline]
+fn prefix8(key: &[u8]) -> u64 {
+    if let Some(b) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*b);
+    }
+    // Shorter keys: no variable-length memcpy call, at most 7 shifts.
+    let mut p = 0u64;
+    for (i, &b) in key.iter().enumerate() {
+        p |= u64::from(b) << (56 - 8 * i);
+    }
+    p
+}
+
+/// `min <= key <= max`, given `lo = prefix8(min)`, `hi = prefix8(max)`, `p = prefix8(key)`.
+#[inline]
+fn range_contains(min: &[u8], max: &[u8], lo: u64, hi: u64, key: &[u8], p: u64) -> bool {
+    if p < lo || p > hi {
+        return false;
+    }
+    if p > lo && p < hi {
+        return true;
+    }
+    key >= min && key <= max
 }
 
 enum Probe {
@@ -98,6 +131,31 @@ enum Probe {
 }
 
 impl TableHandle {
+    fn new(
+        table: Arc<Table>,
+        filter: Option<Arc<MappedFilter>>,
+        record: TableRecord,
+        filter_problem: Option<String>,
+    ) -> TableHandle {
+        let (lo, hi) = (prefix8(&table.meta.min_key), prefix8(&table.meta.max_key));
+        TableHandle {
+            table,
+            filter,
+            record,
+            counters: Arc::default(),
+            filter_problem,
+            lo,
+            hi,
+        }
+    }
+
+    /// Whether `key` (with `p = prefix8(key)`) lies inside the table's key range.
+    #[inline]
+    fn in_range(&self, key: &[u8], p: u64) -> bool {
+        let m = &self.table.meta;
+        range_contains(&m.min_key, &m.max_key, self.lo, self.hi, key, p)
+    }
+
     fn open(dir: &Path, record: TableRecord) -> Result<TableHandle> {
         let table = Arc::new(Table::open(&table_path(dir, record.number), record.number)?);
         let (filter, filter_problem) = if record.filter_file == 0 {
@@ -109,38 +167,137 @@ impl TableHandle {
                 Err(e) => (None, Some(e.to_string())),
             }
         };
-        Ok(TableHandle {
-            table,
-            filter,
-            record,
-            counters: Arc::default(),
-            filter_problem,
-        })
+        Ok(TableHandle::new(table, filter, record, filter_problem))
     }
 
-    fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
-        let m = &self.table.meta;
-        if key < m.min_key.as_slice() || key > m.max_key.as_slice() {
+    fn probe(&self, key: &[u8], p: u64, hash: u64) -> Result<Probe> {
+        if !self.in_range(key, p) {
             return Ok(Probe::Skip);
         }
         let c = &self.counters;
         if let Some(f) = &self.filter {
             if !f.may_contain(hash) {
-                c.negatives.fetch_add(1, Relaxed);
+                c.add_negatives(1);
                 return Ok(Probe::Skip);
             }
-            c.positives.fetch_add(1, Relaxed);
+            c.add_positives(1);
         }
         match self.table.get(key, c)? {
             Some(v) => Ok(Probe::Found(v)),
             None => {
                 if self.filter.is_some() {
-                    c.false_positives.fetch_add(1, Relaxed);
+                    c.add_false_positives(1);
                 } else {
-                    c.unfiltered_misses.fetch_add(1, Relaxed);
+                    c.add_unfiltered_misses(1);
                 }
                 Ok(Probe::Skip)
             }
+        }
+    }
+}
+
+/// Looks `key` up in `tables`, newest first (`None`: in none of them).
+fn find_in_tables(tables: &[Arc<TableHandle>], key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    let p = prefix8(key);
+    // Pass 1: touch every candidate filter's cache line(s). These loads do not depend on
+    // each other, so their cache misses overlap; pass 2 then finds its lines in cache
+    // instead of taking one miss after another.
+    if tables.len() > 1 {
+        let mut acc = 0u8;
+        for t in tables {
+            if let Some(f) = &t.filter {
+                if t.in_range(key, p) {
+                    acc ^= f.touch(hash);
+                }
+            }
+        }
+        std::hint::black_box(acc);
+    }
+    for t in tables {
+        if let Probe::Found(v) = t.probe(key, p, hash)? {
+            return Ok(v);
+        }
+    }
+    Ok(None)
+}
+
+/// See [`Store::state_mut`].
+struct StateMut<'a> {
+    guard: RwLockWriteGuard<'a, State>,
+    version: &'a AtomicU64,
+}
+
+impl std::ops::Deref for StateMut<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateMut<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateMut<'_> {
+    fn drop(&mut self) {
+        // Still under the write lock: a reader that refreshes under the read lock sees the
+        // state and its version together.
+        self.version.fetch_add(1, SeqCst);
+    }
+}
+
+/// Many lookups from one thread without the store's lock (see [`Store::reader`]).
+pub struct Reader<'s> {
+    store: &'s Store,
+    snap: RefCell<Option<ReadSnapshot>>,
+}
+
+struct ReadSnapshot {
+    version: u64,
+    tables: Arc<Vec<Arc<TableHandle>>>,
+    /// No memtable entries: lookups go straight to the tables.
+    tables_only: bool,
+}
+
+impl std::fmt::Debug for Reader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("dir", &self.store.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader<'_> {
+    /// Looks `key` up (see [`Store::get`]).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(key, key_hash(key))
+    }
+
+    /// Looks `key` up with its precomputed [`key_hash`].
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        let store = self.store;
+        let version = store.version.load(SeqCst);
+        let mut snap = self.snap.borrow_mut();
+        let fresh = match &*snap {
+            Some(s) => s.version == version,
+            None => false,
+        };
+        if !fresh {
+            let st = store.state.read().unwrap_or_else(|p| p.into_inner());
+            *snap = Some(ReadSnapshot {
+                version: store.version.load(SeqCst),
+                tables: st.tables.clone(),
+                tables_only: st.mem.is_empty() && st.imm.is_none(),
+            });
+        }
+        match &*snap {
+            Some(s) if s.tables_only => {
+                store.lookups.add(0, 1);
+                find_in_tables(&s.tables, key, hash)
+            }
+            _ => store.get_with_hash(key, hash),
         }
     }
 }
@@ -180,8 +337,10 @@ pub struct Store {
     writer: Mutex<Writer>,
     maintenance: Mutex<()>,
     poisoned: AtomicBool,
-    lookups: AtomicU64,
+    lookups: Sharded<1>,
     retired: Retired,
+    /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
+    version: AtomicU64,
 }
 
 fn table_path(dir: &Path, n: u64) -> PathBuf {
@@ -349,7 +508,8 @@ impl Store {
             }),
             maintenance: Mutex::new(()),
             poisoned: AtomicBool::new(false),
-            lookups: AtomicU64::new(0),
+            lookups: Sharded::default(),
+            version: AtomicU64::new(0),
             retired: Retired::default(),
         };
         Ok(store)
@@ -369,6 +529,39 @@ impl Store {
     pub fn default_filter(&self) -> (FilterKind, f64) {
         let w = self.lock_writer();
         (w.manifest.default_kind, w.manifest.default_fpr)
+    }
+
+    /// Write access to the state; the version is bumped when the guard is dropped.
+    fn state_mut(&self) -> StateMut<'_> {
+        StateMut {
+            guard: self.state.write().unwrap_or_else(|p| p.into_inner()),
+            version: &self.version,
+        }
+    }
+
+    /// A reader for many lookups from one thread: it keeps the list of tables it last saw
+    /// and checks with one atomic load per lookup that nothing changed, instead of taking
+    /// the store's lock for each [`get`](Self::get). Lookups see every write that completed
+    /// before them, as with `get`. While the memtable holds unflushed entries, a reader's
+    /// lookups take the same path as `get`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put(b"apple", b"red")?;
+    /// store.flush()?;
+    /// let reader = store.reader();
+    /// assert_eq!(reader.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(reader.get(b"pear")?, None);
+    /// store.delete(b"apple")?; // seen by the same reader
+    /// assert_eq!(reader.get(b"apple")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: self,
+            snap: RefCell::new(None),
+        }
     }
 
     fn lock_writer(&self) -> MutexGuard<'_, Writer> {
@@ -441,7 +634,7 @@ impl Store {
         let r = w.wal.append(&w.record, sync);
         self.poison(r)?;
         let full = {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             for (k, v) in ops {
                 st.mem_bytes += entry_bytes(k, *v);
                 st.mem.insert(k, *v);
@@ -475,7 +668,7 @@ impl Store {
 
     fn flush_locked(&self, w: &mut Writer) -> Result<()> {
         let imm = {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             if st.mem.is_empty() {
                 return Ok(());
             }
@@ -516,7 +709,7 @@ impl Store {
         next.store(&*self.fs, &self.dir)?;
         w.manifest = next;
         {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             let mut tables = Vec::with_capacity(st.tables.len() + 1);
             tables.push(handle);
             tables.extend(st.tables.iter().cloned());
@@ -589,7 +782,7 @@ impl Store {
 
     /// Looks `key` up with its precomputed [`key_hash`] (hash once, probe every table).
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        self.lookups.fetch_add(1, Relaxed);
+        self.lookups.add(0, 1);
         let tables = {
             let st = self.state.read().unwrap_or_else(|p| p.into_inner());
             if let Some(v) = st.mem.get_hashed(key, hash) {
@@ -600,12 +793,7 @@ impl Store {
             }
             st.tables.clone()
         };
-        for t in tables.iter() {
-            if let Probe::Found(v) = t.probe(key, hash)? {
-                return Ok(v);
-            }
-        }
-        Ok(None)
+        find_in_tables(&tables, key, hash)
     }
 
     /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden.
@@ -777,7 +965,7 @@ impl Store {
         let r = next.store(&*self.fs, &self.dir);
         self.poison(r)?;
         w.manifest = next;
-        self.state.write().unwrap_or_else(|p| p.into_inner()).tables = Arc::new(tables);
+        self.state_mut().tables = Arc::new(tables);
         Ok(())
     }
 
@@ -794,15 +982,13 @@ impl Store {
                 .remove(&filter_path(&self.dir, t.record.filter_file));
         }
         let (c, r) = (&t.counters, &self.retired);
-        r.negatives.fetch_add(c.negatives.load(Relaxed), Relaxed);
-        r.positives.fetch_add(c.positives.load(Relaxed), Relaxed);
-        r.false_positives
-            .fetch_add(c.false_positives.load(Relaxed), Relaxed);
+        r.negatives.fetch_add(c.negatives(), Relaxed);
+        r.positives.fetch_add(c.positives(), Relaxed);
+        r.false_positives.fetch_add(c.false_positives(), Relaxed);
         r.unfiltered_misses
-            .fetch_add(c.unfiltered_misses.load(Relaxed), Relaxed);
-        r.block_reads
-            .fetch_add(c.block_reads.load(Relaxed), Relaxed);
-        r.bytes_read.fetch_add(c.bytes_read.load(Relaxed), Relaxed);
+            .fetch_add(c.unfiltered_misses(), Relaxed);
+        r.block_reads.fetch_add(c.block_reads(), Relaxed);
+        r.bytes_read.fetch_add(c.bytes_read(), Relaxed);
     }
 
     fn maybe_compact(&self) -> Result<()> {
@@ -906,13 +1092,12 @@ impl Store {
             )?)),
             None => None,
         };
-        Ok(Arc::new(TableHandle {
-            table: t.table.clone(),
+        Ok(Arc::new(TableHandle::new(
+            t.table.clone(),
             filter,
             record,
-            counters: Arc::default(),
-            filter_problem: None,
-        }))
+            None,
+        )))
     }
 
     /// Store-wide and per-table counters and sizes.
@@ -920,7 +1105,7 @@ impl Store {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
         let r = &self.retired;
         let mut s = Stats {
-            lookups: self.lookups.load(Relaxed),
+            lookups: self.lookups.get(0),
             memtable_entries: st.mem.len() as u64 + st.imm.as_ref().map_or(0, |m| m.len() as u64),
             memtable_bytes: st.mem_bytes as u64,
             filter_negatives: r.negatives.load(Relaxed),
@@ -948,17 +1133,17 @@ impl Store {
                 theoretical_fpr: t.filter.as_ref().map_or(1.0, |f| f.theoretical_fpr()),
                 min_key: t.record.min_key.clone(),
                 max_key: t.record.max_key.clone(),
-                filter_negatives: c.negatives.load(Relaxed),
-                filter_positives: c.positives.load(Relaxed),
-                false_positives: c.false_positives.load(Relaxed),
-                data_block_reads: c.block_reads.load(Relaxed),
-                bytes_read: c.bytes_read.load(Relaxed),
+                filter_negatives: c.negatives(),
+                filter_positives: c.positives(),
+                false_positives: c.false_positives(),
+                data_block_reads: c.block_reads(),
+                bytes_read: c.bytes_read(),
                 filter_problem: t.filter_problem.clone(),
             };
             s.filter_negatives += ts.filter_negatives;
             s.filter_positives += ts.filter_positives;
             s.false_positives += ts.false_positives;
-            s.unfiltered_reads += c.unfiltered_misses.load(Relaxed);
+            s.unfiltered_reads += c.unfiltered_misses();
             s.data_block_reads += ts.data_block_reads;
             s.bytes_read += ts.bytes_read;
             s.tables.push(ts);
@@ -1130,5 +1315,47 @@ impl TableStats {
     pub fn observed_fpr(&self) -> Option<f64> {
         let d = self.false_positives + self.filter_negatives;
         (d > 0).then(|| self.false_positives as f64 / d as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prefix shortcut agrees with byte comparison on keys built to tie: short keys,
+    /// zero bytes (which look like padding), shared 8-byte prefixes, the empty key.
+    #[test]
+    fn range_check_agrees_with_byte_comparison() {
+        let alphabet: [&[u8]; 4] = [b"", b"\0", b"a", b"\xff"];
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut x = 0x1234_5678_9abc_def1u64;
+        for _ in 0..400 {
+            x = crate::hash::mix64(x);
+            let mut k = Vec::new();
+            // Mostly a common 7- or 8-byte stem, then 0..3 bytes from a small alphabet.
+            if !x.is_multiple_of(3) {
+                k.extend_from_slice(&b"stemstem"[..7 + (x % 2) as usize]);
+            }
+            for j in 0..(x >> 8) % 4 {
+                k.extend_from_slice(alphabet[((x >> (16 + 2 * j)) % 4) as usize]);
+            }
+            keys.push(k);
+        }
+        keys.sort();
+        keys.dedup();
+        let mut checked = 0;
+        for (i, min) in keys.iter().enumerate().step_by(3) {
+            for max in &keys[i..] {
+                let (lo, hi) = (prefix8(min), prefix8(max));
+                for key in &keys {
+                    let want = min <= key && key <= max;
+                    let got = range_contains(min, max, lo, hi, key, prefix8(key));
+                    assert_eq!(got, want, "{min:?} <= {key:?} <= {max:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 50_000, "only {checked} checks");
+        println!("{checked} range checks agree");
     }
 }

@@ -313,6 +313,7 @@ fn poke(bytes: &[u8]) -> bool {
                 f.may_contain(mix64(i));
             }
             f.may_contain(0);
+            f.touch(0);
             f.may_contain(u64::MAX);
             let _ = f.theoretical_fpr();
             let _ = f.block_len();

@@ -415,3 +415,124 @@ fn store_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Store>();
 }
+
+/// A long-lived `Reader` sees every completed put, delete, flush, compaction and refilter
+/// (its cached table list is refreshed when the store changes), and its lookups are counted.
+#[test]
+fn a_long_lived_reader_sees_every_completed_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts(FilterKind::BlockedBloom, 0.01)).unwrap();
+    let reader = store.reader();
+    let mut model = std::collections::BTreeMap::new();
+    let mut x = 7u64;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let (mut checked, mut fast) = (0u64, 0u64);
+    for step in 0..3000u64 {
+        let i = next() % 300;
+        match next() % 20 {
+            0..=7 => {
+                let v = format!("v{step}").into_bytes();
+                store.put(&key(i), &v).unwrap();
+                model.insert(i, v);
+            }
+            8..=9 => {
+                store.delete(&key(i)).unwrap();
+                model.remove(&i);
+            }
+            10..=12 => store.flush().unwrap(),
+            13 => store.compact().unwrap(),
+            14 => {
+                let kind = FilterKind::ALL[(next() % 4) as usize];
+                store.refilter(kind, 0.05).unwrap();
+            }
+            _ => {}
+        }
+        let memtable_empty = store.stats().memtable_entries == 0;
+        for _ in 0..5 {
+            let j = next() % 320;
+            let before = store.stats().lookups;
+            assert_eq!(
+                reader.get(&key(j)).unwrap(),
+                model.get(&j).cloned(),
+                "step {step}: key {j}"
+            );
+            assert_eq!(
+                store.stats().lookups,
+                before + 1,
+                "a reader lookup is counted"
+            );
+            checked += 1;
+            fast += memtable_empty as u64;
+        }
+    }
+    assert!(
+        fast > 1000,
+        "only {fast} of {checked} lookups had an empty memtable"
+    );
+    println!("reader: {checked} lookups checked, {fast} with an empty memtable");
+}
+
+/// Readers on other threads never miss an acknowledged key while the writer flushes,
+/// compacts and refilters (the memtable is empty during the maintenance, so the readers'
+/// lock-free path runs against changing table lists).
+#[test]
+fn readers_never_miss_keys_while_tables_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        compaction_trigger: Some(3),
+        ..opts(FilterKind::Cuckoo, 0.01)
+    };
+    let store = Arc::new(Store::open(dir.path(), o).unwrap());
+    let written = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let (store, written, stop) = (store.clone(), written.clone(), stop.clone());
+        readers.push(std::thread::spawn(move || {
+            let reader = store.reader();
+            let mut checks = 0u64;
+            let mut x = r + 11;
+            while !stop.load(Ordering::Relaxed) {
+                let n = written.load(Ordering::Acquire);
+                if n == 0 {
+                    continue;
+                }
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let i = (x >> 33) % n;
+                assert_eq!(
+                    reader.get(&key(i)).unwrap(),
+                    Some(format!("v{i}").into_bytes()),
+                    "reader {r} missed key {i} of {n}"
+                );
+                checks += 1;
+            }
+            checks
+        }));
+    }
+    let kinds = [
+        FilterKind::Bloom,
+        FilterKind::None,
+        FilterKind::BlockedBloom,
+    ];
+    for round in 0..30u64 {
+        for i in round * 200..(round + 1) * 200 {
+            store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+        }
+        // Acknowledged only once flushed: then every round's keys sit in tables.
+        store.flush().unwrap();
+        written.store((round + 1) * 200, Ordering::Release);
+        store.refilter(kinds[round as usize % 3], 0.02).unwrap();
+        store.compact().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(checks > 1000, "readers ran {checks} checks");
+    println!("readers: {checks} checked lookups across 30 flush/refilter/compact rounds");
+}

@@ -92,6 +92,7 @@ impl Run for Hyphenate {
             _ => Box::new(BufReader::new(io::stdin().lock())),
         };
         let before = dict.stats();
+        let reader = dict.reader();
         let start = Instant::now();
         let mut out = stdout();
         let (mut words, mut lookups, mut exceptions) = (0u64, 0u64, 0u64);
@@ -112,7 +113,7 @@ impl Run for Hyphenate {
             match std::str::from_utf8(&line) {
                 Ok(w) => {
                     result.clear();
-                    let o = hyph.hyphenate_into(w, &dict, &mut result)?;
+                    let o = hyph.hyphenate_into(w, &reader, &mut result)?;
                     lookups += o.lookups as u64;
                     exceptions += o.exception as u64;
                     out.write_all(result.as_bytes())?;

@@ -238,6 +238,13 @@ impl<'a> BlockedView<'a> {
             block[(p as usize / 8) & 63] & (1 << (p % 8)) != 0
         })
     }
+
+    /// Reads one byte of the key's block (one cache line; see [`crate::Filter::touch`]).
+    #[inline]
+    pub fn touch(&self, hash: u64) -> u8 {
+        let off = (fastrange(hash, self.blocks) * 64) as usize;
+        self.body.get(off).copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

@@ -166,6 +166,21 @@ impl<'a> BloomView<'a> {
             byte & (1 << (p % 8)) != 0
         })
     }
+
+    /// Reads the bytes of the first two probes (where most absent keys are decided) and
+    /// returns them folded, so that a caller can bring them into cache ahead of
+    /// [`may_contain`](Self::may_contain) with a plain load (see [`crate::Filter::touch`]).
+    #[inline]
+    pub fn touch(&self, hash: u64) -> u8 {
+        let body = self.body;
+        let (mut acc, mut left) = (0u8, 2);
+        for_each_probe(hash, self.m, self.k, |p| {
+            acc ^= body.get((p / 8) as usize).copied().unwrap_or(0);
+            left -= 1;
+            left > 0
+        });
+        acc
+    }
 }
 
 #[cfg(test)]

@@ -344,6 +344,17 @@ impl<'a> CuckooView<'a> {
         }
     }
 
+    /// Reads the key's two buckets (see [`crate::Filter::touch`]).
+    #[inline]
+    pub fn touch(&self, hash: u64) -> u8 {
+        let fp = fingerprint(hash, self.fp_bits);
+        let i1 = fastrange(hash, self.buckets);
+        let i2 = alt_bucket(i1, fp, self.buckets);
+        let b1 = self.bucket_bits(i1).unwrap_or(0);
+        let b2 = self.bucket_bits(i2).unwrap_or(0);
+        (b1 ^ b2) as u8
+    }
+
     /// Reconstructs a mutable filter from this block (to insert or delete without the keys).
     pub fn to_builder(&self, fpr: f64) -> CuckooBuilder {
         let mut b = CuckooBuilder::with_buckets(self.buckets, fpr);

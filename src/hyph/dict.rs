@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::exceptions::{parse_exceptions, ExceptionLookup, MemoryExceptions};
-use crate::{Error, FilterKind, Options, Result, Stats, Store, SyncPolicy, WriteBatch};
+use crate::{Error, FilterKind, Options, Reader, Result, Stats, Store, SyncPolicy, WriteBatch};
 
 /// The reserved key holding the digest of the exception sources (never a word).
 pub const DIGEST_KEY: &[u8] = b"#sources-digest";
@@ -232,6 +232,12 @@ impl ExceptionDict {
         &self.store
     }
 
+    /// A lookup source for one thread that skips the store's lock per word (see
+    /// [`Store::reader`]); use it for a run of many words.
+    pub fn reader(&self) -> Reader<'_> {
+        self.store.reader()
+    }
+
     /// The store's counters (diff two snapshots for per-run figures).
     pub fn stats(&self) -> Stats {
         self.store.stats()
@@ -242,5 +248,12 @@ impl ExceptionLookup for ExceptionDict {
     /// One [`Store::get_with_hash`] with the hyphenator's hash (no second hashing).
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.store.get_with_hash(lower_word, hash)
+    }
+}
+
+impl ExceptionLookup for Reader<'_> {
+    /// One [`Reader::get_with_hash`] with the hyphenator's hash.
+    fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(lower_word, hash)
     }
 }

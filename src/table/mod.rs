@@ -14,12 +14,12 @@ pub mod block;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use memmap2::Mmap;
 
 use self::block::{Block, BlockBuilder, Entry};
 use crate::codec::{check_crc, put_varint, Cursor};
+pub use crate::counters::TableCounters;
 use crate::error::{Error, Result};
 use crate::filter::{self, Filter, FilterKind, Header};
 use crate::io::{Fs, WritableFile};
@@ -412,23 +412,6 @@ impl Index {
     }
 }
 
-/// Counters of one table (and its current filter).
-#[derive(Debug, Default)]
-pub struct TableCounters {
-    /// Filter said "absent": data-block reads avoided.
-    pub negatives: AtomicU64,
-    /// Filter said "maybe".
-    pub positives: AtomicU64,
-    /// Filter said "maybe" but the table did not hold the key.
-    pub false_positives: AtomicU64,
-    /// Lookups inside the key range of a table without a filter that missed.
-    pub unfiltered_misses: AtomicU64,
-    /// Data blocks read.
-    pub block_reads: AtomicU64,
-    /// Bytes read from the table file.
-    pub bytes_read: AtomicU64,
-}
-
 /// An open table file: the index and meta stay in memory, data blocks are read on demand
 /// with positioned reads (each one a counted I/O).
 #[derive(Debug)]
@@ -564,8 +547,8 @@ impl Table {
         self.file
             .read_exact_at(raw, offset)
             .map_err(|err| Error::io(&self.path, err))?;
-        counters.block_reads.fetch_add(1, Relaxed);
-        counters.bytes_read.fetch_add(need as u64, Relaxed);
+        counters.add_block_reads(1);
+        counters.add_bytes_read(need as u64);
         let (data, crc) = raw.split_at(len as usize);
         check_crc(data, le32(crc), offset, "data block")
             .map_err(|err| err.in_file(&self.path, 0))?;
@@ -675,6 +658,12 @@ impl MappedFilter {
     #[inline]
     pub fn may_contain(&self, hash: u64) -> bool {
         self.checked.rebind(&self.map).may_contain(hash)
+    }
+
+    /// See [`Filter::touch`].
+    #[inline]
+    pub fn touch(&self, hash: u64) -> u8 {
+        self.checked.rebind(&self.map).touch(hash)
     }
 
     /// The filter's header.

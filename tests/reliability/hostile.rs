@@ -317,6 +317,7 @@ fn decoders_survive_millions_of_hostile_inputs() {
             Ok(f) => {
                 for h in [0u64, 1, u64::MAX, 0x1234_5678_9abc_def0] {
                     f.may_contain(h);
+                    f.touch(h);
                 }
                 let _ = f.theoretical_fpr();
                 true
