@@ -26,6 +26,7 @@ pub mod hash;
 pub mod hyph;
 pub mod io;
 pub mod manifest;
+pub mod memtable;
 pub mod merge;
 mod mmap;
 pub mod plot;

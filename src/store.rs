@@ -5,7 +5,7 @@
 //! "maybe" costs an index search and one data-block read.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use crate::io::{Fs, RealFs};
 use crate::manifest::{Manifest, TableRecord};
 use crate::merge::{MergeIter, Source, TableIter};
 use crate::table::block::Entry;
-use crate::table::{write_filter_file, MappedFilter, Table, TableCounters};
+use crate::table::{write_filter_file, MappedFilter, SortedEntries, Table, TableCounters};
 use crate::wal::{replay_file, WalWriter, WriteBatch};
 
 /// When WAL appends are fsynced.
@@ -77,7 +77,7 @@ pub const DEFAULT_FILTER: FilterKind = FilterKind::BlockedBloom;
 /// Default target false-positive rate of a new store.
 pub const DEFAULT_FPR: f64 = 0.01;
 
-type Mem = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+type Mem = crate::memtable::Memtable;
 
 /// A live table with its current filter and counters.
 #[derive(Debug)]
@@ -458,7 +458,7 @@ impl Store {
             if ext == "wal" && *n >= manifest.log_number {
                 let end = replay_file(&wal_path(&dir, *n), |k, v| {
                     mem_bytes += entry_bytes(&k, v.as_deref());
-                    mem.insert(k, v);
+                    mem.insert(&k, v.as_deref());
                 })?;
                 if end.records == 0 {
                     empty_wals.insert(*n);
@@ -637,7 +637,7 @@ impl Store {
             let mut st = self.state_mut();
             for (k, v) in ops {
                 st.mem_bytes += entry_bytes(k, *v);
-                st.mem.insert(k.to_vec(), v.map(<[u8]>::to_vec));
+                st.mem.insert(k, *v);
             }
             st.mem_bytes >= self.opts.memtable_bytes
         };
@@ -695,11 +695,8 @@ impl Store {
         w.wal.write_out()?;
         w.wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, wal_no))?;
         w.wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
-        let entries: Vec<(&[u8], Option<&[u8]>)> = imm
-            .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_deref()))
-            .collect();
-        let Some(record) = self.write_table(table_no, filter_no, entries.into_iter())? else {
+        let (entries, hashes) = (imm.sorted(), imm.hashes());
+        let Some(record) = self.write_table(table_no, filter_no, &entries, Some(&hashes))? else {
             return Ok(());
         };
         let handle = Arc::new(TableHandle::open(&self.dir, record.clone())?);
@@ -729,24 +726,35 @@ impl Store {
 
     /// Writes a table (and its filter, built in parallel) from sorted entries and returns
     /// its manifest record; `None` when there were no entries (no file is left behind).
-    fn write_table<'a>(
+    /// `hashes`, when given, are the entries' [`key_hash`]es, in any order.
+    fn write_table<E: SortedEntries + ?Sized>(
         &self,
         table_no: u64,
         filter_no: u64,
-        entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + Send,
+        entries: &E,
+        hashes: Option<&[u64]>,
     ) -> Result<Option<TableRecord>> {
-        let entries: Vec<_> = entries.collect();
         if entries.is_empty() {
             return Ok(None);
         }
         let tpath = table_path(&self.dir, table_no);
         let fpath = filter_path(&self.dir, filter_no);
         let (t, f) = rayon::join(
-            || crate::table::write_table(&*self.fs, &tpath, &entries),
+            || crate::table::write_table(&*self.fs, &tpath, entries),
             || -> Result<_> {
-                let hashes =
-                    crate::hash::hash_keys(&entries.iter().map(|e| e.0).collect::<Vec<_>>());
-                write_filter_file(&*self.fs, &fpath, self.kind, self.fpr, &hashes)
+                let computed;
+                let hashes = match hashes {
+                    Some(h) => h,
+                    None => {
+                        use rayon::prelude::*;
+                        computed = (0..entries.len())
+                            .into_par_iter()
+                            .map(|i| key_hash(entries.entry(i).0))
+                            .collect::<Vec<u64>>();
+                        &computed
+                    }
+                };
+                write_filter_file(&*self.fs, &fpath, self.kind, self.fpr, hashes)
             },
         );
         let (meta, filter_bytes) = (t?, f?);
@@ -777,11 +785,11 @@ impl Store {
         self.lookups.add(0, 1);
         let tables = {
             let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(v) = st.mem.get(key) {
-                return Ok(v.clone());
+            if let Some(v) = st.mem.get_hashed(key, hash) {
+                return Ok(v.map(<[u8]>::to_vec));
             }
-            if let Some(v) = st.imm.as_ref().and_then(|m| m.get(key)) {
-                return Ok(v.clone());
+            if let Some(v) = st.imm.as_ref().and_then(|m| m.get_hashed(key, hash)) {
+                return Ok(v.map(<[u8]>::to_vec));
             }
             st.tables.clone()
         };
@@ -823,8 +831,11 @@ impl Store {
         let mut sources: Vec<Source> = Vec::new();
         let snap = |m: &Mem| -> Source {
             let v: Vec<Entry> = m
-                .range::<Vec<u8>, _>(range.clone())
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .range((
+                    range.0.as_ref().map(Vec::as_slice),
+                    range.1.as_ref().map(Vec::as_slice),
+                ))
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
                 .collect();
             Box::new(v.into_iter().map(Ok))
         };
@@ -893,11 +904,12 @@ impl Store {
                 live.push((k, v));
             }
         }
-        let built = self.write_table(
-            table_no,
-            filter_no,
-            live.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))),
-        );
+        let entries: Vec<(&[u8], Option<&[u8]>)> = live
+            .iter()
+            .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+            .collect();
+        let built = self.write_table(table_no, filter_no, entries.as_slice(), None);
+        drop(entries);
         let record = match built {
             Ok(x) => x,
             Err(e) => {

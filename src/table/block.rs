@@ -16,6 +16,54 @@ use crate::error::{Error, Result};
 /// Entries between restart points.
 pub const RESTART_INTERVAL: usize = 16;
 
+/// Length of the common prefix of `a` and `b`, eight bytes at a time.
+#[inline]
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().unwrap_or([0; 8]));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// Appends one varint, with a fast path for the one-byte case (most lengths here).
+#[inline]
+fn put_len(out: &mut Vec<u8>, v: usize) {
+    if v < 0x80 {
+        out.push(v as u8);
+    } else {
+        put_varint(out, v as u64);
+    }
+}
+
+/// Appends one entry to `out`: `key` shares `shared` leading bytes with the previous key of
+/// its block (0 at a restart point).
+#[inline]
+pub fn put_entry(out: &mut Vec<u8>, shared: usize, key: &[u8], value: Option<&[u8]>) {
+    put_len(out, shared);
+    put_len(out, key.len() - shared);
+    match value {
+        Some(v) => {
+            put_varint(out, v.len() as u64 + 1);
+            out.extend_from_slice(&key[shared..]);
+            out.extend_from_slice(v);
+        }
+        None => {
+            out.push(0);
+            out.extend_from_slice(&key[shared..]);
+        }
+    }
+}
+
 /// Builds one block.
 #[derive(Debug, Default)]
 pub struct BlockBuilder {
@@ -33,18 +81,9 @@ impl BlockBuilder {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
-            key.iter()
-                .zip(&self.last_key)
-                .take_while(|(a, b)| a == b)
-                .count()
+            common_prefix(key, &self.last_key)
         };
-        put_varint(&mut self.buf, shared as u64);
-        put_varint(&mut self.buf, (key.len() - shared) as u64);
-        put_varint(&mut self.buf, value.map_or(0, |v| v.len() as u64 + 1));
-        self.buf.extend_from_slice(&key[shared..]);
-        if let Some(v) = value {
-            self.buf.extend_from_slice(v);
-        }
+        put_entry(&mut self.buf, shared, key, value);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         self.count += 1;

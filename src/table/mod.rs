@@ -129,10 +129,10 @@ impl TableBuilder {
     }
 
     /// Appends blocks encoded elsewhere (see [`write_table`]); they must follow every key
-    /// added so far.
-    fn add_part(&mut self, part: Part) -> Result<()> {
+    /// added so far. Returns the part's buffer for reuse.
+    fn add_part(&mut self, part: Part) -> Result<Vec<u8>> {
         if part.entries == 0 {
-            return Ok(());
+            return Ok(part.bytes);
         }
         if self.meta.entries == 0 {
             self.meta.min_key = part.first_key;
@@ -147,12 +147,15 @@ impl TableBuilder {
             self.meta.max_key = last;
             self.meta.data_blocks += 1;
         }
-        self.offset += part.bytes.len() as u64;
-        self.buf.extend_from_slice(&part.bytes);
-        if self.buf.len() >= WRITE_BUFFER {
+        // A part is large: it goes to the file as it is, without a copy into `buf`.
+        if !self.buf.is_empty() {
             self.flush_buf()?;
         }
-        Ok(())
+        self.file
+            .write_all(&part.bytes)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.offset += part.bytes.len() as u64;
+        Ok(part.bytes)
     }
 
     /// Number of entries added so far.
@@ -201,6 +204,36 @@ impl TableBuilder {
     }
 }
 
+/// Sorted, distinct entries a table is written from, read by position: a slice, or a
+/// memtable's sorted view (so sealing copies no entry list out of the memtable).
+pub trait SortedEntries: Sync {
+    /// Number of entries.
+    fn len(&self) -> usize;
+    /// Entry `i` (`None` = tombstone).
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>);
+    /// About how many key and value bytes the entries hold (an over-estimate is fine; it
+    /// sizes the encoding buffers).
+    fn payload_bytes(&self) -> usize;
+    /// True when there is no entry.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl SortedEntries for [(&[u8], Option<&[u8]>)] {
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>) {
+        self[i]
+    }
+    fn payload_bytes(&self) -> usize {
+        self.iter()
+            .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
+            .sum()
+    }
+}
+
 /// Blocks encoded from a run of sorted entries, with offsets relative to the run's start.
 struct Part {
     bytes: Vec<u8>,
@@ -210,54 +243,130 @@ struct Part {
     tombstones: u64,
 }
 
-fn encode_part(entries: &[(&[u8], Option<&[u8]>)]) -> Part {
+/// Encodes entries `range` into blocks (the format of [`BlockBuilder`], written in place
+/// into `bytes`, which is cleared and reused).
+fn encode_part<E: SortedEntries + ?Sized>(
+    entries: &E,
+    range: std::ops::Range<usize>,
+    mut bytes: Vec<u8>,
+) -> Part {
+    let n = range.len();
+    let per_entry = entries.payload_bytes() / entries.len().max(1) + 4;
+    bytes.clear();
+    bytes.reserve(n * per_entry + n / 2 + 64);
     let mut part = Part {
-        bytes: Vec::with_capacity(entries.len() * 64),
-        index: Vec::new(),
-        first_key: entries.first().map_or(Vec::new(), |e| e.0.to_vec()),
-        entries: entries.len() as u64,
-        tombstones: entries.iter().filter(|e| e.1.is_none()).count() as u64,
+        bytes: Vec::new(),
+        index: Vec::with_capacity(n * per_entry / BLOCK_SIZE + 2),
+        first_key: Vec::new(),
+        entries: n as u64,
+        tombstones: 0,
     };
-    let mut block = BlockBuilder::default();
-    let cut = |block: &mut BlockBuilder, part: &mut Part| {
-        if block.is_empty() {
-            return;
+    if !range.is_empty() {
+        part.first_key = entries.entry(range.start).0.to_vec();
+    }
+    let mut restarts: Vec<u32> = Vec::with_capacity(BLOCK_SIZE / block::RESTART_INTERVAL);
+    let (mut start, mut count) = (0usize, 0usize);
+    let mut prev: &[u8] = &[];
+    let cut = |bytes: &mut Vec<u8>,
+               restarts: &mut Vec<u32>,
+               index: &mut Vec<(Vec<u8>, u64, u32)>,
+               start: usize,
+               last: &[u8]| {
+        for r in restarts.iter() {
+            bytes.extend_from_slice(&r.to_le_bytes());
         }
-        let last = block.last_key().to_vec();
-        let data = block.finish();
-        part.index
-            .push((last, part.bytes.len() as u64, data.len() as u32));
-        part.bytes.extend_from_slice(&data);
-        part.bytes
-            .extend_from_slice(&crc32fast::hash(&data).to_le_bytes());
+        bytes.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+        restarts.clear();
+        let len = bytes.len() - start;
+        let crc = crc32fast::hash(&bytes[start..]);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        index.push((last.to_vec(), start as u64, len as u32));
     };
-    for (k, v) in entries {
-        block.add(k, *v);
-        if block.estimated_len() >= BLOCK_SIZE {
-            cut(&mut block, &mut part);
+    // Entries come in batches: their bytes are first touched together, so the cache misses
+    // of a batch (a memtable's entries lie at random places in its arena) overlap instead
+    // of stalling the encoder one by one.
+    const BATCH: usize = 16;
+    let mut batch: [(&[u8], Option<&[u8]>); BATCH] = [(&[], None); BATCH];
+    let mut at = range.start;
+    while at < range.end {
+        let m = BATCH.min(range.end - at);
+        let mut touch = 0u8;
+        for (j, e) in batch[..m].iter_mut().enumerate() {
+            *e = entries.entry(at + j);
+        }
+        for (k, v) in &batch[..m] {
+            touch ^= k.first().copied().unwrap_or(0);
+            if let Some(v) = v {
+                touch ^= v.last().copied().unwrap_or(0);
+            }
+        }
+        std::hint::black_box(touch);
+        at += m;
+        for &(key, value) in &batch[..m] {
+            let shared = if count.is_multiple_of(block::RESTART_INTERVAL) {
+                restarts.push((bytes.len() - start) as u32);
+                0
+            } else {
+                block::common_prefix(key, prev)
+            };
+            block::put_entry(&mut bytes, shared, key, value);
+            count += 1;
+            prev = key;
+            if bytes.len() - start + 4 * restarts.len() + 4 >= BLOCK_SIZE {
+                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+                start = bytes.len();
+                count = 0;
+            }
         }
     }
-    cut(&mut block, &mut part);
+    if count > 0 {
+        cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+    }
+    part.bytes = bytes;
     part
 }
 
 /// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding blocks
 /// in parallel on the current rayon pool and writing them in order; fsynced on return.
-pub fn write_table(
+///
+/// Entries go in windows of one chunk per thread; a window is written while the next one is
+/// encoded, and the buffers of written parts are reused, so memory stays bounded and the
+/// write (a copy into the page cache) overlaps encoding.
+pub fn write_table<E: SortedEntries + ?Sized>(
     fs: &dyn Fs,
     path: &Path,
-    entries: &[(&[u8], Option<&[u8]>)],
+    entries: &E,
 ) -> Result<TableMeta> {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
-    let chunk = entries.len().div_ceil(threads * 8).max(4096);
+    let n = entries.len();
+    let chunk = n.div_ceil(threads * 8).max(4096);
+    let window = chunk * threads;
     let mut b = TableBuilder::create(fs, path)?;
-    // Encode a window of chunks at a time so memory stays bounded for huge tables.
-    for window in entries.chunks(chunk * threads * 2) {
-        let parts: Vec<Part> = window.par_chunks(chunk).map(encode_part).collect();
-        for p in parts {
-            b.add_part(p)?;
-        }
+    let mut pending: Vec<Part> = Vec::new();
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut at = 0;
+    while at < n || !pending.is_empty() {
+        let end = (at + window).min(n);
+        let jobs: Vec<(std::ops::Range<usize>, Vec<u8>)> = (at..end)
+            .step_by(chunk)
+            .map(|s| (s..(s + chunk).min(end), spare.pop().unwrap_or_default()))
+            .collect();
+        let to_write = std::mem::take(&mut pending);
+        let builder = &mut b;
+        let (written, parts) = rayon::join(
+            move || -> Result<Vec<Vec<u8>>> {
+                to_write.into_iter().map(|p| builder.add_part(p)).collect()
+            },
+            || -> Vec<Part> {
+                jobs.into_par_iter()
+                    .map(|(r, buf)| encode_part(entries, r, buf))
+                    .collect()
+            },
+        );
+        spare.extend(written?);
+        pending = parts;
+        at = end;
     }
     b.finish()
 }
