@@ -3,21 +3,23 @@
 //! The patterns are compiled into an Aho–Corasick automaton whose failure links are folded
 //! into a dense transition table, so matching is one table step per character of `.word.`:
 //!
-//! * Every state that has children in the pattern trie gets a 64-byte, cache-line-aligned
-//!   row: its 27 transitions (the word-edge marker `.` and the 26 letters, as `u16` state
-//!   ids) and its *merged output*: the scores of every pattern that ends at this point of the
-//!   text (the state's own pattern and those of its whole failure chain), already
-//!   max-combined, for the last ten gaps.
-//! * A leaf of the trie (4,178 of the 8,399 en-US states) needs no row: its transitions are
-//!   those of its failure state. It is a 16-byte record holding its merged output and the
-//!   row it behaves as afterwards. This halves the table (270 KB for en-US), so it stays in
-//!   the L2 cache.
+//! * Every state gets a 64-byte, cache-line-aligned row: its 27 transitions (the word-edge
+//!   marker `.` and the 26 letters, as `u16` state ids, indexed by `byte & 31` so either
+//!   case works) and its *merged output*: the scores of every pattern that ends at this
+//!   point of the text (the state's own pattern and those of its whole failure chain),
+//!   already max-combined, for the last ten gaps. A step is one load of the next id and one
+//!   of its output, from the same line, with no branch on the kind of state. (Leaves of the
+//!   trie, 4,178 of the 8,399 en-US states, once had 16-byte records instead of rows: half
+//!   the table, but an unpredictable branch per character. The whole table is 537 KB now;
+//!   the rows English words visit mostly stay in L1: about 1.9 L1 misses per word.)
 //! * The scores of the last 16 gaps are kept in one SIMD register (SSE2 on x86_64, a `u128`
 //!   elsewhere); a step shifts it by one byte and takes the byte-wise maximum with the new
 //!   state's output: no loop over patterns and no branch on scores.
 //! * States are numbered breadth-first, so the rare states deeper than 9 characters (none for
-//!   en-US, whose longest pattern has 9) come last in each group and carry their older gaps
-//!   in a sparse side list, applied by a cold path.
+//!   en-US, whose longest pattern has 9) come last and carry their older gaps in a sparse
+//!   side list, applied by a cold path.
+//! * [`Patterns::breaks`] returns the odd gaps of a word of up to 48 letters as a bit mask
+//!   (no gaps buffer); [`Patterns::score`] writes every gap's score to a buffer.
 
 use crate::{Error, Result};
 
@@ -34,26 +36,53 @@ const MAX_STATES: usize = 1 << 16;
 const ROW_GAPS: usize = 10;
 /// Gaps held in the matcher's register window (a `u128`, one byte per gap).
 const WINDOW: usize = 16;
+/// Longest word [`Patterns::breaks`] scores: the 16 bits of the final window, shifted
+/// left by the word's length, must fit in a `u64`.
+pub(crate) const MASK_WORD: usize = 48;
 /// Bytes the caller puts before the gaps, so the window always lies inside the buffer.
 pub(crate) const GAP_PAD: usize = WINDOW;
 
 /// One state's row: 64 bytes, aligned to a cache line, so one step touches one line.
+///
+/// `cells[0..27]` is the next state for each symbol, `cells[27]` the merged output for the
+/// gaps 8 and 9 back and `cells[28..32]` the merged output for the gaps 0..8 back (see
+/// [`pack_output`]). Keeping all 32 cells in one array lets a step index it with `byte & 31`
+/// (a letter's symbol in either case) without a bounds check.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Row {
-    /// Merged output for the gaps 0..8 back (see [`pack_output`]).
-    out_hi: u64,
-    /// Merged output for the gaps 8 and 9 back.
-    out_mid: u16,
-    /// Next state for each symbol.
-    next: [u16; SYMBOLS],
+    cells: [u16; 32],
 }
 
-const EMPTY_ROW: Row = Row {
-    out_hi: 0,
-    out_mid: 0,
-    next: [0; SYMBOLS],
-};
+/// `Row::cells` index of the output for the gaps 8 and 9 back.
+const OUT_MID: usize = SYMBOLS;
+/// `Row::cells` index of the output for the gaps 0..8 back (four cells).
+const OUT_HI: usize = SYMBOLS + 1;
+
+impl Row {
+    #[inline(always)]
+    fn out_mid(&self) -> u16 {
+        self.cells[OUT_MID]
+    }
+
+    #[inline(always)]
+    fn out_hi(&self) -> u64 {
+        let c = &self.cells;
+        c[OUT_HI] as u64
+            | (c[OUT_HI + 1] as u64) << 16
+            | (c[OUT_HI + 2] as u64) << 32
+            | (c[OUT_HI + 3] as u64) << 48
+    }
+
+    fn set_output(&mut self, hi: u64, mid: u16) {
+        self.cells[OUT_MID] = mid;
+        for k in 0..4 {
+            self.cells[OUT_HI + k] = (hi >> (16 * k)) as u16;
+        }
+    }
+}
+
+const EMPTY_ROW: Row = Row { cells: [0; 32] };
 
 /// Packs a merged output (`m[back]` = score `back` gaps before the one after the state's
 /// last character) into the window layout: byte `WINDOW - 1 - back` of a `u128`, split into
@@ -71,8 +100,8 @@ fn pack_output(m: &[u8]) -> (u64, u16) {
 #[cfg(target_arch = "x86_64")]
 mod window {
     use std::arch::x86_64::{
-        __m128i, _mm_cvtsi128_si32, _mm_cvtsi128_si64, _mm_max_epu8, _mm_set_epi64x,
-        _mm_setzero_si128, _mm_srli_si128, _mm_unpackhi_epi64,
+        __m128i, _mm_cvtsi128_si32, _mm_cvtsi128_si64, _mm_max_epu8, _mm_movemask_epi8,
+        _mm_set_epi64x, _mm_setzero_si128, _mm_slli_epi16, _mm_srli_si128, _mm_unpackhi_epi64,
     };
 
     #[derive(Clone, Copy)]
@@ -107,6 +136,14 @@ mod window {
         pub(super) fn max_with(self, v: u128) -> Window {
             let v = _mm_set_epi64x((v >> 64) as i64, v as i64);
             Window(_mm_max_epu8(self.0, v))
+        }
+
+        /// Bit j set when byte j is odd.
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn odd_mask(self) -> u32 {
+            // Shifting each 16-bit lane left by 7 moves bit 0 of both its bytes to bit 7.
+            _mm_movemask_epi8(_mm_slli_epi16::<7>(self.0)) as u32
         }
 
         #[inline]
@@ -153,6 +190,15 @@ mod window {
         pub(super) fn max_with(self, v: u128) -> Window {
             Window(bytewise_max(self.0, v))
         }
+        /// Bit j set when byte j is odd.
+        #[inline(always)]
+        pub(super) fn odd_mask(self) -> u32 {
+            let mut m = 0;
+            for (j, b) in self.0.to_le_bytes().iter().enumerate() {
+                m |= ((b & 1) as u32) << j;
+            }
+            m
+        }
         #[inline(always)]
         pub(super) fn bytes(self) -> [u8; 16] {
             self.0.to_le_bytes()
@@ -161,16 +207,6 @@ mod window {
 }
 
 use window::Window;
-
-/// The matcher's state while scanning one word.
-struct Matcher {
-    /// The row the automaton is in.
-    row: usize,
-    /// Scores of the last `WINDOW` gaps.
-    window: Window,
-    /// Index in `gaps` of the gap after the last character read.
-    end: usize,
-}
 
 /// Maps a byte to its symbol: `A`–`Z` and `a`–`z` to 1–26, anything else to [`NOT_LETTER`].
 pub(crate) static SYMBOL: [u8; 256] = {
@@ -257,36 +293,22 @@ pub fn parse_patterns(text: &str) -> Result<Vec<Pattern>> {
     Ok(out)
 }
 
-/// A leaf of the pattern trie: a state without children. Its transitions are those of its
-/// failure state, so it needs no row: entering it applies its output and then behaves as
-/// the nearest non-leaf state of its failure chain.
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct Leaf {
-    out_hi: u64,
-    out_mid: u16,
-    /// The row this leaf behaves as.
-    row: u16,
-}
-
 /// A compiled set of Liang patterns (see the module documentation).
 #[derive(Clone)]
 pub struct Patterns {
-    /// One row per non-leaf state (ids `0..table.len()`, breadth-first, root first).
-    table: Vec<Row>,
-    /// The leaves (ids `table.len()..`, breadth-first).
-    leaves: Vec<Leaf>,
-    /// First row id of a state deeper than `ROW_GAPS - 1` characters (`table.len()` if none).
-    first_deep_row: usize,
-    /// First leaf id of such a state (`table.len() + leaves.len()` if none).
-    first_deep_leaf: usize,
+    /// One row per state (ids breadth-first, the root is 0).
+    rows: Vec<Row>,
+    /// First id of a state deeper than `ROW_GAPS - 1` characters (`rows.len()` if none).
+    first_deep: usize,
+    /// True when a deep state has an output `WINDOW` gaps back or more.
+    far_outputs: bool,
     /// `(id, start, end)` for every deep state, by id: its outputs beyond the row's window
     /// are `deep_outputs[start..end]`.
     deep_ranges: Vec<(usize, u32, u32)>,
     /// `(back, score)`: a state entered on the character before gap `e` sets gap `e - back`.
     deep_outputs: Vec<(u16, u8)>,
-    /// The row the matcher is in after the leading `.`.
-    after_edge: u16,
+    /// The state the matcher is in after the leading `.`.
+    after_edge: usize,
     /// Number of patterns compiled.
     count: usize,
     /// Longest pattern, in letters (edges counted).
@@ -297,8 +319,7 @@ impl std::fmt::Debug for Patterns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Patterns")
             .field("patterns", &self.count)
-            .field("rows", &self.table.len())
-            .field("leaves", &self.leaves.len())
+            .field("states", &self.rows.len())
             .field("deep_states", &self.deep_ranges.len())
             .field("longest", &self.max_len)
             .finish()
@@ -400,62 +421,25 @@ impl Patterns {
             }
         }
 
-        // 3. Ids: non-leaf states first, then leaves, each group breadth-first.
-        let is_leaf = |st: usize| st != 0 && children[st].iter().all(|&c| c == 0);
-        let nl = order.iter().filter(|&&st| !is_leaf(st)).count();
+        // 3. One row per state, numbered breadth-first (the root is 0), so the states
+        //    deeper than ROW_GAPS - 1 characters are the last ones.
         let mut id = vec![0usize; states];
-        let (mut next_row, mut next_leaf) = (0, nl);
-        for &st in &order {
-            if is_leaf(st) {
-                id[st] = next_leaf;
-                next_leaf += 1;
-            } else {
-                id[st] = next_row;
-                next_row += 1;
-            }
+        for (i, &st) in order.iter().enumerate() {
+            id[st] = i;
         }
-        // The row a state behaves as: itself, or for a leaf its nearest non-leaf failure.
-        let behaves_as = |mut st: usize| {
-            while is_leaf(st) {
-                st = fail[st];
-            }
-            id[st] as u16
-        };
-        let mut table = vec![EMPTY_ROW; nl];
-        let mut leaves = vec![
-            Leaf {
-                out_hi: 0,
-                out_mid: 0,
-                row: 0
-            };
-            states - nl
-        ];
-        let (mut first_deep_row, mut first_deep_leaf) = (nl, states);
+        let mut rows = vec![EMPTY_ROW; states];
+        let mut first_deep = states;
         let mut deep_ranges = Vec::new();
         let mut deep_outputs = Vec::new();
-        for &st in &order {
+        for (i, &st) in order.iter().enumerate() {
             let (hi, mid) = pack_output(&merged[st]);
-            let i = id[st];
-            if i < nl {
-                let row = &mut table[i];
-                row.out_hi = hi;
-                row.out_mid = mid;
-                for c in 0..SYMBOLS {
-                    row.next[c] = id[next[st][c] as usize] as u16;
-                }
-            } else {
-                leaves[i - nl] = Leaf {
-                    out_hi: hi,
-                    out_mid: mid,
-                    row: behaves_as(st),
-                };
+            let row = &mut rows[i];
+            row.set_output(hi, mid);
+            for c in 0..SYMBOLS {
+                row.cells[c] = id[next[st][c] as usize] as u16;
             }
             if depth[st] >= ROW_GAPS {
-                if i < nl {
-                    first_deep_row = first_deep_row.min(i);
-                } else {
-                    first_deep_leaf = first_deep_leaf.min(i);
-                }
+                first_deep = first_deep.min(i);
                 let start = deep_outputs.len() as u32;
                 for (back, &v) in merged[st].iter().enumerate().skip(ROW_GAPS) {
                     if v > 0 {
@@ -465,13 +449,14 @@ impl Patterns {
                 deep_ranges.push((i, start, deep_outputs.len() as u32));
             }
         }
-        deep_ranges.sort_unstable();
-        let after_edge = behaves_as(next[0][EDGE as usize] as usize);
+        let after_edge = id[next[0][EDGE as usize] as usize];
+        let far_outputs = deep_outputs
+            .iter()
+            .any(|&(back, _)| back as usize >= WINDOW);
         Ok(Patterns {
-            table,
-            leaves,
-            first_deep_row,
-            first_deep_leaf,
+            rows,
+            first_deep,
+            far_outputs,
             deep_ranges,
             deep_outputs,
             after_edge,
@@ -490,9 +475,9 @@ impl Patterns {
         self.count == 0
     }
 
-    /// Number of automaton states (rows plus leaves).
+    /// Number of automaton states (one row each).
     pub fn states(&self) -> usize {
-        self.table.len() + self.leaves.len()
+        self.rows.len()
     }
 
     /// Longest pattern, in characters (edge markers counted).
@@ -500,23 +485,22 @@ impl Patterns {
         self.max_len
     }
 
-    /// Scores the gaps of `word` (ASCII letters only, any case; checked by the caller).
+    /// Scores the gaps of `word`, which must be made of ASCII letters only (any case; the
+    /// caller checks: for another byte the scores are unspecified, but nothing panics).
     ///
-    /// `gaps` must be `GAP_PAD + word.len() + 3` long; afterwards `gaps[GAP_PAD + i + 1]`
-    /// is the score of the break after the first `i` letters (odd = allowed by the
-    /// patterns). Every byte from `GAP_PAD - WINDOW + 2` on is overwritten.
+    /// `gaps` must be at least `GAP_PAD + word.len() + 3` long; afterwards
+    /// `gaps[GAP_PAD + i + 1]` is the score of the break after the first `i` letters (odd =
+    /// allowed by the patterns). Every byte from 2 to `GAP_PAD + word.len() + 2` is
+    /// overwritten. Returns false, leaving `gaps` unspecified, when `gaps` is too short.
     ///
-    /// The scores of the last 16 gaps live in a `u128` (byte `WINDOW - 1 - back` = the gap
+    /// The scores of the last 16 gaps live in a register (byte `WINDOW - 1 - back` = the gap
     /// `back` before the current one); each step shifts it down by one byte, writing the
     /// byte that leaves it (no longer reachable by any row) to `gaps`, and takes the
     /// byte-wise maximum with the new state's merged output. So the buffer is only written,
     /// once per gap, and the last 16 gaps with one 16-byte store.
     #[inline]
-    /// Returns false, leaving `gaps` unspecified, when `word` has a byte that is not an
-    /// ASCII letter (so the caller need not check the word beforehand).
     #[must_use]
     pub(crate) fn score(&self, word: &[u8], gaps: &mut [u8]) -> bool {
-        debug_assert_eq!(gaps.len(), GAP_PAD + word.len() + 3);
         // SAFETY: `score_window` only needs SSE2, which every x86_64 processor has (it is part
         // of the x86_64 baseline). This is one of the crate's two `unsafe` sites (the other
         // maps filter files); it makes hyphenation 1.5x faster than the portable u128 window
@@ -530,61 +514,114 @@ impl Patterns {
         self.score_window(word, gaps)
     }
 
+    /// For each `i` in `0..=word.len()`, bit `i` is set when the break after the first `i`
+    /// letters of `word` scores odd (is allowed by the patterns). `word` must be made of
+    /// ASCII letters only, as for [`Patterns::score`].
+    ///
+    /// This is [`Patterns::score`] without the gaps buffer: the window is flushed as a bit
+    /// mask, and a gap that leaves the window early (words of 14 letters or more) as one bit.
+    /// Returns `None` when the word has more than [`MASK_WORD`] letters or a pattern reaches
+    /// `WINDOW` gaps back or more (never for en-US); use [`Patterns::score`] then.
+    #[inline]
+    #[must_use]
+    pub(crate) fn breaks(&self, word: &[u8]) -> Option<u64> {
+        if word.len() > MASK_WORD || self.far_outputs {
+            return None;
+        }
+        // SAFETY: as in `score`: `breaks_window` only needs SSE2, part of the x86_64 baseline.
+        #[cfg(target_arch = "x86_64")]
+        #[allow(unsafe_code)]
+        unsafe {
+            self.breaks_window(word)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.breaks_window(word)
+    }
+
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn breaks_window(&self, word: &[u8]) -> Option<u64> {
+        let n = word.len();
+        let mut row = self.rows.get(self.after_edge)?;
+        let mut window = Window::zero();
+        // Reading letter i (text character i + 1 of '.' word '.') pushes gap i - 14 out of
+        // the window; bit g + 13 of `odd` is set when gap g scores odd. Gaps below 0 do not
+        // exist, so the first 14 letters push nothing worth keeping.
+        let mut odd = 0u64;
+        let (head, tail) = word.split_at(n.min(WINDOW - 2));
+        // `end` only matters for outputs that leave the window (none here: no far outputs).
+        for &b in head {
+            (row, window) = self.advance(row, b, window, 0, &mut [])?;
+        }
+        for (i, &b) in (WINDOW - 2..).zip(tail) {
+            odd |= ((window.low() & 1) as u64) << (i - 1);
+            (row, window) = self.advance(row, b, window, 0, &mut [])?;
+        }
+        if n >= WINDOW - 2 {
+            odd |= ((window.low() & 1) as u64) << (n - 1);
+        }
+        (_, window) = self.advance(row, EDGE, window, 0, &mut [])?;
+        // Byte j of the window is gap n - 13 + j.
+        odd |= (window.odd_mask() as u64) << n;
+        // Bit i: gap i + 1, the break after i letters.
+        Some(odd >> 14)
+    }
+
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
     fn score_window(&self, word: &[u8], gaps: &mut [u8]) -> bool {
-        let mut m = Matcher {
-            row: self.after_edge as usize,
-            window: Window::zero(),
-            // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
-            // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
-            end: GAP_PAD + 1,
-        };
-        // A non-letter maps to NOT_LETTER, which has no transition: the step fails.
-        for &b in word {
-            if !self.step(&mut m, SYMBOL[b as usize] as usize, gaps) {
-                return false;
-            }
-        }
-        if !self.step(&mut m, EDGE as usize, gaps) {
+        let n = word.len();
+        if gaps.len() < GAP_PAD + n + 3 {
             return false;
         }
-        // Flush the window: byte j is the gap end + 1 - WINDOW + j.
-        if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW..m.end + 1) {
-            g.copy_from_slice(&m.window.bytes());
+        let Some(mut row) = self.rows.get(self.after_edge) else {
+            return false;
+        };
+        let mut window = Window::zero();
+        // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
+        // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`. Reading letter i
+        // pushes gap i + 2 - WINDOW out of the window, at index i + 2 (GAP_PAD = WINDOW).
+        for (i, &b) in word.iter().enumerate() {
+            if let Some(g) = gaps.get_mut(i + 2) {
+                *g = window.low();
+            }
+            let Some(next) = self.advance(row, b, window, GAP_PAD + i + 2, gaps) else {
+                return false;
+            };
+            (row, window) = next;
+        }
+        if let Some(g) = gaps.get_mut(n + 2) {
+            *g = window.low();
+        }
+        let Some((_, last)) = self.advance(row, EDGE, window, GAP_PAD + n + 2, gaps) else {
+            return false;
+        };
+        // Flush the window: byte j is the gap n + 3 - WINDOW + j, at index n + 3 + j.
+        if let Some(g) = gaps.get_mut(n + 3..n + 3 + WINDOW) {
+            g.copy_from_slice(&last.bytes());
         }
         true
     }
 
-    /// One step on symbol `sym`; false if `sym` is not a symbol (or, never by construction,
-    /// the table is inconsistent).
+    /// One step from `row` on the symbol `byte & 31` (a letter's symbol in either case, or
+    /// [`EDGE`]): the new row and window. `end` is the index in `gaps` of the gap after the
+    /// character read, for the outputs of a deep state that have left the window. `None`
+    /// only if the table were inconsistent.
     #[inline]
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
-    fn step(&self, m: &mut Matcher, sym: usize, gaps: &mut [u8]) -> bool {
-        // The gap leaving the window.
-        if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW) {
-            *g = m.window.low();
+    fn advance<'a>(
+        &'a self,
+        row: &Row,
+        byte: u8,
+        window: Window,
+        end: usize,
+        gaps: &mut [u8],
+    ) -> Option<(&'a Row, Window)> {
+        let t = row.cells[(byte & 31) as usize] as usize;
+        let r = self.rows.get(t)?;
+        let mut window = window.step(r.out_hi(), r.out_mid());
+        if t >= self.first_deep {
+            window = self.apply_deep(t, end, gaps, window);
         }
-        m.end += 1;
-        let Some(&t) = self.table.get(m.row).and_then(|r| r.next.get(sym)) else {
-            return false;
-        };
-        let t = t as usize;
-        let deep;
-        if let Some(r) = self.table.get(t) {
-            m.row = t;
-            m.window = m.window.step(r.out_hi, r.out_mid);
-            deep = t >= self.first_deep_row;
-        } else if let Some(leaf) = self.leaves.get(t - self.table.len()) {
-            m.row = leaf.row as usize;
-            m.window = m.window.step(leaf.out_hi, leaf.out_mid);
-            deep = t >= self.first_deep_leaf;
-        } else {
-            return false;
-        }
-        if deep {
-            m.window = self.apply_deep(t, m.end, gaps, m.window);
-        }
-        true
+        Some((r, window))
     }
 
     /// The outputs of a deep state beyond its row's ten gaps.
@@ -713,7 +750,53 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(&word)
             );
+            assert_eq!(p.breaks(&word), Some(odd_bits(&want)));
         }
+    }
+
+    /// Bit i: the break after i letters (gap i + 1 of the naive scores) is odd.
+    fn odd_bits(naive_gaps: &[u8]) -> u64 {
+        let mut bits = 0;
+        for (i, &g) in naive_gaps.iter().skip(1).enumerate().take(64) {
+            bits |= ((g & 1) as u64) << i;
+        }
+        bits
+    }
+
+    #[test]
+    fn breaks_match_scores_up_to_the_longest_word_and_refuse_far_outputs() {
+        let p = Patterns::en_us().unwrap();
+        assert!(!p.far_outputs);
+        let parsed = parse_patterns(super::super::EN_US_PATTERNS).unwrap();
+        let mut x: u64 = 0x9e37_79b9;
+        for n in 1..=MASK_WORD + 1 {
+            for _ in 0..20 {
+                let word: Vec<u8> = (0..n)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        b"etaoinshrdlucmfwypvbgkqjxzETAOIN"[(x >> 59) as usize]
+                    })
+                    .collect();
+                let want = naive(&parsed, &word);
+                let mut gaps = vec![0u8; GAP_PAD + n + 3];
+                assert!(p.score(&word, &mut gaps));
+                assert_eq!(&gaps[GAP_PAD..], &want[..]);
+                if n <= MASK_WORD {
+                    assert_eq!(p.breaks(&word), Some(odd_bits(&want)), "{n}");
+                } else {
+                    assert_eq!(p.breaks(&word), None);
+                }
+            }
+        }
+        // A pattern 17 characters long reaches 16 gaps back: no bit mask.
+        let long = Patterns::parse("a1bcdefghijklmnopq 2ab").unwrap();
+        assert!(long.far_outputs);
+        assert_eq!(long.breaks(b"abcdefghijklmnopq"), None);
+        let mut gaps = vec![0u8; GAP_PAD + 17 + 3];
+        assert!(long.score(b"abcdefghijklmnopq", &mut gaps));
+        assert_eq!(gaps[GAP_PAD + 2], 1);
     }
 
     #[test]
