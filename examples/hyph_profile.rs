@@ -37,7 +37,9 @@ fn main() -> filterstore::Result<()> {
         .unwrap_or(10)
         .max(1);
     let mode = args.next().unwrap_or_else(|| "exceptions".to_string());
+    let t = Instant::now();
     let h = Hyphenator::en_us()?;
+    let compile = t.elapsed();
     let exceptions = MemoryExceptions::en_us()?;
     let words = WordList::builtin()?;
     let lookup: &dyn ExceptionLookup = if mode == "patterns" {
@@ -54,6 +56,7 @@ fn main() -> filterstore::Result<()> {
         std::hint::black_box(&out);
         best = best.min(t.elapsed().as_secs_f64());
     }
+    println!("{:?}, compiled in {compile:.2?}", h.patterns());
     println!(
         "{mode}: {} words, {hyphens} hyphens; best of {passes}: {:.1} ns/word",
         words.len(),

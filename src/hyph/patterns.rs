@@ -10,14 +10,15 @@
 //!   already max-combined, for the last ten gaps. A step is one load of the next id and one
 //!   of its output, from the same line, with no branch on the kind of state. (Leaves of the
 //!   trie, 4,178 of the 8,399 en-US states, once had 16-byte records instead of rows: half
-//!   the table, but an unpredictable branch per character. The whole table is 537 KB now;
-//!   the rows English words visit mostly stay in L1: about 1.9 L1 misses per word.)
+//!   the table, but an unpredictable branch per character.) The table is 537 KB for en-US;
+//!   the rows English words visit mostly stay in L1 (about 1.9 L1 misses per word under
+//!   callgrind's cache model with a 32 KB L1).
 //! * The scores of the last 16 gaps are kept in one SIMD register (SSE2 on x86_64, a `u128`
 //!   elsewhere); a step shifts it by one byte and takes the byte-wise maximum with the new
 //!   state's output: no loop over patterns and no branch on scores.
-//! * States are numbered breadth-first, so the rare states deeper than 9 characters (none for
-//!   en-US, whose longest pattern has 9) come last and carry their older gaps in a sparse
-//!   side list, applied by a cold path.
+//! * States are numbered breadth-first, so the rare states with outputs 10 or more gaps back
+//!   (none for en-US, whose longest pattern has 9 characters) come last and carry those
+//!   outputs in a sparse side list, applied by a cold path.
 //! * [`Patterns::breaks`] returns the odd gaps of a word of up to 48 letters as a bit mask
 //!   (no gaps buffer); [`Patterns::score`] writes every gap's score to a buffer.
 
@@ -55,29 +56,29 @@ struct Row {
 }
 
 /// `Row::cells` index of the output for the gaps 8 and 9 back.
-const OUT_MID: usize = SYMBOLS;
+const OUT_HI: usize = SYMBOLS;
 /// `Row::cells` index of the output for the gaps 0..8 back (four cells).
-const OUT_HI: usize = SYMBOLS + 1;
+const OUT_LO: usize = SYMBOLS + 1;
 
 impl Row {
     #[inline(always)]
-    fn out_mid(&self) -> u16 {
-        self.cells[OUT_MID]
+    fn out_hi(&self) -> u16 {
+        self.cells[OUT_HI]
     }
 
     #[inline(always)]
-    fn out_hi(&self) -> u64 {
+    fn out_lo(&self) -> u64 {
         let c = &self.cells;
-        c[OUT_HI] as u64
-            | (c[OUT_HI + 1] as u64) << 16
-            | (c[OUT_HI + 2] as u64) << 32
-            | (c[OUT_HI + 3] as u64) << 48
+        c[OUT_LO] as u64
+            | (c[OUT_LO + 1] as u64) << 16
+            | (c[OUT_LO + 2] as u64) << 32
+            | (c[OUT_LO + 3] as u64) << 48
     }
 
-    fn set_output(&mut self, hi: u64, mid: u16) {
-        self.cells[OUT_MID] = mid;
+    fn set_output(&mut self, lo: u64, hi: u16) {
+        self.cells[OUT_HI] = hi;
         for k in 0..4 {
-            self.cells[OUT_HI + k] = (hi >> (16 * k)) as u16;
+            self.cells[OUT_LO + k] = (lo >> (16 * k)) as u16;
         }
     }
 }
@@ -85,23 +86,29 @@ impl Row {
 const EMPTY_ROW: Row = Row { cells: [0; 32] };
 
 /// Packs a merged output (`m[back]` = score `back` gaps before the one after the state's
-/// last character) into the window layout: byte `WINDOW - 1 - back` of a `u128`, split into
-/// its high 8 bytes (backs 0..8) and bytes 6..8 (backs 8, 9). Backs from 10 on are left out.
+/// last character) into the window layout (byte `back`): backs 0..8 as a `u64`, backs 8
+/// and 9 as a `u16`. Backs from 10 on are left out.
 fn pack_output(m: &[u8]) -> (u64, u16) {
     let mut w = [0u8; WINDOW];
     for (back, &v) in m.iter().enumerate().take(ROW_GAPS) {
-        w[WINDOW - 1 - back] = v;
+        w[back] = v;
     }
     let w = u128::from_le_bytes(w);
-    ((w >> 64) as u64, (w >> 48) as u16)
+    (w as u64, (w >> 64) as u16)
 }
 
 /// The matcher's window over the last 16 gaps: SSE2 on x86_64 (part of its baseline).
+///
+/// Byte `back` is the score of the gap `back` before the current one; a step shifts the
+/// window up by one byte (byte 15 leaves) and takes the byte-wise maximum with the new
+/// state's output, which lies in bytes 0..10, so it is loaded with one `movq` and one
+/// `pinsrw`.
 #[cfg(target_arch = "x86_64")]
 mod window {
     use std::arch::x86_64::{
-        __m128i, _mm_cvtsi128_si32, _mm_cvtsi128_si64, _mm_max_epu8, _mm_movemask_epi8,
-        _mm_set_epi64x, _mm_setzero_si128, _mm_slli_epi16, _mm_srli_si128, _mm_unpackhi_epi64,
+        __m128i, _mm_cvtsi128_si64, _mm_cvtsi64_si128, _mm_extract_epi16, _mm_insert_epi16,
+        _mm_max_epu8, _mm_movemask_epi8, _mm_set_epi64x, _mm_setzero_si128, _mm_slli_epi16,
+        _mm_slli_si128, _mm_unpackhi_epi64,
     };
 
     #[derive(Clone, Copy)]
@@ -114,20 +121,20 @@ mod window {
             Window(_mm_setzero_si128())
         }
 
-        /// The byte about to leave (byte 0).
+        /// The byte about to leave (byte 15).
         #[inline]
         #[target_feature(enable = "sse2")]
-        pub(super) fn low(self) -> u8 {
-            _mm_cvtsi128_si32(self.0) as u8
+        pub(super) fn leaving(self) -> u8 {
+            (_mm_extract_epi16::<7>(self.0) >> 8) as u8
         }
 
-        /// Shifts down one byte and takes the byte-wise maximum with `out`, given as its
-        /// high 64 bits and its bits 48..64.
+        /// Shifts up one byte and takes the byte-wise maximum with the output whose bytes
+        /// 0..8 are `lo` and bytes 8, 9 are `hi`.
         #[inline]
         #[target_feature(enable = "sse2")]
-        pub(super) fn step(self, hi: u64, mid: u16) -> Window {
-            let out = _mm_set_epi64x(hi as i64, ((mid as u64) << 48) as i64);
-            Window(_mm_max_epu8(_mm_srli_si128::<1>(self.0), out))
+        pub(super) fn step(self, lo: u64, hi: u16) -> Window {
+            let out = _mm_insert_epi16::<4>(_mm_cvtsi64_si128(lo as i64), hi as i32);
+            Window(_mm_max_epu8(_mm_slli_si128::<1>(self.0), out))
         }
 
         /// Byte-wise maximum with a whole `u128`.
@@ -156,7 +163,7 @@ mod window {
     }
 }
 
-/// The matcher's window over the last 16 gaps, portable SWAR version.
+/// The matcher's window over the last 16 gaps, portable SWAR version (same layout).
 #[cfg(not(target_arch = "x86_64"))]
 mod window {
     #[derive(Clone, Copy)]
@@ -178,13 +185,13 @@ mod window {
             Window(0)
         }
         #[inline(always)]
-        pub(super) fn low(self) -> u8 {
-            self.0 as u8
+        pub(super) fn leaving(self) -> u8 {
+            (self.0 >> 120) as u8
         }
         #[inline(always)]
-        pub(super) fn step(self, hi: u64, mid: u16) -> Window {
-            let out = (hi as u128) << 64 | (mid as u128) << 48;
-            Window(bytewise_max(self.0 >> 8, out))
+        pub(super) fn step(self, lo: u64, hi: u16) -> Window {
+            let out = (hi as u128) << 64 | lo as u128;
+            Window(bytewise_max(self.0 << 8, out))
         }
         #[inline(always)]
         pub(super) fn max_with(self, v: u128) -> Window {
@@ -298,7 +305,7 @@ pub fn parse_patterns(text: &str) -> Result<Vec<Pattern>> {
 pub struct Patterns {
     /// One row per state (ids breadth-first, the root is 0).
     rows: Vec<Row>,
-    /// First id of a state deeper than `ROW_GAPS - 1` characters (`rows.len()` if none).
+    /// First id of a state with outputs `ROW_GAPS` or more gaps back (`rows.len()` if none).
     first_deep: usize,
     /// True when a deep state has an output `WINDOW` gaps back or more.
     far_outputs: bool,
@@ -421,24 +428,33 @@ impl Patterns {
             }
         }
 
-        // 3. One row per state, numbered breadth-first (the root is 0), so the states
-        //    deeper than ROW_GAPS - 1 characters are the last ones.
+        // 3. One row per state, numbered breadth-first (the root is 0), except that the
+        //    states with outputs ROW_GAPS or more gaps back (deep) come last.
+        let is_deep = |st: usize| merged[st].iter().skip(ROW_GAPS).any(|&v| v > 0);
+        let count = states;
         let mut id = vec![0usize; states];
-        for (i, &st) in order.iter().enumerate() {
-            id[st] = i;
+        let mut rep = Vec::with_capacity(states);
+        for deep_pass in [false, true] {
+            for &st in &order {
+                if is_deep(st) == deep_pass {
+                    id[st] = rep.len();
+                    rep.push(st);
+                }
+            }
         }
-        let mut rows = vec![EMPTY_ROW; states];
-        let mut first_deep = states;
+        let state_id = |st: usize| id[st];
+        let mut rows = vec![EMPTY_ROW; count];
+        let mut first_deep = count;
         let mut deep_ranges = Vec::new();
         let mut deep_outputs = Vec::new();
-        for (i, &st) in order.iter().enumerate() {
-            let (hi, mid) = pack_output(&merged[st]);
+        for (i, &st) in rep.iter().enumerate() {
+            let (lo, hi) = pack_output(&merged[st]);
             let row = &mut rows[i];
-            row.set_output(hi, mid);
-            for c in 0..SYMBOLS {
-                row.cells[c] = id[next[st][c] as usize] as u16;
+            row.set_output(lo, hi);
+            for (cell, &t) in row.cells.iter_mut().zip(&next[st]) {
+                *cell = state_id(t as usize) as u16;
             }
-            if depth[st] >= ROW_GAPS {
+            if is_deep(st) {
                 first_deep = first_deep.min(i);
                 let start = deep_outputs.len() as u32;
                 for (back, &v) in merged[st].iter().enumerate().skip(ROW_GAPS) {
@@ -449,7 +465,7 @@ impl Patterns {
                 deep_ranges.push((i, start, deep_outputs.len() as u32));
             }
         }
-        let after_edge = id[next[0][EDGE as usize] as usize];
+        let after_edge = state_id(next[0][EDGE as usize] as usize);
         let far_outputs = deep_outputs
             .iter()
             .any(|&(back, _)| back as usize >= WINDOW);
@@ -493,8 +509,8 @@ impl Patterns {
     /// allowed by the patterns). Every byte from 2 to `GAP_PAD + word.len() + 2` is
     /// overwritten. Returns false, leaving `gaps` unspecified, when `gaps` is too short.
     ///
-    /// The scores of the last 16 gaps live in a register (byte `WINDOW - 1 - back` = the gap
-    /// `back` before the current one); each step shifts it down by one byte, writing the
+    /// The scores of the last 16 gaps live in a register (byte `back` = the gap `back` before the
+    /// current one); each step shifts it up by one byte, writing the
     /// byte that leaves it (no longer reachable by any row) to `gaps`, and takes the
     /// byte-wise maximum with the new state's merged output. So the buffer is only written,
     /// once per gap, and the last 16 gaps with one 16-byte store.
@@ -542,28 +558,30 @@ impl Patterns {
     fn breaks_window(&self, word: &[u8]) -> Option<u64> {
         let n = word.len();
         let mut row = self.rows.get(self.after_edge)?;
+        let shallow = self.rows.get(..self.first_deep)?;
         let mut window = Window::zero();
         // Reading letter i (text character i + 1 of '.' word '.') pushes gap i - 14 out of
-        // the window; bit g + 13 of `odd` is set when gap g scores odd. Gaps below 0 do not
-        // exist, so the first 14 letters push nothing worth keeping.
+        // the window. Bit 63 - g of `odd` is set when gap g scores odd (the window's order:
+        // later gaps in lower bits). Gaps below 0 do not exist, so the first 14 letters push
+        // nothing worth keeping.
         let mut odd = 0u64;
         let (head, tail) = word.split_at(n.min(WINDOW - 2));
         // `end` only matters for outputs that leave the window (none here: no far outputs).
         for &b in head {
-            (row, window) = self.advance(row, b, window, 0, &mut [])?;
+            (row, window) = self.advance(shallow, row, b, window, 0, &mut [])?;
         }
         for (i, &b) in (WINDOW - 2..).zip(tail) {
-            odd |= ((window.low() & 1) as u64) << (i - 1);
-            (row, window) = self.advance(row, b, window, 0, &mut [])?;
+            odd |= ((window.leaving() & 1) as u64) << (77 - i);
+            (row, window) = self.advance(shallow, row, b, window, 0, &mut [])?;
         }
         if n >= WINDOW - 2 {
-            odd |= ((window.low() & 1) as u64) << (n - 1);
+            odd |= ((window.leaving() & 1) as u64) << (77 - n);
         }
-        (_, window) = self.advance(row, EDGE, window, 0, &mut [])?;
-        // Byte j of the window is gap n - 13 + j.
-        odd |= (window.odd_mask() as u64) << n;
-        // Bit i: gap i + 1, the break after i letters.
-        Some(odd >> 14)
+        (_, window) = self.advance(shallow, row, EDGE, window, 0, &mut [])?;
+        // Byte j of the window is gap n + 2 - j: bit 61 - n + j (gaps below 0 drop out).
+        odd |= (window.odd_mask() as u64) << (61 - n);
+        // Bit g: gap g; bit i of the result: gap i + 1, the break after i letters.
+        Some(odd.reverse_bits() >> 1)
     }
 
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
@@ -572,7 +590,10 @@ impl Patterns {
         if gaps.len() < GAP_PAD + n + 3 {
             return false;
         }
-        let Some(mut row) = self.rows.get(self.after_edge) else {
+        let (Some(mut row), Some(shallow)) = (
+            self.rows.get(self.after_edge),
+            self.rows.get(..self.first_deep),
+        ) else {
             return false;
         };
         let mut window = Window::zero();
@@ -581,34 +602,39 @@ impl Patterns {
         // pushes gap i + 2 - WINDOW out of the window, at index i + 2 (GAP_PAD = WINDOW).
         for (i, &b) in word.iter().enumerate() {
             if let Some(g) = gaps.get_mut(i + 2) {
-                *g = window.low();
+                *g = window.leaving();
             }
-            let Some(next) = self.advance(row, b, window, GAP_PAD + i + 2, gaps) else {
+            let Some(next) = self.advance(shallow, row, b, window, GAP_PAD + i + 2, gaps) else {
                 return false;
             };
             (row, window) = next;
         }
         if let Some(g) = gaps.get_mut(n + 2) {
-            *g = window.low();
+            *g = window.leaving();
         }
-        let Some((_, last)) = self.advance(row, EDGE, window, GAP_PAD + n + 2, gaps) else {
+        let Some((_, last)) = self.advance(shallow, row, EDGE, window, GAP_PAD + n + 2, gaps)
+        else {
             return false;
         };
-        // Flush the window: byte j is the gap n + 3 - WINDOW + j, at index n + 3 + j.
-        if let Some(g) = gaps.get_mut(n + 3..n + 3 + WINDOW) {
-            g.copy_from_slice(&last.bytes());
+        // Flush the window: byte j is the gap n + 2 - j, at index GAP_PAD + n + 2 - j.
+        if let Some(g) = gaps.get_mut(n + 3..GAP_PAD + n + 3) {
+            for (g, &v) in g.iter_mut().rev().zip(&last.bytes()) {
+                *g = v;
+            }
         }
         true
     }
 
     /// One step from `row` on the symbol `byte & 31` (a letter's symbol in either case, or
-    /// [`EDGE`]): the new row and window. `end` is the index in `gaps` of the gap after the
-    /// character read, for the outputs of a deep state that have left the window. `None`
-    /// only if the table were inconsistent.
+    /// [`EDGE`]): the new row and window. `shallow` is `rows[..first_deep]`, so one
+    /// comparison both checks the id and sends deep states to the cold path. `end` is the
+    /// index in `gaps` of the gap after the character read, for the outputs of a deep state
+    /// that have left the window. `None` only if the table were inconsistent.
     #[inline]
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
     fn advance<'a>(
         &'a self,
+        shallow: &'a [Row],
         row: &Row,
         byte: u8,
         window: Window,
@@ -616,12 +642,25 @@ impl Patterns {
         gaps: &mut [u8],
     ) -> Option<(&'a Row, Window)> {
         let t = row.cells[(byte & 31) as usize] as usize;
-        let r = self.rows.get(t)?;
-        let mut window = window.step(r.out_hi(), r.out_mid());
-        if t >= self.first_deep {
-            window = self.apply_deep(t, end, gaps, window);
+        match shallow.get(t) {
+            Some(r) => Some((r, window.step(r.out_lo(), r.out_hi()))),
+            None => self.advance_deep(t, window, end, gaps),
         }
-        Some((r, window))
+    }
+
+    /// [`Patterns::advance`] into a deep state (or a bad id).
+    #[cold]
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn advance_deep(
+        &self,
+        t: usize,
+        window: Window,
+        end: usize,
+        gaps: &mut [u8],
+    ) -> Option<(&Row, Window)> {
+        let r = self.rows.get(t)?;
+        let window = window.step(r.out_lo(), r.out_hi());
+        Some((r, self.apply_deep(t, end, gaps, window)))
     }
 
     /// The outputs of a deep state beyond its row's ten gaps.
@@ -645,7 +684,7 @@ impl Patterns {
         {
             let back = back as usize;
             if back < WINDOW {
-                window = window.max_with((v as u128) << (8 * (WINDOW - 1 - back)));
+                window = window.max_with((v as u128) << (8 * back));
             } else if let Some(g) = gaps.get_mut(end.wrapping_sub(back)) {
                 // back <= depth(state) <= end - GAP_PAD: that gap left the window already.
                 *g = (*g).max(v);
