@@ -129,6 +129,10 @@ pub fn parse_exceptions(text: &str) -> Result<Vec<Exception>> {
 /// Exceptions held in memory, indexed by the word's [`crate::hash::key_hash`] (so a lookup
 /// reuses the hash the hyphenator already computed instead of hashing again).
 ///
+/// A 65,536-bit map of the hashes' top 16 bits (8 KB, in front of the hash table like a
+/// filter) answers most absent words with one bit test: with the 1,766 built-in
+/// exceptions, 97 % of other words stop there.
+///
 /// A later entry for the same word replaces an earlier one, as in TeX.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryExceptions {
@@ -138,7 +142,13 @@ pub struct MemoryExceptions {
     index: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
     /// Next entry with the same key hash (`NONE` ends the chain).
     chain: Vec<u32>,
+    /// Bit `hash >> 48` is set when an entry's key hash has those top 16 bits (empty until
+    /// the first insert).
+    top_bits: Vec<u64>,
 }
+
+/// Words of [`MemoryExceptions::top_bits`]: 2^16 bits.
+const TOP_WORDS: usize = (1 << 16) / 64;
 
 const NONE: u32 = u32::MAX;
 
@@ -195,13 +205,25 @@ impl MemoryExceptions {
             self.entries[i].1 = e.hyphenated;
             return;
         }
+        if self.top_bits.is_empty() {
+            self.top_bits = vec![0; TOP_WORDS];
+        }
+        let top = (hash >> 48) as usize;
+        if let Some(w) = self.top_bits.get_mut(top / 64) {
+            *w |= 1 << (top % 64);
+        }
         let i = self.entries.len() as u32;
         let head = self.index.insert(hash, i).unwrap_or(NONE);
         self.chain.push(head);
         self.entries.push((e.word, e.hyphenated));
     }
 
+    #[inline]
     fn find(&self, lower_word: &[u8], hash: u64) -> Option<usize> {
+        let top = (hash >> 48) as usize;
+        if self.top_bits.get(top / 64)? & (1 << (top % 64)) == 0 {
+            return None;
+        }
         let mut i = *self.index.get(&hash)?;
         while let Some((k, _)) = self.entries.get(i as usize) {
             if k == lower_word {

@@ -51,7 +51,7 @@ pub use patterns::{parse_patterns, Pattern, Patterns};
 pub use words::WordList;
 
 use crate::{Error, Result};
-use patterns::GAP_PAD;
+use patterns::{is_letters, GAP_PAD, MASK_WORD};
 
 /// The built-in US English patterns (`data/hyph/hyph-en-us.pat.txt`, hyph-utf8).
 pub const EN_US_PATTERNS: &str = include_str!("../../data/hyph/hyph-en-us.pat.txt");
@@ -64,9 +64,6 @@ pub const EN_US_TUGBOAT_EXCEPTIONS: &str = include_str!("../../data/hyph/ushyphe
 pub const LEFT_HYPHEN_MIN: usize = 2;
 /// TeX's `\righthyphenmin` for US English.
 pub const RIGHT_HYPHEN_MIN: usize = 3;
-
-/// Words up to this length are scored in stack buffers; longer ones use the heap.
-const STACK_WORD: usize = 96;
 
 /// What one call of [`Hyphenator::hyphenate_into`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,49 +145,105 @@ impl Hyphenator {
         let bytes = word.as_bytes();
         let n = bytes.len();
         let mut outcome = WordOutcome::default();
-        // Words with a non-letter are caught by the exception path's lower-casing or by
-        // the pattern matcher, whichever runs first.
         if n < self.left_min + self.right_min {
             out.push_str(word);
             return Ok(outcome);
         }
-        // gaps[GAP_PAD + i + 1]: score of the break after i letters (odd = hyphen).
-        let mut gaps_stack = [0u8; GAP_PAD + STACK_WORD + 3];
-        let mut gaps_heap = Vec::new();
-        let gaps: &mut [u8] = if n <= STACK_WORD {
-            &mut gaps_stack[..GAP_PAD + n + 3]
-        } else {
-            gaps_heap.resize(GAP_PAD + n + 3, 0);
-            &mut gaps_heap
+        if n > MASK_WORD {
+            return self.hyphenate_long(word, exceptions, out);
+        }
+        // The fast path: stack buffers only, the hyphens as a bit mask.
+        let mut lower_buf = [0u8; MASK_WORD];
+        let Some(lower) = lower_letters(bytes, &mut lower_buf) else {
+            out.push_str(word);
+            return Ok(outcome);
         };
-
-        let mut from_exception = false;
+        let mut exception = None;
         if !exceptions.is_always_empty() {
-            let mut lower_stack = [0u8; STACK_WORD];
-            let mut lower_heap = Vec::new();
-            let lower: &mut [u8] = if n <= STACK_WORD {
-                &mut lower_stack[..n]
-            } else {
-                lower_heap.resize(n, 0);
-                &mut lower_heap
-            };
-            let mut letters = true;
-            for (l, b) in lower.iter_mut().zip(bytes) {
-                letters &= b.is_ascii_alphabetic();
-                *l = b.to_ascii_lowercase();
-            }
-            if !letters {
-                out.push_str(word);
-                return Ok(outcome);
-            }
             let hash = crate::hash::key_hash(lower);
             outcome.lookups = 1;
             if let Some(value) = exceptions.lookup(lower, hash)? {
-                exception_gaps(lower, &value, &mut gaps[GAP_PAD..])?;
+                let mut breaks = 0u64;
+                exception_hyphens(lower, &value, |k| breaks |= 1 << k)?;
+                exception = Some(breaks);
+            }
+        }
+        outcome.exception = exception.is_some();
+        // Bit i: a hyphen after the first i letters (scored by the patterns, or listed).
+        let breaks = match exception {
+            Some(b) => b,
+            None => match self.patterns.breaks(bytes) {
+                Some(b) => b,
+                None => self.breaks_from_gaps(bytes),
+            },
+        };
+        // A break after i letters is allowed for left_min <= i <= n - right_min.
+        let allowed = (u64::MAX >> (63 - (n - self.right_min))) & (u64::MAX << self.left_min);
+        let breaks = breaks & allowed;
+        outcome.hyphens = breaks.count_ones();
+        let mut breaks = breaks;
+        let mut last = 0;
+        out.reserve(n + outcome.hyphens as usize);
+        while breaks != 0 {
+            let i = breaks.trailing_zeros() as usize;
+            breaks &= breaks - 1;
+            if let Some(piece) = word.get(last..i) {
+                out.push_str(piece);
+            }
+            out.push('-');
+            last = i;
+        }
+        if let Some(piece) = word.get(last..) {
+            out.push_str(piece);
+        }
+        Ok(outcome)
+    }
+
+    /// [`Patterns::breaks`] through the gaps buffer, for patterns that reach further back
+    /// than its window (`word` has at most [`MASK_WORD`] letters).
+    #[cold]
+    fn breaks_from_gaps(&self, word: &[u8]) -> u64 {
+        let mut gaps = [0u8; GAP_PAD + MASK_WORD + 3];
+        let gaps = &mut gaps[..GAP_PAD + word.len() + 3];
+        let mut breaks = 0;
+        if self.patterns.score(word, gaps) {
+            for (i, &g) in gaps[GAP_PAD + 1..].iter().enumerate() {
+                breaks |= ((g & 1) as u64) << i;
+            }
+        }
+        breaks
+    }
+
+    /// [`Hyphenator::hyphenate_into`] for words longer than [`MASK_WORD`] bytes: heap
+    /// buffers, the scores of all gaps.
+    #[cold]
+    fn hyphenate_long<L: ExceptionLookup + ?Sized>(
+        &self,
+        word: &str,
+        exceptions: &L,
+        out: &mut String,
+    ) -> Result<WordOutcome> {
+        let bytes = word.as_bytes();
+        let n = bytes.len();
+        let mut outcome = WordOutcome::default();
+        if !is_letters(bytes) {
+            out.push_str(word);
+            return Ok(outcome);
+        }
+        // gaps[GAP_PAD + i + 1]: score of the break after i letters (odd = hyphen).
+        let mut gaps = vec![0u8; GAP_PAD + n + 3];
+        let mut from_exception = false;
+        if !exceptions.is_always_empty() {
+            let lower = bytes.to_ascii_lowercase();
+            let hash = crate::hash::key_hash(&lower);
+            outcome.lookups = 1;
+            if let Some(value) = exceptions.lookup(&lower, hash)? {
+                let gaps = &mut gaps[GAP_PAD + 1..];
+                exception_hyphens(&lower, &value, |k| gaps[k] = 1)?;
                 from_exception = true;
             }
         }
-        if !from_exception && !self.patterns.score(bytes, gaps) {
+        if !from_exception && !self.patterns.score(bytes, &mut gaps) {
             out.push_str(word);
             return Ok(outcome);
         }
@@ -216,9 +269,60 @@ impl Hyphenator {
     }
 }
 
-/// Marks the hyphens of an exception's stored form in `gaps` (1 = hyphen), checking that
-/// the form spells `lower` (letters and single hyphens only, no hyphen at an end).
-fn exception_gaps(lower: &[u8], value: &[u8], gaps: &mut [u8]) -> Result<()> {
+/// Eight bytes at once: `(x | 0x20 in every byte, a mask with bit 7 of every byte that is not
+/// an ASCII letter set)`. `| 0x20` lower-cases a letter.
+#[inline(always)]
+fn lower_swar(x: u64) -> (u64, u64) {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const EACH: u64 = 0x0101_0101_0101_0101;
+    let c = x | (0x20 * EACH);
+    // Per byte t <= 0x7f, so t + 0x1f and t + 5 never carry into the next byte.
+    let t = c & LOW7;
+    let at_least_a = (t + (0x80 - b'a' as u64) * EACH) & HIGH;
+    let above_z = (t + (0x7f - b'z' as u64) * EACH) & HIGH;
+    (c, (x & HIGH) | (at_least_a ^ HIGH) | above_z)
+}
+
+/// Lower-cases `word` into `buf` (at least `word.len()` long, rounded up to 8) and returns
+/// the lower-cased word, or `None` when a byte is not an ASCII letter.
+#[inline]
+fn lower_letters<'a>(word: &[u8], buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    let n = word.len();
+    let mut bad = 0u64;
+    if n >= 8 {
+        // Chunks of eight; the last one ends at the word's end (overlapping the previous).
+        let mut at = 0;
+        loop {
+            let at_end = at.min(n - 8);
+            let x = u64::from_le_bytes(word.get(at_end..at_end + 8)?.try_into().ok()?);
+            let (c, b) = lower_swar(x);
+            bad |= b;
+            buf.get_mut(at_end..at_end + 8)?
+                .copy_from_slice(&c.to_le_bytes());
+            at += 8;
+            if at >= n {
+                break;
+            }
+        }
+    } else {
+        for (l, &b) in buf.iter_mut().zip(word) {
+            let (c, m) = lower_swar(b as u64);
+            bad |= m & 0x80;
+            *l = c as u8;
+        }
+    }
+    if bad != 0 {
+        return None;
+    }
+    buf.get(..n)
+}
+
+/// Calls `mark(k)` for each hyphen of an exception's stored form (a hyphen after `k`
+/// letters), checking that the form spells `lower` (letters and single hyphens only, no
+/// hyphen at an end).
+#[inline]
+fn exception_hyphens(lower: &[u8], value: &[u8], mut mark: impl FnMut(usize)) -> Result<()> {
     let mut k = 0; // letters seen
     let mut prev_hyphen = true; // refuse a leading hyphen
     for &b in value {
@@ -226,7 +330,7 @@ fn exception_gaps(lower: &[u8], value: &[u8], gaps: &mut [u8]) -> Result<()> {
             if prev_hyphen {
                 return Err(bad_exception_value(lower, value));
             }
-            gaps[k + 1] = 1;
+            mark(k);
             prev_hyphen = true;
         } else {
             if lower.get(k) != Some(&b.to_ascii_lowercase()) {
@@ -252,4 +356,50 @@ fn bad_exception_value(lower: &[u8], value: &[u8]) -> Error {
             show(lower)
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_path_agrees_with_the_general_one_on_the_whole_list() {
+        let h = Hyphenator::en_us().unwrap();
+        let exceptions = MemoryExceptions::en_us().unwrap();
+        let words = WordList::builtin().unwrap();
+        let (mut fast, mut general) = (String::new(), String::new());
+        for w in words.iter() {
+            for lookup in [&exceptions as &dyn ExceptionLookup, &NoExceptions] {
+                fast.clear();
+                general.clear();
+                let a = h.hyphenate_into(w, lookup, &mut fast).unwrap();
+                let b = h.hyphenate_long(w, lookup, &mut general).unwrap();
+                if w.len() >= LEFT_HYPHEN_MIN + RIGHT_HYPHEN_MIN {
+                    assert_eq!((&fast, a), (&general, b), "{w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_words_and_far_reaching_patterns() {
+        let h = Hyphenator::new(Patterns::parse("a1bcdefghijklmnopq 2ab").unwrap())
+            .with_minimums(1, 1)
+            .unwrap();
+        assert_eq!(
+            h.hyphenate("xAbcdefghijklmnopq", &NoExceptions).unwrap(),
+            "xA-bcdefghijklmnopq"
+        );
+        let long = "ab".repeat(30);
+        let mut exceptions = MemoryExceptions::new();
+        exceptions
+            .add_text(&format!("{}-{}", &long[..7], &long[7..]))
+            .unwrap();
+        let h = Hyphenator::en_us().unwrap();
+        let got = h.hyphenate(&long.to_uppercase(), &exceptions).unwrap();
+        assert_eq!(got, format!("{}-{}", &long[..7], &long[7..]).to_uppercase());
+        let odd = format!("{long}1");
+        assert_eq!(h.hyphenate(&odd, &exceptions).unwrap(), odd);
+        assert_eq!(h.hyphenate(&odd, &NoExceptions).unwrap(), odd);
+    }
 }

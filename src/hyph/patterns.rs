@@ -3,21 +3,24 @@
 //! The patterns are compiled into an Aho–Corasick automaton whose failure links are folded
 //! into a dense transition table, so matching is one table step per character of `.word.`:
 //!
-//! * Every state that has children in the pattern trie gets a 64-byte, cache-line-aligned
-//!   row: its 27 transitions (the word-edge marker `.` and the 26 letters, as `u16` state
-//!   ids) and its *merged output*: the scores of every pattern that ends at this point of the
-//!   text (the state's own pattern and those of its whole failure chain), already
-//!   max-combined, for the last ten gaps.
-//! * A leaf of the trie (4,178 of the 8,399 en-US states) needs no row: its transitions are
-//!   those of its failure state. It is a 16-byte record holding its merged output and the
-//!   row it behaves as afterwards. This halves the table (270 KB for en-US), so it stays in
-//!   the L2 cache.
+//! * Every state gets a 64-byte, cache-line-aligned row: its 27 transitions (the word-edge
+//!   marker `.` and the 26 letters, as `u16` state ids, indexed by `byte & 31` so either
+//!   case works) and its *merged output*: the scores of every pattern that ends at this
+//!   point of the text (the state's own pattern and those of its whole failure chain),
+//!   already max-combined, for the last ten gaps. A step is one load of the next id and one
+//!   of its output, from the same line, with no branch on the kind of state. (Leaves of the
+//!   trie, 4,178 of the 8,399 en-US states, once had 16-byte records instead of rows: half
+//!   the table, but an unpredictable branch per character.) The table is 537 KB for en-US;
+//!   the rows English words visit mostly stay in L1 (about 1.9 L1 misses per word under
+//!   callgrind's cache model with a 32 KB L1).
 //! * The scores of the last 16 gaps are kept in one SIMD register (SSE2 on x86_64, a `u128`
 //!   elsewhere); a step shifts it by one byte and takes the byte-wise maximum with the new
 //!   state's output: no loop over patterns and no branch on scores.
-//! * States are numbered breadth-first, so the rare states deeper than 9 characters (none for
-//!   en-US, whose longest pattern has 9) come last in each group and carry their older gaps
-//!   in a sparse side list, applied by a cold path.
+//! * States are numbered breadth-first, so the rare states with outputs 10 or more gaps back
+//!   (none for en-US, whose longest pattern has 9 characters) come last and carry those
+//!   outputs in a sparse side list, applied by a cold path.
+//! * [`Patterns::breaks`] returns the odd gaps of a word of up to 48 letters as a bit mask
+//!   (no gaps buffer); [`Patterns::score`] writes every gap's score to a buffer.
 
 use crate::{Error, Result};
 
@@ -34,45 +37,78 @@ const MAX_STATES: usize = 1 << 16;
 const ROW_GAPS: usize = 10;
 /// Gaps held in the matcher's register window (a `u128`, one byte per gap).
 const WINDOW: usize = 16;
+/// Longest word [`Patterns::breaks`] scores: the 16 bits of the final window, shifted
+/// left by the word's length, must fit in a `u64`.
+pub(crate) const MASK_WORD: usize = 48;
 /// Bytes the caller puts before the gaps, so the window always lies inside the buffer.
 pub(crate) const GAP_PAD: usize = WINDOW;
 
 /// One state's row: 64 bytes, aligned to a cache line, so one step touches one line.
+///
+/// `cells[0..27]` is the next state for each symbol, `cells[27]` the merged output for the
+/// gaps 8 and 9 back and `cells[28..32]` the merged output for the gaps 0..8 back (see
+/// [`pack_output`]). Keeping all 32 cells in one array lets a step index it with `byte & 31`
+/// (a letter's symbol in either case) without a bounds check.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Row {
-    /// Merged output for the gaps 0..8 back (see [`pack_output`]).
-    out_hi: u64,
-    /// Merged output for the gaps 8 and 9 back.
-    out_mid: u16,
-    /// Next state for each symbol.
-    next: [u16; SYMBOLS],
+    cells: [u16; 32],
 }
 
-const EMPTY_ROW: Row = Row {
-    out_hi: 0,
-    out_mid: 0,
-    next: [0; SYMBOLS],
-};
+/// `Row::cells` index of the output for the gaps 8 and 9 back.
+const OUT_HI: usize = SYMBOLS;
+/// `Row::cells` index of the output for the gaps 0..8 back (four cells).
+const OUT_LO: usize = SYMBOLS + 1;
+
+impl Row {
+    #[inline(always)]
+    fn out_hi(&self) -> u16 {
+        self.cells[OUT_HI]
+    }
+
+    #[inline(always)]
+    fn out_lo(&self) -> u64 {
+        let c = &self.cells;
+        c[OUT_LO] as u64
+            | (c[OUT_LO + 1] as u64) << 16
+            | (c[OUT_LO + 2] as u64) << 32
+            | (c[OUT_LO + 3] as u64) << 48
+    }
+
+    fn set_output(&mut self, lo: u64, hi: u16) {
+        self.cells[OUT_HI] = hi;
+        for k in 0..4 {
+            self.cells[OUT_LO + k] = (lo >> (16 * k)) as u16;
+        }
+    }
+}
+
+const EMPTY_ROW: Row = Row { cells: [0; 32] };
 
 /// Packs a merged output (`m[back]` = score `back` gaps before the one after the state's
-/// last character) into the window layout: byte `WINDOW - 1 - back` of a `u128`, split into
-/// its high 8 bytes (backs 0..8) and bytes 6..8 (backs 8, 9). Backs from 10 on are left out.
+/// last character) into the window layout (byte `back`): backs 0..8 as a `u64`, backs 8
+/// and 9 as a `u16`. Backs from 10 on are left out.
 fn pack_output(m: &[u8]) -> (u64, u16) {
     let mut w = [0u8; WINDOW];
     for (back, &v) in m.iter().enumerate().take(ROW_GAPS) {
-        w[WINDOW - 1 - back] = v;
+        w[back] = v;
     }
     let w = u128::from_le_bytes(w);
-    ((w >> 64) as u64, (w >> 48) as u16)
+    (w as u64, (w >> 64) as u16)
 }
 
 /// The matcher's window over the last 16 gaps: SSE2 on x86_64 (part of its baseline).
+///
+/// Byte `back` is the score of the gap `back` before the current one; a step shifts the
+/// window up by one byte (byte 15 leaves) and takes the byte-wise maximum with the new
+/// state's output, which lies in bytes 0..10, so it is loaded with one `movq` and one
+/// `pinsrw`.
 #[cfg(target_arch = "x86_64")]
 mod window {
     use std::arch::x86_64::{
-        __m128i, _mm_cvtsi128_si32, _mm_cvtsi128_si64, _mm_max_epu8, _mm_set_epi64x,
-        _mm_setzero_si128, _mm_srli_si128, _mm_unpackhi_epi64,
+        __m128i, _mm_cvtsi128_si64, _mm_cvtsi64_si128, _mm_extract_epi16, _mm_insert_epi16,
+        _mm_max_epu8, _mm_movemask_epi8, _mm_set_epi64x, _mm_setzero_si128, _mm_slli_epi16,
+        _mm_slli_si128, _mm_unpackhi_epi64,
     };
 
     #[derive(Clone, Copy)]
@@ -85,20 +121,20 @@ mod window {
             Window(_mm_setzero_si128())
         }
 
-        /// The byte about to leave (byte 0).
+        /// The byte about to leave (byte 15).
         #[inline]
         #[target_feature(enable = "sse2")]
-        pub(super) fn low(self) -> u8 {
-            _mm_cvtsi128_si32(self.0) as u8
+        pub(super) fn leaving(self) -> u8 {
+            (_mm_extract_epi16::<7>(self.0) >> 8) as u8
         }
 
-        /// Shifts down one byte and takes the byte-wise maximum with `out`, given as its
-        /// high 64 bits and its bits 48..64.
+        /// Shifts up one byte and takes the byte-wise maximum with the output whose bytes
+        /// 0..8 are `lo` and bytes 8, 9 are `hi`.
         #[inline]
         #[target_feature(enable = "sse2")]
-        pub(super) fn step(self, hi: u64, mid: u16) -> Window {
-            let out = _mm_set_epi64x(hi as i64, ((mid as u64) << 48) as i64);
-            Window(_mm_max_epu8(_mm_srli_si128::<1>(self.0), out))
+        pub(super) fn step(self, lo: u64, hi: u16) -> Window {
+            let out = _mm_insert_epi16::<4>(_mm_cvtsi64_si128(lo as i64), hi as i32);
+            Window(_mm_max_epu8(_mm_slli_si128::<1>(self.0), out))
         }
 
         /// Byte-wise maximum with a whole `u128`.
@@ -107,6 +143,14 @@ mod window {
         pub(super) fn max_with(self, v: u128) -> Window {
             let v = _mm_set_epi64x((v >> 64) as i64, v as i64);
             Window(_mm_max_epu8(self.0, v))
+        }
+
+        /// Bit j set when byte j is odd.
+        #[inline]
+        #[target_feature(enable = "sse2")]
+        pub(super) fn odd_mask(self) -> u32 {
+            // Shifting each 16-bit lane left by 7 moves bit 0 of both its bytes to bit 7.
+            _mm_movemask_epi8(_mm_slli_epi16::<7>(self.0)) as u32
         }
 
         #[inline]
@@ -119,7 +163,7 @@ mod window {
     }
 }
 
-/// The matcher's window over the last 16 gaps, portable SWAR version.
+/// The matcher's window over the last 16 gaps, portable SWAR version (same layout).
 #[cfg(not(target_arch = "x86_64"))]
 mod window {
     #[derive(Clone, Copy)]
@@ -141,17 +185,26 @@ mod window {
             Window(0)
         }
         #[inline(always)]
-        pub(super) fn low(self) -> u8 {
-            self.0 as u8
+        pub(super) fn leaving(self) -> u8 {
+            (self.0 >> 120) as u8
         }
         #[inline(always)]
-        pub(super) fn step(self, hi: u64, mid: u16) -> Window {
-            let out = (hi as u128) << 64 | (mid as u128) << 48;
-            Window(bytewise_max(self.0 >> 8, out))
+        pub(super) fn step(self, lo: u64, hi: u16) -> Window {
+            let out = (hi as u128) << 64 | lo as u128;
+            Window(bytewise_max(self.0 << 8, out))
         }
         #[inline(always)]
         pub(super) fn max_with(self, v: u128) -> Window {
             Window(bytewise_max(self.0, v))
+        }
+        /// Bit j set when byte j is odd.
+        #[inline(always)]
+        pub(super) fn odd_mask(self) -> u32 {
+            let mut m = 0;
+            for (j, b) in self.0.to_le_bytes().iter().enumerate() {
+                m |= ((b & 1) as u32) << j;
+            }
+            m
         }
         #[inline(always)]
         pub(super) fn bytes(self) -> [u8; 16] {
@@ -161,16 +214,6 @@ mod window {
 }
 
 use window::Window;
-
-/// The matcher's state while scanning one word.
-struct Matcher {
-    /// The row the automaton is in.
-    row: usize,
-    /// Scores of the last `WINDOW` gaps.
-    window: Window,
-    /// Index in `gaps` of the gap after the last character read.
-    end: usize,
-}
 
 /// Maps a byte to its symbol: `A`–`Z` and `a`–`z` to 1–26, anything else to [`NOT_LETTER`].
 pub(crate) static SYMBOL: [u8; 256] = {
@@ -257,36 +300,22 @@ pub fn parse_patterns(text: &str) -> Result<Vec<Pattern>> {
     Ok(out)
 }
 
-/// A leaf of the pattern trie: a state without children. Its transitions are those of its
-/// failure state, so it needs no row: entering it applies its output and then behaves as
-/// the nearest non-leaf state of its failure chain.
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct Leaf {
-    out_hi: u64,
-    out_mid: u16,
-    /// The row this leaf behaves as.
-    row: u16,
-}
-
 /// A compiled set of Liang patterns (see the module documentation).
 #[derive(Clone)]
 pub struct Patterns {
-    /// One row per non-leaf state (ids `0..table.len()`, breadth-first, root first).
-    table: Vec<Row>,
-    /// The leaves (ids `table.len()..`, breadth-first).
-    leaves: Vec<Leaf>,
-    /// First row id of a state deeper than `ROW_GAPS - 1` characters (`table.len()` if none).
-    first_deep_row: usize,
-    /// First leaf id of such a state (`table.len() + leaves.len()` if none).
-    first_deep_leaf: usize,
+    /// One row per state (ids breadth-first, the root is 0).
+    rows: Vec<Row>,
+    /// First id of a state with outputs `ROW_GAPS` or more gaps back (`rows.len()` if none).
+    first_deep: usize,
+    /// True when a deep state has an output `WINDOW` gaps back or more.
+    far_outputs: bool,
     /// `(id, start, end)` for every deep state, by id: its outputs beyond the row's window
     /// are `deep_outputs[start..end]`.
     deep_ranges: Vec<(usize, u32, u32)>,
     /// `(back, score)`: a state entered on the character before gap `e` sets gap `e - back`.
     deep_outputs: Vec<(u16, u8)>,
-    /// The row the matcher is in after the leading `.`.
-    after_edge: u16,
+    /// The state the matcher is in after the leading `.`.
+    after_edge: usize,
     /// Number of patterns compiled.
     count: usize,
     /// Longest pattern, in letters (edges counted).
@@ -297,8 +326,7 @@ impl std::fmt::Debug for Patterns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Patterns")
             .field("patterns", &self.count)
-            .field("rows", &self.table.len())
-            .field("leaves", &self.leaves.len())
+            .field("states", &self.rows.len())
             .field("deep_states", &self.deep_ranges.len())
             .field("longest", &self.max_len)
             .finish()
@@ -400,62 +428,34 @@ impl Patterns {
             }
         }
 
-        // 3. Ids: non-leaf states first, then leaves, each group breadth-first.
-        let is_leaf = |st: usize| st != 0 && children[st].iter().all(|&c| c == 0);
-        let nl = order.iter().filter(|&&st| !is_leaf(st)).count();
+        // 3. One row per state, numbered breadth-first (the root is 0), except that the
+        //    states with outputs ROW_GAPS or more gaps back (deep) come last.
+        let is_deep = |st: usize| merged[st].iter().skip(ROW_GAPS).any(|&v| v > 0);
+        let count = states;
         let mut id = vec![0usize; states];
-        let (mut next_row, mut next_leaf) = (0, nl);
-        for &st in &order {
-            if is_leaf(st) {
-                id[st] = next_leaf;
-                next_leaf += 1;
-            } else {
-                id[st] = next_row;
-                next_row += 1;
+        let mut rep = Vec::with_capacity(states);
+        for deep_pass in [false, true] {
+            for &st in &order {
+                if is_deep(st) == deep_pass {
+                    id[st] = rep.len();
+                    rep.push(st);
+                }
             }
         }
-        // The row a state behaves as: itself, or for a leaf its nearest non-leaf failure.
-        let behaves_as = |mut st: usize| {
-            while is_leaf(st) {
-                st = fail[st];
-            }
-            id[st] as u16
-        };
-        let mut table = vec![EMPTY_ROW; nl];
-        let mut leaves = vec![
-            Leaf {
-                out_hi: 0,
-                out_mid: 0,
-                row: 0
-            };
-            states - nl
-        ];
-        let (mut first_deep_row, mut first_deep_leaf) = (nl, states);
+        let state_id = |st: usize| id[st];
+        let mut rows = vec![EMPTY_ROW; count];
+        let mut first_deep = count;
         let mut deep_ranges = Vec::new();
         let mut deep_outputs = Vec::new();
-        for &st in &order {
-            let (hi, mid) = pack_output(&merged[st]);
-            let i = id[st];
-            if i < nl {
-                let row = &mut table[i];
-                row.out_hi = hi;
-                row.out_mid = mid;
-                for c in 0..SYMBOLS {
-                    row.next[c] = id[next[st][c] as usize] as u16;
-                }
-            } else {
-                leaves[i - nl] = Leaf {
-                    out_hi: hi,
-                    out_mid: mid,
-                    row: behaves_as(st),
-                };
+        for (i, &st) in rep.iter().enumerate() {
+            let (lo, hi) = pack_output(&merged[st]);
+            let row = &mut rows[i];
+            row.set_output(lo, hi);
+            for (cell, &t) in row.cells.iter_mut().zip(&next[st]) {
+                *cell = state_id(t as usize) as u16;
             }
-            if depth[st] >= ROW_GAPS {
-                if i < nl {
-                    first_deep_row = first_deep_row.min(i);
-                } else {
-                    first_deep_leaf = first_deep_leaf.min(i);
-                }
+            if is_deep(st) {
+                first_deep = first_deep.min(i);
                 let start = deep_outputs.len() as u32;
                 for (back, &v) in merged[st].iter().enumerate().skip(ROW_GAPS) {
                     if v > 0 {
@@ -465,13 +465,14 @@ impl Patterns {
                 deep_ranges.push((i, start, deep_outputs.len() as u32));
             }
         }
-        deep_ranges.sort_unstable();
-        let after_edge = behaves_as(next[0][EDGE as usize] as usize);
+        let after_edge = state_id(next[0][EDGE as usize] as usize);
+        let far_outputs = deep_outputs
+            .iter()
+            .any(|&(back, _)| back as usize >= WINDOW);
         Ok(Patterns {
-            table,
-            leaves,
-            first_deep_row,
-            first_deep_leaf,
+            rows,
+            first_deep,
+            far_outputs,
             deep_ranges,
             deep_outputs,
             after_edge,
@@ -490,9 +491,9 @@ impl Patterns {
         self.count == 0
     }
 
-    /// Number of automaton states (rows plus leaves).
+    /// Number of automaton states (one row each).
     pub fn states(&self) -> usize {
-        self.table.len() + self.leaves.len()
+        self.rows.len()
     }
 
     /// Longest pattern, in characters (edge markers counted).
@@ -500,91 +501,175 @@ impl Patterns {
         self.max_len
     }
 
-    /// Scores the gaps of `word` (ASCII letters only, any case; checked by the caller).
+    /// Scores the gaps of `word`, which must be made of ASCII letters only (any case; the
+    /// caller checks: for another byte the scores are unspecified, but nothing panics).
     ///
-    /// `gaps` must be `GAP_PAD + word.len() + 3` long; afterwards `gaps[GAP_PAD + i + 1]`
-    /// is the score of the break after the first `i` letters (odd = allowed by the
-    /// patterns). Every byte from `GAP_PAD - WINDOW + 2` on is overwritten.
+    /// `gaps` must be at least `GAP_PAD + word.len() + 3` long; afterwards
+    /// `gaps[GAP_PAD + i + 1]` is the score of the break after the first `i` letters (odd =
+    /// allowed by the patterns). Every byte from 2 to `GAP_PAD + word.len() + 2` is
+    /// overwritten. Returns false, leaving `gaps` unspecified, when `gaps` is too short.
     ///
-    /// The scores of the last 16 gaps live in a `u128` (byte `WINDOW - 1 - back` = the gap
-    /// `back` before the current one); each step shifts it down by one byte, writing the
-    /// byte that leaves it (no longer reachable by any row) to `gaps`, and takes the
-    /// byte-wise maximum with the new state's merged output. So the buffer is only written,
-    /// once per gap, and the last 16 gaps with one 16-byte store.
+    /// The scores of the last 16 gaps live in a register (byte `back` = the gap `back`
+    /// before the current one); each step shifts it up by one byte, writing the byte that
+    /// leaves it (no longer reachable by any row) to `gaps`, and takes the byte-wise maximum
+    /// with the new state's merged output. So the buffer is only written, once per gap, and
+    /// the last 16 gaps at the end.
     #[inline]
-    /// Returns false, leaving `gaps` unspecified, when `word` has a byte that is not an
-    /// ASCII letter (so the caller need not check the word beforehand).
     #[must_use]
     pub(crate) fn score(&self, word: &[u8], gaps: &mut [u8]) -> bool {
-        debug_assert_eq!(gaps.len(), GAP_PAD + word.len() + 3);
-        // SAFETY: `score_window` only needs SSE2, which every x86_64 processor has (it is part
+        self.run(word, Some(gaps)).is_some()
+    }
+
+    /// For each `i` in `0..=word.len()`, bit `i` is set when the break after the first `i`
+    /// letters of `word` scores odd (is allowed by the patterns). `word` must be made of
+    /// ASCII letters only, as for [`Patterns::score`].
+    ///
+    /// This is [`Patterns::score`] without the gaps buffer: the window is flushed as a bit
+    /// mask, and a gap that leaves the window early (words of 14 letters or more) as one bit.
+    /// Returns `None` when the word has more than [`MASK_WORD`] letters or a pattern reaches
+    /// `WINDOW` gaps back or more (never for en-US); use [`Patterns::score`] then.
+    #[inline]
+    #[must_use]
+    pub(crate) fn breaks(&self, word: &[u8]) -> Option<u64> {
+        if word.len() > MASK_WORD || self.far_outputs {
+            return None;
+        }
+        self.run(word, None)
+    }
+
+    /// The matcher's one entry: with `gaps`, [`Patterns::score`] (`Some(0)` = done);
+    /// without, [`Patterns::breaks`].
+    #[inline]
+    fn run(&self, word: &[u8], gaps: Option<&mut [u8]>) -> Option<u64> {
+        // SAFETY: `run_window` only needs SSE2, which every x86_64 processor has (it is part
         // of the x86_64 baseline). This is one of the crate's two `unsafe` sites (the other
         // maps filter files); it makes hyphenation 1.5x faster than the portable u128 window
-        // (112 vs 173 ns/word, same core, same run).
+        // (112 vs 173 ns/word, same core, same run, when it was introduced).
         #[cfg(target_arch = "x86_64")]
         #[allow(unsafe_code)]
         unsafe {
-            self.score_window(word, gaps)
+            self.run_window(word, gaps)
         }
         #[cfg(not(target_arch = "x86_64"))]
-        self.score_window(word, gaps)
+        self.run_window(word, gaps)
+    }
+
+    #[inline]
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn run_window(&self, word: &[u8], gaps: Option<&mut [u8]>) -> Option<u64> {
+        match gaps {
+            Some(gaps) => self.score_window(word, gaps).then_some(0),
+            None => self.breaks_window(word),
+        }
+    }
+
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn breaks_window(&self, word: &[u8]) -> Option<u64> {
+        let n = word.len();
+        let mut row = self.rows.get(self.after_edge)?;
+        let shallow = self.rows.get(..self.first_deep)?;
+        let mut window = Window::zero();
+        // Reading letter i (text character i + 1 of '.' word '.') pushes gap i - 14 out of
+        // the window. Bit 63 - g of `odd` is set when gap g scores odd (the window's order:
+        // later gaps in lower bits). Gaps below 0 do not exist, so the first 14 letters push
+        // nothing worth keeping.
+        let mut odd = 0u64;
+        let (head, tail) = word.split_at(n.min(WINDOW - 2));
+        // `end` only matters for outputs that leave the window (none here: no far outputs).
+        for &b in head {
+            (row, window) = self.advance(shallow, row, b, window, 0, &mut [])?;
+        }
+        for (i, &b) in (WINDOW - 2..).zip(tail) {
+            odd |= ((window.leaving() & 1) as u64) << (77 - i);
+            (row, window) = self.advance(shallow, row, b, window, 0, &mut [])?;
+        }
+        if n >= WINDOW - 2 {
+            odd |= ((window.leaving() & 1) as u64) << (77 - n);
+        }
+        (_, window) = self.advance(shallow, row, EDGE, window, 0, &mut [])?;
+        // Byte j of the window is gap n + 2 - j: bit 61 - n + j (gaps below 0 drop out).
+        odd |= (window.odd_mask() as u64) << (61 - n);
+        // Bit g: gap g; bit i of the result: gap i + 1, the break after i letters.
+        Some(odd.reverse_bits() >> 1)
     }
 
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
     fn score_window(&self, word: &[u8], gaps: &mut [u8]) -> bool {
-        let mut m = Matcher {
-            row: self.after_edge as usize,
-            window: Window::zero(),
-            // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
-            // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`.
-            end: GAP_PAD + 1,
-        };
-        // A non-letter maps to NOT_LETTER, which has no transition: the step fails.
-        for &b in word {
-            if !self.step(&mut m, SYMBOL[b as usize] as usize, gaps) {
-                return false;
-            }
-        }
-        if !self.step(&mut m, EDGE as usize, gaps) {
+        let n = word.len();
+        if gaps.len() < GAP_PAD + n + 3 {
             return false;
         }
-        // Flush the window: byte j is the gap end + 1 - WINDOW + j.
-        if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW..m.end + 1) {
-            g.copy_from_slice(&m.window.bytes());
+        let (Some(mut row), Some(shallow)) = (
+            self.rows.get(self.after_edge),
+            self.rows.get(..self.first_deep),
+        ) else {
+            return false;
+        };
+        let mut window = Window::zero();
+        // Text: '.' word '.'; letter i is text character i + 1, and the gap after text
+        // character t is t + 1, at index GAP_PAD + t + 1 in `gaps`. Reading letter i
+        // pushes gap i + 2 - WINDOW out of the window, at index i + 2 (GAP_PAD = WINDOW).
+        for (i, &b) in word.iter().enumerate() {
+            if let Some(g) = gaps.get_mut(i + 2) {
+                *g = window.leaving();
+            }
+            let Some(next) = self.advance(shallow, row, b, window, GAP_PAD + i + 2, gaps) else {
+                return false;
+            };
+            (row, window) = next;
+        }
+        if let Some(g) = gaps.get_mut(n + 2) {
+            *g = window.leaving();
+        }
+        let Some((_, last)) = self.advance(shallow, row, EDGE, window, GAP_PAD + n + 2, gaps)
+        else {
+            return false;
+        };
+        // Flush the window: byte j is the gap n + 2 - j, at index GAP_PAD + n + 2 - j.
+        if let Some(g) = gaps.get_mut(n + 3..GAP_PAD + n + 3) {
+            for (g, &v) in g.iter_mut().rev().zip(&last.bytes()) {
+                *g = v;
+            }
         }
         true
     }
 
-    /// One step on symbol `sym`; false if `sym` is not a symbol (or, never by construction,
-    /// the table is inconsistent).
+    /// One step from `row` on the symbol `byte & 31` (a letter's symbol in either case, or
+    /// [`EDGE`]): the new row and window. `shallow` is `rows[..first_deep]`, so one
+    /// comparison both checks the id and sends deep states to the cold path. `end` is the
+    /// index in `gaps` of the gap after the character read, for the outputs of a deep state
+    /// that have left the window. `None` only if the table were inconsistent.
     #[inline]
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
-    fn step(&self, m: &mut Matcher, sym: usize, gaps: &mut [u8]) -> bool {
-        // The gap leaving the window.
-        if let Some(g) = gaps.get_mut(m.end + 1 - WINDOW) {
-            *g = m.window.low();
+    fn advance<'a>(
+        &'a self,
+        shallow: &'a [Row],
+        row: &Row,
+        byte: u8,
+        window: Window,
+        end: usize,
+        gaps: &mut [u8],
+    ) -> Option<(&'a Row, Window)> {
+        let t = row.cells[(byte & 31) as usize] as usize;
+        match shallow.get(t) {
+            Some(r) => Some((r, window.step(r.out_lo(), r.out_hi()))),
+            None => self.advance_deep(t, window, end, gaps),
         }
-        m.end += 1;
-        let Some(&t) = self.table.get(m.row).and_then(|r| r.next.get(sym)) else {
-            return false;
-        };
-        let t = t as usize;
-        let deep;
-        if let Some(r) = self.table.get(t) {
-            m.row = t;
-            m.window = m.window.step(r.out_hi, r.out_mid);
-            deep = t >= self.first_deep_row;
-        } else if let Some(leaf) = self.leaves.get(t - self.table.len()) {
-            m.row = leaf.row as usize;
-            m.window = m.window.step(leaf.out_hi, leaf.out_mid);
-            deep = t >= self.first_deep_leaf;
-        } else {
-            return false;
-        }
-        if deep {
-            m.window = self.apply_deep(t, m.end, gaps, m.window);
-        }
-        true
+    }
+
+    /// [`Patterns::advance`] into a deep state (or a bad id).
+    #[cold]
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "sse2"))]
+    fn advance_deep(
+        &self,
+        t: usize,
+        window: Window,
+        end: usize,
+        gaps: &mut [u8],
+    ) -> Option<(&Row, Window)> {
+        let r = self.rows.get(t)?;
+        let window = window.step(r.out_lo(), r.out_hi());
+        Some((r, self.apply_deep(t, end, gaps, window)))
     }
 
     /// The outputs of a deep state beyond its row's ten gaps.
@@ -608,7 +693,7 @@ impl Patterns {
         {
             let back = back as usize;
             if back < WINDOW {
-                window = window.max_with((v as u128) << (8 * (WINDOW - 1 - back)));
+                window = window.max_with((v as u128) << (8 * back));
             } else if let Some(g) = gaps.get_mut(end.wrapping_sub(back)) {
                 // back <= depth(state) <= end - GAP_PAD: that gap left the window already.
                 *g = (*g).max(v);
@@ -713,7 +798,53 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(&word)
             );
+            assert_eq!(p.breaks(&word), Some(odd_bits(&want)));
         }
+    }
+
+    /// Bit i: the break after i letters (gap i + 1 of the naive scores) is odd.
+    fn odd_bits(naive_gaps: &[u8]) -> u64 {
+        let mut bits = 0;
+        for (i, &g) in naive_gaps.iter().skip(1).enumerate().take(64) {
+            bits |= ((g & 1) as u64) << i;
+        }
+        bits
+    }
+
+    #[test]
+    fn breaks_match_scores_up_to_the_longest_word_and_refuse_far_outputs() {
+        let p = Patterns::en_us().unwrap();
+        assert!(!p.far_outputs);
+        let parsed = parse_patterns(super::super::EN_US_PATTERNS).unwrap();
+        let mut x: u64 = 0x9e37_79b9;
+        for n in 1..=MASK_WORD + 1 {
+            for _ in 0..20 {
+                let word: Vec<u8> = (0..n)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        b"etaoinshrdlucmfwypvbgkqjxzETAOIN"[(x >> 59) as usize]
+                    })
+                    .collect();
+                let want = naive(&parsed, &word);
+                let mut gaps = vec![0u8; GAP_PAD + n + 3];
+                assert!(p.score(&word, &mut gaps));
+                assert_eq!(&gaps[GAP_PAD..], &want[..]);
+                if n <= MASK_WORD {
+                    assert_eq!(p.breaks(&word), Some(odd_bits(&want)), "{n}");
+                } else {
+                    assert_eq!(p.breaks(&word), None);
+                }
+            }
+        }
+        // A pattern 17 characters long reaches 16 gaps back: no bit mask.
+        let long = Patterns::parse("a1bcdefghijklmnopq 2ab").unwrap();
+        assert!(long.far_outputs);
+        assert_eq!(long.breaks(b"abcdefghijklmnopq"), None);
+        let mut gaps = vec![0u8; GAP_PAD + 17 + 3];
+        assert!(long.score(b"abcdefghijklmnopq", &mut gaps));
+        assert_eq!(gaps[GAP_PAD + 2], 1);
     }
 
     #[test]
