@@ -832,7 +832,7 @@ mod tests {
                 .map(|(i, (k, v))| (k.as_slice(), (i % 7 != 2).then_some(v.as_slice())))
                 .collect();
             let path = dir.path().join(format!("{n}.sst"));
-            write_table(&RealFs, &path, &entries).unwrap();
+            write_table(&RealFs, &path, entries.as_slice()).unwrap();
             let t = Table::open(&path, 1).unwrap();
             let c = TableCounters::default();
             let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
