@@ -83,16 +83,16 @@ fn slot() -> usize {
 struct Slot<const N: usize>([AtomicU64; N]);
 
 /// `N` counters, one slot per thread (see the module documentation).
+///
+/// The slots are inline (no pointer to follow on a lookup): `(PRIVATE_SLOTS + 1) × 64` bytes.
 pub struct Sharded<const N: usize> {
-    slots: Box<[Slot<N>]>,
+    slots: [Slot<N>; PRIVATE_SLOTS + 1],
 }
 
 impl<const N: usize> Default for Sharded<N> {
     fn default() -> Self {
         Sharded {
-            slots: (0..=PRIVATE_SLOTS)
-                .map(|_| Slot(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
+            slots: std::array::from_fn(|_| Slot(std::array::from_fn(|_| AtomicU64::new(0)))),
         }
     }
 }

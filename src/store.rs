@@ -85,11 +85,11 @@ pub struct TableHandle {
     /// The table file.
     pub table: Arc<Table>,
     /// Its filter, if it has one that opened and checked out.
-    pub filter: Option<Arc<MappedFilter>>,
+    pub filter: Option<MappedFilter>,
     /// The manifest's record of this table.
     pub record: TableRecord,
     /// Counters since this filter was attached.
-    pub counters: Arc<TableCounters>,
+    pub counters: TableCounters,
     /// Why a recorded filter is not in use (damaged or missing), if so.
     pub filter_problem: Option<String>,
     /// [`prefix8`] of the table's smallest and largest key.
@@ -133,7 +133,7 @@ enum Probe {
 impl TableHandle {
     fn new(
         table: Arc<Table>,
-        filter: Option<Arc<MappedFilter>>,
+        filter: Option<MappedFilter>,
         record: TableRecord,
         filter_problem: Option<String>,
     ) -> TableHandle {
@@ -142,7 +142,7 @@ impl TableHandle {
             table,
             filter,
             record,
-            counters: Arc::default(),
+            counters: TableCounters::default(),
             filter_problem,
             lo,
             hi,
@@ -162,7 +162,7 @@ impl TableHandle {
             (None, None)
         } else {
             match MappedFilter::open(&filter_path(dir, record.filter_file), record.filter_file) {
-                Ok(f) => (Some(Arc::new(f)), None),
+                Ok(f) => (Some(f), None),
                 // A damaged filter must never hide a key: the table is read without it.
                 Err(e) => (None, Some(e.to_string())),
             }
@@ -1086,10 +1086,10 @@ impl Store {
         record.filter_kind = kind;
         record.fpr = fpr;
         let filter = match bytes {
-            Some(_) => Some(Arc::new(MappedFilter::open(
+            Some(_) => Some(MappedFilter::open(
                 &filter_path(&self.dir, filter_no),
                 filter_no,
-            )?)),
+            )?),
             None => None,
         };
         Ok(Arc::new(TableHandle::new(
