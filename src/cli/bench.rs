@@ -110,7 +110,8 @@ impl Run for FilterBench {
 /// (100,000 each for the no-filter baseline). Absent keys: 90% inside every table's key range,
 /// 10% outside all of them. Every observed FPR is checked against its kind's theoretical rate
 /// (band: 4 binomial standard deviations + 5% model tolerance) and flagged when outside.
-/// Also measures the engine: load rate, reopen time, sealing a table with 1 and 2 threads.
+/// Also measures the engine: load rate, reopen time, sealing a table with 1 and 2 threads
+/// (medians of 3 alternating rounds).
 ///
 /// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
 /// Progress goes to stderr, the table to stdout.
