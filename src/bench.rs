@@ -412,7 +412,9 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
             progress(&format!("engine: seal round {}/{SEAL_ROUNDS}", round + 1));
             let (s1, r1) = seal_time(&keys.present, cfg, 1)?;
             let (s2, r2) = seal_time(&keys.present, cfg, 2)?;
-            (s1s.push(s1), s2s.push(s2), ratios.push(s1 / s2));
+            s1s.push(s1);
+            s2s.push(s2);
+            ratios.push(s1 / s2);
             rates.extend([r1, r2]);
         }
         let (s1, s2, rate) = (median(&mut s1s), median(&mut s2s), median(&mut rates));
