@@ -1,0 +1,59 @@
+//! Times the exception lookups alone (no hyphenation): every letters-only word of the
+//! built-in list, lower-cased and hashed up front, looked up in the on-disk dictionary through
+//! a `Reader` and in the in-memory exceptions. Separates the lookup's own cost from its
+//! interference with the pattern automaton in `store bench hyphenation`.
+//!
+//! `cargo run --release --example dict_lookup [passes]`
+
+use std::time::Instant;
+
+use filterstore::hyph::{
+    ExceptionDict, ExceptionLookup, ExceptionSource, MemoryExceptions, WordList,
+};
+use filterstore::FilterKind;
+
+fn main() -> filterstore::Result<()> {
+    let passes: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10);
+    let words = WordList::builtin()?;
+    let keys: Vec<(Vec<u8>, u64)> = words
+        .iter()
+        .filter(|w| w.len() >= 5 && w.bytes().all(|b| b.is_ascii_alphabetic()))
+        .map(|w| {
+            let k = w.to_ascii_lowercase().into_bytes();
+            let h = filterstore::hash::key_hash(&k);
+            (k, h)
+        })
+        .collect();
+    let tmp = tempfile::tempdir()?;
+    let dict = ExceptionDict::open_or_build(
+        tmp.path().join("dict"),
+        &ExceptionSource::en_us(),
+        Some(FilterKind::BlockedBloom),
+        Some(0.001),
+    )?;
+    let memory = MemoryExceptions::en_us()?;
+    let reader = dict.reader();
+    let runs: [(&str, &dyn ExceptionLookup); 2] =
+        [("disk dictionary (Reader)", &reader), ("memory", &memory)];
+    for (name, lookup) in runs {
+        let mut best = f64::MAX;
+        let mut hits = 0;
+        for _ in 0..passes {
+            hits = 0;
+            let t = Instant::now();
+            for (k, h) in &keys {
+                hits += lookup.lookup(k, *h)?.is_some() as usize;
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{name}: {} lookups, {hits} hits, best of {passes}: {:.1} ns/lookup",
+            keys.len(),
+            best * 1e9 / keys.len() as f64
+        );
+    }
+    Ok(())
+}
