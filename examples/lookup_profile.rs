@@ -5,21 +5,8 @@
 
 use std::time::Instant;
 
+use filterstore::bench::key16;
 use filterstore::{FilterKind, Options, Store, SyncPolicy};
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-fn key(seed: u64, i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&splitmix(seed ^ (2 * i)).to_be_bytes());
-    k[8..].copy_from_slice(&splitmix(seed ^ (2 * i + 1)).to_be_bytes());
-    k
-}
 
 fn main() -> filterstore::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -53,7 +40,7 @@ fn main() -> filterstore::Result<()> {
         let value = [7u8; 100];
         for t in 0..tables {
             for i in (t..n).step_by(tables as usize) {
-                store.put(&key(42, i), &value)?;
+                store.put(&key16(42, i), &value)?;
             }
             store.flush()?;
         }
@@ -62,7 +49,7 @@ fn main() -> filterstore::Result<()> {
         let start = Instant::now();
         let mut found = 0;
         for i in 0..lookups {
-            found += store.get(&key(0x5555_5555_0000_0000, i))?.is_some() as u64;
+            found += store.get(&key16(0x5555_5555_0000_0000, i))?.is_some() as u64;
         }
         let ns = start.elapsed().as_nanos() as f64 / lookups as f64;
         println!("absent: {ns:.0} ns/lookup ({found} found)");
@@ -71,7 +58,7 @@ fn main() -> filterstore::Result<()> {
         let start = Instant::now();
         let mut found = 0;
         for i in 0..lookups {
-            found += store.get(&key(42, (i * 7919) % n))?.is_some() as u64;
+            found += store.get(&key16(42, (i * 7919) % n))?.is_some() as u64;
         }
         let ns = start.elapsed().as_nanos() as f64 / lookups as f64;
         println!("present: {ns:.0} ns/lookup ({found} found)");

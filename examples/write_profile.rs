@@ -10,21 +10,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use filterstore::bench::key16;
 use filterstore::{FilterKind, Options, Store, SyncPolicy};
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-fn key(seed: u64, i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&splitmix(seed ^ (2 * i)).to_be_bytes());
-    k[8..].copy_from_slice(&splitmix(seed ^ (2 * i + 1)).to_be_bytes());
-    k
-}
 
 fn main() -> filterstore::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -72,7 +59,7 @@ fn main() -> filterstore::Result<()> {
                 let mut value = [0u8; 100];
                 for i in (w..n).step_by(writers as usize) {
                     value[..8].copy_from_slice(&i.to_le_bytes());
-                    store.put(&key(7, i), &value).expect("put");
+                    store.put(&key16(7, i), &value).expect("put");
                 }
             });
         }

@@ -179,11 +179,17 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn gen_key(seed: u64, i: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(16);
-    k.extend_from_slice(&splitmix(seed ^ (2 * i)).to_be_bytes());
-    k.extend_from_slice(&splitmix(seed ^ (2 * i + 1)).to_be_bytes());
+/// Generated key `i` of a seed: 16 bytes from SplitMix64 (also used by the examples, so that
+/// their stores hold the same keys as the benchmark's).
+pub fn key16(seed: u64, i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&splitmix(seed ^ (2 * i)).to_be_bytes());
+    k[8..].copy_from_slice(&splitmix(seed ^ (2 * i + 1)).to_be_bytes());
     k
+}
+
+fn gen_key(seed: u64, i: u64) -> Vec<u8> {
+    key16(seed, i).to_vec()
 }
 
 /// The value of key `i`, written into `out` (one buffer for a whole load, so the timed loop

@@ -12,6 +12,14 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{:012}", i * 2).into_bytes() // even numbers present, odd absent
 }
 
+/// A step of a 64-bit linear congruential generator; returns its top 31 bits.
+fn lcg(x: &mut u64) -> u64 {
+    *x = x
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *x >> 33
+}
+
 fn opts(kind: FilterKind, fpr: f64) -> Options {
     Options {
         filter: Some(kind),
@@ -333,10 +341,7 @@ fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
                 if n == 0 {
                     continue;
                 }
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let i = (x >> 33) % n;
+                let i = lcg(&mut x) % n;
                 let got = store.get(&key(i)).unwrap();
                 assert_eq!(
                     got,
@@ -425,12 +430,7 @@ fn a_long_lived_reader_sees_every_completed_change() {
     let reader = store.reader();
     let mut model = std::collections::BTreeMap::new();
     let mut x = 7u64;
-    let mut next = || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        x >> 33
-    };
+    let mut next = || lcg(&mut x);
     let (mut checked, mut fast) = (0u64, 0u64);
     for step in 0..3000u64 {
         let i = next() % 300;
@@ -502,10 +502,7 @@ fn readers_never_miss_keys_while_tables_change() {
                 if n == 0 {
                     continue;
                 }
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let i = (x >> 33) % n;
+                let i = lcg(&mut x) % n;
                 assert_eq!(
                     reader.get(&key(i)).unwrap(),
                     Some(format!("v{i}").into_bytes()),
