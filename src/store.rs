@@ -288,7 +288,8 @@ impl Reader<'_> {
         self.get_with_hash(key, key_hash(key))
     }
 
-    /// Looks `key` up with its precomputed [`key_hash`].
+    /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
+    /// [`Store::get_with_hash`]).
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let store = self.store;
         let version = store.version.load(SeqCst);
@@ -794,6 +795,9 @@ impl Store {
     }
 
     /// Looks `key` up with its precomputed [`key_hash`] (hash once, probe every table).
+    ///
+    /// `hash` must be `key_hash(key)`: the memtable's index and the filters are searched
+    /// with it, so any other value can miss a key that is there.
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.lookups.add(0, 1);
         let tables = {
