@@ -222,12 +222,20 @@ impl FlatKeys {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.get(i))
+    }
 }
 
 /// Present keys, absent keys (inside the key ranges first, outside after).
 struct Keys {
-    present: Vec<Vec<u8>>,
-    absent: Vec<Vec<u8>>,
+    present: FlatKeys,
+    absent: FlatKeys,
     outside: u64,
 }
 
@@ -287,13 +295,13 @@ fn make_keys(cfg: &BenchConfig) -> Result<Keys> {
     // Shuffle so that inside and outside keys alternate.
     let mut idx: Vec<usize> = (0..absent.len()).collect();
     idx.sort_by_key(|&i| splitmix(cfg.seed ^ 0xabcdef ^ i as u64));
-    let absent = idx
+    let absent: Vec<Vec<u8>> = idx
         .into_iter()
         .map(|i| std::mem::take(&mut absent[i]))
         .collect();
     Ok(Keys {
-        present,
-        absent,
+        present: FlatKeys::new(&present),
+        absent: FlatKeys::new(&absent),
         outside,
     })
 }
@@ -436,7 +444,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
             seal_keys: n,
         });
     }
-    let (absent, present) = (FlatKeys::new(&keys.absent), FlatKeys::new(&keys.present));
+    let (absent, present) = (&keys.absent, &keys.present);
     // Which absent keys fall inside at least one table's range (the baseline's reads).
     let st = store.stats();
     let in_ranges: u64 = keys
@@ -446,7 +454,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         .map(|k| {
             st.tables
                 .iter()
-                .filter(|t| t.min_key <= *k && *k <= t.max_key)
+                .filter(|t| t.min_key.as_slice() <= k && k <= t.max_key.as_slice())
                 .count() as u64
         })
         .sum();
@@ -567,7 +575,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
     })
 }
 
-fn cold_run(store: &Store, dir: &Path, absent: &[Vec<u8>], lookups: u64) -> Result<ColdFigures> {
+fn cold_run(store: &Store, dir: &Path, absent: &FlatKeys, lookups: u64) -> Result<ColdFigures> {
     let before = store.stats();
     let mut elapsed = Duration::ZERO;
     for chunk in absent
@@ -591,8 +599,6 @@ fn cold_run(store: &Store, dir: &Path, absent: &[Vec<u8>], lookups: u64) -> Resu
     })
 }
 
-/// Seconds to seal `keys` into one table on a rayon pool of `threads` threads, and the
-/// puts per second of loading them with `SyncPolicy::Buffered`.
 /// Rounds of the 1- and 2-thread seal measurement.
 const SEAL_ROUNDS: usize = 3;
 
@@ -605,7 +611,9 @@ fn median(xs: &mut [f64]) -> f64 {
     }
 }
 
-fn seal_time(keys: &[Vec<u8>], cfg: &BenchConfig, threads: usize) -> Result<(f64, f64)> {
+/// Seconds to seal `keys` into one table on a rayon pool of `threads` threads, and the
+/// puts per second of loading them with `SyncPolicy::Buffered`.
+fn seal_time(keys: &FlatKeys, cfg: &BenchConfig, threads: usize) -> Result<(f64, f64)> {
     let tmp = tempfile::Builder::new()
         .prefix("filterstore-seal")
         .tempdir()?;

@@ -64,6 +64,20 @@ pub fn put_entry(out: &mut Vec<u8>, shared: usize, key: &[u8], value: Option<&[u
     }
 }
 
+/// Appends a block's trailer: the restart offsets and their count (the end of every block,
+/// whichever encoder wrote the entries).
+pub(crate) fn put_restarts(out: &mut Vec<u8>, restarts: &[u32]) {
+    for r in restarts {
+        out.extend_from_slice(&r.to_le_bytes());
+    }
+    out.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+}
+
+/// Length of a block with `entry_bytes` of entries and `restarts` restart points.
+pub(crate) fn finished_len(entry_bytes: usize, restarts: usize) -> usize {
+    entry_bytes + 4 * restarts + 4
+}
+
 /// Builds one block.
 #[derive(Debug, Default)]
 pub struct BlockBuilder {
@@ -91,7 +105,7 @@ impl BlockBuilder {
 
     /// Size of the block if finished now.
     pub fn estimated_len(&self) -> usize {
-        self.buf.len() + 4 * self.restarts.len() + 4
+        finished_len(self.buf.len(), self.restarts.len())
     }
 
     /// Number of entries added.
@@ -112,10 +126,7 @@ impl BlockBuilder {
     /// Finishes the block and resets the builder.
     pub fn finish(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
-        for r in &self.restarts {
-            out.extend_from_slice(&r.to_le_bytes());
-        }
-        out.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        put_restarts(&mut out, &self.restarts);
         self.restarts.clear();
         self.last_key.clear();
         self.count = 0;

@@ -272,10 +272,7 @@ fn encode_part<E: SortedEntries + ?Sized>(
                index: &mut Vec<(Vec<u8>, u64, u32)>,
                start: usize,
                last: &[u8]| {
-        for r in restarts.iter() {
-            bytes.extend_from_slice(&r.to_le_bytes());
-        }
-        bytes.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+        block::put_restarts(bytes, restarts);
         restarts.clear();
         let len = bytes.len() - start;
         let crc = crc32fast::hash(&bytes[start..]);
@@ -312,7 +309,7 @@ fn encode_part<E: SortedEntries + ?Sized>(
             block::put_entry(&mut bytes, shared, key, value);
             count += 1;
             prev = key;
-            if bytes.len() - start + 4 * restarts.len() + 4 >= BLOCK_SIZE {
+            if block::finished_len(bytes.len() - start, restarts.len()) >= BLOCK_SIZE {
                 cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
                 start = bytes.len();
                 count = 0;
