@@ -1,7 +1,7 @@
 //! Builds (once) a store of N generated keys in T tables and times absent and present
 //! lookups in a loop, for profiling the read path (`perf record`, callgrind).
 //!
-//! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both]`
+//! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both] [pread|mmap]`
 
 use std::time::Instant;
 
@@ -24,6 +24,7 @@ fn main() -> filterstore::Result<()> {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
     let mode = args.get(4).cloned().unwrap_or_else(|| "both".into());
+    let mmap_reads = args.get(5).is_some_and(|a| a == "mmap");
     let fresh = !dir.exists();
     let store = Store::open(
         &dir,
@@ -33,6 +34,7 @@ fn main() -> filterstore::Result<()> {
             memtable_bytes: usize::MAX,
             compaction_trigger: None,
             sync: SyncPolicy::Buffered,
+            mmap_reads,
             ..Options::default()
         },
     )?;

@@ -54,6 +54,13 @@ pub struct Options {
     pub compaction_trigger: Option<usize>,
     /// Create the directory and an empty store when missing.
     pub create_if_missing: bool,
+    /// Read data blocks in place from a read-only map of each table file instead of with
+    /// `pread` (off by default). Faster on a warm cache: no system call and no copy (about
+    /// a quarter of a present-key `get`). Every read is still counted and its CRC checked.
+    /// The price is the usual one of mapped files: an I/O error while reading a block (a
+    /// failing disk, or a table file truncated behind the store's back) arrives as a `SIGBUS`
+    /// that ends the process, where `pread` returns an error.
+    pub mmap_reads: bool,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
 }
@@ -67,6 +74,7 @@ impl Default for Options {
             sync: SyncPolicy::OnFlush,
             compaction_trigger: Some(8),
             create_if_missing: true,
+            mmap_reads: false,
             fs: Arc::new(RealFs),
         }
     }
@@ -169,8 +177,9 @@ impl TableHandle {
         range_contains(&m.min_key, &m.max_key, self.lo, self.hi, key, p)
     }
 
-    fn open(dir: &Path, record: TableRecord) -> Result<TableHandle> {
-        let table = Arc::new(Table::open(&table_path(dir, record.number), record.number)?);
+    fn open(dir: &Path, record: TableRecord, mmap_reads: bool) -> Result<TableHandle> {
+        let path = table_path(dir, record.number);
+        let table = Arc::new(Table::open(&path, record.number, mmap_reads)?);
         let (filter, filter_problem) = if record.filter_file == 0 {
             (None, None)
         } else {
@@ -461,7 +470,11 @@ impl Store {
 
         let mut tables = Vec::with_capacity(manifest.tables.len());
         for r in &manifest.tables {
-            tables.push(Arc::new(TableHandle::open(&dir, r.clone())?));
+            tables.push(Arc::new(TableHandle::open(
+                &dir,
+                r.clone(),
+                opts.mmap_reads,
+            )?));
         }
         let mut mem = Mem::new();
         let mut mem_bytes = 0;
@@ -713,7 +726,11 @@ impl Store {
         let Some(record) = self.write_table(table_no, filter_no, &entries, Some(&hashes))? else {
             return Ok(());
         };
-        let handle = Arc::new(TableHandle::open(&self.dir, record.clone())?);
+        let handle = Arc::new(TableHandle::open(
+            &self.dir,
+            record.clone(),
+            self.opts.mmap_reads,
+        )?);
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
@@ -938,7 +955,11 @@ impl Store {
         drop(live);
         let input_numbers: HashSet<u64> = inputs.iter().map(|t| t.record.number).collect();
         let new_handle = match record {
-            Some(record) => Some(Arc::new(TableHandle::open(&self.dir, record)?)),
+            Some(record) => Some(Arc::new(TableHandle::open(
+                &self.dir,
+                record,
+                self.opts.mmap_reads,
+            )?)),
             None => None,
         };
         self.install(&input_numbers, new_handle.as_ref(), |_| None)?;

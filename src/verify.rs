@@ -109,7 +109,7 @@ fn check_table(
     r: &mut VerifyReport,
 ) -> Result<()> {
     r.files += 1;
-    let table = Arc::new(Table::open(path, number)?);
+    let table = Arc::new(Table::open(path, number, false)?);
     let counters = TableCounters::default();
     let mut prev: Option<Vec<u8>> = None;
     let mut count = 0u64;

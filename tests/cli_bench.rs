@@ -128,6 +128,8 @@ fn bench_refuses_bad_arguments_without_panicking() {
         &["bench", "--kinds", "bogus"],
         &["bench", "--tables", "0", "-n", "10"],
         &["bench", "--keys", "/nonexistent/keys.txt"],
+        // A mapped file keeps its pages in the cache, so cold reads cannot be measured.
+        &["bench", "--mmap-reads", "--cold"],
     ] {
         let out = store(args);
         assert_eq!(
@@ -137,4 +139,62 @@ fn bench_refuses_bad_arguments_without_panicking() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn bench_with_mmap_reads_counts_the_same_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut per_mode = Vec::new();
+    for mmap in [false, true] {
+        let csv = dir.path().join(format!("b{mmap}.csv"));
+        let json = dir.path().join(format!("b{mmap}.json"));
+        let mut args = vec![
+            "bench",
+            "-n",
+            "20000",
+            "--tables",
+            "4",
+            "--lookups",
+            "4000",
+            "--baseline-lookups",
+            "1000",
+            "--kinds",
+            "blocked-bloom",
+            "--fprs",
+            "0.01",
+            "--no-engine",
+            "--csv",
+            csv.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        if mmap {
+            args.push("--mmap-reads");
+        }
+        let out = store(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j = std::fs::read_to_string(&json).unwrap();
+        assert!(j.contains(&format!("\"mmap_reads\": {mmap}")), "{j}");
+        let rows = csv_rows(&csv);
+        let col = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
+        let pick = |r: &Vec<String>| {
+            (
+                r[col("reads_per_absent")].clone(),
+                r[col("reads_per_present")].clone(),
+            )
+        };
+        per_mode.push(rows[1..].iter().map(pick).collect::<Vec<_>>());
+    }
+    // Same keys, same tables, same filters: the same reads, whichever way blocks are read.
+    assert_eq!(per_mode[0], per_mode[1]);
+    let present: f64 = per_mode[1][1].1.parse().unwrap();
+    assert!(
+        (1.0..1.05).contains(&present),
+        "{present} reads per present get"
+    );
 }

@@ -84,37 +84,47 @@ fn checked_in_store_decodes() {
     assert_eq!(older.max_key, b"key-0299");
     assert_eq!(newer.max_key, b"key-0297");
 
-    // The older table decoded directly, block by block.
-    let t = Table::open(
-        &fixture().join(format!("{:06}.sst", older.number)),
-        older.number,
-    )
-    .unwrap();
-    assert_eq!(t.meta.entries, 300);
-    assert_eq!(t.meta.file_bytes, older.file_bytes);
-    let c = TableCounters::default();
-    let all: Vec<_> = (0..t.block_count())
-        .flat_map(|i| t.block_entries(i, &c).unwrap())
-        .collect();
-    assert_eq!(all.len(), 300);
-    for (i, (k, v)) in all.iter().enumerate() {
-        assert_eq!(k, format!("key-{i:04}").as_bytes());
-        assert_eq!(v.as_deref(), Some(value(i as u32).as_slice()));
+    // The older table decoded directly, block by block, with both ways of reading blocks.
+    for mmap_reads in [false, true] {
+        let t = Table::open(
+            &fixture().join(format!("{:06}.sst", older.number)),
+            older.number,
+            mmap_reads,
+        )
+        .unwrap();
+        assert_eq!(t.meta.entries, 300);
+        assert_eq!(t.meta.file_bytes, older.file_bytes);
+        let c = TableCounters::default();
+        let all: Vec<_> = (0..t.block_count())
+            .flat_map(|i| t.block_entries(i, &c).unwrap())
+            .collect();
+        assert_eq!(all.len(), 300);
+        for (i, (k, v)) in all.iter().enumerate() {
+            assert_eq!(k, format!("key-{i:04}").as_bytes());
+            assert_eq!(v.as_deref(), Some(value(i as u32).as_slice()));
+        }
+        assert_eq!(c.block_reads(), t.block_count() as u64);
     }
 
     // The whole store through the library: tables, filters and the WAL's unflushed writes.
-    let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&fixture(), tmp.path());
-    let store = Store::open(tmp.path(), Options::default()).unwrap();
-    for i in 0..310u32 {
-        let want = (i >= 300 || i % 3 != 0).then(|| value(i));
-        assert_eq!(
-            store.get(format!("key-{i:04}").as_bytes()).unwrap(),
-            want,
-            "key {i}"
-        );
+    for mmap_reads in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_dir(&fixture(), tmp.path());
+        let opts = Options {
+            mmap_reads,
+            ..Options::default()
+        };
+        let store = Store::open(tmp.path(), opts).unwrap();
+        for i in 0..310u32 {
+            let want = (i >= 300 || i % 3 != 0).then(|| value(i));
+            assert_eq!(
+                store.get(format!("key-{i:04}").as_bytes()).unwrap(),
+                want,
+                "key {i}"
+            );
+        }
+        assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
     }
-    assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
     assert!(filterstore::verify::verify_dir(&fixture())
         .unwrap()
         .is_intact());

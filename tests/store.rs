@@ -105,18 +105,35 @@ fn without_filters_every_table_in_range_is_read() {
 #[test]
 fn present_keys_cost_exactly_one_block_read() {
     let dir = tempfile::tempdir().unwrap();
-    let store = ten_tables(dir.path(), FilterKind::BlockedBloom, 0.001, 50_000);
-    let before = store.stats().data_block_reads;
-    for i in (0..50_000u64).step_by(37) {
-        assert_eq!(store.get(&key(i)).unwrap().as_deref(), Some(&b"value"[..]));
-    }
-    let reads = store.stats().data_block_reads - before;
+    drop(ten_tables(
+        dir.path(),
+        FilterKind::BlockedBloom,
+        0.001,
+        50_000,
+    ));
     let lookups = (0..50_000u64).step_by(37).count() as u64;
-    // One read for the table that holds the key, plus false positives in newer tables.
-    assert!(
-        reads >= lookups && reads as f64 <= lookups as f64 * (1.0 + 0.001 * 10.0 * 3.0) + 3.0,
-        "{reads} reads for {lookups} lookups"
-    );
+    let mut counts = Vec::new();
+    // The same lookups with blocks read by pread, then in place from a map: same answers,
+    // same counted reads and bytes.
+    for mmap_reads in [false, true] {
+        let o = Options {
+            mmap_reads,
+            ..opts(FilterKind::BlockedBloom, 0.001)
+        };
+        let store = Store::open(dir.path(), o).unwrap();
+        for i in (0..50_000u64).step_by(37) {
+            assert_eq!(store.get(&key(i)).unwrap().as_deref(), Some(&b"value"[..]));
+        }
+        let s = store.stats();
+        // One read for the table that holds the key, plus false positives in newer tables.
+        let reads = s.data_block_reads;
+        assert!(
+            reads >= lookups && reads as f64 <= lookups as f64 * (1.0 + 0.001 * 10.0 * 3.0) + 3.0,
+            "{reads} reads for {lookups} lookups (mmap_reads {mmap_reads})"
+        );
+        counts.push((reads, s.bytes_read));
+    }
+    assert_eq!(counts[0], counts[1]);
 }
 
 #[test]
@@ -399,20 +416,28 @@ fn verify_passes_on_a_clean_store_and_names_a_flipped_byte() {
         }
         e => panic!("wrong problem {e}"),
     }
-    // A lookup of a key in the damaged block is an error, never a wrong answer.
-    let store = Store::open(dir.path(), Options::default()).unwrap();
-    let mut errors = 0;
-    for i in 0..20_000u64 {
-        match store.get(&key(i)) {
-            Ok(Some(v)) => assert_eq!(v, b"value"),
-            Ok(None) => panic!("key {i} reported absent"),
-            Err(e) => {
-                assert!(e.is_corruption());
-                errors += 1;
+    // A lookup of a key in the damaged block is an error, never a wrong answer, whether
+    // blocks are read with pread or in place from a map.
+    let mut errors = [0; 2];
+    for (mode, mmap_reads) in [false, true].into_iter().enumerate() {
+        let opts = Options {
+            mmap_reads,
+            ..Options::default()
+        };
+        let store = Store::open(dir.path(), opts).unwrap();
+        for i in 0..20_000u64 {
+            match store.get(&key(i)) {
+                Ok(Some(v)) => assert_eq!(v, b"value"),
+                Ok(None) => panic!("key {i} reported absent (mmap_reads {mmap_reads})"),
+                Err(e) => {
+                    assert!(e.is_corruption());
+                    errors[mode] += 1;
+                }
             }
         }
     }
-    assert!(errors > 0);
+    assert!(errors[0] > 0);
+    assert_eq!(errors[0], errors[1], "both read paths see the same damage");
 }
 
 #[test]

@@ -16,6 +16,7 @@ fn opts(rng: &mut Rng) -> Options {
         compaction_trigger: if rng.below(2) == 0 { None } else { Some(3) },
         filter: Some(FilterKind::ALL[rng.below(4) as usize]),
         fpr: Some([0.01, 0.1, 0.3][rng.below(3) as usize]),
+        mmap_reads: rng.below(2) == 0,
         fs: Arc::new(NoSyncFs),
         ..Options::default()
     }

@@ -44,6 +44,10 @@ pub struct FilterBench {
     /// Skip the engine figures (load rate, reopen, seal with 1 and 2 threads)
     #[arg(long)]
     no_engine: bool,
+    /// Read data blocks in place from mapped table files instead of with pread (the library's
+    /// Options::mmap_reads): faster warm lookups; not with --cold
+    #[arg(long, conflicts_with = "cold")]
+    mmap_reads: bool,
     /// Seed of the generated keys
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -78,6 +82,7 @@ impl Run for FilterBench {
             dir: self.work_dir,
             seed: self.seed,
             engine: !self.no_engine,
+            mmap_reads: self.mmap_reads,
             ..BenchConfig::default()
         };
         let report = run(&cfg, &mut |line| eprintln!("bench: {line}"))?;

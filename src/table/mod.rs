@@ -492,25 +492,43 @@ fn first_false(mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -> us
     lo
 }
 
-/// An open table file: the index and meta stay in memory, data blocks are read on demand
-/// with positioned reads (each one a counted I/O).
+/// An open table file: the index and meta stay in memory, data blocks are read on demand,
+/// each read counted and its CRC checked: with a positioned read into a per-thread buffer,
+/// or, when the table was opened with `mmap_reads`, in place from a read-only map of the file.
 #[derive(Debug)]
 pub struct Table {
     /// File number.
     pub number: u64,
     path: PathBuf,
     file: File,
+    /// The whole file, mapped, when blocks are read in place.
+    map: Option<Mmap>,
     index: Index,
     /// Key range and counts.
     pub meta: TableMeta,
 }
 
 impl Table {
-    /// Opens and checks footer, index and meta of the table at `path`.
-    pub fn open(path: &Path, number: u64) -> Result<Table> {
+    /// Opens and checks footer, index and meta of the table at `path`. With `mmap_reads`,
+    /// data blocks are read in place from a map of the file (advised for random access, so a
+    /// block that is not cached faults in only its own pages) instead of with `pread`.
+    pub fn open(path: &Path, number: u64, mmap_reads: bool) -> Result<Table> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        Self::open_file(file, size, number, path).map_err(|e| e.in_file(path, 0))
+        let mut table =
+            Self::open_file(file, size, number, path).map_err(|e| e.in_file(path, 0))?;
+        if mmap_reads {
+            let map = crate::mmap::map_readonly(&table.file).map_err(|e| Error::io(path, e))?;
+            if (map.len() as u64) < size {
+                return Err(
+                    Error::corrupt(0, "table file shrank while it was opened").in_file(path, 0)
+                );
+            }
+            map.advise(memmap2::Advice::Random)
+                .map_err(|e| Error::io(path, e))?;
+            table.map = Some(map);
+        }
+        Ok(table)
     }
 
     fn open_file(file: File, size: u64, number: u64, path: &Path) -> Result<Table> {
@@ -600,6 +618,7 @@ impl Table {
             number,
             path: path.to_path_buf(),
             file,
+            map: None,
             index,
             meta,
         })
@@ -615,10 +634,10 @@ impl Table {
         self.index.len()
     }
 
-    /// Reads data block `i` into `buf` (reused: only growth is zero-filled), checks its CRC,
-    /// and returns the block's bytes.
+    /// Reads data block `i` (into `buf`, reused, only growth zero-filled; or in place from the
+    /// map), counts the read, checks its CRC and returns the block's bytes.
     fn read_block_into<'b>(
-        &self,
+        &'b self,
         i: usize,
         counters: &TableCounters,
         buf: &'b mut Vec<u8>,
@@ -627,27 +646,26 @@ impl Table {
             return Err(Error::InvalidArgument(format!("block {i} out of range")));
         };
         let need = len as usize + 4;
-        if buf.len() < need {
-            buf.resize(need, 0);
-        }
-        let raw = &mut buf[..need];
-        self.file
-            .read_exact_at(raw, offset)
-            .map_err(|err| Error::io(&self.path, err))?;
+        let raw: &'b [u8] = match &self.map {
+            // `Table::open` checked every block lies inside the file, and the map covers it.
+            Some(map) => &map[offset as usize..offset as usize + need],
+            None => {
+                if buf.len() < need {
+                    buf.resize(need, 0);
+                }
+                let raw = &mut buf[..need];
+                self.file
+                    .read_exact_at(raw, offset)
+                    .map_err(|err| Error::io(&self.path, err))?;
+                raw
+            }
+        };
         counters.add_block_reads(1);
         counters.add_bytes_read(need as u64);
         let (data, crc) = raw.split_at(len as usize);
         check_crc(data, le32(crc), offset, "data block")
             .map_err(|err| err.in_file(&self.path, 0))?;
         Ok(data)
-    }
-
-    /// Reads data block `i` and checks its CRC.
-    pub fn read_block(&self, i: usize, counters: &TableCounters) -> Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        let n = self.read_block_into(i, counters, &mut buf)?.len();
-        buf.truncate(n);
-        Ok(buf)
     }
 
     /// The index of the only block that can hold `key` (the first whose last key >= key).
@@ -674,8 +692,9 @@ impl Table {
     /// Decodes every entry of block `i`.
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
         let off = self.index.handles.get(i).map_or(0, |h| h.0);
-        let data = self.read_block(i, counters)?;
-        let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
+        let mut buf = Vec::new();
+        let data = self.read_block_into(i, counters, &mut buf)?;
+        let block = Block::new(data, off).map_err(|e| e.in_file(&self.path, 0))?;
         block
             .iter()
             .collect::<Result<Vec<_>>>()
@@ -830,7 +849,7 @@ mod tests {
                 .collect();
             let path = dir.path().join(format!("{n}.sst"));
             write_table(&RealFs, &path, entries.as_slice()).unwrap();
-            let t = Table::open(&path, 1).unwrap();
+            let t = Table::open(&path, 1, false).unwrap();
             let c = TableCounters::default();
             let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
                 entries.iter().copied().collect();

@@ -379,16 +379,21 @@ fn decoders_survive_millions_of_hostile_inputs() {
         fix_table,
         |b| {
             std::fs::write(&path, b).unwrap();
-            let Ok(t) = Table::open(&path, 1) else {
-                return false;
-            };
-            for i in 0..t.block_count() {
-                let _ = t.block_entries(i, &counters);
+            // Both ways of reading blocks: positioned reads and in place from a map.
+            let mut opened = false;
+            for mmap_reads in [false, true] {
+                let Ok(t) = Table::open(&path, 1, mmap_reads) else {
+                    continue;
+                };
+                opened = true;
+                for i in 0..t.block_count() {
+                    let _ = t.block_entries(i, &counters);
+                }
+                for k in &probe {
+                    let _ = t.get(k, &counters);
+                }
             }
-            for k in &probe {
-                let _ = t.get(k, &counters);
-            }
-            true
+            opened
         },
     ));
 
