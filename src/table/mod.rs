@@ -468,6 +468,14 @@ impl Index {
         let Some(line) = self.lines.get(j) else {
             return n;
         };
+        // The block's handle is one of the line's 8 (two cache lines of handles): start
+        // loading them now, so their misses overlap the line's instead of following it.
+        let first = j * LINE;
+        let mut acc = 0;
+        for h in self.handles[first..].iter().take(LINE).step_by(LINE / 2) {
+            acc ^= h.1;
+        }
+        std::hint::black_box(acc);
         let lo = j * LINE + line.0.iter().filter(|&&x| x < h).count();
         if lo >= n || self.head(lo) != h {
             return lo;
