@@ -189,6 +189,33 @@ fn refilter_swaps_filters_without_touching_data() {
 }
 
 #[test]
+fn sealed_tables_count_their_tombstones_and_compaction_drops_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts(FilterKind::Bloom, 0.01)).unwrap();
+    for i in 0..100u64 {
+        store.put(&key(i), b"v").unwrap();
+    }
+    // Deletes of keys no table holds: the one table written has tombstones of its own.
+    for i in 100..130u64 {
+        store.delete(&key(i)).unwrap();
+    }
+    store.flush().unwrap();
+    let t = &store.stats().tables[0];
+    assert_eq!((t.keys, t.tombstones), (130, 30));
+    // A single table with tombstones is still worth compacting: they can all go.
+    store.compact().unwrap();
+    let s = store.stats();
+    assert_eq!(s.tables.len(), 1);
+    assert_eq!((s.tables[0].keys, s.tables[0].tombstones), (100, 0));
+    drop(store);
+    let m = filterstore::manifest::Manifest::decode(
+        &std::fs::read(dir.path().join("MANIFEST")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((m.tables[0].entries, m.tables[0].tombstones), (100, 0));
+}
+
+#[test]
 fn compaction_drops_tombstones_and_old_files() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts(FilterKind::Cuckoo, 0.01)).unwrap();

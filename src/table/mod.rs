@@ -307,6 +307,7 @@ fn encode_part<E: SortedEntries + ?Sized>(
                 block::common_prefix(key, prev)
             };
             block::put_entry(&mut bytes, shared, key, value);
+            part.tombstones += value.is_none() as u64;
             count += 1;
             prev = key;
             if block::finished_len(bytes.len() - start, restarts.len()) >= BLOCK_SIZE {
