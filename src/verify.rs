@@ -126,6 +126,7 @@ fn check_table(
             count += 1;
         }
     }
+    table.check_padding()?;
     r.entries += count;
     let m = &table.meta;
     if m.min_key != min || m.max_key != max || m.entries != entries || count != entries {

@@ -29,12 +29,19 @@ use crate::io::{Fs, WritableFile};
 pub const TABLE_MAGIC: [u8; 4] = *b"FSTB";
 /// Magic at the very end of a table file.
 pub const TABLE_END_MAGIC: [u8; 4] = *b"FSTE";
-/// Table format version.
-pub const TABLE_VERSION: u32 = 1;
+/// Table format version written (version 1, still read, packed blocks back to back).
+pub const TABLE_VERSION: u32 = 2;
 /// Footer size.
 pub const FOOTER_LEN: usize = 64;
-/// Target size of a data block before it is cut.
+/// Page size of the table layout: a data block and its CRC fit in one page unless a single
+/// entry is larger, and every data block starts on a page boundary (zero padding between),
+/// so reading a block touches one page of the file, not two.
 pub const BLOCK_SIZE: usize = 4096;
+
+/// Zero bytes after a block that ends at `end`, up to the next page boundary.
+fn page_pad(end: u64) -> usize {
+    (end.wrapping_neg() % BLOCK_SIZE as u64) as usize
+}
 const WRITE_BUFFER: usize = 1 << 20;
 
 /// Table-wide facts, kept in the table's meta section and in the manifest.
@@ -87,10 +94,10 @@ impl TableBuilder {
         }
         self.meta.entries += 1;
         self.meta.tombstones += value.is_none() as u64;
-        self.block.add(key, value);
-        if self.block.estimated_len() >= BLOCK_SIZE {
+        if !self.block.is_empty() && self.block.len_with(key, value) + 4 > BLOCK_SIZE {
             self.cut_block()?;
         }
+        self.block.add(key, value);
         Ok(())
     }
 
@@ -106,7 +113,11 @@ impl TableBuilder {
         self.index.add(&last, Some(&handle));
         self.meta.max_key = last;
         self.meta.data_blocks += 1;
-        self.write_with_crc(&data)
+        self.write_with_crc(&data)?;
+        let pad = page_pad(self.offset);
+        self.buf.resize(self.buf.len() + pad, 0);
+        self.offset += pad as u64;
+        Ok(())
     }
 
     fn write_with_crc(&mut self, data: &[u8]) -> Result<()> {
@@ -134,6 +145,7 @@ impl TableBuilder {
         if part.entries == 0 {
             return Ok(part.bytes);
         }
+        debug_assert!(self.block.is_empty() && page_pad(self.offset) == 0);
         if self.meta.entries == 0 {
             self.meta.min_key = part.first_key;
         }
@@ -277,6 +289,8 @@ fn encode_part<E: SortedEntries + ?Sized>(
         let len = bytes.len() - start;
         let crc = crc32fast::hash(&bytes[start..]);
         bytes.extend_from_slice(&crc.to_le_bytes());
+        // Parts start on page boundaries, so padding within the part aligns in the file.
+        bytes.resize(bytes.len() + page_pad(bytes.len() as u64), 0);
         index.push((last.to_vec(), start as u64, len as u32));
     };
     // Entries come in batches: their bytes are first touched together, so the cache misses
@@ -300,6 +314,21 @@ fn encode_part<E: SortedEntries + ?Sized>(
         std::hint::black_box(touch);
         at += m;
         for &(key, value) in &batch[..m] {
+            if count > 0
+                && block::finished_len_with(
+                    bytes.len() - start,
+                    restarts.len(),
+                    count,
+                    prev,
+                    key,
+                    value,
+                ) + 4
+                    > BLOCK_SIZE
+            {
+                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+                start = bytes.len();
+                count = 0;
+            }
             let shared = if count.is_multiple_of(block::RESTART_INTERVAL) {
                 restarts.push((bytes.len() - start) as u32);
                 0
@@ -310,11 +339,6 @@ fn encode_part<E: SortedEntries + ?Sized>(
             part.tombstones += value.is_none() as u64;
             count += 1;
             prev = key;
-            if block::finished_len(bytes.len() - start, restarts.len()) >= BLOCK_SIZE {
-                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
-                start = bytes.len();
-                count = 0;
-            }
         }
     }
     if count > 0 {
@@ -512,6 +536,9 @@ pub struct Table {
     file: File,
     /// The whole file, mapped, when blocks are read in place.
     map: Option<Mmap>,
+    version: u32,
+    /// Where the data blocks (and their padding) end.
+    index_offset: u64,
     index: Index,
     /// Key range and counts.
     pub meta: TableMeta,
@@ -551,7 +578,19 @@ impl Table {
         let mut footer = [0u8; FOOTER_LEN];
         file.read_exact_at(&mut footer, foot_at)
             .map_err(|e| Error::io(path, e))?;
-        let (index_off, index_len, meta_off, meta_len) = decode_footer(&footer, foot_at)?;
+        let Footer {
+            version,
+            index_offset: index_off,
+            index_len,
+            meta_offset: meta_off,
+            meta_len,
+        } = decode_footer(&footer, foot_at)?;
+        // Where the block after one ending at `end` starts: at once (version 1), or at the
+        // next page boundary (version 2).
+        let next_start = |end: u64| match version {
+            1 => Some(end),
+            _ => end.checked_add(page_pad(end) as u64),
+        };
         // Index, its CRC, meta and its CRC are contiguous just before the footer.
         let end = |off: u64, len: u64| off.checked_add(len).and_then(|x| x.checked_add(4));
         if end(index_off, index_len) != Some(meta_off) || end(meta_off, meta_len) != Some(foot_at) {
@@ -578,7 +617,7 @@ impl Table {
             let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
             let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
             let block_end = offset.saturating_add(len as u64 + 4);
-            if offset != prev_end || block_end > index_off {
+            if Some(offset) != next_start(prev_end) || block_end > index_off {
                 return Err(Error::corrupt(
                     index_off,
                     format!(
@@ -596,7 +635,7 @@ impl Table {
             index.push(&last_key, offset, len);
         }
         index.finish();
-        if prev_end != index_off {
+        if Some(index_off) != next_start(prev_end) {
             return Err(Error::corrupt(
                 index_off,
                 "index does not cover every data block",
@@ -628,6 +667,8 @@ impl Table {
             path: path.to_path_buf(),
             file,
             map: None,
+            version,
+            index_offset: index_off,
             index,
             meta,
         })
@@ -641,6 +682,39 @@ impl Table {
     /// Number of data blocks.
     pub fn block_count(&self) -> usize {
         self.index.len()
+    }
+
+    /// The footer's format version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Offset and length (without CRC) of data block `i`.
+    pub fn block_handle(&self, i: usize) -> Option<(u64, u32)> {
+        self.index.handles.get(i).copied()
+    }
+
+    /// Checks that the padding between data blocks (and before the index) is all zeros.
+    /// Readers never look at it; `verify` does, so damage there is still found.
+    pub fn check_padding(&self) -> Result<()> {
+        let h = &self.index.handles;
+        let next = (1..h.len()).map(|i| h[i].0);
+        let mut gap = Vec::new();
+        for (&(off, len), next) in h.iter().zip(next.chain([self.index_offset])) {
+            // `Table::open` checked that `next` is `end` or the next page boundary.
+            let end = off + len as u64 + 4;
+            gap.resize(next.saturating_sub(end) as usize, 0);
+            self.file
+                .read_exact_at(&mut gap, end)
+                .map_err(|e| Error::io(&self.path, e))?;
+            if let Some(at) = gap.iter().position(|&b| b != 0) {
+                return Err(
+                    Error::corrupt(end + at as u64, "non-zero padding after a data block")
+                        .in_file(&self.path, 0),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Reads data block `i` (into `buf`, reused, only growth zero-filled; or in place from the
@@ -717,8 +791,23 @@ fn le32(b: &[u8]) -> u32 {
     u32::from_le_bytes(w)
 }
 
-/// Checks a footer read at `at`; returns (index offset, index len, meta offset, meta len).
-pub fn decode_footer(footer: &[u8; FOOTER_LEN], at: u64) -> Result<(u64, u64, u64, u64)> {
+/// A table footer's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footer {
+    /// Format version (1 or 2).
+    pub version: u32,
+    /// Offset of the index block.
+    pub index_offset: u64,
+    /// Length of the index block, without its CRC.
+    pub index_len: u64,
+    /// Offset of the meta section.
+    pub meta_offset: u64,
+    /// Length of the meta section, without its CRC.
+    pub meta_len: u64,
+}
+
+/// Checks a footer read at `at` and returns its fields.
+pub fn decode_footer(footer: &[u8; FOOTER_LEN], at: u64) -> Result<Footer> {
     if footer[..4] != TABLE_MAGIC || footer[60..] != TABLE_END_MAGIC {
         return Err(Error::corrupt(at, "bad table footer magic"));
     }
@@ -729,19 +818,20 @@ pub fn decode_footer(footer: &[u8; FOOTER_LEN], at: u64) -> Result<(u64, u64, u6
         "table footer",
     )?;
     let version = le32(&footer[4..8]);
-    if version != TABLE_VERSION {
+    if !(1..=TABLE_VERSION).contains(&version) {
         return Err(Error::corrupt(
             at + 4,
             format!("unsupported table version {version}"),
         ));
     }
     let mut c = Cursor::new(&footer[8..40], at + 8);
-    Ok((
-        c.u64("index offset")?,
-        c.u64("index length")?,
-        c.u64("meta offset")?,
-        c.u64("meta length")?,
-    ))
+    Ok(Footer {
+        version,
+        index_offset: c.u64("index offset")?,
+        index_len: c.u64("index length")?,
+        meta_offset: c.u64("meta offset")?,
+        meta_len: c.u64("meta length")?,
+    })
 }
 
 /// A filter file mapped into memory; queried in place.

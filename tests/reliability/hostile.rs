@@ -122,8 +122,8 @@ fn fix_table(b: &mut [u8]) {
     let crc = crc32fast::hash(&b[at..at + 56]);
     put32(b, at + 56, crc);
     let foot: [u8; FOOTER_LEN] = b[at..].try_into().unwrap();
-    if let Ok((io, il, mo, ml)) = decode_footer(&foot, at as u64) {
-        for (off, len) in [(io, il), (mo, ml)] {
+    if let Ok(f) = decode_footer(&foot, at as u64) {
+        for (off, len) in [(f.index_offset, f.index_len), (f.meta_offset, f.meta_len)] {
             let (off, len) = (off as usize, len as usize);
             if let Some(end) = off.checked_add(len).filter(|&e| e + 4 <= at) {
                 let crc = crc32fast::hash(&b[off..end]);
