@@ -314,27 +314,26 @@ fn encode_part<E: SortedEntries + ?Sized>(
         std::hint::black_box(touch);
         at += m;
         for &(key, value) in &batch[..m] {
-            if count > 0
-                && block::finished_len_with(
-                    bytes.len() - start,
-                    restarts.len(),
-                    count,
-                    prev,
-                    key,
-                    value,
-                ) + 4
-                    > BLOCK_SIZE
-            {
-                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
-                start = bytes.len();
-                count = 0;
-            }
-            let shared = if count.is_multiple_of(block::RESTART_INTERVAL) {
-                restarts.push((bytes.len() - start) as u32);
+            let restart = count.is_multiple_of(block::RESTART_INTERVAL);
+            let mut shared = if restart {
                 0
             } else {
                 block::common_prefix(key, prev)
             };
+            // Cut before an entry that would push block + CRC past one page.
+            let grown = block::finished_len(
+                bytes.len() - start + block::entry_len(shared, key, value),
+                restarts.len() + restart as usize,
+            );
+            if count > 0 && grown + 4 > BLOCK_SIZE {
+                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+                start = bytes.len();
+                count = 0;
+                shared = 0;
+            }
+            if count.is_multiple_of(block::RESTART_INTERVAL) {
+                restarts.push((bytes.len() - start) as u32);
+            }
             block::put_entry(&mut bytes, shared, key, value);
             part.tombstones += value.is_none() as u64;
             count += 1;
@@ -937,8 +936,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (n, set) in adversarial_key_sets().into_iter().enumerate() {
             // Values large enough to spread each set over many blocks.
+            // Values large enough to spread each set over many blocks; now and then one
+            // larger than a page.
             let values: Vec<Vec<u8>> = (0..set.len())
-                .map(|i| vec![i as u8; 50 + i % 300])
+                .map(|i| vec![i as u8; if i % 97 == 5 { 5000 } else { 50 + i % 300 }])
                 .collect();
             let entries: Vec<(&[u8], Option<&[u8]>)> = set
                 .iter()
@@ -948,8 +949,28 @@ mod tests {
                 .collect();
             let path = dir.path().join(format!("{n}.sst"));
             write_table(&RealFs, &path, entries.as_slice()).unwrap();
+            // The entry-by-entry writer (compaction's) lays out the same bytes.
+            let other = dir.path().join(format!("{n}-builder.sst"));
+            let mut b = TableBuilder::create(&RealFs, &other).unwrap();
+            for (k, v) in &entries {
+                b.add(k, *v).unwrap();
+            }
+            b.finish().unwrap();
+            let same = std::fs::read(&path).unwrap() == std::fs::read(&other).unwrap();
+            assert!(same, "set {n}: the two writers laid out different bytes");
             let t = Table::open(&path, 1, false).unwrap();
             let c = TableCounters::default();
+            // Page layout: every block starts on a page and, unless it holds one entry
+            // only, fits in it with its CRC.
+            for i in 0..t.block_count() {
+                let (offset, len) = t.block_handle(i).unwrap();
+                assert_eq!(offset % BLOCK_SIZE as u64, 0, "set {n} block {i}");
+                let single = t.block_entries(i, &c).unwrap().len() == 1;
+                assert!(
+                    single || len as usize + 4 <= BLOCK_SIZE,
+                    "set {n} block {i}: {len}"
+                );
+            }
             let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
                 entries.iter().copied().collect();
             for p in probes(&set) {
