@@ -1,5 +1,5 @@
-//! Checked-in store directories must keep decoding to the same contents: if the WAL, table,
-//! filter or manifest layout drifts, this test fails. `tests/fixtures/store-v2/` is what the
+//! Checked-in store directories must keep decoding to the same contents: if the readers of
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v2/` is what the
 //! current code writes (table format version 2: page-aligned data blocks);
 //! `tests/fixtures/store-v1/` holds the same store as written before that (version 1 tables,
 //! blocks back to back), which must still open.

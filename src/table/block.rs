@@ -89,24 +89,6 @@ pub(crate) fn entry_len(shared: usize, key: &[u8], value: Option<&[u8]>) -> usiz
     varint_len(shared) + varint_len(unshared) + varint_len(vtag) + unshared + vtag.max(1) - 1
 }
 
-/// Length the block of `entry_bytes` and `restarts` restart points, holding `count`
-/// entries, would have once finished with `key` (after `prev`) added to it.
-pub(crate) fn finished_len_with(
-    entry_bytes: usize,
-    restarts: usize,
-    count: usize,
-    prev: &[u8],
-    key: &[u8],
-    value: Option<&[u8]>,
-) -> usize {
-    let restart = count.is_multiple_of(RESTART_INTERVAL);
-    let shared = if restart { 0 } else { common_prefix(key, prev) };
-    finished_len(
-        entry_bytes + entry_len(shared, key, value),
-        restarts + restart as usize,
-    )
-}
-
 /// Builds one block.
 #[derive(Debug, Default)]
 pub struct BlockBuilder {
@@ -135,18 +117,6 @@ impl BlockBuilder {
     /// Size of the block if finished now.
     pub fn estimated_len(&self) -> usize {
         finished_len(self.buf.len(), self.restarts.len())
-    }
-
-    /// Size of the block if finished after adding this entry.
-    pub fn len_with(&self, key: &[u8], value: Option<&[u8]>) -> usize {
-        finished_len_with(
-            self.buf.len(),
-            self.restarts.len(),
-            self.count,
-            &self.last_key,
-            key,
-            value,
-        )
     }
 
     /// Number of entries added.
@@ -447,25 +417,24 @@ pub(crate) mod tests {
     use super::*;
 
     #[test]
-    fn len_with_predicts_the_finished_length() {
+    fn entry_len_is_what_put_entry_appends() {
         let mut rng = Rng(11);
         for set in adversarial_key_sets() {
-            let mut b = BlockBuilder::default();
+            let mut prev: &[u8] = &[];
             for (i, key) in set.iter().enumerate() {
-                // Values from empty to two-byte varint lengths, and tombstones.
+                // Values around the one- and two-byte varint limits, and tombstones.
                 let value = vec![7u8; [0, 1, 126, 127, 128, 300, 20_000][i % 7]];
                 let value = (rng.below(5) != 0).then_some(value.as_slice());
-                let predicted = b.len_with(key, value);
-                b.add(key, value);
-                assert_eq!(
-                    predicted,
-                    b.estimated_len(),
-                    "entry {i} of {} keys",
-                    set.len()
-                );
+                let shared = if i % 3 == 0 {
+                    0
+                } else {
+                    common_prefix(key, prev)
+                };
+                let mut out = vec![1, 2, 3];
+                put_entry(&mut out, shared, key, value);
+                assert_eq!(out.len() - 3, entry_len(shared, key, value), "entry {i}");
+                prev = key;
             }
-            let predicted = b.estimated_len();
-            assert_eq!(b.finish().len(), predicted);
         }
     }
 

@@ -1,7 +1,7 @@
 //! Sorted, immutable table files (`NNNNNN.sst`) and their filter files (`NNNNNN.filter`).
 //!
 //! ```text
-//! | data block | crc u32 | data block | crc u32 | ... |      <- from offset 0, ~4 KiB each
+//! | data block | crc u32 | pad | data block | crc u32 | pad | ... |  <- from offset 0, ≤ 4 KiB each
 //! | index block | crc u32 |                               <- last key of each data block -> handle
 //! | meta | crc u32 |                                      <- key range and counts
 //! | footer (64 bytes) |                                   <- fixed size, at the end
@@ -34,9 +34,16 @@ pub const TABLE_VERSION: u32 = 2;
 /// Footer size.
 pub const FOOTER_LEN: usize = 64;
 /// Page size of the table layout: a data block and its CRC fit in one page unless a single
-/// entry is larger, and every data block starts on a page boundary (zero padding between),
-/// so reading a block touches one page of the file, not two.
+/// entry is larger, and a block is followed by zero padding up to the next page boundary
+/// when that takes at most [`MAX_PAD`] bytes, so reading a block of small entries touches
+/// one page of the file, not two (see `format.md`).
 pub const BLOCK_SIZE: usize = 4096;
+/// Most zero bytes written after a block to start the next one on a page (an eighth of a
+/// page: with larger entries, blocks follow each other unaligned instead of wasting space).
+pub const MAX_PAD: usize = BLOCK_SIZE / 8;
+/// Entries per run encoded by one task when a table is written: a block never spans two
+/// runs, and the run length does not depend on the thread count, so neither does the file.
+const RUN: usize = 32 * 1024;
 
 /// Zero bytes after a block that ends at `end`, up to the next page boundary.
 fn page_pad(end: u64) -> usize {
@@ -61,63 +68,29 @@ pub struct TableMeta {
     pub file_bytes: u64,
 }
 
-/// Writes one table file.
-pub struct TableBuilder {
+/// Writes one table file from parts encoded by [`encode_part`], then its index, meta and
+/// footer (see [`write_table`]).
+struct TableBuilder {
     file: Box<dyn WritableFile>,
     path: PathBuf,
     buf: Vec<u8>,
     offset: u64,
-    block: BlockBuilder,
     index: BlockBuilder,
     meta: TableMeta,
 }
 
 impl TableBuilder {
     /// Creates the file at `path`.
-    pub fn create(fs: &dyn Fs, path: &Path) -> Result<TableBuilder> {
+    fn create(fs: &dyn Fs, path: &Path) -> Result<TableBuilder> {
         let file = fs.create(path).map_err(|e| Error::io(path, e))?;
         Ok(TableBuilder {
             file,
             path: path.to_path_buf(),
             buf: Vec::with_capacity(WRITE_BUFFER + BLOCK_SIZE * 2),
             offset: 0,
-            block: BlockBuilder::default(),
             index: BlockBuilder::default(),
             meta: TableMeta::default(),
         })
-    }
-
-    /// Adds an entry (`None` = tombstone); keys must be strictly increasing.
-    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        if self.meta.entries == 0 {
-            self.meta.min_key = key.to_vec();
-        }
-        self.meta.entries += 1;
-        self.meta.tombstones += value.is_none() as u64;
-        if !self.block.is_empty() && self.block.len_with(key, value) + 4 > BLOCK_SIZE {
-            self.cut_block()?;
-        }
-        self.block.add(key, value);
-        Ok(())
-    }
-
-    fn cut_block(&mut self) -> Result<()> {
-        if self.block.is_empty() {
-            return Ok(());
-        }
-        let last = self.block.last_key().to_vec();
-        let data = self.block.finish();
-        let mut handle = [0u8; 12];
-        handle[..8].copy_from_slice(&self.offset.to_le_bytes());
-        handle[8..].copy_from_slice(&(data.len() as u32).to_le_bytes());
-        self.index.add(&last, Some(&handle));
-        self.meta.max_key = last;
-        self.meta.data_blocks += 1;
-        self.write_with_crc(&data)?;
-        let pad = page_pad(self.offset);
-        self.buf.resize(self.buf.len() + pad, 0);
-        self.offset += pad as u64;
-        Ok(())
     }
 
     fn write_with_crc(&mut self, data: &[u8]) -> Result<()> {
@@ -145,7 +118,7 @@ impl TableBuilder {
         if part.entries == 0 {
             return Ok(part.bytes);
         }
-        debug_assert!(self.block.is_empty() && page_pad(self.offset) == 0);
+        debug_assert_eq!(page_pad(self.offset), 0, "parts start on a page");
         if self.meta.entries == 0 {
             self.meta.min_key = part.first_key;
         }
@@ -170,19 +143,8 @@ impl TableBuilder {
         Ok(part.bytes)
     }
 
-    /// Number of entries added so far.
-    pub fn entries(&self) -> u64 {
-        self.meta.entries
-    }
-
-    /// Approximate bytes written so far.
-    pub fn file_len(&self) -> u64 {
-        self.offset + self.block.estimated_len() as u64
-    }
-
     /// Writes index, meta and footer, fsyncs, and returns the table's facts.
-    pub fn finish(mut self) -> Result<TableMeta> {
-        self.cut_block()?;
+    fn finish(mut self) -> Result<TableMeta> {
         let index_offset = self.offset;
         let index = self.index.finish();
         self.write_with_crc(&index)?;
@@ -290,7 +252,10 @@ fn encode_part<E: SortedEntries + ?Sized>(
         let crc = crc32fast::hash(&bytes[start..]);
         bytes.extend_from_slice(&crc.to_le_bytes());
         // Parts start on page boundaries, so padding within the part aligns in the file.
-        bytes.resize(bytes.len() + page_pad(bytes.len() as u64), 0);
+        let pad = page_pad(bytes.len() as u64);
+        if pad <= MAX_PAD {
+            bytes.resize(bytes.len() + pad, 0);
+        }
         index.push((last.to_vec(), start as u64, len as u32));
     };
     // Entries come in batches: their bytes are first touched together, so the cache misses
@@ -343,6 +308,8 @@ fn encode_part<E: SortedEntries + ?Sized>(
     if count > 0 {
         cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
     }
+    // The next part (or the index) starts on a page.
+    bytes.resize(bytes.len() + page_pad(bytes.len() as u64), 0);
     part.bytes = bytes;
     part
 }
@@ -350,9 +317,10 @@ fn encode_part<E: SortedEntries + ?Sized>(
 /// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding blocks
 /// in parallel on the current rayon pool and writing them in order; fsynced on return.
 ///
-/// Entries go in windows of one chunk per thread; a window is written while the next one is
-/// encoded, and the buffers of written parts are reused, so memory stays bounded and the
-/// write (a copy into the page cache) overlaps encoding.
+/// Entries go in runs of [`RUN`], a window of one run per thread at a time; a window is
+/// written while the next one is encoded, and the buffers of written parts are reused, so
+/// memory stays bounded and the write (a copy into the page cache) overlaps encoding. The
+/// bytes written do not depend on the number of threads.
 pub fn write_table<E: SortedEntries + ?Sized>(
     fs: &dyn Fs,
     path: &Path,
@@ -361,7 +329,7 @@ pub fn write_table<E: SortedEntries + ?Sized>(
     use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
     let n = entries.len();
-    let chunk = n.div_ceil(threads * 8).max(4096);
+    let chunk = RUN;
     let window = chunk * threads;
     let mut b = TableBuilder::create(fs, path)?;
     let mut pending: Vec<Part> = Vec::new();
@@ -492,8 +460,9 @@ impl Index {
         let Some(line) = self.lines.get(j) else {
             return n;
         };
-        // The block's handle is one of the line's 8 (two cache lines of handles): start
-        // loading them now, so their misses overlap the line's instead of following it.
+        // The block's handle is one of the line's 8 (128 bytes of handles, on two or three
+        // cache lines): start loading the 1st and 5th now, so their misses overlap the line's
+        // instead of following it.
         let first = j * LINE;
         let mut acc = 0;
         for h in self.handles[first..].iter().take(LINE).step_by(LINE / 2) {
@@ -584,11 +553,10 @@ impl Table {
             meta_offset: meta_off,
             meta_len,
         } = decode_footer(&footer, foot_at)?;
-        // Where the block after one ending at `end` starts: at once (version 1), or at the
-        // next page boundary (version 2).
-        let next_start = |end: u64| match version {
-            1 => Some(end),
-            _ => end.checked_add(page_pad(end) as u64),
+        // Whether a block (or the index) may start at `start` after a block ending at `end`:
+        // at once, or (version 2) at the next page boundary.
+        let follows = |end: u64, start: u64| {
+            start == end || (version >= 2 && Some(start) == end.checked_add(page_pad(end) as u64))
         };
         // Index, its CRC, meta and its CRC are contiguous just before the footer.
         let end = |off: u64, len: u64| off.checked_add(len).and_then(|x| x.checked_add(4));
@@ -616,7 +584,7 @@ impl Table {
             let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
             let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
             let block_end = offset.saturating_add(len as u64 + 4);
-            if Some(offset) != next_start(prev_end) || block_end > index_off {
+            if !follows(prev_end, offset) || block_end > index_off {
                 return Err(Error::corrupt(
                     index_off,
                     format!(
@@ -634,7 +602,7 @@ impl Table {
             index.push(&last_key, offset, len);
         }
         index.finish();
-        if Some(index_off) != next_start(prev_end) {
+        if !follows(prev_end, index_off) {
             return Err(Error::corrupt(
                 index_off,
                 "index does not cover every data block",
@@ -935,7 +903,6 @@ mod tests {
     fn table_get_agrees_with_a_map() {
         let dir = tempfile::tempdir().unwrap();
         for (n, set) in adversarial_key_sets().into_iter().enumerate() {
-            // Values large enough to spread each set over many blocks.
             // Values large enough to spread each set over many blocks; now and then one
             // larger than a page.
             let values: Vec<Vec<u8>> = (0..set.len())
@@ -949,28 +916,9 @@ mod tests {
                 .collect();
             let path = dir.path().join(format!("{n}.sst"));
             write_table(&RealFs, &path, entries.as_slice()).unwrap();
-            // The entry-by-entry writer (compaction's) lays out the same bytes.
-            let other = dir.path().join(format!("{n}-builder.sst"));
-            let mut b = TableBuilder::create(&RealFs, &other).unwrap();
-            for (k, v) in &entries {
-                b.add(k, *v).unwrap();
-            }
-            b.finish().unwrap();
-            let same = std::fs::read(&path).unwrap() == std::fs::read(&other).unwrap();
-            assert!(same, "set {n}: the two writers laid out different bytes");
             let t = Table::open(&path, 1, false).unwrap();
             let c = TableCounters::default();
-            // Page layout: every block starts on a page and, unless it holds one entry
-            // only, fits in it with its CRC.
-            for i in 0..t.block_count() {
-                let (offset, len) = t.block_handle(i).unwrap();
-                assert_eq!(offset % BLOCK_SIZE as u64, 0, "set {n} block {i}");
-                let single = t.block_entries(i, &c).unwrap().len() == 1;
-                assert!(
-                    single || len as usize + 4 <= BLOCK_SIZE,
-                    "set {n} block {i}: {len}"
-                );
-            }
+            check_layout(&t, &c, &format!("set {n}"));
             let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
                 entries.iter().copied().collect();
             for p in probes(&set) {
@@ -981,6 +929,89 @@ mod tests {
                 let inside = p.as_slice() <= t.meta.max_key.as_slice();
                 assert_eq!(c.block_reads() - reads, inside as u64);
             }
+        }
+    }
+
+    /// The layout rules of `format.md` (version 2): a block and its CRC fit in a page unless
+    /// the block holds a single entry; the next block (or the index) follows at once only
+    /// when padding to the page would take more than `MAX_PAD` bytes, else on the page.
+    fn check_layout(t: &Table, c: &TableCounters, what: &str) {
+        let n = t.block_count();
+        for i in 0..n {
+            let (offset, len) = t.block_handle(i).unwrap();
+            let single = t.block_entries(i, c).unwrap().len() == 1;
+            assert!(
+                single || len as usize + 4 <= BLOCK_SIZE,
+                "{what} block {i}: {len}"
+            );
+            let end = offset + len as u64 + 4;
+            let next = t.block_handle(i + 1).map_or(t.index_offset, |h| h.0);
+            if next == end {
+                let pad = page_pad(end);
+                assert!(pad == 0 || pad > MAX_PAD, "{what} block {i}: not padded");
+            } else {
+                assert_eq!(next, end + page_pad(end) as u64, "{what} block {i}");
+            }
+        }
+    }
+
+    fn entries_with_values(n: usize, value_len: usize) -> (Vec<Vec<u8>>, Vec<u8>) {
+        let keys = (0..n).map(|i| format!("key{i:09}").into_bytes()).collect();
+        (keys, vec![b'v'; value_len])
+    }
+
+    #[test]
+    fn the_file_does_not_depend_on_the_thread_count() {
+        let dir = tempfile::tempdir().unwrap();
+        // More than two runs of entries, so the runs are encoded by different tasks.
+        let (keys, value) = entries_with_values(2 * RUN + 1000, 100);
+        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_slice(), (i % 11 != 3).then_some(value.as_slice())))
+            .collect();
+        let mut files = Vec::new();
+        for threads in [1, 3] {
+            let path = dir.path().join(format!("{threads}.sst"));
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| write_table(&RealFs, &path, entries.as_slice()))
+                .unwrap();
+            files.push(std::fs::read(&path).unwrap());
+            let t = Table::open(&path, 1, false).unwrap();
+            check_layout(&t, &TableCounters::default(), &format!("{threads} threads"));
+            // 100-byte values: every block starts on a page.
+            for i in 0..t.block_count() {
+                assert_eq!(t.block_handle(i).unwrap().0 % BLOCK_SIZE as u64, 0);
+            }
+        }
+        assert!(
+            files[0] == files[1],
+            "1 and 3 threads wrote different bytes"
+        );
+    }
+
+    #[test]
+    fn padding_costs_little_space_at_any_value_size() {
+        let dir = tempfile::tempdir().unwrap();
+        for value_len in [10, 100, 1000, 1500, 2100, 3000, 4000, 5000, 9000] {
+            let (keys, value) = entries_with_values(3000, value_len);
+            let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+                .iter()
+                .map(|k| (k.as_slice(), Some(value.as_slice())))
+                .collect();
+            let path = dir.path().join(format!("{value_len}.sst"));
+            let meta = write_table(&RealFs, &path, entries.as_slice()).unwrap();
+            let payload = keys.len() * (keys[0].len() + value_len);
+            let ratio = meta.file_bytes as f64 / payload as f64;
+            assert!(
+                ratio < 1.05,
+                "{value_len}-byte values: file / payload = {ratio:.3}"
+            );
+            let t = Table::open(&path, 1, false).unwrap();
+            check_layout(&t, &TableCounters::default(), &format!("{value_len} B"));
         }
     }
 }

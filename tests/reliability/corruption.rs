@@ -251,6 +251,10 @@ fn damage_to_every_kind_of_file_is_reported_never_answered_wrongly() {
         }
     }
     assert!(t.open_refused > 0 && t.get_errors > 0 && t.filter_fallbacks > 0);
+    assert!(
+        t.padding_found > 0,
+        "no flip landed in padding between data blocks"
+    );
     println!(
         "corruption: {} damaged copies ({truncations} truncations; flips per region: {}); {t:?}",
         t.cases,

@@ -9,7 +9,7 @@ use filterstore::filter::{self, Filter, FilterKind};
 use filterstore::io::RealFs;
 use filterstore::manifest::{Manifest, TableRecord};
 use filterstore::table::block::{Block, BlockBuilder};
-use filterstore::table::{decode_footer, Table, TableBuilder, TableCounters, FOOTER_LEN};
+use filterstore::table::{decode_footer, write_table, Table, TableCounters, FOOTER_LEN};
 use filterstore::{Options, Store, WriteBatch};
 
 use crate::alloc_probe::largest;
@@ -232,11 +232,11 @@ fn entries(rng: &mut Rng, n: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 }
 
 fn table_bytes(path: &Path, e: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
-    let mut t = TableBuilder::create(&RealFs, path).unwrap();
-    for (k, v) in e {
-        t.add(k, v.as_deref()).unwrap();
-    }
-    t.finish().unwrap();
+    let entries: Vec<(&[u8], Option<&[u8]>)> = e
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_deref()))
+        .collect();
+    write_table(&RealFs, path, entries.as_slice()).unwrap();
     std::fs::read(path).unwrap()
 }
 
