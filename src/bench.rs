@@ -890,3 +890,21 @@ pub fn theory_curve(kind: FilterKind) -> Vec<(f64, f64)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cold_reads_are_refused_with_mapped_tables() {
+        let cfg = BenchConfig {
+            cold: true,
+            mmap_reads: true,
+            ..BenchConfig::default()
+        };
+        let mut lines = 0;
+        let err = run(&cfg, &mut |_| lines += 1).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert_eq!(lines, 0, "refused before any work");
+    }
+}
