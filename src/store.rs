@@ -56,7 +56,7 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Read data blocks in place from a read-only map of each table file instead of with
     /// `pread` (off by default). Faster on a warm cache: no system call and no copy (about
-    /// a quarter of a present-key `get`). Every read is still counted and its CRC checked.
+    /// 20–30 % of a present-key `get`). Every read is still counted and its CRC checked.
     /// The price is the usual one of mapped files: an I/O error while reading a block (a
     /// failing disk, or a table file truncated behind the store's back) arrives as a `SIGBUS`
     /// that ends the process, where `pread` returns an error.
