@@ -59,7 +59,9 @@ pub struct Options {
     /// 20–30 % of a present-key `get`). Every read is still counted and its CRC checked.
     /// The price is the usual one of mapped files: an I/O error while reading a block (a
     /// failing disk, or a table file truncated behind the store's back) arrives as a `SIGBUS`
-    /// that ends the process, where `pread` returns an error.
+    /// that ends the process, where `pread` returns an error. The maps are advised for random
+    /// access (a point lookup on a cold table reads only its block's page), so a scan of a
+    /// table that is not in the page cache also reads one page at a time, without readahead.
     pub mmap_reads: bool,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
