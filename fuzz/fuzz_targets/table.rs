@@ -7,11 +7,15 @@ fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("000001.sst");
     std::fs::write(&path, data).unwrap();
-    if let Ok(t) = Table::open(&path, 1) {
-        let c = TableCounters::default();
-        for i in 0..t.block_count() {
-            let _ = t.block_entries(i, &c);
+    // Both ways of reading blocks: positioned reads and in place from a map.
+    for mmap_reads in [false, true] {
+        if let Ok(t) = Table::open(&path, 1, mmap_reads) {
+            let c = TableCounters::default();
+            for i in 0..t.block_count() {
+                let _ = t.block_entries(i, &c);
+            }
+            let _ = t.get(b"key", &c);
+            let _ = t.check_padding();
         }
-        let _ = t.get(b"key", &c);
     }
 });

@@ -114,26 +114,6 @@ impl BlockBuilder {
         self.count += 1;
     }
 
-    /// Size of the block if finished now.
-    pub fn estimated_len(&self) -> usize {
-        finished_len(self.buf.len(), self.restarts.len())
-    }
-
-    /// Number of entries added.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// True when no entry was added.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// The last key added.
-    pub fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
     /// Finishes the block and resets the builder.
     pub fn finish(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
