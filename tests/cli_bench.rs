@@ -9,6 +9,34 @@ fn store(args: &[&str]) -> std::process::Output {
         .expect("run store")
 }
 
+/// Runs `store` and requires exit code `code`.
+fn store_exits(code: i32, args: &[&str]) -> std::process::Output {
+    let out = store(args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn store_ok(args: &[&str]) -> std::process::Output {
+    store_exits(0, args)
+}
+
+/// A bench small enough for a test: 20,000 generated keys in 4 tables, no engine figures.
+const SMALL_BENCH: [&str; 8] = [
+    "bench",
+    "-n",
+    "20000",
+    "--tables",
+    "4",
+    "--baseline-lookups",
+    "1000",
+    "--no-engine",
+];
+
 fn csv_rows(path: &std::path::Path) -> Vec<Vec<String>> {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines()
@@ -24,33 +52,25 @@ fn bench_on_generated_keys_writes_every_output_and_filters_cut_reads() {
         dir.path().join("b.json"),
         dir.path().join("b.svg"),
     );
-    let out = store(&[
-        "bench",
-        "-n",
-        "20000",
-        "--tables",
-        "4",
-        "--lookups",
-        "5000",
-        "--baseline-lookups",
-        "1000",
-        "--kinds",
-        "bloom,cuckoo",
-        "--fprs",
-        "0.1,0.01",
-        "--no-engine",
-        "--csv",
-        csv.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-        "--plot",
-        svg.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = store_ok(
+        &[
+            &SMALL_BENCH[..],
+            &[
+                "--lookups",
+                "5000",
+                "--kinds",
+                "bloom,cuckoo",
+                "--fprs",
+                "0.1,0.01",
+                "--csv",
+                csv.to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
+                "--plot",
+                svg.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("blocked") || stdout.contains("bloom"));
@@ -93,7 +113,7 @@ fn bench_on_real_keys_from_a_file() {
     let words: String = (0..5000).map(|i| format!("word{:05}\n", i * 7)).collect();
     std::fs::write(&keys, words).unwrap();
     let csv = dir.path().join("b.csv");
-    let out = store(&[
+    let out = store_ok(&[
         "bench",
         "--keys",
         keys.to_str().unwrap(),
@@ -111,12 +131,6 @@ fn bench_on_real_keys_from_a_file() {
         "--csv",
         csv.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("from file"));
     assert_eq!(csv_rows(&csv).len(), 3);
 }
@@ -131,13 +145,7 @@ fn bench_refuses_bad_arguments_without_panicking() {
         // A mapped file keeps its pages in the cache, so cold reads cannot be measured.
         &["bench", "--mmap-reads", "--cold"],
     ] {
-        let out = store(args);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        store_exits(2, args);
     }
 }
 
@@ -148,36 +156,23 @@ fn bench_with_mmap_reads_counts_the_same_reads() {
     for mmap in [false, true] {
         let csv = dir.path().join(format!("b{mmap}.csv"));
         let json = dir.path().join(format!("b{mmap}.json"));
-        let mut args = vec![
-            "bench",
-            "-n",
-            "20000",
-            "--tables",
-            "4",
+        let mut args = SMALL_BENCH.to_vec();
+        args.extend([
             "--lookups",
             "4000",
-            "--baseline-lookups",
-            "1000",
             "--kinds",
             "blocked-bloom",
             "--fprs",
             "0.01",
-            "--no-engine",
             "--csv",
             csv.to_str().unwrap(),
             "--json",
             json.to_str().unwrap(),
-        ];
+        ]);
         if mmap {
             args.push("--mmap-reads");
         }
-        let out = store(&args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        store_ok(&args);
         let j = std::fs::read_to_string(&json).unwrap();
         assert!(j.contains(&format!("\"mmap_reads\": {mmap}")), "{j}");
         let rows = csv_rows(&csv);

@@ -20,6 +20,78 @@ fn lcg(x: &mut u64) -> u64 {
     *x >> 33
 }
 
+/// Reader threads that look up random acknowledged keys (`key(i)` with value `v{i}` for every
+/// `i` below `written`) until `stop`, each through `store.get` or, with `use_reader`, through
+/// one long-lived `Store::reader()`; with `scan_every`, every so many lookups also scan a
+/// range and count it. `join` returns the number of lookups made.
+struct Readers {
+    written: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Readers {
+    fn spawn(
+        store: &Arc<Store>,
+        threads: u64,
+        seed: u64,
+        use_reader: bool,
+        scan_every: Option<u64>,
+    ) -> Readers {
+        let written = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|r| {
+                let (store, written, stop) = (store.clone(), written.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let reader = store.reader();
+                    let mut checks = 0u64;
+                    let mut x = r + seed;
+                    while !stop.load(Ordering::Relaxed) {
+                        let n = written.load(Ordering::Acquire);
+                        if n == 0 {
+                            continue;
+                        }
+                        let i = lcg(&mut x) % n;
+                        let got = match use_reader {
+                            true => reader.get(&key(i)),
+                            false => store.get(&key(i)),
+                        };
+                        assert_eq!(
+                            got.unwrap(),
+                            Some(format!("v{i}").into_bytes()),
+                            "reader {r} missed key {i} of {n}"
+                        );
+                        if scan_every.is_some_and(|e| checks.is_multiple_of(e)) {
+                            let lo = key(i / 2);
+                            let hi = key(i);
+                            let c = store.scan(lo.as_slice()..hi.as_slice()).count() as u64;
+                            assert_eq!(c, i - i / 2, "scan missed keys");
+                        }
+                        checks += 1;
+                    }
+                    checks
+                })
+            })
+            .collect();
+        Readers {
+            written,
+            stop,
+            threads,
+        }
+    }
+
+    /// Acknowledges keys `0..n`.
+    fn written(&self, n: u64) {
+        self.written.store(n, Ordering::Release);
+    }
+
+    fn join(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads.into_iter().map(|h| h.join().unwrap()).sum()
+    }
+}
+
 fn opts(kind: FilterKind, fpr: f64) -> Options {
     Options {
         filter: Some(kind),
@@ -380,46 +452,15 @@ fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
         ..Options::default()
     };
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
-    let written = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for r in 0..3u64 {
-        let (store, written, stop) = (store.clone(), written.clone(), stop.clone());
-        readers.push(std::thread::spawn(move || {
-            let mut checks = 0u64;
-            let mut x = r + 1;
-            while !stop.load(Ordering::Relaxed) {
-                let n = written.load(Ordering::Acquire);
-                if n == 0 {
-                    continue;
-                }
-                let i = lcg(&mut x) % n;
-                let got = store.get(&key(i)).unwrap();
-                assert_eq!(
-                    got,
-                    Some(format!("v{i}").into_bytes()),
-                    "reader {r} missed key {i} of {n}"
-                );
-                if checks.is_multiple_of(500) {
-                    let lo = key(i / 2);
-                    let hi = key(i);
-                    let c = store.scan(lo.as_slice()..hi.as_slice()).count() as u64;
-                    assert_eq!(c, i - i / 2, "scan missed keys");
-                }
-                checks += 1;
-            }
-            checks
-        }));
-    }
+    let readers = Readers::spawn(&store, 3, 1, false, Some(500));
     for i in 0..20_000u64 {
         store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
-        written.store(i + 1, Ordering::Release);
+        readers.written(i + 1);
         if i % 5000 == 4999 {
             store.compact().unwrap();
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let checks = readers.join();
     assert!(checks > 1000, "readers ran {checks} checks");
     assert!(store.stats().tables.len() <= 5);
 }
@@ -548,31 +589,7 @@ fn readers_never_miss_keys_while_tables_change() {
         ..opts(FilterKind::Cuckoo, 0.01)
     };
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
-    let written = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for r in 0..2u64 {
-        let (store, written, stop) = (store.clone(), written.clone(), stop.clone());
-        readers.push(std::thread::spawn(move || {
-            let reader = store.reader();
-            let mut checks = 0u64;
-            let mut x = r + 11;
-            while !stop.load(Ordering::Relaxed) {
-                let n = written.load(Ordering::Acquire);
-                if n == 0 {
-                    continue;
-                }
-                let i = lcg(&mut x) % n;
-                assert_eq!(
-                    reader.get(&key(i)).unwrap(),
-                    Some(format!("v{i}").into_bytes()),
-                    "reader {r} missed key {i} of {n}"
-                );
-                checks += 1;
-            }
-            checks
-        }));
-    }
+    let readers = Readers::spawn(&store, 2, 11, true, None);
     let kinds = [
         FilterKind::Bloom,
         FilterKind::None,
@@ -584,12 +601,11 @@ fn readers_never_miss_keys_while_tables_change() {
         }
         // Acknowledged only once flushed: then every round's keys sit in tables.
         store.flush().unwrap();
-        written.store((round + 1) * 200, Ordering::Release);
+        readers.written((round + 1) * 200);
         store.refilter(kinds[round as usize % 3], 0.02).unwrap();
         store.compact().unwrap();
     }
-    stop.store(true, Ordering::Relaxed);
-    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let checks = readers.join();
     assert!(checks > 1000, "readers ran {checks} checks");
     println!("readers: {checks} checked lookups across 30 flush/refilter/compact rounds");
 }
