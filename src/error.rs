@@ -46,6 +46,16 @@ pub enum Error {
         /// The largest length allowed.
         max: usize,
     },
+    /// A Parquet file given to import (or being exported) is not what was asked for: not
+    /// Parquet, truncated, damaged, or without the wanted binary columns. It is not
+    /// [`Error::Corruption`], which is about the store's own files.
+    #[error("Parquet file {}: {reason}", file.display())]
+    Parquet {
+        /// The Parquet file.
+        file: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
     /// A previous write or sync failed; the store refuses writes until it is reopened.
     #[error("store refuses writes after an earlier I/O failure; reopen it")]
     Poisoned,

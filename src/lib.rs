@@ -21,9 +21,13 @@ pub mod bench;
 pub mod codec;
 pub mod counters;
 pub mod error;
+#[cfg(feature = "parquet")]
+pub mod export;
 pub mod filter;
 pub mod hash;
 pub mod hyph;
+#[cfg(feature = "parquet")]
+pub mod import;
 pub mod io;
 pub mod manifest;
 pub mod memtable;

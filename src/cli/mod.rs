@@ -6,7 +6,11 @@
 
 mod bench;
 mod bench_hyph;
+#[cfg(feature = "parquet")]
+mod export;
 mod hyphenate;
+#[cfg(feature = "parquet")]
+mod import;
 mod kv;
 mod load;
 mod maintain;
@@ -41,7 +45,8 @@ const AFTER_LONG_HELP: &str = "\
 Exit codes:
   0  success
   1  key not found (get)
-  2  usage error, I/O error, missing or locked store, malformed input
+  2  usage error, I/O error, missing or locked store, malformed input (a bad Parquet file
+     given to import included)
   3  corruption detected (by verify, or by any command that reads damaged bytes)";
 
 /// The `store` command line.
@@ -106,7 +111,8 @@ impl<T: Run> Run for Box<T> {
     }
 }
 
-/// Declares the subcommand enum and its dispatch from one list.
+/// Declares the subcommand enum and its dispatch from one list (an attribute such as `cfg`
+/// applies to both).
 macro_rules! commands {
     ($($(#[$meta:meta])* $variant:ident($ty:ty),)*) => {
         /// The subcommands.
@@ -119,7 +125,7 @@ macro_rules! commands {
             /// Runs the chosen subcommand.
             pub fn run(self, global: &Global) -> Result<Exit, CliError> {
                 match self {
-                    $(Command::$variant(c) => Run::run(c, global),)*
+                    $($(#[$meta])* Command::$variant(c) => Run::run(c, global),)*
                 }
             }
         }
@@ -137,6 +143,10 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
+    #[cfg(feature = "parquet")]
+    Export(export::Export),
+    #[cfg(feature = "parquet")]
+    Import(import::Import),
     Bench(Box<bench::Bench>),
     Hyphenate(hyphenate::Hyphenate),
 }
