@@ -12,6 +12,11 @@
 //! truncated, a damaged page, a missing or non-binary column — is [`Error::Parquet`]
 //! naming the file, not [`Error::Corruption`], which is about the store's own files.
 //! Rows written before an error stay written; [`Store::sync`] is left to the caller.
+//!
+//! Page CRCs are checked when the writer stored them (parquet-mr does by default; the
+//! `parquet` crate's writer does not), so a damaged page without one can import wrong
+//! bytes, as it would into any engine. A panic of the decoder on damaged bytes is caught
+//! and reported as [`Error::Parquet`] (see `contained`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -143,6 +148,26 @@ pub fn parquet(
     Import::open(files, opts)?.load(store, progress)
 }
 
+/// Runs `f`, a call into the parquet crate's reader, turning a panic of its decoder into
+/// [`Error::Parquet`]: its
+/// version 60.1 indexes out of bounds on some damaged pages (bit flips found by
+/// `tests/parquet.rs`), and a bad input file must be an error, not the end of the process.
+/// The reader that panicked is not used again; the store is untouched by it (rows reach the
+/// store only in whole write batches).
+fn contained<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(bad(
+            path,
+            format!("damaged: the Parquet decoder failed on it ({what})"),
+        ))
+    })
+}
+
 fn bad(path: &Path, reason: impl Into<String>) -> Error {
     Error::Parquet {
         file: path.to_path_buf(),
@@ -156,7 +181,10 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<Source> {
     if file.metadata().map_err(|e| Error::io(path, e))?.is_dir() {
         return Err(bad(path, "is a directory"));
     }
-    let reader = SerializedFileReader::new(file).map_err(|e| match pq_err(path)(e) {
+    let reader = contained(path, || {
+        SerializedFileReader::new(file).map_err(pq_err(path))
+    })
+    .map_err(|e| match e {
         Error::Parquet { file, reason } => Error::Parquet {
             file,
             reason: format!("not a readable Parquet file: {reason}"),
@@ -199,6 +227,42 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<Source> {
     };
     let key = find(&opts.key_column)?;
     let value = find(&opts.value_column)?;
+    // The parquet crate panics on a chunk with a negative offset or size: check every
+    // chunk that will be read against the file's length first.
+    let file_len = reader.metadata().row_groups().first().map_or(Ok(0), |_| {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| Error::io(path, e))
+    })?;
+    for (g, rg) in reader.metadata().row_groups().iter().enumerate() {
+        for c in [&key, &value] {
+            let Some(chunk) = rg.columns().get(c.index) else {
+                return Err(bad(
+                    path,
+                    format!("row group {g} lacks column `{}`", c.name),
+                ));
+            };
+            let start = chunk
+                .dictionary_page_offset()
+                .unwrap_or_else(|| chunk.data_page_offset());
+            let len = chunk.compressed_size();
+            let fits = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(s, l)| s.checked_add(l))
+                .is_some_and(|end| end <= file_len);
+            if !fits {
+                return Err(bad(
+                    path,
+                    format!(
+                        "row group {g}: column `{}` claims bytes {start}..+{len}, outside the \
+                         file's {file_len} bytes",
+                        c.name
+                    ),
+                ));
+            }
+        }
+    }
     if key.index == value.index {
         return Err(Error::InvalidArgument(
             "the key and value columns must differ".into(),
@@ -226,7 +290,7 @@ enum ColumnRead {
 
 impl ColumnRead {
     fn new(rg: &dyn RowGroupReader, c: &Column, path: &Path) -> Result<ColumnRead> {
-        let r = rg.get_column_reader(c.index).map_err(pq_err(path))?;
+        let r = contained(path, || rg.get_column_reader(c.index).map_err(pq_err(path)))?;
         Ok(if c.fixed {
             ColumnRead::Fixed(get_typed_column_reader(r), Vec::new())
         } else {
@@ -237,17 +301,19 @@ impl ColumnRead {
     /// Reads up to `n` rows; returns (rows, non-null values).
     fn read(&mut self, n: usize, defs: &mut Vec<i16>, path: &Path) -> Result<(usize, usize)> {
         defs.clear();
-        let (rows, values, _) = match self {
-            ColumnRead::Var(r, buf) => {
-                buf.clear();
-                r.read_records(n, Some(defs), None, buf)
+        let (rows, values, _) = contained(path, || {
+            match self {
+                ColumnRead::Var(r, buf) => {
+                    buf.clear();
+                    r.read_records(n, Some(defs), None, buf)
+                }
+                ColumnRead::Fixed(r, buf) => {
+                    buf.clear();
+                    r.read_records(n, Some(defs), None, buf)
+                }
             }
-            ColumnRead::Fixed(r, buf) => {
-                buf.clear();
-                r.read_records(n, Some(defs), None, buf)
-            }
-        }
-        .map_err(pq_err(path))?;
+            .map_err(pq_err(path))
+        })?;
         Ok((rows, values))
     }
 
@@ -303,7 +369,7 @@ fn load(s: &Source, loader: &mut Loader<'_>) -> Result<()> {
     let mut row = 0u64; // rows of this file before the current batch
     let (mut kdefs, mut vdefs) = (Vec::new(), Vec::new());
     for g in 0..s.reader.num_row_groups() {
-        let rg = s.reader.get_row_group(g).map_err(pq_err(path))?;
+        let rg = contained(path, || s.reader.get_row_group(g).map_err(pq_err(path)))?;
         let expected = u64::try_from(rg.metadata().num_rows()).unwrap_or(0);
         let mut keys = ColumnRead::new(rg.as_ref(), &s.key, path)?;
         let mut values = ColumnRead::new(rg.as_ref(), &s.value, path)?;
@@ -327,16 +393,18 @@ fn load(s: &Source, loader: &mut Loader<'_>) -> Result<()> {
             if kn == 0 {
                 break;
             }
+            // The first null of either column ends the import after the rows before it
+            // (values come back without their nulls, so only those rows line up).
+            let mut null: Option<(usize, &str)> = None;
             for (c, nv, defs) in [(&s.key, kv, &kdefs), (&s.value, vv, &vdefs)] {
                 if nv < kn {
-                    let at = defs.iter().position(|&d| d < c.max_def).unwrap_or(0) as u64;
-                    return Err(bad(
-                        path,
-                        format!("row {}: `{}` is null", row + done + at, c.name),
-                    ));
+                    let at = defs.iter().position(|&d| d < c.max_def).unwrap_or(0);
+                    if null.is_none_or(|(n, _)| at < n) {
+                        null = Some((at, &c.name));
+                    }
                 }
             }
-            for i in 0..kn {
+            for i in 0..null.map_or(kn, |(at, _)| at) {
                 let (k, v) = (keys.get(i), values.get(i));
                 for (what, len, max) in [
                     ("key", k.len(), MAX_KEY_LEN),
@@ -354,6 +422,13 @@ fn load(s: &Source, loader: &mut Loader<'_>) -> Result<()> {
                     }
                 }
                 loader.put(k, v)?;
+            }
+            if let Some((at, name)) = null {
+                loader.flush()?;
+                return Err(bad(
+                    path,
+                    format!("row {}: `{name}` is null", row + done + at as u64),
+                ));
             }
             done += kn as u64;
         }
