@@ -20,6 +20,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
 
 use parquet::basic::Type as PhysicalType;
 use parquet::column::reader::{get_typed_column_reader, ColumnReaderImpl};
@@ -118,22 +119,52 @@ impl Import {
     }
 
     /// Writes every row into `store`; `progress` is called after every write batch.
+    ///
+    /// A second thread reads and decodes the files and builds the write batches while
+    /// this one writes them (a channel of 4 batches between them), so decoding overlaps
+    /// the store's writes. Every batch read before an error is written before the error
+    /// is returned.
     pub fn load(&self, store: &Store, progress: &mut dyn FnMut(Progress)) -> Result<ImportSummary> {
-        let mut loader = Loader {
-            store,
-            batch: WriteBatch::new(),
-            batch_bytes: 0,
-            summary: ImportSummary::default(),
-            pending: 0,
-            total_rows: self.total_rows(),
-            progress,
-        };
-        for s in &self.sources {
-            load(s, &mut loader)?;
-            loader.summary.files += 1;
-        }
-        loader.flush()?;
-        Ok(loader.summary)
+        let total_rows = self.total_rows();
+        std::thread::scope(|scope| {
+            let (tx, rx) = sync_channel::<Chunk>(4);
+            let reader = scope.spawn(move || -> Result<()> {
+                let mut loader = Loader {
+                    tx,
+                    batch: WriteBatch::new(),
+                    batch_bytes: 0,
+                    pending: 0,
+                };
+                for s in &self.sources {
+                    load(s, &mut loader)?;
+                }
+                loader.flush()
+            });
+            let mut summary = ImportSummary::default();
+            let mut failed = None;
+            while let Ok(chunk) = rx.recv() {
+                if let Err(e) = store.write(chunk.batch) {
+                    failed = Some(e);
+                    break;
+                }
+                summary.rows += chunk.rows;
+                summary.bytes += chunk.bytes;
+                progress(Progress {
+                    rows: summary.rows,
+                    total_rows,
+                });
+            }
+            drop(rx);
+            let read = reader
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            read?;
+            summary.files = self.sources.len();
+            Ok(summary)
+        })
     }
 }
 
@@ -325,17 +356,22 @@ impl ColumnRead {
     }
 }
 
-struct Loader<'a> {
-    store: &'a Store,
+/// Rows on their way from the reader thread to the store.
+struct Chunk {
     batch: WriteBatch,
-    batch_bytes: usize,
-    summary: ImportSummary,
-    pending: u64,
-    total_rows: u64,
-    progress: &'a mut dyn FnMut(Progress),
+    rows: u64,
+    bytes: u64,
 }
 
-impl Loader<'_> {
+/// The reader thread's side: collects rows into write batches and hands them over.
+struct Loader {
+    tx: SyncSender<Chunk>,
+    batch: WriteBatch,
+    batch_bytes: usize,
+    pending: u64,
+}
+
+impl Loader {
     fn put(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
         self.batch.put(k, v);
         self.batch_bytes += k.len() + v.len();
@@ -350,21 +386,22 @@ impl Loader<'_> {
         if self.batch.is_empty() {
             return Ok(());
         }
-        self.store.write(std::mem::take(&mut self.batch))?;
-        self.summary.rows += self.pending;
-        self.summary.bytes += self.batch_bytes as u64;
+        let chunk = Chunk {
+            batch: std::mem::take(&mut self.batch),
+            rows: self.pending,
+            bytes: self.batch_bytes as u64,
+        };
         self.pending = 0;
         self.batch_bytes = 0;
-        (self.progress)(Progress {
-            rows: self.summary.rows,
-            total_rows: self.total_rows,
-        });
-        Ok(())
+        // The writer stops receiving only after a failed write, which it reports.
+        self.tx
+            .send(chunk)
+            .map_err(|_| Error::InvalidArgument("the store stopped taking rows".into()))
     }
 }
 
 /// Loads every row of `s`.
-fn load(s: &Source, loader: &mut Loader<'_>) -> Result<()> {
+fn load(s: &Source, loader: &mut Loader) -> Result<()> {
     let path = s.path.as_path();
     let mut row = 0u64; // rows of this file before the current batch
     let (mut kdefs, mut vdefs) = (Vec::new(), Vec::new());

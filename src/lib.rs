@@ -18,6 +18,8 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+#[cfg(feature = "parquet")]
+pub mod bench_export;
 pub mod codec;
 pub mod counters;
 pub mod error;

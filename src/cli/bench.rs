@@ -6,6 +6,8 @@ use clap::{Args, Subcommand};
 use filterstore::bench::{run, BenchConfig};
 use filterstore::FilterKind;
 
+#[cfg(feature = "parquet")]
+use super::bench_export::BenchExport;
 use super::bench_hyph::BenchHyphenation;
 use super::{CliError, Exit, Global, Run};
 
@@ -121,7 +123,8 @@ impl Run for FilterBench {
 /// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
 /// Progress goes to stderr, the table to stdout.
 ///
-/// `store bench hyphenation` runs the hyphenation experiment instead (see its --help).
+/// `store bench hyphenation` runs the hyphenation experiment instead, `store bench export`
+/// the Parquet export benchmark (see their --help).
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Bench {
@@ -135,12 +138,16 @@ pub struct Bench {
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
     Hyphenation(BenchHyphenation),
+    #[cfg(feature = "parquet")]
+    Export(BenchExport),
 }
 
 impl Run for Bench {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         match self.what {
             Some(BenchWhat::Hyphenation(h)) => h.run(g),
+            #[cfg(feature = "parquet")]
+            Some(BenchWhat::Export(e)) => e.run(g),
             None => self.filters.run(g),
         }
     }

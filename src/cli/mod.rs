@@ -5,6 +5,8 @@
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
 mod bench;
+#[cfg(feature = "parquet")]
+mod bench_export;
 mod bench_hyph;
 #[cfg(feature = "parquet")]
 mod export;
