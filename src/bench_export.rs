@@ -443,7 +443,10 @@ pub fn run(cfg: &ExportBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Ex
 }
 
 /// The row groups of an export with their key ranges and filters, read back.
-fn read_groups(summary: &ExportSummary) -> Result<Vec<(Vec<u8>, Vec<u8>, Option<Sbbf>)>> {
+/// A row group's min key, max key and Bloom filter.
+type Group = (Vec<u8>, Vec<u8>, Option<Sbbf>);
+
+fn read_groups(summary: &ExportSummary) -> Result<Vec<Group>> {
     let mut out = Vec::new();
     for f in &summary.files {
         let props = ReaderProperties::builder()
@@ -484,10 +487,7 @@ fn count_reads(
         present: present.len() as u64,
         ..FppRow::default()
     };
-    fn in_range<'a>(
-        groups: &'a [(Vec<u8>, Vec<u8>, Option<Sbbf>)],
-        k: &'a [u8],
-    ) -> impl Iterator<Item = &'a (Vec<u8>, Vec<u8>, Option<Sbbf>)> + 'a {
+    fn in_range<'a>(groups: &'a [Group], k: &'a [u8]) -> impl Iterator<Item = &'a Group> + 'a {
         groups
             .iter()
             .filter(move |g| g.0.as_slice() <= k && k <= g.1.as_slice())
