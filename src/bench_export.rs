@@ -124,6 +124,8 @@ pub struct FppRow {
     pub file_bytes: u64,
     /// Bytes of all Bloom filters.
     pub bloom_bytes: u64,
+    /// The filters' expected false-positive rate (mean over groups, `export::sbbf_fpr`).
+    pub model_fpr: f64,
     /// Absent queries counted; row groups their min/max admit (read without filters);
     /// row groups also passing the filter (read with them).
     pub absent: u64,
@@ -483,6 +485,8 @@ fn count_reads(
         groups: groups.len(),
         file_bytes: summary.file_bytes(),
         bloom_bytes: summary.bloom_bytes(),
+        model_fpr: summary.groups().filter_map(|g| g.bloom_fpr).sum::<f64>()
+            / summary.groups().count().max(1) as f64,
         absent: absent.len() as u64,
         present: present.len() as u64,
         ..FppRow::default()
@@ -719,13 +723,14 @@ impl ExportBenchReport {
         );
         let _ = writeln!(
             s,
-            "{:>6} {:>5} {:>6} {:>10} {:>10} {:>8} | {:>22} {:>8} {:>9} | {:>9}",
+            "{:>6} {:>5} {:>6} {:>10} {:>10} {:>8} {:>9} | {:>22} {:>8} {:>9} | {:>9}",
             "fpp",
             "files",
             "groups",
             "file MB",
             "Bloom KB",
             "bits/key",
+            "model",
             "absent: in min/max",
             "read",
             "read/fpp",
@@ -735,13 +740,14 @@ impl ExportBenchReport {
             let read_frac = r.absent_read as f64 / r.absent_in_range.max(1) as f64;
             let _ = writeln!(
                 s,
-                "{:>6} {:>5} {:>6} {:>10.1} {:>10.1} {:>8.2} | {:>22} {:>8} {:>8.2}x | {:>4}/{:<4}",
+                "{:>6} {:>5} {:>6} {:>10.1} {:>10.1} {:>8.2} {:>8.4}% | {:>22} {:>8} {:>8.2}x | {:>4}/{:<4}",
                 r.fpp,
                 r.files,
                 r.groups,
                 r.file_bytes as f64 / 1e6,
                 r.bloom_bytes as f64 / 1e3,
                 r.bloom_bytes as f64 * 8.0 / n,
+                r.model_fpr * 100.0,
                 r.absent_in_range,
                 r.absent_read,
                 read_frac / r.fpp,
@@ -753,7 +759,8 @@ impl ExportBenchReport {
             s,
             "(row groups for {} absent keys inside the key range: `in min/max` = read without \
              Bloom filters, `read` = with them, as the parquet crate reads them back; \
-             `read/fpp` = read / in min/max / fpp, target ≤ 1.2)",
+             `read/fpp` = read / in min/max / fpp, target ≤ 1.2; `model` = the filters' \
+             expected rate, export::sbbf_fpr)",
             self.rows.first().map_or(0, |r| r.absent)
         );
         if self.rows.iter().any(|r| r.engines.is_some()) {

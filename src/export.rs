@@ -15,9 +15,10 @@
 //!   key, and the key after its last), so that a group's min/max and its filter describe
 //!   the same keys as a table does, and at [`ParquetOptions::rows_per_group`] rows or
 //!   [`ParquetOptions::group_bytes`] bytes, whichever comes first;
-//! - a Bloom filter on `key` in each group, sized for the group's rows at its false-positive
-//!   rate: [`ParquetOptions::fpp`], or by default the smallest target ε of the tables whose
-//!   key ranges overlap the group (the store's own ε when none does);
+//! - a split-block Bloom filter on `key` in each group, the smallest power of two whose
+//!   expected false-positive rate for the group's rows is within its target
+//!   ([`sbbf_bytes`]): [`ParquetOptions::fpp`], or by default the smallest target ε of the
+//!   tables whose key ranges overlap the group (the store's own ε when none does);
 //! - files `part-00000.parquet`, `part-00001.parquet`, … of at most
 //!   [`ParquetOptions::rows_per_file`] rows (a group never spans two files).
 //!
@@ -42,6 +43,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parquet::basic::{Compression, Repetition, Type as PhysicalType};
+use parquet::bloom_filter::{Sbbf, BITSET_MAX_LENGTH, BITSET_MIN_LENGTH};
 use parquet::column::writer::{get_column_writer, get_typed_column_writer};
 use parquet::data_type::{ByteArray, ByteArrayType};
 use parquet::errors::ParquetError;
@@ -171,6 +173,8 @@ pub struct GroupSummary {
     pub max_key: Vec<u8>,
     /// The target false-positive rate of its Bloom filter (`None`: no filter).
     pub fpp: Option<f64>,
+    /// The expected false-positive rate of its Bloom filter as written ([`sbbf_fpr`]).
+    pub bloom_fpr: Option<f64>,
     /// Bytes of its Bloom filter, header included (0: none).
     pub bloom_bytes: u64,
 }
@@ -451,32 +455,32 @@ impl Exporter<'_> {
             values.push(ByteArray::from(arena.slice(ke..ve)));
             start = ve;
         }
-        // The key chunk is encoded into memory with this group's own filter settings (the
-        // file's properties are fixed when it is opened), then appended to the row group.
-        let key_props = match fpp {
-            Some(f) => {
-                let key = ColumnPath::from(KEY_COLUMN);
-                Arc::new(
-                    base_props_builder(self.opts.codec)
-                        .set_column_bloom_filter_enabled(key.clone(), true)
-                        .set_column_bloom_filter_fpp(key.clone(), f)
-                        .set_column_bloom_filter_max_ndv(key, rows as u64)
-                        .build(),
-                )
+        // The key chunk is encoded into memory, given this group's Bloom filter (sized here,
+        // see `sbbf_bytes`), then appended to the row group.
+        let bloom = fpp.map(|f| {
+            let mut sbbf = Sbbf::new_with_num_of_bytes(sbbf_bytes(rows as u64, f));
+            for k in &keys {
+                sbbf.insert(k);
             }
-            None => self.base_props.clone(),
-        };
+            sbbf
+        });
+        let bloom_fpr = bloom
+            .as_ref()
+            .map(|b| sbbf_fpr(rows as u64, b.num_blocks() as u64));
         let schema = self.schema.clone();
+        let base_props = self.base_props.clone();
         let part = self.part()?;
         let tmp = part.tmp.clone();
         let err = pq_err(&tmp);
         let mut buf = TrackedWrite::new(Vec::new());
         let close = {
             let pages = SerializedPageWriter::new(&mut buf);
-            let writer = get_column_writer(schema.column(0), key_props, Box::new(pages));
+            let writer = get_column_writer(schema.column(0), base_props, Box::new(pages));
             let mut writer = get_typed_column_writer::<ByteArrayType>(writer);
             writer.write_batch(&keys, None, None).map_err(&err)?;
-            writer.close().map_err(&err)?
+            let mut close = writer.close().map_err(&err)?;
+            close.bloom_filter = bloom;
+            close
         };
         let chunk = Bytes::from(buf.into_inner().map_err(&err)?);
         let mut rg = part.writer.next_row_group().map_err(&err)?;
@@ -499,6 +503,7 @@ impl Exporter<'_> {
             min_key,
             max_key,
             fpp,
+            bloom_fpr,
             bloom_bytes: 0, // known once the file's footer is written
         });
         self.summary.rows += rows as u64;
@@ -570,6 +575,50 @@ impl Exporter<'_> {
     }
 }
 
+/// Bytes of a split-block Bloom filter for `n` keys at false-positive rate `fpp`: the
+/// smallest power of two from 32 bytes to 128 MiB whose expected rate ([`sbbf_fpr`]) is at
+/// most `fpp`. Powers of two are what the parquet crate, parquet-mr and Impala write, so
+/// every reader takes them; the price is up to twice the bits of an exact-size filter.
+///
+/// (The parquet crate's own sizing, `-8n / ln(1 - fpp^(1/8))` bits then folded while
+/// `fill^8 ≤ fpp`, ignores how unevenly keys fall into blocks: at 131,072 keys it gives
+/// the same 256 KiB filter for fpp 1 % and 0.1 %, whose rate, 0.13 %, misses the latter.)
+pub fn sbbf_bytes(n: u64, fpp: f64) -> usize {
+    let mut bytes = BITSET_MIN_LENGTH;
+    while bytes < BITSET_MAX_LENGTH && sbbf_fpr(n, (bytes / 32) as u64) > fpp {
+        bytes *= 2;
+    }
+    bytes
+}
+
+/// The expected false-positive rate of a split-block Bloom filter of `blocks` 256-bit
+/// blocks holding `n` distinct keys, for a key not among them: a block holds j keys with
+/// probability Poisson(j; n / blocks); each key sets one bit, uniform among 32, in each of
+/// the block's 8 words; an absent key passes when its 8 bits are all set:
+/// `Σ_j P(j) · (1 − (31/32)^j)^8`.
+pub fn sbbf_fpr(n: u64, blocks: u64) -> f64 {
+    if blocks == 0 {
+        return 1.0;
+    }
+    let lambda = n as f64 / blocks as f64;
+    let fill = |j: f64| (1.0 - (31.0f64 / 32.0).powf(j)).powi(8);
+    if lambda > 200.0 {
+        // e^-λ underflows long before this; the spread of j around λ no longer matters
+        // (the rate is above 0.98 here).
+        return fill(lambda);
+    }
+    let last = (lambda + 12.0 * lambda.sqrt() + 40.0).ceil() as u64;
+    let mut p = (-lambda).exp(); // P(0), then P(j) by P(j) = P(j-1) · λ / j
+    let mut sum = 0.0;
+    for j in 0..=last {
+        if j > 0 {
+            p *= lambda / j as f64;
+        }
+        sum += p * fill(j as f64);
+    }
+    sum.min(1.0)
+}
+
 /// Maps the parquet crate's errors: I/O stays I/O (with the file), the rest names the file.
 pub(crate) fn pq_err(file: &Path) -> impl Fn(ParquetError) -> Error + '_ {
     move |e| match e {
@@ -588,5 +637,35 @@ pub(crate) fn pq_err(file: &Path) -> impl Fn(ParquetError) -> Error + '_ {
             file: file.to_path_buf(),
             reason: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sbbf_rate_matches_the_model_and_sizes_are_powers_of_two() {
+        // Values of the Poisson model computed independently (Python, same formula).
+        let n = 131_072;
+        assert!((sbbf_fpr(n, 262_144 / 32) - 0.00132).abs() < 0.00001);
+        assert!((sbbf_fpr(n, 131_072 / 32) - 0.03321).abs() < 0.00001);
+        assert!((sbbf_fpr(n, 65_536 / 32) - 0.32576).abs() < 0.00001);
+        // Far too small filters are near 1, not 0 (no underflow).
+        assert!(sbbf_fpr(n, 1) > 0.99 && sbbf_fpr(n, 64) > 0.99);
+        assert_eq!(sbbf_fpr(0, 8), 0.0);
+        assert_eq!(sbbf_bytes(n, 0.05), 131_072);
+        assert_eq!(sbbf_bytes(n, 0.01), 262_144);
+        assert_eq!(sbbf_bytes(n, 0.001), 524_288);
+        assert_eq!(sbbf_bytes(0, 0.01), 32);
+        assert_eq!(sbbf_bytes(1 << 40, 1e-9), BITSET_MAX_LENGTH);
+        for (n, f) in [(1, 0.5), (1000, 0.01), (50_000, 0.2), (131_072, 1e-4)] {
+            let b = sbbf_bytes(n, f);
+            assert!(b.is_power_of_two() && sbbf_fpr(n, (b / 32) as u64) <= f);
+            assert!(
+                b == 32 || sbbf_fpr(n, (b / 64) as u64) > f,
+                "not the smallest"
+            );
+        }
     }
 }

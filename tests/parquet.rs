@@ -553,8 +553,9 @@ fn groups_of(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>, Sbbf, SpecFilter)> {
 /// blocks of the product of the eight words' fill (exact for a uniform hash). The count of
 /// passes among N independent absent keys is Binomial(N, p), so the observed rate lies
 /// within p ± 4·sqrt(p(1−p)/N) but for a chance of about 6e-5 per check. p itself must be
-/// at most 1.2 × the target fpp (the tolerance): the writer sizes each filter by
-/// its estimated fill, and rounding to a power of two only lowers p.
+/// at most 1.2 × the target fpp (the tolerance; the writer sizes each filter so
+/// that its expected rate, `export::sbbf_fpr`, is at most fpp, and rounding to a power of
+/// two only lowers it).
 #[test]
 fn bloom_filters_read_back_and_match_the_spec() {
     let t = tempfile::tempdir().unwrap();
@@ -585,6 +586,16 @@ fn bloom_filters_read_back_and_match_the_spec() {
             let g = &groups[find(k).expect("a group holds each present key")];
             assert!(g.2.check(&k[..]), "parquet crate: false negative");
             assert!(g.3.check(k), "spec: false negative");
+        }
+        // Each filter's rate as its bits say is near the model the writer sized it by.
+        for (g, written) in groups.iter().zip(s.groups()) {
+            let model = written.bloom_fpr.unwrap();
+            assert!(model <= fpp);
+            assert!(
+                (g.3.fpr() - model).abs() <= 0.1 * model,
+                "bits say {}, model {model}",
+                g.3.fpr()
+            );
         }
         let (mut passes, mut trials) = (0u64, 0u64);
         let mut p_sum = 0.0;

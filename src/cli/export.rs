@@ -103,7 +103,7 @@ fn progress_bar(estimate: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(estimate.max(1)).with_style(
-        ProgressStyle::with_template("{bar:40} {pos}/~{len} keys ({per_sec}, {elapsed})")
+        ProgressStyle::with_template("{bar:40} {human_pos}/~{human_len} keys ({elapsed})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));

@@ -85,7 +85,7 @@ fn progress_bar(total: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total.max(1)).with_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} rows ({per_sec}, eta {eta})")
+        ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} rows (eta {eta})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));

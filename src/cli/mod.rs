@@ -34,7 +34,7 @@ A persistent key-value store whose sorted tables are fronted by memory-mapped Bl
 blocked-Bloom or cuckoo filters, so looking up an absent key usually skips the table's data.
 
 The store lives in one directory: --dir DIR, else the environment variable FILTERSTORE_DIR, \
-else ./filterstore-data. It is created by the first command that writes (put, delete, load); \
+else ./filterstore-data. It is created by the first command that writes (put, delete, load, import); \
 every other command refuses a missing store (exit 2) and creates nothing. One process at a \
 time may open a store; a second one gets exit 2 at once with a message that says it is \
 locked.
