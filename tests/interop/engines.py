@@ -8,20 +8,24 @@ MODES a comma-separated subset of `on,off,duckdb`: DataFusion with Bloom filters
 (`off`), DuckDB (`duckdb`). One line is printed per key and mode:
 
   datafusion MODE HEX stats_total=A stats_matched=B bloom_total=C bloom_matched=D rows_scanned=E value=V
-  duckdb - HEX excluded=G1,G2,... value=V
+  duckdb - HEX excluded=G1,G2,... scanned=S total=T value=V
 
 B: row groups whose min/max statistics admit the key; D: of those, the ones the Bloom
 filter did not exclude (the groups read); E: rows the scan produced before the filter;
 V: the value returned in hex, `-` for none, several joined by `+`; G: the row groups (in
 file order, numbered across the files in name order) for which DuckDB's
-`parquet_bloom_probe` reports `bloom_filter_excludes`. The caller (tests/parquet.rs, or
+`parquet_bloom_probe` reports `bloom_filter_excludes`; S and T: `row_groups_scanned` and
+`total_row_groups_to_scan` of the query's table scan in DuckDB's JSON profile. The caller (tests/parquet.rs, or
 `store bench export --engines`) decides what is right.
 """
 
 import glob
+import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 
 import datafusion
 import duckdb
@@ -81,13 +85,24 @@ def duckdb_query(con, files, key_hex):
         ).fetchall()
         excluded += [str(base + g) for g, ex in rows if ex]
         base += len(rows)
-    values = [
-        v.hex()
-        for (v,) in con.execute(
-            "SELECT value FROM read_parquet(?) WHERE key = ?", [files, key]
-        ).fetchall()
-    ]
-    return f"excluded={','.join(excluded) or '-'} value={'+'.join(values) or '-'}"
+    query = f"SELECT value FROM read_parquet({files!r}) WHERE key = from_hex('{key_hex}')"
+    profile = json.loads(con.execute(f"EXPLAIN ANALYZE {query}").fetchall()[0][1])
+    scans = list(table_scans(profile))
+    scanned = sum(s.get("row_groups_scanned", 0) for s in scans)
+    total = sum(s.get("total_row_groups_to_scan", 0) for s in scans)
+    values = [v.hex() for (v,) in con.execute(query).fetchall()]
+    return (
+        f"excluded={','.join(excluded) or '-'} scanned={scanned} total={total} "
+        f"value={'+'.join(values) or '-'}"
+    )
+
+
+def table_scans(node):
+    if isinstance(node, dict):
+        if node.get("type") == "TABLE_SCAN":
+            yield node
+        for child in node.get("children", []) + node.get("operator", []):
+            yield from table_scans(child)
 
 
 def main():
@@ -95,6 +110,10 @@ def main():
     files = sorted(glob.glob(os.path.join(directory, "*.parquet")))
     ctx = {"on": datafusion_context(directory, True), "off": datafusion_context(directory, False)}
     con = duckdb.connect()
+    scratch = tempfile.mkdtemp(prefix="engines-py-")
+    con.execute("PRAGMA enable_profiling = 'json'")
+    # EXPLAIN ANALYZE returns the profile; the copy every query also writes goes to a file.
+    con.execute(f"PRAGMA profiling_output = '{os.path.join(scratch, 'profile.json')}'")
     print(f"# datafusion {datafusion.__version__} duckdb {duckdb.__version__}", flush=True)
     with open(queries) as lines:
         for line in lines:
@@ -107,6 +126,7 @@ def main():
                 else:
                     sys.exit(f"unknown mode {mode}")
     sys.stdout.flush()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
