@@ -577,8 +577,9 @@ impl Exporter<'_> {
 
 /// Bytes of a split-block Bloom filter for `n` keys at false-positive rate `fpp`: the
 /// smallest power of two from 32 bytes to 128 MiB whose expected rate ([`sbbf_fpr`]) is at
-/// most `fpp`. Powers of two are what the parquet crate, parquet-mr and Impala write, so
-/// every reader takes them; the price is up to twice the bits of an exact-size filter.
+/// most `fpp`. Powers of two are what the parquet crate's own writer produces, and what
+/// DataFusion, DuckDB and Spark (parquet-mr) were seen to read here; the price is up to
+/// twice the bits of an exact-size filter.
 ///
 /// (The parquet crate's own sizing, `-8n / ln(1 - fpp^(1/8))` bits then folded while
 /// `fill^8 ≤ fpp`, ignores how unevenly keys fall into blocks: at 131,072 keys it gives

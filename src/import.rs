@@ -22,7 +22,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
 
-use parquet::basic::Type as PhysicalType;
+use parquet::basic::{Compression, Type as PhysicalType};
 use parquet::column::reader::{get_typed_column_reader, ColumnReaderImpl};
 use parquet::data_type::{ByteArrayType, FixedLenByteArrayType};
 use parquet::file::reader::{FileReader, RowGroupReader};
@@ -273,6 +273,24 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<Source> {
                     format!("row group {g} lacks column `{}`", c.name),
                 ));
             };
+            let codec = chunk.compression();
+            if !matches!(
+                codec,
+                Compression::UNCOMPRESSED
+                    | Compression::SNAPPY
+                    | Compression::GZIP(_)
+                    | Compression::LZ4
+                    | Compression::LZ4_RAW
+            ) {
+                return Err(bad(
+                    path,
+                    format!(
+                        "row group {g}: column `{}` is compressed with {codec}, which this build \
+                         does not read (it reads uncompressed, SNAPPY, GZIP, LZ4 and LZ4_RAW pages)",
+                        c.name
+                    ),
+                ));
+            }
             let start = chunk
                 .dictionary_page_offset()
                 .unwrap_or_else(|| chunk.data_page_offset());

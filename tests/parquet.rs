@@ -1196,3 +1196,39 @@ fn damaged_files_never_panic() {
     println!("{} damaged files, {refused} refused", cases.len());
     assert!(refused > cases.len() / 2);
 }
+
+/// Files written by another engine: DuckDB's own row groups, dictionary pages, string
+/// values and codecs import byte for byte; a codec this build does not read (zstd) is
+/// refused before anything is written.
+#[test]
+fn files_written_by_duckdb_import() {
+    let Some(python) = interop_python() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/duckdb_write.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .arg(t.path())
+        .args(["uncompressed", "snappy", "gzip", "lz4", "zstd"]);
+    let (ok, _, stderr) = run_with_timeout(cmd, Duration::from_secs(120));
+    assert!(ok, "duckdb_write.py failed: {stderr}");
+    let want: String = (0..1000)
+        .map(|i| format!("k{i:04}\tvalue of k{i:04}\n"))
+        .collect();
+    for codec in ["uncompressed", "snappy", "gzip", "lz4"] {
+        let db = t.path().join(format!("db-{codec}"));
+        let file = t.path().join(format!("duckdb-{codec}.parquet"));
+        let o = store_cmd(&db, &["import", "--parquet", file.to_str().unwrap()]);
+        assert_eq!(o.code, 0, "{codec}: {}", o.stderr);
+        assert_eq!(o.text(), "imported 1000 rows from 1 files\n");
+        assert_eq!(store_cmd(&db, &["scan"]).text(), want, "{codec}");
+    }
+    let db = t.path().join("db-zstd");
+    let file = t.path().join("duckdb-zstd.parquet");
+    exit2(
+        store_cmd(&db, &["import", "--parquet", file.to_str().unwrap()]),
+        "compressed with ZSTD, which this build does not read",
+    );
+    assert!(!db.join("MANIFEST").exists());
+}
