@@ -114,7 +114,10 @@ pub struct WalWriter {
 }
 
 impl WalWriter {
-    /// Creates a new WAL file and writes its header (synced, so the file exists durably).
+    /// Creates a new WAL file and writes its header. Nothing is fsynced: the header becomes
+    /// durable with the first [`WalWriter::sync`], and the caller makes the directory entry
+    /// durable before it promises any record is (so a memtable switch costs no fsync on the
+    /// write path).
     pub fn create(fs: &dyn Fs, path: &Path) -> Result<WalWriter> {
         let io = |e| Error::io(path, e);
         let mut file = fs.create(path).map_err(io)?;
@@ -122,7 +125,6 @@ impl WalWriter {
         head.extend_from_slice(&WAL_MAGIC);
         head.extend_from_slice(&[WAL_VERSION, 0, 0, 0]);
         file.write_all(&head).map_err(io)?;
-        file.sync().map_err(io)?;
         Ok(WalWriter {
             file,
             path: path.to_path_buf(),

@@ -183,6 +183,11 @@ impl<'a> Block<'a> {
         Ok(block)
     }
 
+    /// Length of the entries, before the restart array.
+    pub(crate) fn entries_len(&self) -> usize {
+        self.data.len()
+    }
+
     fn restart(&self, i: usize) -> u32 {
         let b = &self.restarts[4 * i..4 * i + 4];
         u32::from_le_bytes([b[0], b[1], b[2], b[3]])
@@ -298,6 +303,38 @@ impl<'a> Block<'a> {
         }
         Ok(None)
     }
+}
+
+/// Where the entry at byte `pos` of a block's entries lies: `entries` is the block's bytes up
+/// to its restart array, `prev_len` the length of the previous key (0 at the first entry),
+/// `base` the block's file offset for errors. For readers that keep the block and decode
+/// entries one at a time (a merge's table cursor).
+pub(crate) fn span_at(entries: &[u8], base: u64, pos: usize, prev_len: usize) -> Result<Span> {
+    let b = Block {
+        data: entries,
+        restarts: &[],
+        base,
+    };
+    let r = b.entry_at(pos, prev_len)?;
+    let at = |s: &[u8]| s.as_ptr() as usize - entries.as_ptr() as usize;
+    Ok(Span {
+        shared: r.shared,
+        suffix: at(r.suffix)..at(r.suffix) + r.suffix.len(),
+        value: r.value.map(|v| at(v)..at(v) + v.len()),
+        end: r.end,
+    })
+}
+
+/// An entry's place in its block (see [`span_at`]).
+pub(crate) struct Span {
+    /// Bytes shared with the previous key.
+    pub shared: usize,
+    /// The rest of the key.
+    pub suffix: std::ops::Range<usize>,
+    /// The value (`None`: a tombstone).
+    pub value: Option<std::ops::Range<usize>>,
+    /// Where the next entry starts.
+    pub end: usize,
 }
 
 /// One entry as stored: the key's suffix after `shared` bytes of its predecessor's key, the

@@ -264,7 +264,7 @@ fn faults_in(target: &str, run: impl Fn(&Store) -> filterstore::Result<()>) -> (
                 Ok(()) => {
                     model.insert(k, Some(b"y".to_vec()));
                 }
-                Err(Error::Poisoned) => {}
+                Err(Error::Poisoned { .. }) => {}
                 Err(e) if sticky => {
                     may.insert(k, Some(b"y".to_vec()));
                     assert!(matches!(e, Error::Io { .. }), "{what}: {e}");

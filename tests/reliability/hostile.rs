@@ -328,6 +328,7 @@ fn decoders_survive_millions_of_hostile_inputs() {
 
     // Manifests.
     let rec = |n: u64, rng: &mut Rng| TableRecord {
+        level: (n % 3) as u32,
         number: n,
         filter_file: n + 1,
         filter_kind: FilterKind::ALL[(n % 4) as usize],
@@ -347,6 +348,7 @@ fn decoders_survive_millions_of_hostile_inputs() {
                 default_kind: FilterKind::Cuckoo,
                 default_fpr: 0.02,
                 tables: (0..n).map(|i| rec(i * 3 + 1, &mut rng)).collect(),
+                cursors: (0..n).map(|i| (i as u32 + 1, rng.bytes(6))).collect(),
             }
             .encode()
         })

@@ -1,0 +1,432 @@
+//! Compaction execution: a streaming k-way merge feeding table writers that roll to a new
+//! file at the target size.
+//!
+//! ```text
+//! sources (newest first) ──► heap merge ──► runs of entries ──► encode (rayon) ──► table
+//!   one cursor per L0 table     newest wins,    ≤ RUN entries or     blocks, key      files of
+//!   one per sorted level        tombstones      RUN_BYTES each       hashes           ≈ table_bytes
+//!                               dropped at the bottom                                  + filters
+//! ```
+//! The merge fills a window of runs (one per thread) while the previous window is encoded
+//! and written, so merging overlaps encoding and writing. **Memory bound:** one
+//! [`TableCursor`] chunk (256 KiB) per source, two windows of `threads` runs of at most
+//! [`RUN_BYTES`] plus one entry each (the merge's and the encoder's) and their encoded
+//! copies, and the key hashes of the output table being written (8 bytes per entry). None
+//! of it depends on the size of the inputs.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::filter::FilterKind;
+use crate::io::Fs;
+use crate::manifest::TableRecord;
+use crate::table::{
+    encode_part, run_full, write_filter_file, OwnedRun, Part, SortedEntries, Table, TableBuilder,
+    TableCounters, TableCursor,
+};
+
+/// One input of a merge: one table, or a sorted level's tables one after another.
+pub(crate) struct Source {
+    tables: Vec<Arc<Table>>,
+    next: usize,
+    cursor: Option<TableCursor>,
+    counters: Arc<TableCounters>,
+}
+
+impl Source {
+    /// The entries of `tables` (one table, or a sorted level's tables in key order).
+    pub(crate) fn new(tables: Vec<Arc<Table>>, counters: Arc<TableCounters>) -> Result<Source> {
+        let mut s = Source {
+            tables,
+            next: 0,
+            cursor: None,
+            counters,
+        };
+        s.settle()?;
+        Ok(s)
+    }
+
+    /// Moves to the next table while the current one is exhausted.
+    fn settle(&mut self) -> Result<()> {
+        while !self.cursor.as_ref().is_some_and(TableCursor::valid) {
+            let Some(t) = self.tables.get(self.next) else {
+                self.cursor = None;
+                return Ok(());
+            };
+            self.next += 1;
+            self.cursor = Some(TableCursor::new(t.clone(), self.counters.clone())?);
+        }
+        Ok(())
+    }
+
+    fn valid(&self) -> bool {
+        self.cursor.is_some()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.cursor.as_ref().map_or(&[], TableCursor::key)
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.cursor.as_ref().and_then(TableCursor::value)
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.cursor {
+            c.advance()?;
+        }
+        self.settle()
+    }
+}
+
+/// A k-way merge of sources given newest first: of equal keys the newest source's wins.
+/// A binary heap of source numbers ordered by (key, source number).
+struct Merger {
+    sources: Vec<Source>,
+    heap: Vec<usize>,
+}
+
+impl Merger {
+    fn new(sources: Vec<Source>) -> Merger {
+        let mut m = Merger {
+            heap: Vec::with_capacity(sources.len()),
+            sources,
+        };
+        for i in 0..m.sources.len() {
+            if m.sources[i].valid() {
+                m.push(i);
+            }
+        }
+        m
+    }
+
+    #[inline]
+    fn less(&self, a: usize, b: usize) -> bool {
+        match self.sources[a].key().cmp(self.sources[b].key()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Equal => a < b,
+            std::cmp::Ordering::Greater => false,
+        }
+    }
+
+    fn push(&mut self, s: usize) {
+        self.heap.push(s);
+        let mut i = self.heap.len() - 1;
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !self.less(self.heap[i], self.heap[parent]) {
+                break;
+            }
+            self.heap.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        let top = *self.heap.first()?;
+        let last = self.heap.pop()?;
+        if !self.heap.is_empty() {
+            self.heap[0] = last;
+            let mut i = 0;
+            loop {
+                let (l, r) = (2 * i + 1, 2 * i + 2);
+                let mut m = i;
+                if l < self.heap.len() && self.less(self.heap[l], self.heap[m]) {
+                    m = l;
+                }
+                if r < self.heap.len() && self.less(self.heap[r], self.heap[m]) {
+                    m = r;
+                }
+                if m == i {
+                    break;
+                }
+                self.heap.swap(i, m);
+                i = m;
+            }
+        }
+        Some(top)
+    }
+
+    /// Passes the next key's newest entry to `emit` and steps past every version of it.
+    /// `false` when the sources are exhausted.
+    fn next_into(&mut self, emit: &mut impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
+        let Some(w) = self.pop() else {
+            return Ok(false);
+        };
+        // Older versions of the same key: skip them.
+        while let Some(&o) = self.heap.first() {
+            if self.sources[o].key() != self.sources[w].key() {
+                break;
+            }
+            self.pop();
+            self.sources[o].advance()?;
+            if self.sources[o].valid() {
+                self.push(o);
+            }
+        }
+        emit(self.sources[w].key(), self.sources[w].value());
+        self.sources[w].advance()?;
+        if self.sources[w].valid() {
+            self.push(w);
+        }
+        Ok(true)
+    }
+}
+
+/// Where and how a merge writes its output.
+pub(crate) struct Output<'a> {
+    /// The file system writes go through.
+    pub fs: &'a dyn Fs,
+    /// The store's directory.
+    pub dir: &'a Path,
+    /// Level of the output tables.
+    pub level: u32,
+    /// A new table is started once the current one holds this many key and value bytes.
+    pub table_bytes: u64,
+    /// Filter kind and target rate of the output tables.
+    pub filter: (FilterKind, f64),
+    /// Hands out unused file numbers.
+    pub alloc: &'a (dyn Fn() -> u64 + Sync),
+    /// Set to stop the merge at the next run (the outputs are removed).
+    pub abort: &'a AtomicBool,
+}
+
+/// A run of the merge's output and whether the output table ends with it.
+struct Chunk {
+    run: OwnedRun,
+    ends_table: bool,
+}
+
+/// What the merge side keeps between windows.
+struct MergeSide<'d> {
+    merger: Merger,
+    drop_tombstone: &'d (dyn Fn(&[u8]) -> bool + Sync),
+    table_bytes: u64,
+    /// Key and value bytes in the output table being filled.
+    in_table: u64,
+    /// An entry that did not fit the last run (it starts the next table).
+    carry: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    done: bool,
+}
+
+impl MergeSide<'_> {
+    /// Fills up to `n` runs, reusing `spare` buffers.
+    fn fill(&mut self, n: usize, spare: &mut Vec<OwnedRun>) -> Result<Vec<Chunk>> {
+        let mut out: Vec<Chunk> = Vec::with_capacity(n);
+        while out.len() < n && !self.done {
+            let mut run = spare.pop().unwrap_or_default();
+            run.clear();
+            let mut ends_table = false;
+            if let Some((k, v)) = self.carry.take() {
+                self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+                run.push(&k, v.as_deref());
+            }
+            let (limit, drop_t) = (self.table_bytes, self.drop_tombstone);
+            let mut in_table = self.in_table;
+            let mut carry = None;
+            while !run_full(run.len(), run.bytes()) {
+                let more = self.merger.next_into(&mut |k, v| {
+                    if v.is_none() && drop_t(k) {
+                        return;
+                    }
+                    let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
+                    if in_table > 0 && in_table + size > limit {
+                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
+                    } else {
+                        in_table += size;
+                        run.push(k, v);
+                    }
+                })?;
+                if !more {
+                    self.done = true;
+                    ends_table = true;
+                    break;
+                }
+                if carry.is_some() {
+                    ends_table = true;
+                    in_table = 0;
+                    break;
+                }
+            }
+            self.in_table = in_table;
+            self.carry = carry;
+            if run.len() > 0 || ends_table {
+                out.push(Chunk { run, ends_table });
+            } else {
+                spare.push(run);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What the write side keeps between windows.
+struct WriteSide<'o> {
+    out: &'o Output<'o>,
+    table: Option<(u64, TableBuilder)>,
+    hashes: Vec<u64>,
+    /// Files created so far (removed if the merge fails).
+    created: Vec<std::path::PathBuf>,
+    records: Vec<TableRecord>,
+    /// Bytes written to table and filter files.
+    written: u64,
+}
+
+impl WriteSide<'_> {
+    /// Encodes `chunks` in parallel, then writes them in order.
+    fn write(&mut self, chunks: Vec<Chunk>, spare: &mut Vec<OwnedRun>) -> Result<()> {
+        use rayon::prelude::*;
+        let parts: Vec<(Part, bool)> = chunks
+            .par_iter()
+            .map(|c| {
+                let r = 0..c.run.len();
+                (encode_part(&c.run, r, Vec::new(), true), c.ends_table)
+            })
+            .collect();
+        spare.extend(chunks.into_iter().map(|c| c.run));
+        for (mut part, ends) in parts {
+            if part.hashes.is_empty() && !ends {
+                continue;
+            }
+            if !part.hashes.is_empty() {
+                if self.table.is_none() {
+                    let n = (self.out.alloc)();
+                    let path = crate::store::table_path(self.out.dir, n);
+                    self.created.push(path.clone());
+                    self.table = Some((n, TableBuilder::create(self.out.fs, &path)?));
+                }
+                self.hashes.append(&mut part.hashes);
+                if let Some((_, b)) = &mut self.table {
+                    b.add_part(part)?;
+                }
+            }
+            if ends {
+                self.finish_table()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes the table being written, and writes its filter.
+    fn finish_table(&mut self) -> Result<()> {
+        let Some((number, builder)) = self.table.take() else {
+            return Ok(());
+        };
+        let meta = builder.finish()?;
+        let (kind, fpr) = self.out.filter;
+        let filter_no = if kind == FilterKind::None {
+            0
+        } else {
+            (self.out.alloc)()
+        };
+        let fpath = crate::store::filter_path(self.out.dir, filter_no);
+        if filter_no != 0 {
+            self.created.push(fpath.clone());
+        }
+        let filter_bytes = write_filter_file(self.out.fs, &fpath, kind, fpr, &self.hashes)?;
+        self.hashes.clear();
+        self.written += meta.file_bytes + filter_bytes.unwrap_or(0);
+        self.records.push(TableRecord {
+            level: self.out.level,
+            number,
+            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
+            filter_kind: if filter_bytes.is_some() {
+                kind
+            } else {
+                FilterKind::None
+            },
+            fpr,
+            entries: meta.entries,
+            tombstones: meta.tombstones,
+            file_bytes: meta.file_bytes,
+            min_key: meta.min_key,
+            max_key: meta.max_key,
+        });
+        Ok(())
+    }
+}
+
+/// What a merge did.
+#[derive(Debug, Default)]
+pub(crate) struct MergeResult {
+    /// The output tables, in key order.
+    pub records: Vec<TableRecord>,
+    /// Bytes written to table and filter files.
+    pub bytes_written: u64,
+}
+
+/// Merges `sources` (newest first) into new tables at `out.level`, dropping every older
+/// version of a key and every tombstone for which `drop_tombstone` says so. The outputs are
+/// durable (fsynced) when this returns; on an error or an abort they are removed.
+pub(crate) fn merge(
+    sources: Vec<Source>,
+    drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
+    out: &Output<'_>,
+) -> Result<MergeResult> {
+    let mut w = WriteSide {
+        out,
+        table: None,
+        hashes: Vec::new(),
+        created: Vec::new(),
+        records: Vec::new(),
+        written: 0,
+    };
+    let r = run_pipeline(sources, drop_tombstone, out, &mut w);
+    match r {
+        Ok(()) => Ok(MergeResult {
+            records: std::mem::take(&mut w.records),
+            bytes_written: w.written,
+        }),
+        Err(e) => {
+            drop(w.table.take());
+            for p in &w.created {
+                let _ = out.fs.remove(p);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn run_pipeline(
+    sources: Vec<Source>,
+    drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
+    out: &Output<'_>,
+    w: &mut WriteSide<'_>,
+) -> Result<()> {
+    let threads = rayon::current_num_threads().max(1);
+    let mut m = MergeSide {
+        merger: Merger::new(sources),
+        drop_tombstone,
+        table_bytes: out.table_bytes.max(1),
+        in_table: 0,
+        carry: None,
+        done: false,
+    };
+    let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
+    let mut pending: Vec<Chunk> = Vec::new();
+    loop {
+        if out.abort.load(Relaxed) {
+            return Err(Error::Aborted);
+        }
+        if m.done && pending.is_empty() {
+            break;
+        }
+        let to_write = std::mem::take(&mut pending);
+        let (written, filled) = rayon::join(
+            || w.write(to_write, &mut spare_w),
+            || {
+                if m.done {
+                    Ok(Vec::new())
+                } else {
+                    m.fill(threads, &mut spare_m)
+                }
+            },
+        );
+        written?;
+        pending = filled?;
+        spare_m.append(&mut spare_w);
+    }
+    w.finish_table()
+}
