@@ -640,3 +640,22 @@ fn library_scan_of_an_inverted_range_is_empty() {
     assert_eq!(s.scan(b"m".to_vec()..b"m".to_vec()).count(), 0);
     assert_eq!(s.scan(b"m".to_vec()..=b"m".to_vec()).count(), 1);
 }
+
+/// However often a store is opened, its logs do not pile up: 300 `store put` commands (each
+/// opens the store, replays what the previous ones left in the log, writes one key and
+/// exits) leave at most two logs, and every key is there.
+#[test]
+fn three_hundred_puts_leave_at_most_two_logs() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut most = 0;
+    for i in 0..300 {
+        ok(store(&d, &["put", &format!("k{i:03}"), &format!("v{i}")]));
+        most = most.max(files_with_ext(&d, "wal").len());
+    }
+    assert!(most <= 2, "{most} logs after a put");
+    let listed = ok(store(&d, &["scan"]));
+    assert_eq!(listed.lines().count(), 300, "{listed}");
+    assert_eq!(ok(store(&d, &["get", "k123"])).trim(), "v123");
+    assert!(files_with_ext(&d, "wal").len() <= 2);
+}

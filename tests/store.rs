@@ -609,3 +609,42 @@ fn readers_never_miss_keys_while_tables_change() {
     assert!(checks > 1000, "readers ran {checks} checks");
     println!("readers: {checks} checked lookups across 30 flush/refilter/compact rounds");
 }
+
+/// Opening a store again and again keeps at most two logs, and a store that is only read
+/// writes no log at all.
+#[test]
+fn reopening_keeps_the_number_of_logs_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "wal")
+            })
+            .count()
+    };
+    for i in 0..200u32 {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        store.put(&i.to_be_bytes(), b"v").unwrap();
+        drop(store);
+        assert!(logs() <= 2, "{} logs after open {i}", logs());
+    }
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for i in 0..200u32 {
+        assert_eq!(
+            store.get(&i.to_be_bytes()).unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+    drop(store);
+    let before = logs();
+    for _ in 0..5 {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        assert!(store.get(b"x").unwrap().is_none());
+    }
+    assert!(logs() <= before, "reads created logs");
+}

@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use filterstore::bench::{run, BenchConfig};
 use filterstore::FilterKind;
 
+use super::bench_engine::BenchEngine;
 use super::bench_hyph::BenchHyphenation;
 use super::{CliError, Exit, Global, Run};
 
@@ -121,7 +122,8 @@ impl Run for FilterBench {
 /// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
 /// Progress goes to stderr, the table to stdout.
 ///
-/// `store bench hyphenation` runs the hyphenation experiment instead (see its --help).
+/// `store bench engine` measures the engine at scale instead, and `store bench hyphenation`
+/// runs the hyphenation experiment (see their --help).
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Bench {
@@ -134,12 +136,14 @@ pub struct Bench {
 /// Other benchmarks.
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
+    Engine(BenchEngine),
     Hyphenation(BenchHyphenation),
 }
 
 impl Run for Bench {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         match self.what {
+            Some(BenchWhat::Engine(e)) => e.run(g),
             Some(BenchWhat::Hyphenation(h)) => h.run(g),
             None => self.filters.run(g),
         }

@@ -5,6 +5,7 @@
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
 mod bench;
+mod bench_engine;
 mod bench_hyph;
 mod hyphenate;
 mod kv;

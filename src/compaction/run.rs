@@ -26,6 +26,7 @@ use crate::table::{
     encode_part, run_full, write_filter_file, OwnedRun, Part, SortedEntries, Table, TableBuilder,
     TableCounters, TableCursor,
 };
+use crate::version::prefix8;
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
 pub(crate) struct Source {
@@ -33,6 +34,8 @@ pub(crate) struct Source {
     next: usize,
     cursor: Option<TableCursor>,
     counters: Arc<TableCounters>,
+    /// [`prefix8`] of the current key: most comparisons between sources need nothing else.
+    head: u64,
 }
 
 impl Source {
@@ -43,6 +46,7 @@ impl Source {
             next: 0,
             cursor: None,
             counters,
+            head: 0,
         };
         s.settle()?;
         Ok(s)
@@ -58,6 +62,7 @@ impl Source {
             self.next += 1;
             self.cursor = Some(TableCursor::new(t.clone(), self.counters.clone())?);
         }
+        self.head = prefix8(self.key());
         Ok(())
     }
 
@@ -65,6 +70,7 @@ impl Source {
         self.cursor.is_some()
     }
 
+    #[inline]
     fn key(&self) -> &[u8] {
         self.cursor.as_ref().map_or(&[], TableCursor::key)
     }
@@ -82,94 +88,95 @@ impl Source {
 }
 
 /// A k-way merge of sources given newest first: of equal keys the newest source's wins.
-/// A binary heap of source numbers ordered by (key, source number).
+/// A binary heap of source numbers ordered by (key, source number); a step replaces the top
+/// and sifts it down once.
 struct Merger {
     sources: Vec<Source>,
     heap: Vec<usize>,
+    /// The key just emitted (to skip its older versions).
+    last: Vec<u8>,
 }
 
 impl Merger {
     fn new(sources: Vec<Source>) -> Merger {
         let mut m = Merger {
-            heap: Vec::with_capacity(sources.len()),
+            heap: (0..sources.len()).filter(|&i| sources[i].valid()).collect(),
             sources,
+            last: Vec::new(),
         };
-        for i in 0..m.sources.len() {
-            if m.sources[i].valid() {
-                m.push(i);
-            }
+        for i in (0..m.heap.len() / 2).rev() {
+            m.sift_down(i);
         }
         m
     }
 
     #[inline]
     fn less(&self, a: usize, b: usize) -> bool {
-        match self.sources[a].key().cmp(self.sources[b].key()) {
+        let (x, y) = (&self.sources[a], &self.sources[b]);
+        match x.head.cmp(&y.head) {
             std::cmp::Ordering::Less => true,
-            std::cmp::Ordering::Equal => a < b,
             std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => match x.key().cmp(y.key()) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Equal => a < b,
+                std::cmp::Ordering::Greater => false,
+            },
         }
     }
 
-    fn push(&mut self, s: usize) {
-        self.heap.push(s);
-        let mut i = self.heap.len() - 1;
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if !self.less(self.heap[i], self.heap[parent]) {
-                break;
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < n && self.less(self.heap[l], self.heap[m]) {
+                m = l;
             }
-            self.heap.swap(i, parent);
-            i = parent;
+            if r < n && self.less(self.heap[r], self.heap[m]) {
+                m = r;
+            }
+            if m == i {
+                return;
+            }
+            self.heap.swap(i, m);
+            i = m;
         }
     }
 
-    fn pop(&mut self) -> Option<usize> {
-        let top = *self.heap.first()?;
-        let last = self.heap.pop()?;
-        if !self.heap.is_empty() {
-            self.heap[0] = last;
-            let mut i = 0;
-            loop {
-                let (l, r) = (2 * i + 1, 2 * i + 2);
-                let mut m = i;
-                if l < self.heap.len() && self.less(self.heap[l], self.heap[m]) {
-                    m = l;
-                }
-                if r < self.heap.len() && self.less(self.heap[r], self.heap[m]) {
-                    m = r;
-                }
-                if m == i {
-                    break;
-                }
-                self.heap.swap(i, m);
-                i = m;
-            }
+    /// Advances the top source and restores the heap (dropping the source when it ends).
+    fn advance_top(&mut self) -> Result<()> {
+        let Some(&t) = self.heap.first() else {
+            return Ok(());
+        };
+        self.sources[t].advance()?;
+        if !self.sources[t].valid() {
+            let last = self.heap.len() - 1;
+            self.heap.swap(0, last);
+            self.heap.pop();
         }
-        Some(top)
+        self.sift_down(0);
+        Ok(())
     }
 
     /// Passes the next key's newest entry to `emit` and steps past every version of it.
     /// `false` when the sources are exhausted.
     fn next_into(&mut self, emit: &mut impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
-        let Some(w) = self.pop() else {
+        let Some(&w) = self.heap.first() else {
             return Ok(false);
         };
+        let src = &self.sources[w];
+        emit(src.key(), src.value());
+        let head = src.head;
+        self.last.clear();
+        self.last.extend_from_slice(src.key());
+        self.advance_top()?;
         // Older versions of the same key: skip them.
-        while let Some(&o) = self.heap.first() {
-            if self.sources[o].key() != self.sources[w].key() {
+        while let Some(&t) = self.heap.first() {
+            let s = &self.sources[t];
+            if s.head != head || s.key() != self.last.as_slice() {
                 break;
             }
-            self.pop();
-            self.sources[o].advance()?;
-            if self.sources[o].valid() {
-                self.push(o);
-            }
-        }
-        emit(self.sources[w].key(), self.sources[w].value());
-        self.sources[w].advance()?;
-        if self.sources[w].valid() {
-            self.push(w);
+            self.advance_top()?;
         }
         Ok(true)
     }

@@ -234,7 +234,6 @@ impl Inner {
             sealed: Some(imm.seq),
             ..Install::default()
         })?;
-        self.counters.flushes.fetch_add(1, Relaxed);
         if imm.log != 0 {
             *imm.wal.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let _ = self.fs.remove(&wal_path(&self.dir, imm.log));
@@ -333,6 +332,7 @@ impl Inner {
         }
         let mut bg = self.lock_bg();
         if let Some(seq) = change.sealed {
+            self.counters.flushes.fetch_add(1, Relaxed);
             bg.sealed = bg.sealed.max(seq);
         }
         self.bg_cv.notify_all();
