@@ -56,9 +56,6 @@ pub enum Error {
         /// The failure that poisoned the store.
         cause: Arc<Error>,
     },
-    /// The work stopped because the store is being closed.
-    #[error("stopped: the store is closing")]
-    Aborted,
 }
 
 fn path_suffix(p: &Option<PathBuf>) -> String {
@@ -135,7 +132,6 @@ impl Error {
             Error::Poisoned { cause } => Error::Poisoned {
                 cause: cause.clone(),
             },
-            Error::Aborted => Error::Aborted,
         }
     }
 

@@ -3,7 +3,7 @@
 //! A counting global allocator (this test binary's own) records the peak of live heap bytes
 //! while `compact()` merges every table. The streaming merge holds, by design
 //! (`compaction/run.rs`): a 256 KiB chunk per input table, two windows of one run per thread
-//! (a run ends at 4 MiB of keys and values or 32,768 entries) plus their encoded copies, and
+//! (a run ends at 1 MiB of keys and values or 8,192 entries) plus their encoded copies, and
 //! the key hashes of one output table. The test asserts the measured peak stays under that
 //! bound at both sizes, that the bound is far below the data merged (so an implementation
 //! that collects the entries would fail), and that the larger merge needs no more than the
@@ -76,7 +76,7 @@ fn compaction_peak(n: u64) -> (usize, u64) {
 #[test]
 fn compaction_memory_does_not_grow_with_the_data() {
     let threads = rayon::current_num_threads().max(1);
-    let run_bytes = 4usize << 20;
+    let run_bytes = 1usize << 20;
     let entry = 8 + VALUE;
     // Per source one chunk; two windows of runs, each with its encoded copy (a little larger
     // than the run, with block trailers and padding); one output table's key hashes.

@@ -155,16 +155,21 @@ impl Histogram {
     }
 }
 
-/// Peak resident set of this process in KiB (VmHWM).
-fn peak_rss_kib() -> u64 {
+/// A `/proc/self/status` field in KiB (0 when unknown).
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// Peak resident set of this process in KiB (VmHWM).
+fn peak_rss_kib() -> u64 {
+    status_kib("VmHWM:")
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
@@ -255,7 +260,7 @@ impl Run for BenchEngine {
             level_ratio: self.ratio.unwrap_or(defaults.level_ratio),
             compaction_trigger: Some(
                 self.l0_trigger
-                    .unwrap_or(defaults.compaction_trigger.unwrap_or(4)),
+                    .unwrap_or(defaults.compaction_trigger.unwrap_or(8)),
             ),
             l0_slowdown: self.l0_slowdown.unwrap_or(defaults.l0_slowdown),
             l0_stop: self.l0_stop.unwrap_or(defaults.l0_stop),
@@ -289,6 +294,7 @@ impl Run for BenchEngine {
         let total = t.elapsed();
         let loaded = store.stats();
         let load_rss = peak_rss_kib();
+        let (anon, file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
         let mut settle = Duration::ZERO;
         if self.settle {
             eprintln!("bench engine: waiting for compactions");
@@ -356,9 +362,11 @@ impl Run for BenchEngine {
         );
         let _ = writeln!(
             o,
-            "memory:     peak RSS {} MiB (during the load: {} MiB)",
+            "memory:     peak RSS {} MiB (during the load: {} MiB; when it ended: {} MiB heap and {} MiB mapped files)",
             peak_rss_kib() / 1024,
-            load_rss / 1024
+            load_rss / 1024,
+            anon / 1024,
+            file / 1024
         );
         let _ = writeln!(
             o,

@@ -238,6 +238,9 @@ impl From<io::Error> for CliError {
 /// How a command opens the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// The store must exist; it is only read: no compaction starts in the background (a
+    /// command that reads one key would otherwise begin a merge and abandon it at exit).
+    Read,
     /// The store must exist; nothing is created when it does not.
     Existing,
     /// The store (and its directory) is created when missing; every write is fsynced.
@@ -258,9 +261,10 @@ impl Global {
     /// Opens the store as `access` says, with this command's filter choice.
     pub fn open(&self, access: Access) -> Result<Store, CliError> {
         let dir = self.dir();
-        if access == Access::Existing {
+        if matches!(access, Access::Existing | Access::Read) {
             require_store(&dir)?;
         }
+        let defaults = Options::default();
         let opts = Options {
             filter: self.filter,
             fpr: self.fpr,
@@ -269,13 +273,26 @@ impl Global {
             } else {
                 SyncPolicy::EveryWrite
             },
-            create_if_missing: access != Access::Existing,
-            ..Options::default()
+            create_if_missing: matches!(access, Access::Write | Access::BulkWrite),
+            compaction_trigger: if access == Access::Read {
+                None
+            } else {
+                defaults.compaction_trigger
+            },
+            ..defaults
         };
         Store::open(&dir, opts).map_err(|e| {
             CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
         })
     }
+}
+
+/// Runs the compactions a write command left due, so that the store it leaves behind is in
+/// shape (at most `compaction_trigger` L0 tables): a command-line process ends before
+/// background work would finish. Quiet, and a no-op when nothing is due.
+pub fn settle(store: &Store) -> Result<(), CliError> {
+    store.wait_for_compaction()?;
+    Ok(())
 }
 
 /// Fails (exit 2) unless `dir` is an existing directory holding a store (a MANIFEST, or

@@ -30,7 +30,7 @@ pub struct Stats {
 
 impl Run for Stats {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
-        let store = g.open(Access::Existing)?;
+        let store = g.open(Access::Read)?;
         let text = if self.json {
             json(&store, g)
         } else {

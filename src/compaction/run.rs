@@ -4,21 +4,20 @@
 //! ```text
 //! sources (newest first) ──► heap merge ──► runs of entries ──► encode (rayon) ──► table
 //!   one cursor per L0 table     newest wins,    ≤ RUN entries or     blocks, key      files of
-//!   one per sorted level        tombstones      RUN_BYTES each       hashes           ≈ table_bytes
+//!   one per sorted level        tombstones      1 MiB each           hashes           ≈ table_bytes
 //!                               dropped at the bottom                                  + filters
 //! ```
 //! The merge fills a window of runs (one per thread) while the previous window is encoded
 //! and written, so merging overlaps encoding and writing. **Memory bound:** one
 //! [`TableCursor`] chunk (256 KiB) per source, two windows of `threads` runs of at most
-//! [`RUN_BYTES`] plus one entry each (the merge's and the encoder's) and their encoded
-//! copies, and the key hashes of the output table being written (8 bytes per entry). None
+//! 1 MiB or 8,192 entries plus one entry each (the merge's and the encoder's) and their
+//! encoded copies, and the key hashes of the output table being written (8 bytes per entry). None
 //! of it depends on the size of the inputs.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::manifest::TableRecord;
@@ -196,8 +195,6 @@ pub(crate) struct Output<'a> {
     pub filter: (FilterKind, f64),
     /// Hands out unused file numbers.
     pub alloc: &'a (dyn Fn() -> u64 + Sync),
-    /// Set to stop the merge at the next run (the outputs are removed).
-    pub abort: &'a AtomicBool,
 }
 
 /// A run of the merge's output and whether the output table ends with it.
@@ -272,6 +269,8 @@ impl MergeSide<'_> {
 /// What the write side keeps between windows.
 struct WriteSide<'o> {
     out: &'o Output<'o>,
+    /// Encoding buffers of written parts, for reuse.
+    bufs: Vec<Vec<u8>>,
     table: Option<(u64, TableBuilder)>,
     hashes: Vec<u64>,
     /// Files created so far (removed if the merge fails).
@@ -285,11 +284,15 @@ impl WriteSide<'_> {
     /// Encodes `chunks` in parallel, then writes them in order.
     fn write(&mut self, chunks: Vec<Chunk>, spare: &mut Vec<OwnedRun>) -> Result<()> {
         use rayon::prelude::*;
+        let bufs: Vec<Vec<u8>> = (0..chunks.len())
+            .map(|_| self.bufs.pop().unwrap_or_default())
+            .collect();
         let parts: Vec<(Part, bool)> = chunks
             .par_iter()
-            .map(|c| {
+            .zip(bufs)
+            .map(|(c, buf)| {
                 let r = 0..c.run.len();
-                (encode_part(&c.run, r, Vec::new(), true), c.ends_table)
+                (encode_part(&c.run, r, buf, true), c.ends_table)
             })
             .collect();
         spare.extend(chunks.into_iter().map(|c| c.run));
@@ -306,7 +309,7 @@ impl WriteSide<'_> {
                 }
                 self.hashes.append(&mut part.hashes);
                 if let Some((_, b)) = &mut self.table {
-                    b.add_part(part)?;
+                    self.bufs.push(b.add_part(part)?);
                 }
             }
             if ends {
@@ -366,7 +369,7 @@ pub(crate) struct MergeResult {
 
 /// Merges `sources` (newest first) into new tables at `out.level`, dropping every older
 /// version of a key and every tombstone for which `drop_tombstone` says so. The outputs are
-/// durable (fsynced) when this returns; on an error or an abort they are removed.
+/// durable (fsynced) when this returns; on an error they are removed.
 pub(crate) fn merge(
     sources: Vec<Source>,
     drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
@@ -374,6 +377,7 @@ pub(crate) fn merge(
 ) -> Result<MergeResult> {
     let mut w = WriteSide {
         out,
+        bufs: Vec::new(),
         table: None,
         hashes: Vec::new(),
         created: Vec::new(),
@@ -414,9 +418,6 @@ fn run_pipeline(
     let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
     let mut pending: Vec<Chunk> = Vec::new();
     loop {
-        if out.abort.load(Relaxed) {
-            return Err(Error::Aborted);
-        }
         if m.done && pending.is_empty() {
             break;
         }

@@ -59,8 +59,8 @@ pub struct Options {
     /// Target false-positive rate for new filters; `None` uses the store's default (1 %).
     pub fpr: Option<f64>,
     /// A memtable becomes immutable (and is sealed into an L0 table in the background) once
-    /// it holds about this many bytes. At most one immutable memtable waits, so memtables
-    /// take up to about twice this.
+    /// it takes this many bytes of memory (keys, values, and its per-entry slot and index).
+    /// At most one immutable memtable waits, so memtables take up to about twice this.
     pub memtable_bytes: usize,
     /// When WAL appends are fsynced.
     pub sync: SyncPolicy,
@@ -103,7 +103,7 @@ impl Default for Options {
             fpr: None,
             memtable_bytes: 32 << 20,
             sync: SyncPolicy::OnFlush,
-            compaction_trigger: Some(4),
+            compaction_trigger: Some(8),
             l0_slowdown: 12,
             l0_stop: 20,
             slowdown_bytes_per_sec: 16 << 20,
@@ -167,7 +167,6 @@ pub(crate) struct Imm {
 /// What readers and writers share, under `Inner::state`.
 pub(crate) struct State {
     mem: Memtable,
-    mem_bytes: usize,
     imm: Option<Arc<Imm>>,
     current: Arc<Version>,
 }
@@ -258,9 +257,10 @@ pub(crate) struct Inner {
 
 /// A key-value store in one directory. `Send + Sync`: share it with `Arc` across threads.
 ///
-/// Dropping it stops the background threads: a memtable waiting to be sealed is sealed, a
-/// compaction in progress is abandoned (its partial output removed; it starts again at the
-/// next open), and the WAL is fsynced.
+/// Dropping it stops the background threads once their work in progress is done: a memtable
+/// waiting to be sealed is sealed and a compaction under way is finished (as LevelDB does),
+/// no new compaction starts (those still due run after the next open), and the logs are
+/// fsynced.
 pub struct Store {
     inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
@@ -317,11 +317,6 @@ fn lock_dir(dir: &Path) -> Result<File> {
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
         Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
     }
-}
-
-/// Bytes a memtable is charged for an entry (its arena bytes plus slot and index).
-fn entry_bytes(k: &[u8], v: Option<&[u8]>) -> usize {
-    k.len() + v.map_or(0, |v| v.len()) + 48
 }
 
 impl Store {
@@ -398,12 +393,10 @@ impl Store {
             );
         }
         let mut mem = Memtable::new();
-        let mut mem_bytes = 0;
         let mut replayed = Vec::new();
         for (n, ext) in &files {
             if ext == "wal" && *n >= manifest.log_number {
                 replay_file(&wal_path(&dir, *n), |k, v| {
-                    mem_bytes += entry_bytes(&k, v.as_deref());
                     mem.insert(&k, v.as_deref());
                 })?;
                 replayed.push(*n);
@@ -441,7 +434,6 @@ impl Store {
             _lock: lock,
             state: RwLock::new(State {
                 mem: Memtable::new(),
-                mem_bytes: 0,
                 imm: None,
                 current: Arc::new(version),
             }),
@@ -469,7 +461,7 @@ impl Store {
             retired: Retired::default(),
             opts,
         });
-        inner.recover(mem, mem_bytes, &replayed)?;
+        inner.recover(mem, &replayed)?;
         let threads = worker::spawn(&inner)?;
         inner.want_compaction();
         Ok(Store { inner, threads })
@@ -552,10 +544,11 @@ impl Inner {
         if !self.poisoned.load(Relaxed) {
             return Ok(());
         }
-        let cause = self.lock_bg().error.clone();
-        Err(Error::Poisoned {
-            cause: cause.unwrap_or_else(|| Arc::new(Error::Aborted)),
-        })
+        // `poison` records the cause before it raises the flag.
+        match self.lock_bg().error.clone() {
+            Some(cause) => Err(Error::Poisoned { cause }),
+            None => Ok(()),
+        }
     }
 
     /// Records a failure: the store refuses writes from now on (reads go on).
@@ -584,7 +577,7 @@ impl Inner {
     }
 
     /// Puts what the logs held back into the store (see [`Store::open`]).
-    fn recover(&self, mem: Memtable, mem_bytes: usize, replayed: &[u64]) -> Result<()> {
+    fn recover(&self, mem: Memtable, replayed: &[u64]) -> Result<()> {
         if mem.is_empty() {
             // The logs held no record: nothing to keep.
             for &n in replayed {
@@ -592,7 +585,7 @@ impl Inner {
             }
             return Ok(());
         }
-        if mem_bytes >= self.opts.memtable_bytes / 2 {
+        if mem.approximate_bytes() >= self.opts.memtable_bytes / 2 {
             // Enough for a table of its own: seal it now, behind every replayed log.
             let log = replayed.last().copied().unwrap_or(0);
             let imm = Imm {
@@ -647,7 +640,6 @@ impl Inner {
         drop(w);
         let mut st = self.state_mut();
         st.mem = mem;
-        st.mem_bytes = mem_bytes;
         Ok(())
     }
 

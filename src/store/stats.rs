@@ -189,7 +189,7 @@ impl Store {
             (
                 st.current.clone(),
                 st.mem.len() as u64 + imm,
-                st.mem_bytes as u64,
+                st.mem.approximate_bytes() as u64,
             )
         };
         let r = &inner.retired;

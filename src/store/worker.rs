@@ -38,18 +38,61 @@ pub(super) struct Install {
     pub sealed: Option<u64>,
 }
 
-/// Starts the flush and compaction threads.
+/// Nice value background threads run at: above the default 0, so that when the writer,
+/// a flush and a compaction all want the CPU, the writer gets it (a preempted writer loses
+/// whole scheduler slices, milliseconds of put latency). With idle cores it changes nothing.
+const BACKGROUND_NICE: i32 = 5;
+
+/// Lowers the calling thread's CPU priority to [`BACKGROUND_NICE`] (best effort: where the
+/// system refuses, the thread runs at normal priority).
+fn lower_priority() {
+    // On Linux, PRIO_PROCESS with pid 0 applies to the calling thread only.
+    let _ = rustix::process::setpriority_process(None, BACKGROUND_NICE);
+}
+
+/// The rayon pool compaction and refilter run their parallel parts on: one per process, as
+/// many threads as cores, at lowered priority. (Sealing a memtable is not lowered: writers
+/// wait for it when the next memtable fills, so it runs at normal priority on the global
+/// pool.) `None` if its threads could not be started (the global pool is used).
+fn background_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("filterstore-bg-{i}"))
+            .start_handler(|_| lower_priority())
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Runs `f` on the background pool.
+pub(super) fn in_background<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match background_pool() {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
+/// Starts the flush thread (normal priority) and the compaction thread (lowered).
 pub(super) fn spawn(inner: &Arc<Inner>) -> Result<Vec<std::thread::JoinHandle<()>>> {
-    let spawn = |name: &str, f: fn(Arc<Inner>)| {
+    let spawn = |name: &str, f: fn(Arc<Inner>), lower: bool| {
         let i = inner.clone();
         std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(move || f(i))
+            .spawn(move || {
+                if lower {
+                    lower_priority();
+                }
+                f(i)
+            })
             .map_err(Error::from)
     };
     Ok(vec![
-        spawn("filterstore-flush", flush_loop)?,
-        spawn("filterstore-compact", compaction_loop)?,
+        spawn("filterstore-flush", flush_loop, false)?,
+        spawn("filterstore-compact", compaction_loop, true)?,
     ])
 }
 
@@ -88,7 +131,6 @@ fn compaction_loop(inner: Arc<Inner>) {
             match inner.compact_once() {
                 Ok(true) => {}
                 Ok(false) => break,
-                Err(Error::Aborted) => return,
                 Err(e) => {
                     inner.poison(&e);
                     break;
@@ -112,7 +154,7 @@ impl Store {
         let Some(task) = plan_full(&levels, &inner.opts.shape()) else {
             return Ok(());
         };
-        let r = inner.run_task(&v, task);
+        let r = in_background(|| inner.run_task(&v, task));
         inner.poison_on_err(r)?;
         drop(_c);
         inner.want_compaction();
@@ -156,7 +198,7 @@ impl Store {
             }
         };
         for t in v.tables() {
-            match inner.rebuild_filter(t, kind, fpr) {
+            match in_background(|| inner.rebuild_filter(t, kind, fpr)) {
                 Ok(h) => fresh.push(h),
                 Err(e) => {
                     cleanup(&fresh);
@@ -359,7 +401,7 @@ impl Inner {
         let Some(task) = plan(&level_slices(&v), &cursors, &self.opts.shape()) else {
             return Ok(false);
         };
-        self.run_task(&v, task)?;
+        in_background(|| self.run_task(&v, task))?;
         Ok(true)
     }
 
@@ -446,7 +488,6 @@ impl Inner {
             table_bytes: self.opts.table_bytes,
             filter: (self.kind, self.fpr),
             alloc: &alloc,
-            abort: &self.shutdown,
         };
         let result = merge(sources, &drop_tombstone, &out)?;
         let mut add = Vec::with_capacity(result.records.len());

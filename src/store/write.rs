@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{entry_bytes, wal_path, Imm, Inner, Store, SyncPolicy, Writer};
+use super::{wal_path, Imm, Inner, Store, SyncPolicy, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::wal::{WalWriter, WriteBatch};
@@ -127,7 +127,6 @@ impl Inner {
         c.user_bytes.fetch_add(bytes as u64, Relaxed);
         let mut st = self.state_mut();
         for (k, v) in ops {
-            st.mem_bytes += entry_bytes(k, *v);
             st.mem.insert(k, *v);
         }
         Ok(())
@@ -154,7 +153,7 @@ impl Inner {
                 let st = self.read_state();
                 (
                     st.current.l0_count(),
-                    st.mem_bytes >= self.opts.memtable_bytes,
+                    st.mem.approximate_bytes() >= self.opts.memtable_bytes,
                 )
             };
             if auto && l0 >= self.opts.l0_stop {
@@ -250,8 +249,10 @@ impl Inner {
         };
         {
             let mut st = self.state_mut();
-            let mem = std::mem::replace(&mut st.mem, Memtable::new());
-            st.mem_bytes = 0;
+            // The next memtable will likely hold as many entries as this one: room for them
+            // up front (plus an eighth), so no put pays for a growth.
+            let room = st.mem.len() + st.mem.len() / 8;
+            let mem = std::mem::replace(&mut st.mem, Memtable::with_capacity(room));
             st.imm = Some(Arc::new(Imm {
                 mem,
                 log: old_no,

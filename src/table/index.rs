@@ -40,6 +40,11 @@ impl Index {
     /// increasing (checked by `Table::open`), so the prefix shared by the first and last key
     /// is shared by all.
     pub(crate) fn finish(&mut self) {
+        // Built by pushes: give back what doubling left unused (an index lives as long as
+        // its table, and all of them together are the store's largest lasting allocation).
+        self.keys.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.handles.shrink_to_fit();
         let n = self.len();
         self.lcp = match n {
             0 => 0,

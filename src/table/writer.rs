@@ -261,9 +261,9 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
 }
 
 /// Most entries in one run (see [`run_ends`]).
-pub(crate) const RUN: usize = 32 * 1024;
+pub(crate) const RUN: usize = 8 * 1024;
 /// A run ends once its keys and values reach this many bytes (see [`run_ends`]).
-pub(crate) const RUN_BYTES: usize = 4 << 20;
+pub(crate) const RUN_BYTES: usize = 1 << 20;
 
 /// Whether a run that holds `entries` entries and `bytes` bytes of keys and values is full.
 /// Runs are the unit of parallel encoding: a block never spans two, and each starts on a
