@@ -1,9 +1,10 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v3/`
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v4/`
 //! is what the current code writes (manifest version 2: the older table in L1, the newer in
-//! L0; table format version 2: page-aligned data blocks). `tests/fixtures/store-v2/` (manifest
-//! version 1, both tables in L0) and `tests/fixtures/store-v1/` (also version 1 tables, blocks
-//! back to back) hold the same store as written before, and must still open.
+//! L0; table format version 3: page-aligned data blocks, a restart point at every index
+//! entry). The older fixtures hold the same store as written before, and must still open:
+//! `store-v3/` (table format 2), `store-v2/` (also manifest version 1, both tables in L0) and
+//! `store-v1/` (also table format 1, blocks back to back).
 //!
 //! Regenerate the current one (only after a deliberate format change, with `format.md`
 //! updated in the same commit): `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test
@@ -21,13 +22,14 @@ fn fixture_dir(n: u32) -> PathBuf {
 }
 
 /// The fixture the current code writes.
-const CURRENT: u32 = 3;
+const CURRENT: u32 = 4;
 
 /// Per fixture: its table format version and the level of its older table.
 fn fixture_facts(n: u32) -> (u32, u32) {
     match n {
         1 => (1, 0),
         2 => (2, 0),
+        3 => (2, 1),
         _ => (filterstore::table::TABLE_VERSION, 1),
     }
 }
@@ -89,7 +91,7 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for n in [1, 2, CURRENT] {
+    for n in [1, 2, 3, CURRENT] {
         check_fixture(n);
     }
 }
@@ -122,7 +124,7 @@ fn check_fixture(n: u32) {
             mmap_reads,
         )
         .unwrap();
-        assert_eq!(t.version(), version);
+        assert_eq!(t.version(), version, "fixture {n}");
         assert_eq!(t.meta.entries, 300);
         assert_eq!(t.meta.file_bytes, older.file_bytes);
         if version >= 2 {

@@ -97,6 +97,8 @@ pub struct LevelStats {
     pub file_bytes: u64,
     /// Filter file bytes.
     pub filter_bytes: u64,
+    /// Heap memory of the tables' indexes.
+    pub index_memory_bytes: u64,
     /// Target size (0 for L0, whose size is a table count).
     pub target_bytes: u64,
     /// Filter "absent" answers.
@@ -143,6 +145,8 @@ pub struct TableStats {
     pub file_bytes: u64,
     /// Filter file size.
     pub filter_bytes: u64,
+    /// Heap memory the table's index takes.
+    pub index_memory_bytes: u64,
     /// The filter's theoretical false-positive rate.
     pub theoretical_fpr: f64,
     /// Smallest key.
@@ -246,6 +250,7 @@ impl Store {
                     tombstones: t.record.tombstones,
                     file_bytes: t.record.file_bytes,
                     filter_bytes: t.filter.as_ref().map_or(0, |f| f.bytes()),
+                    index_memory_bytes: t.table.index_memory_bytes(),
                     theoretical_fpr: t.filter.as_ref().map_or(1.0, |f| f.theoretical_fpr()),
                     min_key: t.record.min_key.clone(),
                     max_key: t.record.max_key.clone(),
@@ -260,6 +265,7 @@ impl Store {
                 ls.keys += ts.keys;
                 ls.file_bytes += ts.file_bytes;
                 ls.filter_bytes += ts.filter_bytes;
+                ls.index_memory_bytes += ts.index_memory_bytes;
                 ls.filter_negatives += ts.filter_negatives;
                 ls.false_positives += ts.false_positives;
                 ls.data_block_reads += ts.data_block_reads;

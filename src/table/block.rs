@@ -90,19 +90,38 @@ pub(crate) fn entry_len(shared: usize, key: &[u8], value: Option<&[u8]>) -> usiz
 }
 
 /// Builds one block.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BlockBuilder {
     buf: Vec<u8>,
     restarts: Vec<u32>,
     last_key: Vec<u8>,
     count: usize,
+    interval: usize,
+}
+
+impl Default for BlockBuilder {
+    fn default() -> Self {
+        BlockBuilder::with_restart_interval(RESTART_INTERVAL)
+    }
 }
 
 impl BlockBuilder {
+    /// A builder that writes a restart point (a whole key) every `interval` entries; 1 makes
+    /// every entry reachable through the restart array (version 3 index blocks).
+    pub fn with_restart_interval(interval: usize) -> BlockBuilder {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: Vec::new(),
+            last_key: Vec::new(),
+            count: 0,
+            interval: interval.max(1),
+        }
+    }
+
     /// Adds an entry; keys must arrive in strictly increasing order.
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         debug_assert!(self.count == 0 || key > self.last_key.as_slice());
-        let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
+        let shared = if self.count.is_multiple_of(self.interval) {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
@@ -188,12 +207,12 @@ impl<'a> Block<'a> {
         self.data.len()
     }
 
-    fn restart(&self, i: usize) -> u32 {
+    pub(crate) fn restart(&self, i: usize) -> u32 {
         let b = &self.restarts[4 * i..4 * i + 4];
         u32::from_le_bytes([b[0], b[1], b[2], b[3]])
     }
 
-    fn restart_count(&self) -> usize {
+    pub(crate) fn restart_count(&self) -> usize {
         self.restarts.len() / 4
     }
 

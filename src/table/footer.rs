@@ -12,8 +12,10 @@ use crate::error::{Error, Result};
 pub const TABLE_MAGIC: [u8; 4] = *b"FSTB";
 /// Magic at the very end of a table file.
 pub const TABLE_END_MAGIC: [u8; 4] = *b"FSTE";
-/// Table format version written (version 1, still read, packed blocks back to back).
-pub const TABLE_VERSION: u32 = 2;
+/// Table format version written. Version 3 puts a restart point at every index entry (the
+/// index is read in place); 2 and 1 are still read (2: the same data layout; 1: data blocks
+/// packed back to back).
+pub const TABLE_VERSION: u32 = 3;
 /// Footer size.
 pub const FOOTER_LEN: usize = 64;
 

@@ -1,24 +1,96 @@
-//! A table's index, kept in memory: the last key of every data block and its handle, with a
-//! search structure over the keys' leading bytes.
+//! A table's index: the last key of every data block and the block's handle, with a search
+//! structure over the keys' leading bytes kept in memory.
+//!
+//! Version 3 tables write their index block with a restart point at every entry, so entry
+//! `i` is found through the block's restart array: their keys and handles are read in place
+//! from a read-only map of the table file (page cache, not heap), and only the search
+//! structure (9 bytes per data block) stays in memory. Older tables' keys and handles are
+//! copied into memory.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
+
+use memmap2::Mmap;
 
 use super::block;
 
-/// The index kept in memory: last keys of all blocks in one buffer, each block's handle, and
-/// a search structure over their "heads": for block `i`, the 8 bytes of its last key after
-/// the prefix `lcp` that all last keys share, as a big-endian `u64` (zero-padded). Heads sit
-/// 8 to a 64-byte line (the last line padded with `u64::MAX`), and `top` holds the last head
-/// of each line: a lookup binary-searches `top` (small, so it stays cached), then counts in
-/// one line. Whole keys are compared only among blocks whose head ties with the key's.
+/// The index. The search structure is over the blocks' "heads": for block `i`, the 8 bytes
+/// of its last key after the prefix `lcp` that all last keys share, as a big-endian `u64`
+/// (zero-padded). Heads sit 8 to a 64-byte line (the last line padded with `u64::MAX`), and
+/// `top` holds the last head of each line: a lookup binary-searches `top` (small, so it stays
+/// cached), then counts in one line. Whole keys are compared only among blocks whose head ties
+/// with the key's.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    keys: Vec<u8>,
-    ends: Vec<usize>,
-    pub(crate) handles: Vec<(u64, u32)>,
+    entries: Entries,
+    n: usize,
     lines: Vec<Line>,
     top: Vec<u64>,
     pub(crate) lcp: usize,
+    /// The `lcp` bytes every last key starts with.
+    shared: Vec<u8>,
+}
+
+/// Where the index's keys and handles are.
+#[derive(Debug)]
+enum Entries {
+    /// Copied into memory.
+    Resident {
+        keys: Vec<u8>,
+        ends: Vec<usize>,
+        handles: Vec<(u64, u32)>,
+    },
+    /// In a version 3 index block inside `map`: entry `i` starts at
+    /// `block + u32 le at (restarts + 4 i)`, with no shared prefix and a 12-byte handle.
+    Mapped {
+        map: Arc<Mmap>,
+        block: usize,
+        restarts: usize,
+    },
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Entries::Resident {
+            keys: Vec::new(),
+            ends: Vec::new(),
+            handles: Vec::new(),
+        }
+    }
+}
+
+/// The key and handle of index entry `at` (a byte offset in `bytes`), written with no shared
+/// prefix: `0 | key_len | 13 | key | offset u64 | len u32`. `None` when the bytes do not say
+/// that (they were checked at open, so only a file changed behind the store's back does).
+#[inline]
+pub(crate) fn mapped_entry(bytes: &[u8], at: usize) -> Option<(&[u8], (u64, u32))> {
+    let rest = bytes.get(at..)?;
+    let (&shared, rest) = rest.split_first()?;
+    if shared != 0 {
+        return None;
+    }
+    let (klen, used) = read_varint(rest)?;
+    let rest = rest.get(used..)?;
+    let (&vtag, rest) = rest.split_first()?;
+    if vtag != 13 {
+        return None;
+    }
+    let key = rest.get(..klen)?;
+    let h = rest.get(klen..klen + 12)?;
+    let offset = u64::from_le_bytes(h[..8].try_into().ok()?);
+    let len = u32::from_le_bytes(h[8..].try_into().ok()?);
+    Some((key, (offset, len)))
+}
+
+fn read_varint(b: &[u8]) -> Option<(usize, usize)> {
+    let mut v = 0usize;
+    for (i, &x) in b.iter().enumerate().take(3) {
+        v |= usize::from(x & 0x7f) << (7 * i);
+        if x < 0x80 {
+            return Some((v, i + 1));
+        }
+    }
+    None
 }
 
 /// Heads per line of the index's search structure.
@@ -30,10 +102,68 @@ const LINE: usize = 8;
 struct Line([u64; LINE]);
 
 impl Index {
+    /// Appends block `offset`+`len` with `last_key` to a resident index being built.
     pub(crate) fn push(&mut self, last_key: &[u8], offset: u64, len: u32) {
-        self.keys.extend_from_slice(last_key);
-        self.ends.push(self.keys.len());
-        self.handles.push((offset, len));
+        if let Entries::Resident {
+            keys,
+            ends,
+            handles,
+        } = &mut self.entries
+        {
+            keys.extend_from_slice(last_key);
+            ends.push(keys.len());
+            handles.push((offset, len));
+            self.n += 1;
+        }
+    }
+
+    /// Serves keys and handles from `map` from now on (a version 3 table: the index block's
+    /// entries start at `block`, its restart array at `restarts`), dropping the copies. The
+    /// caller checked that every entry there decodes to what was pushed.
+    pub(crate) fn use_map(&mut self, map: Arc<Mmap>, block: usize, restarts: usize) {
+        self.entries = Entries::Mapped {
+            map,
+            block,
+            restarts,
+        };
+    }
+
+    /// Key and handle of entry `i` of a mapped index.
+    #[inline]
+    fn mapped(map: &Mmap, block: usize, restarts: usize, i: usize) -> Option<(&[u8], (u64, u32))> {
+        let at = restarts.checked_add(4 * i)?;
+        let r = u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?) as usize;
+        mapped_entry(map, block.checked_add(r)?)
+    }
+
+    /// Handle (offset, length) of block `i`. A mapped entry that no longer decodes gives
+    /// `(0, 0)`, whose read then fails its CRC check.
+    #[inline]
+    pub(crate) fn handle(&self, i: usize) -> Option<(u64, u32)> {
+        if i >= self.n {
+            return None;
+        }
+        match &self.entries {
+            Entries::Resident { handles, .. } => handles.get(i).copied(),
+            Entries::Mapped {
+                map,
+                block,
+                restarts,
+            } => Some(Self::mapped(map, *block, *restarts, i).map_or((0, 0), |e| e.1)),
+        }
+    }
+
+    /// Bytes of heap this index takes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let search = self.lines.capacity() * std::mem::size_of::<Line>() + self.top.capacity() * 8;
+        match &self.entries {
+            Entries::Resident {
+                keys,
+                ends,
+                handles,
+            } => search + keys.capacity() + ends.capacity() * 8 + handles.capacity() * 16,
+            Entries::Mapped { .. } => search,
+        }
     }
 
     /// Builds the search structure once every block is pushed. Keys must be strictly
@@ -42,13 +172,24 @@ impl Index {
     pub(crate) fn finish(&mut self) {
         // Built by pushes: give back what doubling left unused (an index lives as long as
         // its table, and all of them together are the store's largest lasting allocation).
-        self.keys.shrink_to_fit();
-        self.ends.shrink_to_fit();
-        self.handles.shrink_to_fit();
+        if let Entries::Resident {
+            keys,
+            ends,
+            handles,
+        } = &mut self.entries
+        {
+            keys.shrink_to_fit();
+            ends.shrink_to_fit();
+            handles.shrink_to_fit();
+        }
         let n = self.len();
         self.lcp = match n {
             0 => 0,
             _ => block::lcp_cmp(self.key(0), self.key(n - 1)).0,
+        };
+        self.shared = match n {
+            0 => Vec::new(),
+            _ => self.key(0)[..self.lcp].to_vec(),
         };
         let heads: Vec<u64> = (0..n)
             .map(|i| block::head(self.key(i).get(self.lcp..).unwrap_or_default()))
@@ -68,12 +209,22 @@ impl Index {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.handles.len()
+        self.n
     }
 
+    /// Last key of block `i` (empty when a mapped entry no longer decodes).
     pub(crate) fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.keys[start..self.ends[i]]
+        match &self.entries {
+            Entries::Resident { keys, ends, .. } => {
+                let start = if i == 0 { 0 } else { ends[i - 1] };
+                &keys[start..ends[i]]
+            }
+            Entries::Mapped {
+                map,
+                block,
+                restarts,
+            } => Self::mapped(map, *block, *restarts, i).map_or(&[], |e| e.0),
+        }
     }
 
     fn head(&self, i: usize) -> u64 {
@@ -89,7 +240,7 @@ impl Index {
         // Every last key starts with `shared`; decide on it first.
         let k = key.len().min(self.lcp);
         if self.lcp > 0 {
-            let shared = self.key(0).get(..self.lcp).unwrap_or_default();
+            let shared = &self.shared;
             match block::lcp_cmp(&key[..k], shared.get(..k).unwrap_or_default()).1 {
                 Ordering::Less => return 0,
                 Ordering::Greater => return n,
@@ -105,15 +256,22 @@ impl Index {
         let Some(line) = self.lines.get(j) else {
             return n;
         };
-        // The block's handle is one of the line's 8 (128 bytes of handles, on two or three
-        // cache lines): start loading the 1st and 5th now, so their misses overlap the line's
-        // instead of following it.
+        // The block's handle is one of the line's 8 (128 bytes of resident handles on two or
+        // three cache lines; for a mapped index, 32 bytes of restart offsets): start loading
+        // them now, so their misses overlap the line's instead of following it.
         let first = j * LINE;
-        let mut acc = 0;
-        for h in self.handles[first..].iter().take(LINE).step_by(LINE / 2) {
-            acc ^= h.1;
+        match &self.entries {
+            Entries::Resident { handles, .. } => {
+                let mut acc = 0;
+                for h in handles[first..].iter().take(LINE).step_by(LINE / 2) {
+                    acc ^= h.1;
+                }
+                std::hint::black_box(acc);
+            }
+            Entries::Mapped { map, restarts, .. } => {
+                std::hint::black_box(map.get(restarts + 4 * first).copied());
+            }
         }
-        std::hint::black_box(acc);
         let lo = j * LINE + line.0.iter().filter(|&&x| x < h).count();
         if lo >= n || self.head(lo) != h {
             return lo;

@@ -20,7 +20,9 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-pub use self::footer::{decode_footer, Footer};
+pub use self::footer::{
+    decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
+};
 pub use self::reader::Table;
 pub(crate) use self::reader::TableCursor;
 pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilder};
@@ -30,14 +32,6 @@ use crate::error::{Error, Result};
 use crate::filter::{self, Filter, FilterKind, Header};
 use crate::io::Fs;
 
-/// Magic at the start of a table footer.
-pub const TABLE_MAGIC: [u8; 4] = *b"FSTB";
-/// Magic at the very end of a table file.
-pub const TABLE_END_MAGIC: [u8; 4] = *b"FSTE";
-/// Table format version written (version 1, still read, packed blocks back to back).
-pub const TABLE_VERSION: u32 = 2;
-/// Footer size.
-pub const FOOTER_LEN: usize = 64;
 /// Page size of the table layout: a data block and its CRC fit in one page unless a single
 /// entry is larger, and a block is followed by zero padding up to the next page boundary
 /// when that takes at most [`MAX_PAD`] bytes, so reading a block of small entries touches

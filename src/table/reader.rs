@@ -9,7 +9,7 @@ use memmap2::Mmap;
 
 use super::block::{self, Block, Entry};
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
-use super::index::Index;
+use super::index::{mapped_entry, Index};
 use super::{page_pad, TableCounters, TableMeta};
 use crate::codec::{check_crc, Cursor};
 use crate::error::{Error, Result};
@@ -19,17 +19,20 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// An open table file: the index and meta stay in memory, data blocks are read on demand,
-/// each read counted and its CRC checked: with a positioned read into a per-thread buffer,
-/// or, when the table was opened with `mmap_reads`, in place from a read-only map of the file.
+/// An open table file: the meta and the index's search structure stay in memory (a
+/// version 3 table's index entries are read in place from a map of the file), data blocks
+/// are read on demand, each read counted and its CRC checked: with a positioned read into a
+/// per-thread buffer, or, when the table was opened with `mmap_reads`, in place from the map.
 #[derive(Debug)]
 pub struct Table {
     /// File number.
     pub number: u64,
     path: PathBuf,
     file: File,
-    /// The whole file, mapped, when blocks are read in place.
-    map: Option<Mmap>,
+    /// The whole file, mapped read-only (for a version 3 index, or `mmap_reads`).
+    map: Option<Arc<Mmap>>,
+    /// Data blocks are read from `map` rather than with `pread`.
+    map_data: bool,
     version: u32,
     /// Where the data blocks (and their padding) end.
     pub(crate) index_offset: u64,
@@ -45,9 +48,9 @@ impl Table {
     pub fn open(path: &Path, number: u64, mmap_reads: bool) -> Result<Table> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        let mut table =
+        let (mut table, restarts) =
             Self::open_file(file, size, number, path).map_err(|e| e.in_file(path, 0))?;
-        if mmap_reads {
+        if mmap_reads || restarts.is_some() {
             let map = crate::mmap::map_readonly(&table.file).map_err(|e| Error::io(path, e))?;
             if (map.len() as u64) < size {
                 return Err(
@@ -56,12 +59,25 @@ impl Table {
             }
             map.advise(memmap2::Advice::Random)
                 .map_err(|e| Error::io(path, e))?;
+            let map = Arc::new(map);
+            if let Some(restarts) = restarts {
+                let block = table.index_offset as usize;
+                table.index.use_map(map.clone(), block, restarts);
+            }
             table.map = Some(map);
+            table.map_data = mmap_reads;
         }
         Ok(table)
     }
 
-    fn open_file(file: File, size: u64, number: u64, path: &Path) -> Result<Table> {
+    /// Opens and checks the table in `file`; for a version 3 table also returns where its
+    /// index block's restart array starts (the index is then read in place from a map).
+    fn open_file(
+        file: File,
+        size: u64,
+        number: u64,
+        path: &Path,
+    ) -> Result<(Table, Option<usize>)> {
         if size < FOOTER_LEN as u64 {
             return Err(Error::corrupt(
                 0,
@@ -127,6 +143,35 @@ impl Table {
             prev_end = block_end;
             index.push(&last_key, offset, len);
         }
+        // Version 3: every entry is a restart point, so entry i is reachable through the
+        // restart array; check that each one decodes there to what was read above.
+        let restarts = if version >= 3 {
+            let b = Block::new(index_bytes, index_off)?;
+            if b.restart_count() != index.len() {
+                return Err(Error::corrupt(
+                    index_off,
+                    format!(
+                        "version 3 index has {} restart points for {} entries",
+                        b.restart_count(),
+                        index.len()
+                    ),
+                ));
+            }
+            for i in 0..index.len() {
+                let at = b.restart(i) as usize;
+                let ok = mapped_entry(index_bytes, at)
+                    .is_some_and(|(k, h)| k == index.key(i) && Some(h) == index.handle(i));
+                if !ok {
+                    return Err(Error::corrupt(
+                        index_off + at as u64,
+                        "version 3 index entry is not a whole key and 12-byte handle",
+                    ));
+                }
+            }
+            Some(index_off as usize + b.entries_len())
+        } else {
+            None
+        };
         index.finish();
         if !follows(prev_end, index_off) {
             return Err(Error::corrupt(
@@ -155,16 +200,26 @@ impl Table {
                 "meta block count disagrees with the index",
             ));
         }
-        Ok(Table {
-            number,
-            path: path.to_path_buf(),
-            file,
-            map: None,
-            version,
-            index_offset: index_off,
-            index,
-            meta,
-        })
+        Ok((
+            Table {
+                number,
+                path: path.to_path_buf(),
+                file,
+                map: None,
+                map_data: false,
+                version,
+                index_offset: index_off,
+                index,
+                meta,
+            },
+            restarts,
+        ))
+    }
+
+    /// Heap bytes this table's index takes (the search structure; for tables before version
+    /// 3, also the keys and handles).
+    pub fn index_memory_bytes(&self) -> u64 {
+        self.index.heap_bytes() as u64
     }
 
     /// The file's path.
@@ -184,13 +239,14 @@ impl Table {
 
     /// Offset and length (without CRC) of data block `i`.
     pub fn block_handle(&self, i: usize) -> Option<(u64, u32)> {
-        self.index.handles.get(i).copied()
+        self.index.handle(i)
     }
 
     /// Checks that the padding between data blocks (and before the index) is all zeros.
     /// Readers never look at it; `verify` does, so damage there is still found.
     pub fn check_padding(&self) -> Result<()> {
-        let h = &self.index.handles;
+        let n = self.index.len();
+        let h: Vec<(u64, u32)> = (0..n).filter_map(|i| self.index.handle(i)).collect();
         let next = (1..h.len()).map(|i| h[i].0);
         let mut gap = Vec::new();
         for (&(off, len), next) in h.iter().zip(next.chain([self.index_offset])) {
@@ -218,14 +274,20 @@ impl Table {
         counters: &TableCounters,
         buf: &'b mut Vec<u8>,
     ) -> Result<&'b [u8]> {
-        let Some(&(offset, len)) = self.index.handles.get(i) else {
+        let Some((offset, len)) = self.index.handle(i) else {
             return Err(Error::InvalidArgument(format!("block {i} out of range")));
         };
         let need = len as usize + 4;
         let raw: &'b [u8] = match &self.map {
             // `Table::open` checked every block lies inside the file, and the map covers it.
-            Some(map) => &map[offset as usize..offset as usize + need],
-            None => {
+            // (A handle read in place that no longer decodes is (0, 0): its CRC check fails.)
+            Some(map) if self.map_data => map
+                .get(offset as usize..offset as usize + need)
+                .ok_or_else(|| {
+                    Error::corrupt(offset, "data block past the end of the map")
+                        .in_file(&self.path, 0)
+                })?,
+            _ => {
                 if buf.len() < need {
                     buf.resize(need, 0);
                 }
@@ -255,7 +317,7 @@ impl Table {
         let Some(i) = self.block_for(key) else {
             return Ok(None);
         };
-        let off = self.index.handles[i].0;
+        let off = self.index.handle(i).map_or(0, |h| h.0);
         READ_BUF.with(|cell| {
             let mut buf = cell.borrow_mut();
             let data = self.read_block_into(i, counters, &mut buf)?;
@@ -267,7 +329,7 @@ impl Table {
 
     /// Decodes every entry of block `i`.
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
-        let off = self.index.handles.get(i).map_or(0, |h| h.0);
+        let off = self.index.handle(i).map_or(0, |h| h.0);
         let mut buf = Vec::new();
         let data = self.read_block_into(i, counters, &mut buf)?;
         let block = Block::new(data, off).map_err(|e| e.in_file(&self.path, 0))?;
@@ -374,7 +436,7 @@ impl TableCursor {
     /// Makes block `i` current, reading a new chunk when it is not in the one held.
     fn load_block(&mut self, i: usize) -> Result<()> {
         let t = &self.table;
-        let Some(&(offset, len)) = t.index.handles.get(i) else {
+        let Some((offset, len)) = t.index.handle(i) else {
             return Err(Error::InvalidArgument(format!("block {i} out of range")));
         };
         let need = len as usize + 4;
@@ -386,10 +448,16 @@ impl TableCursor {
             let want = (CURSOR_CHUNK as u64).min(to_data_end).max(need as u64) as usize;
             self.chunk.resize(want, 0);
             match &t.map {
-                Some(map) => self
-                    .chunk
-                    .copy_from_slice(&map[offset as usize..offset as usize + want]),
-                None => t
+                Some(map) if t.map_data => {
+                    let src = map
+                        .get(offset as usize..offset as usize + want)
+                        .ok_or_else(|| {
+                            Error::corrupt(offset, "data block past the end of the map")
+                                .in_file(&t.path, 0)
+                        })?;
+                    self.chunk.copy_from_slice(src)
+                }
+                _ => t
                     .file
                     .read_exact_at(&mut self.chunk, offset)
                     .map_err(|e| Error::io(&t.path, e))?,

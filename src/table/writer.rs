@@ -29,7 +29,7 @@ impl TableBuilder {
             path: path.to_path_buf(),
             buf: Vec::with_capacity(WRITE_BUFFER + BLOCK_SIZE * 2),
             offset: 0,
-            index: BlockBuilder::default(),
+            index: BlockBuilder::with_restart_interval(1),
             meta: TableMeta::default(),
         })
     }
