@@ -438,3 +438,73 @@ fn run_pipeline(
     }
     w.finish_table()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::RealFs;
+    use crate::table::write_table;
+
+    /// A merge writes the same bytes whatever the number of threads: runs end where the
+    /// entries say, not where the threads do.
+    #[test]
+    fn merge_output_does_not_depend_on_the_thread_count() {
+        let dir = tempfile::tempdir().unwrap();
+        // Three overlapping inputs with overwrites and tombstones, enough entries for many
+        // runs and several output tables.
+        let mut tables = Vec::new();
+        for t in 0..3u64 {
+            let keys: Vec<Vec<u8>> = (0..40_000u64)
+                .map(|i| format!("key{:08}", i * 3 + t % 2).into_bytes())
+                .collect();
+            let value = [b'a' + t as u8; 60];
+            let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_slice(), (i % 13 != t as usize).then_some(&value[..])))
+                .collect();
+            let path = crate::store::table_path(dir.path(), 100 + t);
+            write_table(&RealFs, &path, entries.as_slice()).unwrap();
+            tables.push(Arc::new(Table::open(&path, 100 + t, false).unwrap()));
+        }
+        let mut outputs: Vec<Vec<Vec<u8>>> = Vec::new();
+        for threads in [1, 3] {
+            let out_dir = dir.path().join(format!("out{threads}"));
+            std::fs::create_dir(&out_dir).unwrap();
+            let next = std::sync::atomic::AtomicU64::new(1);
+            let alloc = || next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let out = Output {
+                fs: &RealFs,
+                dir: &out_dir,
+                level: 1,
+                table_bytes: 1 << 20,
+                filter: (FilterKind::BlockedBloom, 0.01),
+                alloc: &alloc,
+            };
+            let counters = Arc::new(TableCounters::default());
+            let sources: Vec<Source> = tables
+                .iter()
+                .map(|t| Source::new(vec![t.clone()], counters.clone()).unwrap())
+                .collect();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let result = pool
+                .install(|| merge(sources, &|_: &[u8]| true, &out))
+                .unwrap();
+            assert!(result.records.len() > 2, "{} tables", result.records.len());
+            let mut files: Vec<_> = std::fs::read_dir(&out_dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            outputs.push(files.iter().map(|p| std::fs::read(p).unwrap()).collect());
+        }
+        assert_eq!(outputs[0].len(), outputs[1].len());
+        assert!(
+            outputs[0] == outputs[1],
+            "1 and 3 threads wrote different bytes"
+        );
+    }
+}
