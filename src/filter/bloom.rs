@@ -104,6 +104,7 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     }
     Header {
         kind: FilterKind::Bloom,
+        version: FilterKind::Bloom.version(),
         n,
         target_fpr: fpr,
         p1: m,
@@ -158,7 +159,7 @@ impl<'a> BloomView<'a> {
     }
 
     /// False means certainly absent.
-    #[inline]
+    #[inline(never)]
     pub fn may_contain(&self, hash: u64) -> bool {
         let body = self.body;
         for_each_probe(hash, self.m, self.k, |p| {

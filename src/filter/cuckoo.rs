@@ -232,6 +232,7 @@ impl CuckooBuilder {
         }
         Header {
             kind: FilterKind::Cuckoo,
+            version: FilterKind::Cuckoo.version(),
             n: self.len,
             target_fpr: self.fpr,
             p1: self.buckets,
@@ -333,7 +334,7 @@ impl<'a> CuckooView<'a> {
 
     /// Algorithm 4 over the packed body. False means certainly absent. Both buckets are
     /// loaded before either is examined, so their two cache misses overlap.
-    #[inline]
+    #[inline(never)]
     pub fn may_contain(&self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);

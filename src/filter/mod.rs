@@ -12,6 +12,7 @@
 pub mod blocked;
 pub mod bloom;
 pub mod cuckoo;
+mod simd;
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,7 +22,8 @@ use crate::hash::{HASH_SEED, HASH_XXH3_64};
 
 /// Magic at the start of every filter block.
 pub const FILTER_MAGIC: [u8; 4] = *b"FSFL";
-/// Current filter block format version.
+/// Version of the bloom and cuckoo layouts, and of blocked-bloom's first layout. The header's
+/// version byte is the version of the kind's layout (see [`FilterKind::versions`]).
 pub const FILTER_VERSION: u8 = 1;
 /// Size of the filter block header; the body starts here (64-byte aligned in a file).
 pub const HEADER_LEN: usize = 64;
@@ -61,6 +63,22 @@ impl FilterKind {
     /// The kind with on-disk tag `tag`, if any.
     pub fn from_tag(tag: u8) -> Option<FilterKind> {
         FilterKind::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+
+    /// The layout versions a reader accepts for this kind, oldest first; builders write the
+    /// last. Blocked-bloom version 2 derives its probes with 32-bit multiplications (one SIMD
+    /// instruction for eight probes); version 1 blocks are still read.
+    pub fn versions(self) -> &'static [u8] {
+        match self {
+            FilterKind::None => &[],
+            FilterKind::Bloom | FilterKind::Cuckoo => &[1],
+            FilterKind::BlockedBloom => &[1, 2],
+        }
+    }
+
+    /// The layout version builders write for this kind (0 for `None`, which has no block).
+    pub fn version(self) -> u8 {
+        self.versions().last().copied().unwrap_or(0)
     }
 
     /// The name used on the command line and in reports.
@@ -110,6 +128,8 @@ pub fn check_fpr(fpr: f64) -> Result<()> {
 pub struct Header {
     /// Filter kind (never `None` inside a block).
     pub kind: FilterKind,
+    /// Layout version of the kind (one of [`FilterKind::versions`]).
+    pub version: u8,
     /// Number of keys: for the bloom kinds the number of hashes the filter was built from
     /// (duplicates included), for cuckoo the number of fingerprints stored.
     pub n: u64,
@@ -130,7 +150,7 @@ impl Header {
     pub(crate) fn encode_block(&self, body: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + body.len());
         out.extend_from_slice(&FILTER_MAGIC);
-        out.push(FILTER_VERSION);
+        out.push(self.version);
         out.push(self.kind.tag());
         out.push(HASH_XXH3_64);
         out.push(0);
@@ -174,12 +194,6 @@ impl Header {
                 ),
             ));
         }
-        if head[4] != FILTER_VERSION {
-            return Err(Error::corrupt(
-                4,
-                format!("unsupported filter version {}", head[4]),
-            ));
-        }
         let kind = match FilterKind::from_tag(head[5]) {
             Some(k) if k != FilterKind::None => k,
             _ => {
@@ -189,6 +203,13 @@ impl Header {
                 ))
             }
         };
+        let version = head[4];
+        if !kind.versions().contains(&version) {
+            return Err(Error::corrupt(
+                4,
+                format!("unsupported {kind} filter version {version}"),
+            ));
+        }
         if head[6] != HASH_XXH3_64 {
             return Err(Error::corrupt(
                 6,
@@ -201,6 +222,7 @@ impl Header {
         }
         let h = Header {
             kind,
+            version,
             n: le_u64(head, 16),
             target_fpr: f64::from_le_bytes(head[24..32].try_into().unwrap_or([0; 8])),
             p1: le_u64(head, 32),
@@ -277,6 +299,7 @@ pub struct Filter<'a> {
 }
 
 #[derive(Clone, Copy, Debug)]
+#[repr(u8)]
 enum View<'a> {
     Bloom(bloom::BloomView<'a>),
     Blocked(blocked::BlockedView<'a>),
@@ -320,6 +343,25 @@ impl<'a> Filter<'a> {
             View::Bloom(v) => v.touch(hash),
             View::Blocked(v) => v.touch(hash),
             View::Cuckoo(v) => v.touch(hash),
+        }
+    }
+
+    /// The same filter answering every query with portable code, without SIMD instructions.
+    /// Its answers are identical (the tests check it on every machine); useful to compare the
+    /// two and to time the portable code on a CPU that has the SIMD instructions.
+    pub fn portable(self) -> Filter<'a> {
+        let view = match self.view {
+            View::Blocked(v) => View::Blocked(v.portable()),
+            v => v,
+        };
+        Filter { view, ..self }
+    }
+
+    /// True when queries use SIMD instructions (chosen at decode time from what the CPU has).
+    pub fn uses_simd(&self) -> bool {
+        match &self.view {
+            View::Blocked(v) => v.uses_simd(),
+            _ => false,
         }
     }
 
