@@ -196,10 +196,8 @@ enum Probe {
     V1,
     /// Version 2, one probe at a time.
     V2Portable,
-    /// Version 2 with AVX2: eight probes per instruction (chosen only when the CPU has it).
-    V2Avx2,
-    /// Version 2 with AVX-512F: sixteen probes per instruction (only when the CPU has it).
-    V2Avx512,
+    /// Version 2 with the best SIMD kernel the CPU has (see [`super::simd::blocked_v2`]).
+    V2Simd,
 }
 
 impl Probe {
@@ -221,8 +219,7 @@ impl Probe {
                 k,
             ),
             Probe::V2Portable => (portable, k),
-            Probe::V2Avx2 => super::simd::blocked_v2_avx2(k).unwrap_or((portable, k)),
-            Probe::V2Avx512 => super::simd::blocked_v2_avx512(k).unwrap_or((portable, k)),
+            Probe::V2Simd => super::simd::blocked_v2(k).unwrap_or((portable, k)),
         }
     }
 }
@@ -276,7 +273,7 @@ impl<'a> BlockedView<'a> {
     /// The same filter answering with the portable code (no SIMD).
     pub(super) fn portable(self) -> Self {
         let probe = match self.probe {
-            Probe::V2Avx2 | Probe::V2Avx512 => Probe::V2Portable,
+            Probe::V2Simd => Probe::V2Portable,
             p => p,
         };
         let (query, arg) = probe.query(self.k);
@@ -290,7 +287,7 @@ impl<'a> BlockedView<'a> {
 
     /// True when queries run on SIMD instructions.
     pub(super) fn uses_simd(&self) -> bool {
-        matches!(self.probe, Probe::V2Avx2 | Probe::V2Avx512)
+        self.probe == Probe::V2Simd
     }
 
     pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
@@ -316,8 +313,7 @@ impl<'a> BlockedView<'a> {
         }
         let probe = match h.version {
             1 => Probe::V1,
-            _ if super::simd::avx512() => Probe::V2Avx512,
-            _ if super::simd::avx2() => Probe::V2Avx2,
+            _ if super::simd::blocked_v2(h.p2).is_some() => Probe::V2Simd,
             _ => Probe::V2Portable,
         };
         let (query, arg) = probe.query(h.p2);

@@ -42,6 +42,19 @@ pub fn avx512() -> bool {
     }
 }
 
+/// The fastest blocked-bloom version 2 kernel this CPU has for `k` probes, with its argument
+/// (see [`Query`]); `None` without AVX2 or AVX-512F. AVX2 for k ≤ 8 (one round of eight
+/// probes; measured as fast as or faster than AVX-512 on AMD Zen 4, which splits 512-bit
+/// operations in two), AVX-512 for k > 8 (one round of sixteen instead of two of eight:
+/// present keys at k = 10, 100k keys, 2.45 vs 3.5 ns).
+pub(super) fn blocked_v2(k: u32) -> Option<(Query, u32)> {
+    let avx2 = blocked_v2_avx2(k);
+    if k <= 8 && avx2.is_some() {
+        return avx2;
+    }
+    blocked_v2_avx512(k).or(avx2)
+}
+
 /// The blocked-bloom version 2 kernel for AVX2 and `k` probes, with its argument (see
 /// [`Query`]): the answer of [`super::blocked::query_v2`] on the hash's block. `None` when the
 /// CPU lacks AVX2, so a view holds this kernel only on a CPU that has it.
