@@ -15,7 +15,7 @@
 
 use rayon::prelude::*;
 
-use super::{FilterKind, Header};
+use super::{FilterKind, Header, Run, View};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
 
@@ -200,37 +200,6 @@ enum Probe {
     V2Simd,
 }
 
-impl Probe {
-    /// The query function of this probe scheme for `k` probes and the argument it takes in
-    /// place of k (see [`Query`]). One indirect call per query, chosen when the view is made,
-    /// so that a query runs one small function (no dispatch and no register spills shared
-    /// with the other schemes).
-    fn query(self, k: u32) -> (Query, u32) {
-        let portable: Query = |lines, k, hash| match block_of(lines, hash) {
-            Some(block) => query_v2(block, hash as u32, k),
-            None => true,
-        };
-        match self {
-            Probe::V1 => (
-                |lines, k, hash| match block_of(lines, hash) {
-                    Some(block) => query_v1(block, hash, k),
-                    None => true,
-                },
-                k,
-            ),
-            Probe::V2Portable => (portable, k),
-            Probe::V2Simd => super::simd::blocked_v2(k).unwrap_or((portable, k)),
-        }
-    }
-}
-
-/// A query kernel: (blocks, arg, hash) → maybe present. `arg` is k, except for kernels that
-/// want something derived from k once per view instead of once per query (see `simd`).
-///
-/// `unsafe` because a SIMD kernel must only run on a CPU with its instructions; `simd` hands
-/// those out only after checking, and every other kernel is safe to call.
-pub(super) type Query = unsafe fn(&[[u8; 64]], u32, u64) -> bool;
-
 /// The 64-byte block of `hash` (`None` only for an empty body, which a checked view never
 /// has).
 #[inline(always)]
@@ -242,12 +211,11 @@ pub(super) fn block_of(lines: &[[u8; 64]], hash: u64) -> Option<&[u8; 64]> {
 #[derive(Clone, Copy)]
 pub struct BlockedView<'a> {
     /// The body as its B blocks.
-    lines: &'a [[u8; 64]],
+    pub(super) lines: &'a [[u8; 64]],
     k: u32,
     probe: Probe,
-    query: Query,
-    /// The argument `query` takes in place of k.
-    arg: u32,
+    /// What the SIMD kernel reads in place of k (see `simd::blocked_v2`); k otherwise.
+    pub(super) arg: u32,
 }
 
 impl std::fmt::Debug for BlockedView<'_> {
@@ -276,11 +244,9 @@ impl<'a> BlockedView<'a> {
             Probe::V2Simd => Probe::V2Portable,
             p => p,
         };
-        let (query, arg) = probe.query(self.k);
         BlockedView {
             probe,
-            query,
-            arg,
+            arg: self.k,
             ..self
         }
     }
@@ -316,24 +282,28 @@ impl<'a> BlockedView<'a> {
             _ if super::simd::blocked_v2(h.p2).is_some() => Probe::V2Simd,
             _ => Probe::V2Portable,
         };
-        let (query, arg) = probe.query(h.p2);
+        let arg = match probe {
+            Probe::V2Simd => super::simd::blocked_v2(h.p2).map_or(h.p2, |(_, arg)| arg),
+            _ => h.p2,
+        };
         Ok(BlockedView {
             lines: body.as_chunks::<64>().0,
             k: h.p2,
             probe,
-            query,
             arg,
         })
     }
 
-    /// False means certainly absent.
-    #[inline]
-    pub fn may_contain(&self, hash: u64) -> bool {
-        // SAFETY: `query` comes from `Probe::query`: a portable function, or a SIMD kernel
-        // that `simd` returned only after checking that this CPU has its instructions.
-        #[allow(unsafe_code)]
-        unsafe {
-            (self.query)(self.lines, self.arg, hash)
+    /// The query kernel for this view (see `Filter::may_contain`): the probe scheme's, and for
+    /// version 2 the fastest SIMD kernel the CPU has for k.
+    pub(super) fn run(&self) -> Run {
+        match self.probe {
+            Probe::V1 => |v, hash| match v {
+                View::Blocked(b) => block_of(b.lines, hash).is_none_or(|x| query_v1(x, hash, b.k)),
+                _ => true,
+            },
+            Probe::V2Portable => run_portable,
+            Probe::V2Simd => super::simd::blocked_v2(self.k).map_or(run_portable, |(run, _)| run),
         }
     }
 
@@ -341,6 +311,14 @@ impl<'a> BlockedView<'a> {
     #[inline]
     pub fn touch(&self, hash: u64) -> u8 {
         block_of(self.lines, hash).map_or(0, |b| b[0])
+    }
+}
+
+/// The portable version 2 kernel.
+fn run_portable(v: &View<'_>, hash: u64) -> bool {
+    match v {
+        View::Blocked(b) => block_of(b.lines, hash).is_none_or(|x| query_v2(x, hash as u32, b.k)),
+        _ => true,
     }
 }
 
@@ -485,7 +463,7 @@ mod tests {
                     insert(&mut block, x, k);
                     keys.push(x);
                 }
-                let kernels: Vec<(&str, (Query, u32))> = [
+                let kernels: Vec<(&str, (Run, u32))> = [
                     ("avx2", super::super::simd::blocked_v2_avx2(k)),
                     ("avx512", super::super::simd::blocked_v2_avx512(k)),
                 ]
@@ -495,9 +473,15 @@ mod tests {
                 let check = |h: u64, want: bool| {
                     assert_eq!(query_v2(&block, h as u32, k), want, "k={k} fill={fill}");
                     for (name, (q, arg)) in &kernels {
+                        let view = View::Blocked(BlockedView {
+                            lines: &[block],
+                            k,
+                            probe: Probe::V2Simd,
+                            arg: *arg,
+                        });
                         // SAFETY: `simd` returned these kernels, so the CPU has their features.
                         #[allow(unsafe_code)]
-                        let got = unsafe { q(&[block], *arg, h) };
+                        let got = unsafe { q(&view, h) };
                         assert_eq!(got, want, "{name} k={k} fill={fill}");
                     }
                 };

@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::{FilterKind, Header};
+use super::{FilterKind, Header, View};
 use crate::error::{Error, Result};
 use crate::hash::{fastrange, mix64};
 
@@ -159,7 +159,7 @@ impl<'a> BloomView<'a> {
     }
 
     /// False means certainly absent.
-    #[inline(never)]
+    #[inline]
     pub fn may_contain(&self, hash: u64) -> bool {
         let body = self.body;
         for_each_probe(hash, self.m, self.k, |p| {
@@ -181,6 +181,14 @@ impl<'a> BloomView<'a> {
             left > 0
         });
         acc
+    }
+}
+
+/// The query kernel of bloom views (see `Filter::may_contain`).
+pub(super) fn run(v: &View<'_>, hash: u64) -> bool {
+    match v {
+        View::Bloom(b) => b.may_contain(hash),
+        _ => true,
     }
 }
 

@@ -19,7 +19,7 @@
 //! slot with the carry trick `(v − lo) & !v & hi`, so the two cache misses overlap and no
 //! misprediction throws the second load away.
 
-use super::{FilterKind, Header};
+use super::{FilterKind, Header, Run, View};
 use crate::error::{Error, Result};
 use crate::hash::{fastrange, mix64};
 
@@ -281,8 +281,6 @@ pub struct CuckooView<'a> {
     bucket_bits: u64,
     /// 2^f − 1 (see [`fingerprint`]).
     fp_scale: u64,
-    /// The query for this fingerprint width (see [`CuckooView::new`]).
-    query: fn(&CuckooView<'_>, u64) -> bool,
 }
 
 impl std::fmt::Debug for CuckooView<'_> {
@@ -399,15 +397,6 @@ impl<'a> CuckooView<'a> {
         }
         let f = h.p2;
         let lo = (0..SLOTS).fold(0u128, |acc, s| acc | 1 << (s * f));
-        // A bucket (4f bits) starts anywhere in its first byte, so it fits a 64-bit load at
-        // that byte when 4f + 7 ≤ 64, and a 128-bit load always (f ≤ 30).
-        let query: fn(&CuckooView<'_>, u64) -> bool = if SLOTS * f + 7 > 64 {
-            |v, hash| v.query_with::<u128, true>(hash)
-        } else if f % 2 == 1 {
-            |v, hash| v.query_with::<u64, true>(hash)
-        } else {
-            |v, hash| v.query_with::<u64, false>(hash)
-        };
         Ok(CuckooView {
             body,
             buckets: h.p1,
@@ -417,7 +406,6 @@ impl<'a> CuckooView<'a> {
             mask: (1u128 << (SLOTS * f)) - 1,
             bucket_bits: (SLOTS * f) as u64,
             fp_scale: (1 << f) - 1,
-            query,
         })
     }
 
@@ -447,10 +435,27 @@ impl<'a> CuckooView<'a> {
         has_zero_field(b1 ^ want, lo, hi) | has_zero_field(b2 ^ want, lo, hi)
     }
 
-    /// Algorithm 4. False means certainly absent.
-    #[inline]
-    pub fn may_contain(&self, hash: u64) -> bool {
-        (self.query)(self, hash)
+    /// The query kernel for this fingerprint width (see `Filter::may_contain`): a bucket (4f
+    /// bits) starts anywhere in its first byte, so it fits a 64-bit load at that byte when
+    /// 4f + 7 ≤ 64, and a 128-bit load always (f ≤ 30); with f even it starts on a byte.
+    pub(super) fn run(&self) -> Run {
+        let f = self.fp_bits;
+        if SLOTS * f + 7 > 64 {
+            |v, hash| match v {
+                View::Cuckoo(c) => c.query_with::<u128, true>(hash),
+                _ => true,
+            }
+        } else if f % 2 == 1 {
+            |v, hash| match v {
+                View::Cuckoo(c) => c.query_with::<u64, true>(hash),
+                _ => true,
+            }
+        } else {
+            |v, hash| match v {
+                View::Cuckoo(c) => c.query_with::<u64, false>(hash),
+                _ => true,
+            }
+        }
     }
 
     /// Reads the key's two buckets (see [`crate::Filter::touch`]).

@@ -12,6 +12,7 @@
 pub mod blocked;
 pub mod bloom;
 pub mod cuckoo;
+pub mod fuse;
 mod simd;
 
 use std::fmt;
@@ -39,15 +40,19 @@ pub enum FilterKind {
     BlockedBloom,
     /// Cuckoo filter with partial-key cuckoo hashing (thesis ch. 4), 4 slots per bucket.
     Cuckoo,
+    /// Binary fuse filter (Graf & Lemire 2022): static, 3 slots per key, 8/16/32-bit
+    /// fingerprints; the smallest and fastest to query, built once per immutable table.
+    BinaryFuse,
 }
 
 impl FilterKind {
     /// All kinds, in the order the benchmark reports them.
-    pub const ALL: [FilterKind; 4] = [
+    pub const ALL: [FilterKind; 5] = [
         FilterKind::None,
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
     ];
 
     /// The tag byte stored on disk. Tags are never reused.
@@ -57,6 +62,7 @@ impl FilterKind {
             FilterKind::Bloom => 1,
             FilterKind::BlockedBloom => 2,
             FilterKind::Cuckoo => 3,
+            FilterKind::BinaryFuse => 4,
         }
     }
 
@@ -71,7 +77,7 @@ impl FilterKind {
     pub fn versions(self) -> &'static [u8] {
         match self {
             FilterKind::None => &[],
-            FilterKind::Bloom | FilterKind::Cuckoo => &[1],
+            FilterKind::Bloom | FilterKind::Cuckoo | FilterKind::BinaryFuse => &[1],
             FilterKind::BlockedBloom => &[1, 2],
         }
     }
@@ -88,6 +94,7 @@ impl FilterKind {
             FilterKind::Bloom => "bloom",
             FilterKind::BlockedBloom => "blocked-bloom",
             FilterKind::Cuckoo => "cuckoo",
+            FilterKind::BinaryFuse => "binary-fuse",
         }
     }
 }
@@ -105,8 +112,10 @@ impl FromStr for FilterKind {
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| {
+                let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
                 Error::InvalidArgument(format!(
-                    "unknown filter kind {s:?}; valid kinds: none, bloom, blocked-bloom, cuckoo"
+                    "unknown filter kind {s:?}; valid kinds: {}",
+                    valid.join(", ")
                 ))
             })
     }
@@ -135,11 +144,13 @@ pub struct Header {
     pub n: u64,
     /// Target false-positive rate the filter was sized for.
     pub target_fpr: f64,
-    /// Kind parameter 1: bits (bloom), blocks (blocked-bloom), buckets (cuckoo).
+    /// Kind parameter 1: bits (bloom), blocks (blocked-bloom), buckets (cuckoo), seed
+    /// (binary-fuse).
     pub p1: u64,
-    /// Kind parameter 2: probes k (bloom kinds), fingerprint bits (cuckoo).
+    /// Kind parameter 2: probes k (bloom kinds), fingerprint bits (cuckoo), bytes (fingerprint
+    /// bits, arity, log2 segment length, 0) (binary-fuse).
     pub p2: u32,
-    /// Kind parameter 3: 0 (bloom kinds), slots per bucket (cuckoo).
+    /// Kind parameter 3: 0 (bloom kinds), slots per bucket (cuckoo), segments (binary-fuse).
     pub p3: u32,
     /// Length of the body in bytes.
     pub body_len: u64,
@@ -288,6 +299,7 @@ pub fn build(kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<Vec<u8
         FilterKind::Bloom => Some(bloom::build(fpr, hashes)),
         FilterKind::BlockedBloom => Some(blocked::build(fpr, hashes)),
         FilterKind::Cuckoo => Some(cuckoo::build(fpr, hashes)),
+        FilterKind::BinaryFuse => Some(fuse::build(fpr, hashes)?),
     })
 }
 
@@ -296,6 +308,28 @@ pub fn build(kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<Vec<u8
 pub struct Filter<'a> {
     header: Header,
     view: View<'a>,
+    /// The query kernel chosen for this view when it was made (see [`Run`]).
+    run: Run,
+}
+
+/// A query kernel: `may_contain` for the view it was chosen for (any other view answers
+/// "maybe"). A filter keeps one and calls it directly, so a query costs one indirect call
+/// and no dispatch on the kind, width or CPU features.
+///
+/// `unsafe` because a SIMD kernel must only run on a CPU that has its instructions; only
+/// `simd` hands those out, after checking. Every other kernel is safe to call.
+type Run = for<'b> unsafe fn(&View<'b>, u64) -> bool;
+
+impl View<'_> {
+    /// The kernel for this view.
+    fn run(&self) -> Run {
+        match self {
+            View::Bloom(_) => bloom::run,
+            View::Blocked(v) => v.run(),
+            View::Cuckoo(v) => v.run(),
+            View::Fuse(v) => v.run(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -304,6 +338,7 @@ enum View<'a> {
     Bloom(bloom::BloomView<'a>),
     Blocked(blocked::BlockedView<'a>),
     Cuckoo(cuckoo::CuckooView<'a>),
+    Fuse(fuse::FuseView<'a>),
 }
 
 impl<'a> Filter<'a> {
@@ -315,18 +350,34 @@ impl<'a> Filter<'a> {
             FilterKind::Bloom => View::Bloom(bloom::BloomView::new(&header, body)?),
             FilterKind::BlockedBloom => View::Blocked(blocked::BlockedView::new(&header, body)?),
             FilterKind::Cuckoo => View::Cuckoo(cuckoo::CuckooView::new(&header, body)?),
+            FilterKind::BinaryFuse => View::Fuse(fuse::FuseView::new(&header, body)?),
             FilterKind::None => return Err(Error::corrupt(5, "filter kind none has no block")),
         };
-        Ok(Filter { header, view })
+        Ok(Filter {
+            header,
+            view,
+            run: view.run(),
+        })
     }
 
     /// False means the key with this hash was certainly not inserted.
     #[inline]
     pub fn may_contain(&self, hash: u64) -> bool {
-        match &self.view {
-            View::Bloom(v) => v.may_contain(hash),
-            View::Blocked(v) => v.may_contain(hash),
-            View::Cuckoo(v) => v.may_contain(hash),
+        // Binary fuse with 8-bit fingerprints, the static kind tables are expected to carry,
+        // is answered here, inline: its query is a dozen instructions, and the kernel call
+        // cost 13 % of an in-cache query (100k keys, 3.5 vs 3.1 ns). Every other filter pays
+        // one predictable branch for it.
+        if let View::Fuse(f) = &self.view {
+            if f.is_inline() {
+                return f.query_with::<u8>(hash);
+            }
+        }
+        // SAFETY: `run` was chosen for this view by `View::run`: a portable kernel, or a SIMD
+        // kernel that `simd` returned only after checking that this CPU has its
+        // instructions.
+        #[allow(unsafe_code)]
+        unsafe {
+            (self.run)(&self.view, hash)
         }
     }
 
@@ -343,6 +394,7 @@ impl<'a> Filter<'a> {
             View::Bloom(v) => v.touch(hash),
             View::Blocked(v) => v.touch(hash),
             View::Cuckoo(v) => v.touch(hash),
+            View::Fuse(v) => v.touch(hash),
         }
     }
 
@@ -354,7 +406,11 @@ impl<'a> Filter<'a> {
             View::Blocked(v) => View::Blocked(v.portable()),
             v => v,
         };
-        Filter { view, ..self }
+        Filter {
+            view,
+            run: view.run(),
+            ..self
+        }
     }
 
     /// True when queries use SIMD instructions (chosen at decode time from what the CPU has).
@@ -382,6 +438,7 @@ impl<'a> Filter<'a> {
             FilterKind::Bloom => bloom::theoretical_fpr(h.p1, h.p2, h.n),
             FilterKind::BlockedBloom => blocked::theoretical_fpr(h.p1, h.p2, h.n),
             FilterKind::Cuckoo => cuckoo::theoretical_fpr(h.p1, h.p2, h.n),
+            FilterKind::BinaryFuse => fuse::theoretical_fpr(h.p2 & 0xff, h.n),
             FilterKind::None => 1.0,
         }
     }
@@ -404,10 +461,12 @@ impl<'a> Filter<'a> {
             View::Bloom(v) => View::Bloom(v.rebind(body)),
             View::Blocked(v) => View::Blocked(v.rebind(body)),
             View::Cuckoo(v) => View::Cuckoo(v.rebind(body)),
+            View::Fuse(v) => View::Fuse(v.rebind(body)),
         };
         Filter {
             header: self.header,
             view,
+            run: self.run,
         }
     }
 
@@ -422,11 +481,13 @@ impl<'a> Filter<'a> {
             FilterKind::Bloom => View::Bloom(bloom::BloomView::new(header, body)?),
             FilterKind::BlockedBloom => View::Blocked(blocked::BlockedView::new(header, body)?),
             FilterKind::Cuckoo => View::Cuckoo(cuckoo::CuckooView::new(header, body)?),
+            FilterKind::BinaryFuse => View::Fuse(fuse::FuseView::new(header, body)?),
             FilterKind::None => return Err(Error::corrupt(5, "filter kind none has no block")),
         };
         Ok(Filter {
             header: *header,
             view,
+            run: view.run(),
         })
     }
 }

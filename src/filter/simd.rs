@@ -3,18 +3,19 @@
 //! [`avx2`] and [`avx512`] say what the CPU has; a view checks once, when it is made, and
 //! keeps a pointer to the kernel it may run: no per-query detection and no dispatch (the
 //! pointer goes straight to the kernel; a safe wrapper in between cost a jump, measured as
-//! 8 % of an in-cache query). Kernels are `unsafe fn` pointers because calling one on a CPU
-//! without its features is undefined; this module hands them out only after the check.
+//! 8 % of an in-cache query). Kernels are `unsafe fn` pointers (`filter::Run`) because
+//! calling one on a CPU without its features is undefined; this module hands them out only
+//! after the check.
 //! Every kernel has a portable twin beside the kind's code that computes the same answer, and
 //! the tests compare the two over random hashes on every machine (`Filter::portable`). On
 //! other architectures, or x86-64 CPUs without AVX2, the portable code runs.
 //!
 //! This module is one of the crate's `unsafe` sites (with the call through the kernel
-//! pointer in `blocked.rs`): functions compiled for AVX2 or AVX-512, sound to call only after
+//! pointer in `Filter::may_contain`): functions compiled for AVX2 or AVX-512, sound to call only after
 //! the CPU was checked for them, and the unaligned loads of a block.
 #![allow(unsafe_code)]
 
-use super::blocked::Query;
+use super::Run;
 
 /// True when the CPU running this code has AVX2.
 #[inline]
@@ -42,12 +43,12 @@ pub fn avx512() -> bool {
     }
 }
 
-/// The fastest blocked-bloom version 2 kernel this CPU has for `k` probes, with its argument
-/// (see [`Query`]); `None` without AVX2 or AVX-512F. AVX2 for k ≤ 8 (one round of eight
+/// The fastest blocked-bloom version 2 kernel this CPU has for `k` probes, with the value the
+/// view keeps for it in place of k (`BlockedView::arg`); `None` without AVX2 or AVX-512F. AVX2 for k ≤ 8 (one round of eight
 /// probes; measured as fast as or faster than AVX-512 on AMD Zen 4, which splits 512-bit
 /// operations in two), AVX-512 for k > 8 (one round of sixteen instead of two of eight:
 /// present keys at k = 10, 100k keys, 2.45 vs 3.5 ns).
-pub(super) fn blocked_v2(k: u32) -> Option<(Query, u32)> {
+pub(super) fn blocked_v2(k: u32) -> Option<(Run, u32)> {
     let avx2 = blocked_v2_avx2(k);
     if k <= 8 && avx2.is_some() {
         return avx2;
@@ -55,10 +56,10 @@ pub(super) fn blocked_v2(k: u32) -> Option<(Query, u32)> {
     blocked_v2_avx512(k).or(avx2)
 }
 
-/// The blocked-bloom version 2 kernel for AVX2 and `k` probes, with its argument (see
-/// [`Query`]): the answer of [`super::blocked::query_v2`] on the hash's block. `None` when the
+/// The blocked-bloom version 2 kernel for AVX2 and `k` probes, with its argument: the answer
+/// of [`super::blocked::query_v2`] on the hash's block. `None` when the
 /// CPU lacks AVX2, so a view holds this kernel only on a CPU that has it.
-pub(super) fn blocked_v2_avx2(k: u32) -> Option<(Query, u32)> {
+pub(super) fn blocked_v2_avx2(k: u32) -> Option<(Run, u32)> {
     #[cfg(target_arch = "x86_64")]
     if avx2() {
         return Some(if k <= 8 {
@@ -73,7 +74,7 @@ pub(super) fn blocked_v2_avx2(k: u32) -> Option<(Query, u32)> {
 
 /// The same with AVX-512F. `None` when the CPU lacks AVX-512F. For k ≤ 16 the kernel's
 /// argument is the mask of the k lanes in use, computed here once.
-pub(super) fn blocked_v2_avx512(k: u32) -> Option<(Query, u32)> {
+pub(super) fn blocked_v2_avx512(k: u32) -> Option<(Run, u32)> {
     #[cfg(target_arch = "x86_64")]
     if avx512() {
         return Some(if k <= 16 {
@@ -91,6 +92,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::blocked::{block_of, POW};
+    use super::super::View;
 
     /// Eight probes per round: lane i computes x·POW[8r + i] (one `vpmulld`), whose top 4
     /// bits pick one of the block's sixteen 32-bit words and next 5 bits the bit in it (the
@@ -100,14 +102,14 @@ mod x86 {
     /// FastLocalBloom). `ONE_ROUND` (k ≤ 8) drops the loop; otherwise a key rejected by a
     /// round is not probed further.
     #[target_feature(enable = "avx2")]
-    pub(super) fn blocked_v2_avx2<const ONE_ROUND: bool>(
-        lines: &[[u8; 64]],
-        k: u32,
-        hash: u64,
-    ) -> bool {
-        let Some(block) = block_of(lines, hash) else {
+    pub(super) fn blocked_v2_avx2<const ONE_ROUND: bool>(view: &View<'_>, hash: u64) -> bool {
+        let View::Blocked(v) = view else {
             return true;
         };
+        let Some(block) = block_of(v.lines, hash) else {
+            return true;
+        };
+        let k = v.arg;
         let ptr = block.as_ptr().cast::<__m256i>();
         // SAFETY: `block` is 64 readable bytes, the two loads read bytes 0..32 and 32..64,
         // and `loadu` has no alignment requirement.
@@ -153,14 +155,14 @@ mod x86 {
     /// mask register, and one `vptestnmd` finds any unset bit. `ONE_ROUND` (k ≤ 16) drops
     /// the loop and takes the lane mask (2^k − 1) as `arg`; otherwise `arg` is k.
     #[target_feature(enable = "avx512f")]
-    pub(super) fn blocked_v2_avx512<const ONE_ROUND: bool>(
-        lines: &[[u8; 64]],
-        arg: u32,
-        hash: u64,
-    ) -> bool {
-        let Some(block) = block_of(lines, hash) else {
+    pub(super) fn blocked_v2_avx512<const ONE_ROUND: bool>(view: &View<'_>, hash: u64) -> bool {
+        let View::Blocked(v) = view else {
             return true;
         };
+        let Some(block) = block_of(v.lines, hash) else {
+            return true;
+        };
+        let arg = v.arg;
         // SAFETY: `block` is 64 readable bytes, `POW` at least 16 u32s, and `loadu` has no
         // alignment requirement.
         let (words, mults) = unsafe {
