@@ -200,44 +200,34 @@ enum Probe {
     V2Simd,
 }
 
-/// The 64-byte block of `hash` (`None` only for an empty body, which a checked view never
-/// has).
+/// The 64-byte block of `hash` in `body` (`None` only for a body shorter than a block, which
+/// a checked view never has). The body's length gives the block count, so nothing but the
+/// body is needed.
 #[inline(always)]
-pub(super) fn block_of(lines: &[[u8; 64]], hash: u64) -> Option<&[u8; 64]> {
+pub(super) fn block_of(body: &[u8], hash: u64) -> Option<&[u8; 64]> {
+    let lines = body.as_chunks::<64>().0;
     lines.get(fastrange(hash, lines.len() as u64) as usize)
 }
 
-/// Zero-copy reader over a blocked Bloom body.
+/// The checked parameters of a blocked Bloom body (queries take the body).
 #[derive(Clone, Copy)]
-pub struct BlockedView<'a> {
-    /// The body as its B blocks.
-    pub(super) lines: &'a [[u8; 64]],
+pub struct BlockedView {
     k: u32,
     probe: Probe,
     /// What the SIMD kernel reads in place of k (see `simd::blocked_v2`); k otherwise.
     pub(super) arg: u32,
 }
 
-impl std::fmt::Debug for BlockedView<'_> {
+impl std::fmt::Debug for BlockedView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockedView")
-            .field("blocks", &self.lines.len())
             .field("k", &self.k)
             .field("probe", &self.probe)
             .finish()
     }
 }
 
-impl<'a> BlockedView<'a> {
-    /// The same parameters over another body (one already checked against them).
-    #[inline]
-    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> BlockedView<'b> {
-        BlockedView {
-            lines: body.as_chunks::<64>().0,
-            ..*self
-        }
-    }
-
+impl BlockedView {
     /// The same filter answering with the portable code (no SIMD).
     pub(super) fn portable(self) -> Self {
         let probe = match self.probe {
@@ -256,7 +246,7 @@ impl<'a> BlockedView<'a> {
         self.probe == Probe::V2Simd
     }
 
-    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+    pub(super) fn new(h: &Header, body: &[u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "blocked bloom filter with zero blocks"));
         }
@@ -287,7 +277,6 @@ impl<'a> BlockedView<'a> {
             _ => h.p2,
         };
         Ok(BlockedView {
-            lines: body.as_chunks::<64>().0,
             k: h.p2,
             probe,
             arg,
@@ -298,8 +287,8 @@ impl<'a> BlockedView<'a> {
     /// version 2 the fastest SIMD kernel the CPU has for k.
     pub(super) fn run(&self) -> Run {
         match self.probe {
-            Probe::V1 => |v, hash| match v {
-                View::Blocked(b) => block_of(b.lines, hash).is_none_or(|x| query_v1(x, hash, b.k)),
+            Probe::V1 => |v, body, hash| match v {
+                View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v1(x, hash, b.k)),
                 _ => true,
             },
             Probe::V2Portable => run_portable,
@@ -309,15 +298,15 @@ impl<'a> BlockedView<'a> {
 
     /// Reads one byte of the key's block (one cache line; see [`crate::Filter::touch`]).
     #[inline]
-    pub fn touch(&self, hash: u64) -> u8 {
-        block_of(self.lines, hash).map_or(0, |b| b[0])
+    pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
+        block_of(body, hash).map_or(0, |b| b[0])
     }
 }
 
 /// The portable version 2 kernel.
-fn run_portable(v: &View<'_>, hash: u64) -> bool {
+fn run_portable(v: &View, body: &[u8], hash: u64) -> bool {
     match v {
-        View::Blocked(b) => block_of(b.lines, hash).is_none_or(|x| query_v2(x, hash as u32, b.k)),
+        View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v2(x, hash as u32, b.k)),
         _ => true,
     }
 }
@@ -474,14 +463,13 @@ mod tests {
                     assert_eq!(query_v2(&block, h as u32, k), want, "k={k} fill={fill}");
                     for (name, (q, arg)) in &kernels {
                         let view = View::Blocked(BlockedView {
-                            lines: &[block],
                             k,
                             probe: Probe::V2Simd,
                             arg: *arg,
                         });
                         // SAFETY: `simd` returned these kernels, so the CPU has their features.
                         #[allow(unsafe_code)]
-                        let got = unsafe { q(&view, h) };
+                        let got = unsafe { q(&view, &block, h) };
                         assert_eq!(got, want, "{name} k={k} fill={fill}");
                     }
                 };

@@ -267,8 +267,7 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
 
 /// Zero-copy reader over a cuckoo body.
 #[derive(Clone, Copy)]
-pub struct CuckooView<'a> {
-    body: &'a [u8],
+pub struct CuckooView {
     buckets: u64,
     fp_bits: u32,
     /// 1 at the lowest bit of each of the 4 slots of a bucket.
@@ -283,10 +282,9 @@ pub struct CuckooView<'a> {
     fp_scale: u64,
 }
 
-impl std::fmt::Debug for CuckooView<'_> {
+impl std::fmt::Debug for CuckooView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CuckooView")
-            .field("body_len", &self.body.len())
             .field("buckets", &self.buckets)
             .field("fp_bits", &self.fp_bits)
             .finish()
@@ -358,14 +356,8 @@ fn has_zero_field<T: Word>(v: T, lo: T, hi: T) -> bool {
     v.wrapping_sub(lo) & !v & hi != T::ZERO
 }
 
-impl<'a> CuckooView<'a> {
-    /// The same parameters over another body (one already checked against them).
-    #[inline]
-    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> CuckooView<'b> {
-        CuckooView { body, ..*self }
-    }
-
-    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+impl CuckooView {
+    pub(super) fn new(h: &Header, body: &[u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "cuckoo filter with zero buckets"));
         }
@@ -398,7 +390,6 @@ impl<'a> CuckooView<'a> {
         let f = h.p2;
         let lo = (0..SLOTS).fold(0u128, |acc, s| acc | 1 << (s * f));
         Ok(CuckooView {
-            body,
             buckets: h.p1,
             fp_bits: f,
             lo,
@@ -412,9 +403,9 @@ impl<'a> CuckooView<'a> {
     /// Bucket `i` read into a `T`, shifted down to bit 0 (slot s at bits s·f .. (s+1)·f),
     /// bits above the bucket cleared.
     #[inline(always)]
-    fn bucket<T: Word, const SHIFT: bool>(&self, i: u64) -> T {
+    fn bucket<T: Word, const SHIFT: bool>(&self, body: &[u8], i: u64) -> T {
         let bit = i * self.bucket_bits;
-        let raw = T::load(self.body, (bit / 8) as usize);
+        let raw = T::load(body, (bit / 8) as usize);
         // With f even a bucket (4f bits) starts on a byte: no shift.
         let raw = if SHIFT { raw >> (bit % 8) as u32 } else { raw };
         raw & T::truncate(self.mask)
@@ -424,12 +415,12 @@ impl<'a> CuckooView<'a> {
     /// loaded (their cache misses overlap), then each is compared with the fingerprint in all
     /// four slots at once (XOR with the fingerprint in every slot, then a zero-field test).
     #[inline(always)]
-    fn query_with<T: Word, const SHIFT: bool>(&self, hash: u64) -> bool {
+    fn query_with<T: Word, const SHIFT: bool>(&self, body: &[u8], hash: u64) -> bool {
         let fp = (((hash & 0xffff_ffff) * self.fp_scale) >> 32) as u32 + 1;
         let i1 = fastrange(hash, self.buckets);
         let i2 = alt_bucket(i1, fp, self.buckets);
-        let b1: T = self.bucket::<T, SHIFT>(i1);
-        let b2: T = self.bucket::<T, SHIFT>(i2);
+        let b1: T = self.bucket::<T, SHIFT>(body, i1);
+        let b2: T = self.bucket::<T, SHIFT>(body, i2);
         let (lo, hi) = (T::truncate(self.lo), T::truncate(self.hi));
         let want = lo.wrapping_mul(T::truncate(fp as u128));
         has_zero_field(b1 ^ want, lo, hi) | has_zero_field(b2 ^ want, lo, hi)
@@ -441,18 +432,18 @@ impl<'a> CuckooView<'a> {
     pub(super) fn run(&self) -> Run {
         let f = self.fp_bits;
         if SLOTS * f + 7 > 64 {
-            |v, hash| match v {
-                View::Cuckoo(c) => c.query_with::<u128, true>(hash),
+            |v, body, hash| match v {
+                View::Cuckoo(c) => c.query_with::<u128, true>(body, hash),
                 _ => true,
             }
         } else if f % 2 == 1 {
-            |v, hash| match v {
-                View::Cuckoo(c) => c.query_with::<u64, true>(hash),
+            |v, body, hash| match v {
+                View::Cuckoo(c) => c.query_with::<u64, true>(body, hash),
                 _ => true,
             }
         } else {
-            |v, hash| match v {
-                View::Cuckoo(c) => c.query_with::<u64, false>(hash),
+            |v, body, hash| match v {
+                View::Cuckoo(c) => c.query_with::<u64, false>(body, hash),
                 _ => true,
             }
         }
@@ -460,19 +451,20 @@ impl<'a> CuckooView<'a> {
 
     /// Reads the key's two buckets (see [`crate::Filter::touch`]).
     #[inline]
-    pub fn touch(&self, hash: u64) -> u8 {
+    pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
         let i2 = alt_bucket(i1, fp, self.buckets);
         let first = |i: u64| {
             let byte = i * (SLOTS * self.fp_bits) as u64 / 8;
-            self.body.get(byte as usize).copied().unwrap_or(0)
+            body.get(byte as usize).copied().unwrap_or(0)
         };
         first(i1) ^ first(i2)
     }
 
-    /// Reconstructs a mutable filter from this block (to insert or delete without the keys).
-    pub fn to_builder(&self, fpr: f64) -> CuckooBuilder {
+    /// Reconstructs a mutable filter from this view's body (to insert or delete without the
+    /// keys).
+    pub fn to_builder(&self, body: &[u8], fpr: f64) -> CuckooBuilder {
         let mut b = CuckooBuilder::with_buckets(self.buckets, fpr);
         b.fp_bits = self.fp_bits;
         let f = self.fp_bits as usize;
@@ -480,7 +472,7 @@ impl<'a> CuckooView<'a> {
         for s in 0..b.slots.len() {
             let bit = s * f;
             let byte = bit / 8;
-            if let Some(raw) = self.body.get(byte..byte + 16) {
+            if let Some(raw) = body.get(byte..byte + 16) {
                 let w = u128::from_le_bytes(raw.try_into().unwrap_or([0; 16]));
                 let fp = ((w >> (bit % 8)) & mask) as u32;
                 b.slots[s] = fp;
@@ -685,7 +677,7 @@ mod tests {
         let block = build(0.001, &hashes);
         let (h, body) = Header::decode(&block).expect("decode");
         let v = CuckooView::new(&h, body).expect("view");
-        let b = v.to_builder(0.001);
+        let b = v.to_builder(body, 0.001);
         assert_eq!(b.len(), h.n);
         assert_eq!(b.finish(), block);
     }

@@ -423,8 +423,7 @@ fn attempt(
 
 /// Zero-copy reader over a binary fuse body.
 #[derive(Clone, Copy)]
-pub struct FuseView<'a> {
-    body: &'a [u8],
+pub struct FuseView {
     seed: u64,
     slots: Slots,
     fp_bits: u32,
@@ -432,24 +431,17 @@ pub struct FuseView<'a> {
     inline: bool,
 }
 
-impl std::fmt::Debug for FuseView<'_> {
+impl std::fmt::Debug for FuseView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FuseView")
-            .field("body_len", &self.body.len())
             .field("seed", &self.seed)
             .field("fp_bits", &self.fp_bits)
             .finish()
     }
 }
 
-impl<'a> FuseView<'a> {
-    /// The same parameters over another body (one already checked against them).
-    #[inline]
-    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> FuseView<'b> {
-        FuseView { body, ..*self }
-    }
-
-    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+impl FuseView {
+    pub(super) fn new(h: &Header, body: &[u8]) -> Result<Self> {
         let [f, arity, segment_log2, zero] = h.p2.to_le_bytes();
         let f = f as u32;
         if ![8, 16, 32].contains(&f) {
@@ -491,7 +483,6 @@ impl<'a> FuseView<'a> {
             ));
         }
         Ok(FuseView {
-            body,
             seed: h.p1,
             slots: Slots::new(layout),
             fp_bits: f,
@@ -503,10 +494,9 @@ impl<'a> FuseView<'a> {
     /// are branches that are never taken (a conditional move in their place, clamping the
     /// index, measured 5-10 % slower: the loads then wait for the compare).
     #[inline(always)]
-    pub(super) fn query_with<F: Fingerprint>(&self, hash: u64) -> bool {
+    pub(super) fn query_with<F: Fingerprint>(&self, b: &[u8], hash: u64) -> bool {
         let x = mixed(hash, self.seed);
         let [h0, h1, h2] = self.slots.of(x);
-        let b = self.body;
         let (Some(f0), Some(f1), Some(f2)) = (F::get(b, h0), F::get(b, h1), F::get(b, h2)) else {
             return true;
         };
@@ -524,17 +514,17 @@ impl<'a> FuseView<'a> {
     /// filter answers "absent" to everything.
     pub(super) fn run(&self) -> Run {
         match (self.slots.first_range, self.fp_bits) {
-            (0, _) => |_, _| false,
-            (_, 8) => |v, hash| match v {
-                View::Fuse(f) => f.query_with::<u8>(hash),
+            (0, _) => |_, _, _| false,
+            (_, 8) => |v, body, hash| match v {
+                View::Fuse(f) => f.query_with::<u8>(body, hash),
                 _ => true,
             },
-            (_, 16) => |v, hash| match v {
-                View::Fuse(f) => f.query_with::<u16>(hash),
+            (_, 16) => |v, body, hash| match v {
+                View::Fuse(f) => f.query_with::<u16>(body, hash),
                 _ => true,
             },
-            _ => |v, hash| match v {
-                View::Fuse(f) => f.query_with::<u32>(hash),
+            _ => |v, body, hash| match v {
+                View::Fuse(f) => f.query_with::<u32>(body, hash),
                 _ => true,
             },
         }
@@ -542,10 +532,10 @@ impl<'a> FuseView<'a> {
 
     /// Reads the byte of the key's first slot (see [`crate::Filter::touch`]).
     #[inline]
-    pub fn touch(&self, hash: u64) -> u8 {
+    pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
         let [h0, ..] = self.slots.of(mixed(hash, self.seed));
         let at = h0.saturating_mul(self.fp_bits as u64 / 8);
-        self.body.get(at as usize).copied().unwrap_or(0)
+        body.get(at as usize).copied().unwrap_or(0)
     }
 
     /// The fingerprint width.

@@ -102,11 +102,15 @@ mod x86 {
     /// FastLocalBloom). `ONE_ROUND` (k ≤ 8) drops the loop; otherwise a key rejected by a
     /// round is not probed further.
     #[target_feature(enable = "avx2")]
-    pub(super) fn blocked_v2_avx2<const ONE_ROUND: bool>(view: &View<'_>, hash: u64) -> bool {
+    pub(super) fn blocked_v2_avx2<const ONE_ROUND: bool>(
+        view: &View,
+        body: &[u8],
+        hash: u64,
+    ) -> bool {
         let View::Blocked(v) = view else {
             return true;
         };
-        let Some(block) = block_of(v.lines, hash) else {
+        let Some(block) = block_of(body, hash) else {
             return true;
         };
         let k = v.arg;
@@ -155,11 +159,15 @@ mod x86 {
     /// mask register, and one `vptestnmd` finds any unset bit. `ONE_ROUND` (k ≤ 16) drops
     /// the loop and takes the lane mask (2^k − 1) as `arg`; otherwise `arg` is k.
     #[target_feature(enable = "avx512f")]
-    pub(super) fn blocked_v2_avx512<const ONE_ROUND: bool>(view: &View<'_>, hash: u64) -> bool {
+    pub(super) fn blocked_v2_avx512<const ONE_ROUND: bool>(
+        view: &View,
+        body: &[u8],
+        hash: u64,
+    ) -> bool {
         let View::Blocked(v) = view else {
             return true;
         };
-        let Some(block) = block_of(v.lines, hash) else {
+        let Some(block) = block_of(body, hash) else {
             return true;
         };
         let arg = v.arg;
