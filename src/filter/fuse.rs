@@ -41,8 +41,8 @@ pub const ARITY: u32 = 3;
 pub const MAX_SEGMENT_LOG2: u32 = 18;
 /// Largest segment length a reader accepts, as a power of two.
 pub const MAX_READ_SEGMENT_LOG2: u32 = 30;
-/// Keys hashed per parallel task (a fixed size, so the work split does not depend on the
-/// thread count; the result never does anyway).
+/// Keys hashed and sorted per parallel task (a fixed size, so the work split does not depend
+/// on the thread count; the result never does anyway).
 const HASH_CHUNK: usize = 1 << 16;
 /// First state of the seed sequence (splitmix64); the file depends on it, so it never changes.
 const SEED_START: u64 = 0x726b_2b9d_438b_9d4d;
@@ -328,35 +328,55 @@ fn attempt(
         queue: vec![0; cap],
     };
 
-    // 1. Hash (in parallel, each key to its own position) and sort by segment, so that the
-    //    counters below are updated in address order.
-    let mut mixed_keys = vec![0u64; n];
-    mixed_keys
-        .par_chunks_mut(HASH_CHUNK)
-        .zip(keys.par_chunks(HASH_CHUNK))
-        .for_each(|(out, inp)| {
-            for (o, &k) in out.iter_mut().zip(inp) {
-                *o = mixed(k, seed);
-            }
-        });
+    // 1. Hash and sort by segment, so that the counters below are updated in address order.
+    //    In parallel and deterministically: every fixed-size chunk of keys is hashed and
+    //    counting-sorted by block into its own buffer; then each block's run of the output
+    //    is filled from every chunk's part for that block, in chunk order. The result is the
+    //    one a sequential counting sort gives, whatever the thread count.
     let bits = (u64::from(layout.segments)
         .next_power_of_two()
         .trailing_zeros())
     .max(1);
+    let blocks = 1usize << bits;
     let block = |x: u64| (x >> (64 - bits)) as usize;
-    let mut start = vec![0usize; (1 << bits) + 1];
-    for &x in &mixed_keys {
-        start[block(x) + 1] += 1;
+    let parts: Vec<(Vec<u64>, Vec<usize>)> = keys
+        .par_chunks(HASH_CHUNK)
+        .map(|chunk| {
+            let mut start = vec![0usize; blocks + 1];
+            for &k in chunk {
+                start[block(mixed(k, seed)) + 1] += 1;
+            }
+            for b in 1..start.len() {
+                start[b] += start[b - 1];
+            }
+            let mut sorted = vec![0u64; chunk.len()];
+            let mut next = start.clone();
+            for &k in chunk {
+                let x = mixed(k, seed);
+                let b = block(x);
+                sorted[next[b]] = x;
+                next[b] += 1;
+            }
+            (sorted, start)
+        })
+        .collect();
+    let mut runs: Vec<&mut [u64]> = Vec::with_capacity(blocks);
+    let mut rest: &mut [u64] = &mut s.order;
+    for b in 0..blocks {
+        let len: usize = parts.iter().map(|(_, st)| st[b + 1] - st[b]).sum();
+        let (run, tail) = rest.split_at_mut(len);
+        runs.push(run);
+        rest = tail;
     }
-    for b in 1..start.len() {
-        start[b] += start[b - 1];
-    }
-    for &x in &mixed_keys {
-        let b = block(x);
-        s.order[start[b]] = x;
-        start[b] += 1;
-    }
-    drop(mixed_keys);
+    runs.into_par_iter().enumerate().for_each(|(b, run)| {
+        let mut at = 0;
+        for (sorted, st) in &parts {
+            let part = &sorted[st[b]..st[b + 1]];
+            run[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+    });
+    drop(parts);
 
     // 2. Count. A hash equal to one already counted cancels in every slot's XOR; when one
     //    of its slots is left holding exactly that pair (count 2, XOR 0) the copy is
