@@ -1,5 +1,5 @@
 //! filterstore: a persistent LSM key-value store whose sorted tables are fronted by
-//! memory-mapped approximate-membership filters (Bloom, blocked Bloom, cuckoo).
+//! memory-mapped approximate-membership filters (Bloom, blocked Bloom, cuckoo, binary fuse).
 //!
 //! ```
 //! use filterstore::{Options, Store};

@@ -289,7 +289,7 @@ fn bad_filter_and_fpr_are_usage_errors() {
     let d = db(&t);
     let out = store(&d, &["--filter", "bloomy", "put", "k", "v"]);
     assert_eq!(out.code, 2);
-    for k in ["none", "bloom", "blocked-bloom", "cuckoo"] {
+    for k in ["none", "bloom", "blocked-bloom", "cuckoo", "binary-fuse"] {
         assert!(out.stderr.contains(k), "{}", out.stderr);
     }
     for bad in ["0", "1", "-0.5", "1.5", "abc", "nan", "inf", ""] {

@@ -123,6 +123,7 @@ fn absent_keys_cost_about_eps_reads_per_table() {
         (FilterKind::Bloom, 0.01),
         (FilterKind::BlockedBloom, 0.01),
         (FilterKind::Cuckoo, 0.001),
+        (FilterKind::BinaryFuse, 0.01),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let store = ten_tables(dir.path(), kind, fpr, n);
@@ -230,6 +231,7 @@ fn refilter_swaps_filters_without_touching_data() {
     for (kind, fpr) in [
         (FilterKind::Cuckoo, 0.001),
         (FilterKind::None, 0.5),
+        (FilterKind::BinaryFuse, 0.001),
         (FilterKind::BlockedBloom, 0.01),
     ] {
         store.refilter(kind, fpr).unwrap();
@@ -562,7 +564,7 @@ fn a_long_lived_reader_sees_every_completed_change() {
             10..=12 => store.flush().unwrap(),
             13 => store.compact().unwrap(),
             14 => {
-                let kind = FilterKind::ALL[(next() % 4) as usize];
+                let kind = FilterKind::ALL[(next() % FilterKind::ALL.len() as u64) as usize];
                 store.refilter(kind, 0.05).unwrap();
             }
             _ => {}
@@ -608,6 +610,7 @@ fn readers_never_miss_keys_while_tables_change() {
         FilterKind::Bloom,
         FilterKind::None,
         FilterKind::BlockedBloom,
+        FilterKind::BinaryFuse,
     ];
     for round in 0..30u64 {
         for i in round * 200..(round + 1) * 200 {
@@ -616,7 +619,9 @@ fn readers_never_miss_keys_while_tables_change() {
         // Acknowledged only once flushed: then every round's keys sit in tables.
         store.flush().unwrap();
         readers.written((round + 1) * 200);
-        store.refilter(kinds[round as usize % 3], 0.02).unwrap();
+        store
+            .refilter(kinds[round as usize % kinds.len()], 0.02)
+            .unwrap();
         store.compact().unwrap();
     }
     let checks = readers.join();

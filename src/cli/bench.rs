@@ -30,7 +30,7 @@ pub struct FilterBench {
     #[arg(long, default_value_t = 100_000)]
     baseline_lookups: u64,
     /// Filter kinds to compare, comma-separated (none is always measured as the baseline)
-    #[arg(long, value_delimiter = ',', default_value = "bloom,blocked-bloom,cuckoo", value_parser = super::parse_filter)]
+    #[arg(long, value_delimiter = ',', default_value = "bloom,blocked-bloom,cuckoo,binary-fuse", value_parser = super::parse_filter)]
     kinds: Vec<FilterKind>,
     /// Target false-positive rates, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "0.2,0.05,0.01,0.001", value_parser = super::parse_fpr)]
@@ -110,7 +110,8 @@ impl Run for FilterBench {
 /// observed false-positive rate against theory.
 ///
 /// With no arguments: 1,000,000 generated 16-byte keys with 100-byte values sealed into 10
-/// tables (no compaction); for `none` and for each of bloom, blocked-bloom and cuckoo at
+/// tables (no compaction); for `none` and for each of bloom, blocked-bloom, cuckoo and
+/// binary-fuse at
 /// ε = 20%, 5%, 1%, 0.1%, the filters of the same tables are swapped with `refilter` (data is
 /// never rewritten), then 1,000,000 absent-key and 1,000,000 present-key lookups are timed
 /// (100,000 each for the no-filter baseline). Absent keys: 90% inside every table's key range,

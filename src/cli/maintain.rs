@@ -53,7 +53,7 @@ impl Run for Refilter {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let Some(kind) = g.filter else {
             return Err(CliError::usage(
-                "refilter needs --filter KIND (none, bloom, blocked-bloom or cuckoo)",
+                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse)",
             ));
         };
         let store = g.open(Access::Existing)?;

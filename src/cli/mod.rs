@@ -26,7 +26,8 @@ use filterstore::{filter::check_fpr, FilterKind, Options, Store, SyncPolicy};
 
 const LONG_ABOUT: &str = "\
 A persistent key-value store whose sorted tables are fronted by memory-mapped Bloom, \
-blocked-Bloom or cuckoo filters, so looking up an absent key usually skips the table's data.
+blocked-Bloom, cuckoo or binary fuse filters, so looking up an absent key usually skips the \
+table's data.
 
 The store lives in one directory: --dir DIR, else the environment variable FILTERSTORE_DIR, \
 else ./filterstore-data. It is created by the first command that writes (put, delete, load); \
@@ -50,7 +51,7 @@ Exit codes:
 #[command(
     name = "store",
     version,
-    about = "A key-value store whose tables are fronted by Bloom, blocked-Bloom or cuckoo filters",
+    about = "A key-value store whose tables are fronted by Bloom, blocked-Bloom, cuckoo or binary fuse filters",
     long_about = LONG_ABOUT,
     after_long_help = AFTER_LONG_HELP,
     propagate_version = true
@@ -69,7 +70,8 @@ pub struct Global {
     /// Store directory [default: $FILTERSTORE_DIR, else ./filterstore-data]
     #[arg(long, global = true, value_name = "DIR", env = "FILTERSTORE_DIR")]
     pub dir: Option<PathBuf>,
-    /// Filter for tables sealed by this command: none, bloom, blocked-bloom or cuckoo
+    /// Filter for tables sealed by this command: none, bloom, blocked-bloom, cuckoo or
+    /// binary-fuse
     /// [default: the store's, chosen at creation; blocked-bloom for a new store]
     #[arg(long, global = true, value_name = "KIND", value_parser = parse_filter)]
     pub filter: Option<FilterKind>,

@@ -71,7 +71,8 @@ pub struct MappedFilter {
     /// File number of the filter file.
     pub number: u64,
     map: Mmap,
-    /// The decoded, checked filter, rebound to `&[]`; rebound to `map` per query.
+    /// The decoded, checked filter, rebound to `&[]`; queried over `map` with
+    /// [`Filter::may_contain_in`].
     checked: Filter<'static>,
 }
 
@@ -93,13 +94,13 @@ impl MappedFilter {
     /// False means the key is certainly not in the table.
     #[inline]
     pub fn may_contain(&self, hash: u64) -> bool {
-        self.checked.rebind(&self.map).may_contain(hash)
+        self.checked.may_contain_in(&self.map, hash)
     }
 
     /// See [`Filter::touch`].
     #[inline]
     pub fn touch(&self, hash: u64) -> u8 {
-        self.checked.rebind(&self.map).touch(hash)
+        self.checked.touch_in(&self.map, hash)
     }
 
     /// The filter's header.

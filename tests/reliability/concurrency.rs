@@ -103,11 +103,14 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
                 FilterKind::Cuckoo,
                 FilterKind::Bloom,
                 FilterKind::BlockedBloom,
+                FilterKind::BinaryFuse,
                 FilterKind::None,
             ];
             while !stop.load(Ordering::Acquire) {
                 store.compact().unwrap();
-                store.refilter(kinds[n as usize % 4], 0.02).unwrap();
+                store
+                    .refilter(kinds[n as usize % kinds.len()], 0.02)
+                    .unwrap();
                 n += 1;
             }
             n

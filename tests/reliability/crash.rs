@@ -45,7 +45,7 @@ fn child_writer() {
     let seed: u64 = seed.parse().unwrap();
     let mut rng = Rng::new(seed);
     let opts = Options {
-        filter: Some(FilterKind::ALL[rng.below(4) as usize]),
+        filter: Some(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
         memtable_bytes: 1024 + rng.below(4096) as usize,
         compaction_trigger: Some(2 + rng.below(3) as usize),
         // Tiny tables and levels, so that kills land in background flushes and in
@@ -100,7 +100,7 @@ fn child_writer() {
             }
             _ => {
                 out("@R?");
-                let kind = FilterKind::ALL[rng.below(4) as usize];
+                let kind = FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize];
                 store.refilter(kind, 0.05).unwrap();
                 out("@R");
             }

@@ -64,7 +64,7 @@ fn workload(seed: u64, steps: usize) -> Vec<Op> {
             }
             85..=90 => Op::Flush,
             91..=95 => Op::Compact,
-            _ => Op::Refilter(FilterKind::ALL[rng.below(4) as usize]),
+            _ => Op::Refilter(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
         };
         ops.push(op);
     }
