@@ -77,13 +77,26 @@ pub struct MappedFilter {
 }
 
 impl MappedFilter {
-    /// Maps the filter file and checks it fully (magic, version, lengths, both CRCs).
+    /// Checks the filter file fully (magic, version, lengths, both CRCs) and maps it.
+    ///
+    /// The check reads the file with `read`, not through the map: the map's pages then come
+    /// into this process only as queries touch them, so filters that are not queried (all
+    /// of them during a bulk load or a compaction) stay in the page cache, outside the
+    /// store's resident memory.
     pub fn open(path: &Path, number: u64) -> Result<MappedFilter> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let map = crate::mmap::map_readonly(&file).map_err(|e| Error::io(path, e))?;
-        let checked = Filter::decode(&map)
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| Error::io(path, e))?;
+        let checked = Filter::decode(&bytes)
             .map_err(|e| e.in_file(path, 0))?
             .rebind(&[]);
+        drop(bytes);
+        let map = crate::mmap::map_readonly(&file).map_err(|e| Error::io(path, e))?;
+        if map.len() as u64 != checked.block_len() {
+            return Err(
+                Error::corrupt(0, "filter file changed while it was opened").in_file(path, 0)
+            );
+        }
         Ok(MappedFilter {
             number,
             map,
