@@ -710,3 +710,54 @@ fn overlapping_tables_in_a_level_are_refused() {
         report.problems
     );
 }
+
+/// Dropping a store while it flushes and compacts in the background waits for that work:
+/// afterwards every table and filter file is one the manifest names (nothing half-written
+/// is left behind), and every write is there after reopening.
+#[test]
+fn drop_waits_for_background_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = || Options {
+        memtable_bytes: 32 << 10,
+        compaction_trigger: Some(2),
+        table_bytes: 16 << 10,
+        l1_bytes: 64 << 10,
+        level_ratio: 2,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    };
+    let mut written = 0u64;
+    for round in 0..20u64 {
+        let store = Store::open(dir.path(), o()).unwrap();
+        // Enough to seal several memtables and leave compactions running at the drop.
+        for _ in 0..(2000 + round * 150) {
+            store
+                .put(&key(written), format!("v{written}").as_bytes())
+                .unwrap();
+            written += 1;
+        }
+        drop(store);
+        let m = filterstore::manifest::Manifest::load(dir.path())
+            .unwrap()
+            .unwrap();
+        let named: std::collections::HashSet<u64> = m
+            .tables
+            .iter()
+            .flat_map(|t| [t.number, t.filter_file])
+            .collect();
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some((n, "sst" | "filter")) = name.split_once('.') {
+                let n: u64 = n.parse().unwrap();
+                assert!(named.contains(&n), "round {round}: {name} left behind");
+            }
+        }
+    }
+    let store = Store::open(dir.path(), o()).unwrap();
+    for i in (0..written).step_by(7) {
+        assert_eq!(
+            store.get(&key(i)).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+}
