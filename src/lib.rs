@@ -14,6 +14,17 @@
 //! assert_eq!(stats.tables.len(), 1);
 //! # Ok(()) }
 //! ```
+//!
+//! # Unsafe code
+//!
+//! The crate denies `unsafe` except at these sites, each with a SAFETY comment:
+//! - `mmap.rs`: mapping filter and table files read-only (they are never modified after
+//!   they are renamed into place);
+//! - `filter/simd.rs`: the AVX2 and AVX-512 query kernels and their unaligned loads, and
+//!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
+//!   checked for its instructions;
+//! - `hyph/patterns.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of the
+//!   x86-64 baseline).
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
