@@ -285,9 +285,11 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<Source> {
                 return Err(bad(
                     path,
                     format!(
-                        "row group {g}: column `{}` is compressed with {codec}, which this build \
+                        "row group {g}: column `{}` is compressed with {}, which this build \
                          does not read (it reads uncompressed, SNAPPY, GZIP, LZ4 and LZ4_RAW pages)",
-                        c.name
+                        c.name,
+                        // The codec's name without its level: "ZSTD", not "ZSTD(ZstdLevel(1))".
+                        codec.to_string().split('(').next().unwrap_or_default()
                     ),
                 ));
             }

@@ -1,5 +1,5 @@
 //! filterstore: a persistent LSM key-value store whose sorted tables are fronted by
-//! memory-mapped approximate-membership filters (Bloom, blocked Bloom, cuckoo).
+//! memory-mapped approximate-membership filters (Bloom, blocked Bloom, cuckoo, binary fuse).
 //!
 //! ```
 //! use filterstore::{Options, Store};
@@ -14,6 +14,17 @@
 //! assert_eq!(stats.tables.len(), 1);
 //! # Ok(()) }
 //! ```
+//!
+//! # Unsafe code
+//!
+//! The crate denies `unsafe` except at these sites, each with a SAFETY comment:
+//! - `mmap.rs`: mapping filter and table files read-only (they are never modified after
+//!   they are renamed into place);
+//! - `filter/simd.rs`: the AVX2 and AVX-512 query kernels and their unaligned loads, and
+//!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
+//!   checked for its instructions;
+//! - `hyph/patterns.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of the
+//!   x86-64 baseline).
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -21,6 +32,7 @@ pub mod bench;
 #[cfg(feature = "parquet")]
 pub mod bench_export;
 pub mod codec;
+mod compaction;
 pub mod counters;
 pub mod error;
 #[cfg(feature = "parquet")]
@@ -33,17 +45,18 @@ pub mod import;
 pub mod io;
 pub mod manifest;
 pub mod memtable;
-pub mod merge;
+mod merge;
 mod mmap;
 pub mod plot;
 pub mod store;
 pub mod table;
 pub mod verify;
+mod version;
 pub mod wal;
 
 pub use error::{Error, Result};
 pub use filter::{Filter, FilterKind};
-pub use store::{Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{LevelStats, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.

@@ -299,10 +299,12 @@ fn decoders_survive_millions_of_hostile_inputs() {
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
     ] {
         for n in [0u64, 3, 40] {
             let hashes: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-            for fpr in [0.3, 0.01] {
+            // For binary-fuse: 8 and 16-bit fingerprints.
+            for fpr in [0.3, 0.01, 0.001] {
                 seeds.push(filter::build(kind, fpr, &hashes).unwrap().unwrap());
             }
         }
@@ -328,9 +330,10 @@ fn decoders_survive_millions_of_hostile_inputs() {
 
     // Manifests.
     let rec = |n: u64, rng: &mut Rng| TableRecord {
+        level: (n % 3) as u32,
         number: n,
         filter_file: n + 1,
-        filter_kind: FilterKind::ALL[(n % 4) as usize],
+        filter_kind: FilterKind::ALL[(n % FilterKind::ALL.len() as u64) as usize],
         fpr: 0.01,
         entries: rng.below(1000),
         tombstones: rng.below(10),
@@ -347,6 +350,7 @@ fn decoders_survive_millions_of_hostile_inputs() {
                 default_kind: FilterKind::Cuckoo,
                 default_fpr: 0.02,
                 tables: (0..n).map(|i| rec(i * 3 + 1, &mut rng)).collect(),
+                cursors: (0..n).map(|i| (i as u32 + 1, rng.bytes(6))).collect(),
             }
             .encode()
         })
