@@ -81,7 +81,7 @@ pub enum Codec {
     Snappy,
 }
 
-/// How [`parquet`] writes.
+/// How [`parquet()`] writes.
 #[derive(Clone, Debug)]
 pub struct ParquetOptions {
     /// Rows per row group at most ([`DEFAULT_ROWS_PER_GROUP`]).

@@ -40,7 +40,7 @@ const READ_ROWS: usize = 4096;
 /// Key and value bytes per write batch at most (batches of huge values stay small).
 const BATCH_BYTES: usize = 16 << 20;
 
-/// How [`parquet`] reads.
+/// How [`parquet()`] reads.
 #[derive(Clone, Debug)]
 pub struct ImportOptions {
     /// Name (dotted path for a nested column) of the key column.

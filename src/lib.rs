@@ -28,26 +28,29 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+#[cfg(feature = "showcase")]
 pub mod bench;
-#[cfg(feature = "parquet")]
+#[cfg(all(feature = "parquet", feature = "showcase"))]
 pub mod bench_export;
-pub mod codec;
+pub(crate) mod codec;
 mod compaction;
-pub mod counters;
+pub(crate) mod counters;
 pub mod error;
 #[cfg(feature = "parquet")]
 pub mod export;
 pub mod filter;
 pub mod hash;
+#[cfg(feature = "showcase")]
 pub mod hyph;
 #[cfg(feature = "parquet")]
 pub mod import;
 pub mod io;
 pub mod manifest;
-pub mod memtable;
+pub(crate) mod memtable;
 mod merge;
 mod mmap;
-pub mod plot;
+#[cfg(feature = "showcase")]
+pub(crate) mod plot;
 pub mod store;
 pub mod table;
 pub mod verify;

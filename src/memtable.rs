@@ -236,6 +236,7 @@ impl Memtable {
     }
 
     /// The entry for `key`: `None` when absent, `Some(None)` for a tombstone.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         self.get_hashed(key, key_hash(key))
     }
