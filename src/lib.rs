@@ -58,6 +58,7 @@ mod version;
 pub mod wal;
 
 pub use error::{Error, Result};
+pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
 pub use store::{LevelStats, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
 pub use wal::WriteBatch;

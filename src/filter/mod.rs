@@ -9,6 +9,7 @@
 //! | header (64 bytes) | body (body_len bytes, little-endian) |
 //! ```
 
+pub mod alloc;
 pub mod blocked;
 pub mod bloom;
 pub mod cuckoo;
