@@ -294,6 +294,10 @@ pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
 /// Runs on the current rayon pool: install a pool with one thread to build single-threaded.
 /// Returns `Ok(None)` for [`FilterKind::None`].
 pub fn build(kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<Vec<u8>>> {
+    if kind == FilterKind::None {
+        // No filter has no rate to check (a budget records ε = 1 for it).
+        return Ok(None);
+    }
     check_fpr(fpr)?;
     Ok(match kind {
         FilterKind::None => None,

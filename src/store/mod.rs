@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use crate::compaction::plan::Shape;
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
+use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
 use crate::manifest::Manifest;
@@ -34,6 +35,7 @@ use crate::wal::{replay_file, WalWriter};
 
 pub use self::read::{prefix_successor, Reader, Scan};
 pub use self::stats::{LevelStats, Stats, TableStats};
+pub use self::worker::Rebalanced;
 
 /// When WAL appends are fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +60,13 @@ pub struct Options {
     pub filter: Option<FilterKind>,
     /// Target false-positive rate for new filters; `None` uses the store's default (1 %).
     pub fpr: Option<f64>,
+    /// How new filters are sized; `None` is `FilterPolicy::Uniform` at [`Options::filter`]
+    /// and [`Options::fpr`] (each table at the same rate, as before budgets existed). With
+    /// `FilterPolicy::Budget`, a new table gets the rate its level should have under
+    /// Monkey's allocation of `bits_per_key` × keys in tables (see `docs/engine.md`, "Filter
+    /// memory across levels"), and `filter`/`fpr` are not used for new tables. Not stored in
+    /// the manifest: give it at every open.
+    pub policy: Option<FilterPolicy>,
     /// A memtable becomes immutable (and is sealed into an L0 table in the background) once
     /// it takes this many bytes of memory (keys, values, and its per-entry slot and index).
     /// At most one immutable memtable waits, so memtables take up to about twice this.
@@ -101,6 +110,7 @@ impl Default for Options {
         Options {
             filter: None,
             fpr: None,
+            policy: None,
             memtable_bytes: 32 << 20,
             sync: SyncPolicy::OnFlush,
             compaction_trigger: Some(8),
@@ -130,6 +140,9 @@ impl Options {
     fn check(&self) -> Result<()> {
         if let Some(f) = self.fpr {
             check_fpr(f)?;
+        }
+        if let Some(p) = &self.policy {
+            worker::check_policy(p)?;
         }
         let bad = |what: &str| Err(Error::InvalidArgument(what.to_string()));
         if self.compaction_trigger == Some(0) {
@@ -238,6 +251,8 @@ pub(crate) struct Inner {
     opts: Options,
     kind: FilterKind,
     fpr: f64,
+    /// How new filters are sized (`opts.policy`, else uniform at `kind` and `fpr`).
+    policy: FilterPolicy,
     _lock: File,
     state: RwLock<State>,
     /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
@@ -426,11 +441,13 @@ impl Store {
                 *c = Some(k.clone());
             }
         }
+        let policy = opts.policy.unwrap_or(FilterPolicy::Uniform { kind, fpr });
         let inner = Arc::new(Inner {
             dir,
             fs,
             kind,
             fpr,
+            policy,
             _lock: lock,
             state: RwLock::new(State {
                 mem: Memtable::new(),
@@ -475,6 +492,11 @@ impl Store {
     /// The filter kind and target rate used for tables written by this handle.
     pub fn filter(&self) -> (FilterKind, f64) {
         (self.inner.kind, self.inner.fpr)
+    }
+
+    /// How this handle sizes new filters.
+    pub fn policy(&self) -> FilterPolicy {
+        self.inner.policy
     }
 
     /// The filter kind and rate recorded when the store was created.

@@ -70,6 +70,40 @@ impl Stats {
     pub fn table_keys(&self) -> u64 {
         self.tables.iter().map(|t| t.keys).sum()
     }
+    /// Expected wasted data-block reads per absent lookup, the cost Monkey minimises: the
+    /// sum, over the tables an absent key probes when it lies inside every table's key range
+    /// (each L0 table, one table per deeper level), of their filters' theoretical
+    /// false-positive rates (1 for a table without a filter). Within a level, tables count
+    /// by their share of its keys. A level whose tables cover only part of the key space is
+    /// probed by fewer lookups, so real lookups waste at most this.
+    pub fn expected_absent_reads(&self) -> f64 {
+        self.levels.iter().map(|l| l.expected_reads).sum()
+    }
+    /// The same prediction for the lookups this process made: each table's theoretical rate
+    /// times the probes it received, per lookup (the tables a lookup reached are counted,
+    /// not assumed). Compare with [`observed_absent_reads`](Self::observed_absent_reads)
+    /// after lookups of absent keys; `None` before any lookup. Tables count their probes
+    /// since they (or their filter) were installed, lookups since the store was opened: the
+    /// two agree while no flush, compaction or refilter happened during the lookups.
+    pub fn predicted_absent_reads(&self) -> Option<f64> {
+        (self.lookups > 0).then(|| {
+            self.tables
+                .iter()
+                .map(|t| {
+                    let probes = t.filter_negatives + t.filter_positives;
+                    t.theoretical_fpr * probes as f64 + t.unfiltered_reads as f64
+                })
+                .sum::<f64>()
+                / self.lookups as f64
+        })
+    }
+    /// Observed wasted reads per lookup: (false positives + reads of unfiltered tables that
+    /// found nothing) ÷ lookups. For lookups of absent keys this is what
+    /// [`expected_absent_reads`](Self::expected_absent_reads) predicts; `None` before any.
+    pub fn observed_absent_reads(&self) -> Option<f64> {
+        (self.lookups > 0)
+            .then(|| (self.false_positives + self.unfiltered_reads) as f64 / self.lookups as f64)
+    }
     /// Bytes the store wrote (logs, flushes, compactions) per key and value byte written to
     /// it; `None` before any write.
     pub fn write_amplification(&self) -> Option<f64> {
@@ -107,6 +141,14 @@ pub struct LevelStats {
     pub false_positives: u64,
     /// Data blocks read.
     pub data_block_reads: u64,
+    /// The tables' target false-positive rates, weighted by their keys (1 for no filter).
+    pub target_fpr: f64,
+    /// The filters' theoretical false-positive rates, weighted by the tables' keys.
+    pub theoretical_fpr: f64,
+    /// Expected wasted reads an absent lookup spends in this level: the sum of the tables'
+    /// theoretical rates in L0 (each is probed), [`theoretical_fpr`](Self::theoretical_fpr)
+    /// in deeper levels (one table is).
+    pub expected_reads: f64,
 }
 
 impl LevelStats {
@@ -159,6 +201,8 @@ pub struct TableStats {
     pub filter_positives: u64,
     /// False positives.
     pub false_positives: u64,
+    /// Reads of this table without a filter that found nothing.
+    pub unfiltered_reads: u64,
     /// Data blocks read.
     pub data_block_reads: u64,
     /// Bytes read.
@@ -257,6 +301,7 @@ impl Store {
                     filter_negatives: c.negatives(),
                     filter_positives: c.positives(),
                     false_positives: c.false_positives(),
+                    unfiltered_reads: c.unfiltered_misses(),
                     data_block_reads: c.block_reads(),
                     bytes_read: c.bytes_read(),
                     filter_problem: t.filter_problem.clone(),
@@ -275,7 +320,24 @@ impl Store {
                 s.unfiltered_reads += c.unfiltered_misses();
                 s.data_block_reads += ts.data_block_reads;
                 s.bytes_read += ts.bytes_read;
+                let n = ts.keys as f64;
+                ls.target_fpr += n * if ts.filter_kind == FilterKind::None {
+                    1.0
+                } else {
+                    ts.target_fpr
+                };
+                ls.theoretical_fpr += n * ts.theoretical_fpr;
+                if l == 0 {
+                    ls.expected_reads += ts.theoretical_fpr;
+                }
                 s.tables.push(ts);
+            }
+            if ls.keys > 0 {
+                ls.target_fpr /= ls.keys as f64;
+                ls.theoretical_fpr /= ls.keys as f64;
+            }
+            if l > 0 && ls.tables > 0 {
+                ls.expected_reads = ls.theoretical_fpr;
             }
             s.levels.push(ls);
         }

@@ -20,6 +20,7 @@ use super::{filter_path, table_path, wal_path, Imm, Inner, Store};
 use crate::compaction::plan::{plan, plan_full, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::{Error, Result};
+use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
 use crate::filter::{check_fpr, FilterKind};
 use crate::manifest::{Manifest, TableRecord};
 use crate::table::{write_filter_file, MappedFilter, SortedEntries, TableCounters, TableCursor};
@@ -187,45 +188,117 @@ impl Store {
         inner.check_writable()?;
         let _c = inner.lock_compaction();
         let v = inner.current();
-        let mut fresh: Vec<Arc<TableHandle>> = Vec::new();
-        let cleanup = |fresh: &[Arc<TableHandle>]| {
-            for h in fresh {
-                if h.record.filter_file != 0 {
-                    let _ = inner
-                        .fs
-                        .remove(&filter_path(&inner.dir, h.record.filter_file));
+        let jobs = v.tables().map(|t| (t.clone(), kind, fpr)).collect();
+        inner.replace_filters(jobs)
+    }
+
+    /// Recomputes what every table's filter should be under `policy` for the levels as they
+    /// are now, and rebuilds only the filters that changed materially (another kind, or a
+    /// size that differs by more than [`alloc::MATERIAL`], 5 %, from the one the table's
+    /// recorded rate gives), without rewriting any data. A budget's allocation moves as the
+    /// levels grow; this is how a store follows it. Table files are never touched.
+    pub fn rebalance(&self, policy: FilterPolicy) -> Result<Rebalanced> {
+        check_policy(&policy)?;
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let _c = inner.lock_compaction();
+        let v = inner.current();
+        let targets = filter_targets(&v, &policy);
+        let mut jobs = Vec::new();
+        let mut kept = 0;
+        for (t, (kind, fpr)) in v.tables().zip(targets) {
+            let r = &t.record;
+            let changed = if kind != r.filter_kind {
+                true
+            } else if kind == FilterKind::None {
+                false
+            } else {
+                t.filter.is_none() || alloc::material(SizeModel::of(kind), r.fpr, fpr)
+            };
+            if changed {
+                jobs.push((t.clone(), kind, fpr));
+            } else {
+                kept += 1;
+            }
+        }
+        let rebuilt = jobs.iter().map(|(t, _, _)| t.record.number).collect();
+        if !jobs.is_empty() {
+            inner.replace_filters(jobs)?;
+        }
+        Ok(Rebalanced { rebuilt, kept })
+    }
+}
+
+/// What [`Store::rebalance`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Rebalanced {
+    /// Numbers of the tables whose filter was rebuilt.
+    pub rebuilt: Vec<u64>,
+    /// Tables whose filter was kept.
+    pub kept: usize,
+}
+
+pub(super) fn check_policy(policy: &FilterPolicy) -> Result<()> {
+    match *policy {
+        FilterPolicy::Uniform { kind, fpr } if kind != FilterKind::None => check_fpr(fpr),
+        FilterPolicy::Budget { bits_per_key, .. }
+            if !(bits_per_key.is_finite() && bits_per_key >= 0.0) =>
+        {
+            Err(Error::InvalidArgument(format!(
+                "bits per key {bits_per_key} must be a finite number ≥ 0"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Keys of the runs an absent lookup probes in `v`, without the tables numbered in `gone`:
+/// each L0 table (newest first), and each level 1.. as one run (0 when empty).
+fn run_keys(v: &Version, gone: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    let keys = |ts: &[Arc<TableHandle>]| -> Vec<u64> {
+        ts.iter()
+            .filter(|t| !gone.contains(&t.record.number))
+            .map(|t| t.record.entries)
+            .collect()
+    };
+    let levels = v.levels();
+    let l0 = levels.first().map_or_else(Vec::new, |l| keys(l.tables()));
+    let deeper = levels
+        .iter()
+        .skip(1)
+        .map(|l| keys(l.tables()).iter().sum())
+        .collect();
+    (l0, deeper)
+}
+
+/// A budget's rate as a filter: none at all when the allocation gives it no memory.
+fn as_filter(kind: FilterKind, eps: f64) -> (FilterKind, f64) {
+    if kind == FilterKind::None || eps >= MAX_FPR {
+        (FilterKind::None, 1.0)
+    } else {
+        (kind, eps)
+    }
+}
+
+/// The filter every table of `v` should have under `policy`, in `v.tables()` order.
+pub(super) fn filter_targets(v: &Version, policy: &FilterPolicy) -> Vec<(FilterKind, f64)> {
+    match *policy {
+        FilterPolicy::Uniform { kind, fpr } => v.tables().map(|_| (kind, fpr)).collect(),
+        FilterPolicy::Budget { kind, bits_per_key } => {
+            let (l0, deeper) = run_keys(v, &[]);
+            let n0 = l0.len();
+            let runs: Vec<u64> = l0.into_iter().chain(deeper).collect();
+            let eps = alloc::monkey(&runs, bits_per_key, SizeModel::of(kind));
+            let mut out = Vec::new();
+            for (l, level) in v.levels().iter().enumerate() {
+                for (i, _) in level.tables().iter().enumerate() {
+                    let run = if l == 0 { i } else { n0 + l - 1 };
+                    out.push(as_filter(kind, eps.get(run).copied().unwrap_or(1.0)));
                 }
             }
-        };
-        for t in v.tables() {
-            match in_background(|| inner.rebuild_filter(t, kind, fpr)) {
-                Ok(h) => fresh.push(h),
-                Err(e) => {
-                    cleanup(&fresh);
-                    return Err(e);
-                }
-            }
+            out
         }
-        let old: Vec<u64> = v.tables().map(|t| t.record.filter_file).collect();
-        let r = inner.install(Install {
-            edit: Edit {
-                replace: fresh.clone(),
-                ..Edit::default()
-            },
-            ..Install::default()
-        });
-        if let Err(e) = r {
-            // A failed manifest replacement (the store is poisoned then) may have renamed the
-            // new manifest into place: the filter files it names must stay.
-            if !inner.poisoned.load(SeqCst) {
-                cleanup(&fresh);
-            }
-            return Err(e);
-        }
-        for n in old.into_iter().filter(|&n| n != 0) {
-            let _ = inner.fs.remove(&filter_path(&inner.dir, n));
-        }
-        Ok(())
     }
 }
 
@@ -238,14 +311,15 @@ impl Inner {
     /// Seals `imm` into an L0 table and publishes it; its log is removed afterwards.
     pub(super) fn seal(&self, imm: &Imm) -> Result<()> {
         let table_no = self.alloc_file();
-        let filter_no = if self.kind == FilterKind::None {
+        let filter = self.filter_for(&self.current(), &[], 0, imm.mem.len() as u64);
+        let filter_no = if filter.0 == FilterKind::None {
             0
         } else {
             self.alloc_file()
         };
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
-        let record = self.write_table_files(table_no, filter_no, &sorted, &hashes);
+        let record = self.write_table_files(table_no, filter_no, filter, &sorted, &hashes);
         let record = match record {
             Ok(r) => r,
             Err(e) => {
@@ -290,6 +364,7 @@ impl Inner {
         &self,
         table_no: u64,
         filter_no: u64,
+        (kind, fpr): (FilterKind, f64),
         entries: &E,
         hashes: &[u64],
     ) -> Result<Option<TableRecord>> {
@@ -300,7 +375,7 @@ impl Inner {
         let fpath = filter_path(&self.dir, filter_no);
         let (t, f) = rayon::join(
             || crate::table::write_table(&*self.fs, &tpath, entries),
-            || write_filter_file(&*self.fs, &fpath, self.kind, self.fpr, hashes),
+            || write_filter_file(&*self.fs, &fpath, kind, fpr, hashes),
         );
         let (meta, filter_bytes) = (t?, f?);
         self.counters
@@ -311,11 +386,11 @@ impl Inner {
             number: table_no,
             filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
             filter_kind: if filter_bytes.is_some() {
-                self.kind
+                kind
             } else {
                 FilterKind::None
             },
-            fpr: self.fpr,
+            fpr,
             entries: meta.entries,
             tombstones: meta.tombstones,
             file_bytes: meta.file_bytes,
@@ -479,6 +554,13 @@ impl Inner {
                 sources.push(Source::new(tables, scratch.clone())?);
             }
         }
+        let input_keys = levels
+            .iter()
+            .flat_map(|l| l.iter())
+            .filter(|t| inputs.contains(&t.record.number))
+            .map(|t| t.record.entries)
+            .sum();
+        let filter = self.filter_for(v, inputs, output, input_keys);
         let drop_tombstone = |k: &[u8]| tombstone_droppable(&levels, output, k);
         let alloc = || self.alloc_file();
         let out = Output {
@@ -486,7 +568,7 @@ impl Inner {
             dir: &self.dir,
             level: output as u32,
             table_bytes: self.opts.table_bytes,
-            filter: (self.kind, self.fpr),
+            filter,
             alloc: &alloc,
         };
         let result = merge(sources, &drop_tombstone, &out)?;
@@ -528,6 +610,87 @@ impl Inner {
         c.compactions.fetch_add(1, Relaxed);
         c.compaction_bytes.fetch_add(result.bytes_written, Relaxed);
         c.compaction_read_bytes.fetch_add(input_bytes, Relaxed);
+        Ok(())
+    }
+
+    /// The filter a new table of `keys` keys at `level` gets: under a budget, the rate of its
+    /// run in Monkey's allocation for `v` without the tables `gone` (a compaction's inputs),
+    /// with the new keys added (a new L0 table is a run of its own; deeper, the keys join
+    /// the level's run).
+    pub(super) fn filter_for(
+        &self,
+        v: &Version,
+        gone: &[u64],
+        level: usize,
+        keys: u64,
+    ) -> (FilterKind, f64) {
+        let FilterPolicy::Budget { kind, bits_per_key } = self.policy else {
+            return (self.policy.kind(), self.fpr_of_policy());
+        };
+        let (mut l0, mut deeper) = run_keys(v, gone);
+        let run = if level == 0 {
+            l0.insert(0, keys);
+            0
+        } else {
+            if let Some(n) = deeper.get_mut(level - 1) {
+                *n += keys;
+            }
+            l0.len() + level - 1
+        };
+        let runs: Vec<u64> = l0.into_iter().chain(deeper).collect();
+        let eps = alloc::monkey(&runs, bits_per_key, SizeModel::of(kind));
+        as_filter(kind, eps.get(run).copied().unwrap_or(1.0))
+    }
+
+    fn fpr_of_policy(&self) -> f64 {
+        match self.policy {
+            FilterPolicy::Uniform { fpr, .. } => fpr,
+            FilterPolicy::Budget { .. } => self.fpr,
+        }
+    }
+
+    /// Gives each table of `jobs` a new filter of its kind at its rate, then publishes them
+    /// in one manifest swap and removes the old filter files. The caller holds the
+    /// compaction lock.
+    fn replace_filters(&self, jobs: Vec<(Arc<TableHandle>, FilterKind, f64)>) -> Result<()> {
+        let mut fresh: Vec<Arc<TableHandle>> = Vec::new();
+        let cleanup = |fresh: &[Arc<TableHandle>]| {
+            for h in fresh {
+                if h.record.filter_file != 0 {
+                    let _ = self
+                        .fs
+                        .remove(&filter_path(&self.dir, h.record.filter_file));
+                }
+            }
+        };
+        for (t, kind, fpr) in &jobs {
+            match in_background(|| self.rebuild_filter(t, *kind, *fpr)) {
+                Ok(h) => fresh.push(h),
+                Err(e) => {
+                    cleanup(&fresh);
+                    return Err(e);
+                }
+            }
+        }
+        let old: Vec<u64> = jobs.iter().map(|(t, _, _)| t.record.filter_file).collect();
+        let r = self.install(Install {
+            edit: Edit {
+                replace: fresh.clone(),
+                ..Edit::default()
+            },
+            ..Install::default()
+        });
+        if let Err(e) = r {
+            // A failed manifest replacement (the store is poisoned then) may have renamed the
+            // new manifest into place: the filter files it names must stay.
+            if !self.poisoned.load(SeqCst) {
+                cleanup(&fresh);
+            }
+            return Err(e);
+        }
+        for n in old.into_iter().filter(|&n| n != 0) {
+            let _ = self.fs.remove(&filter_path(&self.dir, n));
+        }
         Ok(())
     }
 
