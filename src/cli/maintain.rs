@@ -41,19 +41,38 @@ impl Run for Compact {
     }
 }
 
-/// Rebuild the filter of every table as --filter KIND at --fpr E, without rewriting data.
+/// Rebuild the filter of every table as --filter KIND at --fpr E, without rewriting data;
+/// or, with --bits-per-key B, rebalance the filters to a memory budget.
 ///
-/// --filter is required (before or after the command); --fpr defaults to the store's ε.
-/// The store's default filter (chosen at creation) is not changed. Prints the number of
-/// tables refiltered. Needs an existing store.
+/// --filter is required unless --bits-per-key is given; --fpr defaults to the store's ε.
+/// With --bits-per-key B [--allocation monkey|uniform], the allocation of B bits per key is
+/// computed for the levels as they are now (monkey: each level's ε proportional to its
+/// keys; uniform: one ε for all) and only the filters whose size would change by more than
+/// 5 % are rebuilt (the kind: --filter, else the store's default). The store's default
+/// filter (chosen at creation) is not changed. Prints the number of tables refiltered.
+/// Needs an existing store.
 #[derive(Args, Debug)]
 pub struct Refilter {}
 
 impl Run for Refilter {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
+        if let Some(policy) = g.policy() {
+            let store = g.open(Access::Existing)?;
+            let r = store.rebalance(policy)?;
+            let how = g.allocation.unwrap_or(super::Allocation::Monkey).name();
+            println(format_args!(
+                "refiltered {} of {} tables: {}, {} bits per key, {how} allocation",
+                r.rebuilt.len(),
+                r.rebuilt.len() + r.kept,
+                policy.kind(),
+                g.bits_per_key.unwrap_or(0.0)
+            ))?;
+            return Ok(Exit::Success);
+        }
         let Some(kind) = g.filter else {
             return Err(CliError::usage(
-                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse)",
+                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse) \
+                 or --bits-per-key B",
             ));
         };
         let store = g.open(Access::Existing)?;

@@ -27,8 +27,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use filterstore::manifest::Manifest;
 use filterstore::manifest::MANIFEST_NAME;
-use filterstore::{filter::check_fpr, FilterKind, Options, Store, SyncPolicy};
+use filterstore::{filter::check_fpr, FilterKind, FilterPolicy, Options, Store, SyncPolicy};
 
 const LONG_ABOUT: &str = "\
 A persistent key-value store whose sorted tables are fronted by memory-mapped Bloom, \
@@ -43,7 +44,9 @@ locked.
 
 --filter and --fpr choose the filter of the tables sealed by this command (flush, compact, \
 refilter, or a memtable that fills up during load). The choice made when the store was \
-created is remembered as its default.";
+created is remembered as its default. --bits-per-key B [--allocation monkey|uniform] sizes \
+them from a memory budget instead: B bits per key in tables, each level's ε proportional to \
+its keys (monkey, the default) or one ε for all (uniform). The budget is not remembered.";
 
 const AFTER_LONG_HELP: &str = "\
 Exit codes:
@@ -86,6 +89,56 @@ pub struct Global {
     /// [default: the store's, chosen at creation; 0.01 for a new store]
     #[arg(long, global = true, value_name = "E", value_parser = parse_fpr, allow_negative_numbers = true)]
     pub fpr: Option<f64>,
+    /// Size the filters of tables sealed by this command from a memory budget of B bits per
+    /// key in tables (instead of --fpr), split across levels as --allocation says
+    #[arg(long, global = true, value_name = "B", value_parser = parse_bits)]
+    pub bits_per_key: Option<f64>,
+    /// With --bits-per-key: monkey (each level's ε proportional to its keys, the fewest
+    /// wasted reads per absent lookup) or uniform (one ε for every table)
+    #[arg(long, global = true, value_name = "HOW", requires = "bits_per_key", value_parser = parse_allocation)]
+    pub allocation: Option<Allocation>,
+}
+
+/// How a bits-per-key budget is split across levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocation {
+    /// Monkey: ε of each run proportional to its keys.
+    Monkey,
+    /// The same ε for every table.
+    Uniform,
+}
+
+impl Allocation {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allocation::Monkey => "monkey",
+            Allocation::Uniform => "uniform",
+        }
+    }
+
+    /// The policy spending `bits_per_key` on filters of `kind` this way.
+    pub fn policy(self, kind: FilterKind, bits_per_key: f64) -> FilterPolicy {
+        match self {
+            Allocation::Monkey => FilterPolicy::Budget { kind, bits_per_key },
+            Allocation::Uniform => FilterPolicy::uniform_at_bits(kind, bits_per_key),
+        }
+    }
+}
+
+pub(crate) fn parse_allocation(s: &str) -> Result<Allocation, String> {
+    match s {
+        "monkey" => Ok(Allocation::Monkey),
+        "uniform" => Ok(Allocation::Uniform),
+        _ => Err("expected monkey or uniform".into()),
+    }
+}
+
+pub(crate) fn parse_bits(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(b) if b.is_finite() && b >= 0.0 && b <= 64.0 => Ok(b),
+        _ => Err("give a number of bits per key from 0 to 64".into()),
+    }
 }
 
 pub(crate) fn parse_filter(s: &str) -> Result<FilterKind, String> {
@@ -272,6 +325,28 @@ impl Global {
             .unwrap_or_else(|| PathBuf::from("./filterstore-data"))
     }
 
+    /// The filter kind of this command: --filter, else the store's default (chosen at
+    /// creation), else the default of a new store.
+    pub fn kind(&self) -> FilterKind {
+        self.filter.unwrap_or_else(|| {
+            Manifest::load(&self.dir())
+                .ok()
+                .flatten()
+                .map_or(filterstore::store::DEFAULT_FILTER, |m| m.default_kind)
+        })
+    }
+
+    /// The policy --bits-per-key and --allocation give (monkey unless told otherwise), if
+    /// --bits-per-key was given.
+    pub fn policy(&self) -> Option<FilterPolicy> {
+        let b = self.bits_per_key?;
+        Some(
+            self.allocation
+                .unwrap_or(Allocation::Monkey)
+                .policy(self.kind(), b),
+        )
+    }
+
     /// Opens the store as `access` says, with this command's filter choice.
     pub fn open(&self, access: Access) -> Result<Store, CliError> {
         let dir = self.dir();
@@ -282,6 +357,7 @@ impl Global {
         let opts = Options {
             filter: self.filter,
             fpr: self.fpr,
+            policy: self.policy(),
             sync: if access == Access::BulkWrite {
                 SyncPolicy::OnFlush
             } else {

@@ -9,8 +9,14 @@ use serde_json::{json, Value};
 
 use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 
-/// Print store-wide and per-table figures: tables, keys, bytes, filter kind, ε, bits per
-/// key, filter bytes, and the lookup counters.
+/// Print store-wide, per-level and per-table figures: tables, keys, bytes, filter kind, ε,
+/// bits per key, filter bytes, and the lookup counters.
+///
+/// Per level: keys, filter bytes, bits per key, target ε and theoretical FPR (both weighted
+/// by the tables' keys), observed FPR. Store-wide: the expected wasted block reads of an
+/// absent lookup, the sum of the theoretical FPRs of the tables it probes (every L0 table,
+/// one table per deeper level), beside the observed figure (wasted reads per lookup in this
+/// process).
 ///
 /// The counters (lookups, filter negatives/positives, false positives, observed FPR,
 /// data-block reads) count what this process did since it opened the store, so a fresh
@@ -86,11 +92,27 @@ fn text(store: &Store, g: &Global) -> String {
             .map_or("-".to_string(), |f| format!("{f:.6}")),
         s.data_block_reads
     );
+    let _ = writeln!(
+        o,
+        "absent lookup:  {:.6} expected wasted block reads (sum of ε over the tables it probes), \
+         observed {}",
+        s.expected_absent_reads(),
+        observed_absent(&s)
+    );
     if !s.levels.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:>5}  {:>6}  {:>10}  {:>12}  {:>12}  {:>12}  {:>8}",
-            "level", "tables", "keys", "file bytes", "target bytes", "filter bytes", "bits/key"
+            "\n{:>5}  {:>6}  {:>10}  {:>12}  {:>12}  {:>12}  {:>8}  {:>10}  {:>10}  {:>10}",
+            "level",
+            "tables",
+            "keys",
+            "file bytes",
+            "target bytes",
+            "filter bytes",
+            "bits/key",
+            "target ε",
+            "theor. FPR",
+            "obs. FPR"
         );
     }
     for l in &s.levels {
@@ -101,14 +123,18 @@ fn text(store: &Store, g: &Global) -> String {
         };
         let _ = writeln!(
             o,
-            "{:>5}  {:>6}  {:>10}  {:>12}  {:>12}  {:>12}  {:>8.2}",
+            "{:>5}  {:>6}  {:>10}  {:>12}  {:>12}  {:>12}  {:>8.2}  {:>10.3e}  {:>10.3e}  {:>10}",
             format!("L{}", l.level),
             l.tables,
             l.keys,
             l.file_bytes,
             target,
             l.filter_bytes,
-            l.bits_per_key()
+            l.bits_per_key(),
+            l.target_fpr,
+            l.theoretical_fpr,
+            l.observed_fpr()
+                .map_or("-".to_string(), |f| format!("{f:.3e}"))
         );
     }
     if !s.tables.is_empty() {
@@ -151,6 +177,15 @@ fn text(store: &Store, g: &Global) -> String {
     o
 }
 
+/// Observed wasted reads per lookup beside the store's prediction for those lookups, or a
+/// note that this process made none.
+fn observed_absent(s: &filterstore::Stats) -> String {
+    match (s.observed_absent_reads(), s.predicted_absent_reads()) {
+        (Some(o), Some(p)) => format!("{o:.6} per lookup (predicted for those lookups {p:.6})"),
+        _ => "- (no lookups in this process)".to_string(),
+    }
+}
+
 /// A key for a terminal: printable UTF-8 as is, the rest escaped (`\t`, `\u{1b}`, `\xff`).
 fn show_key(k: &[u8]) -> String {
     let mut s = String::new();
@@ -179,7 +214,10 @@ fn json(store: &Store, g: &Global) -> String {
                 "target_bytes": (l.level > 0).then_some(l.target_bytes),
                 "filter_bytes": l.filter_bytes,
                 "bits_per_key": num(l.bits_per_key()),
+                "target_fpr": num(l.target_fpr),
+                "theoretical_fpr": num(l.theoretical_fpr),
                 "observed_fpr": l.observed_fpr().and_then(num),
+                "expected_absent_reads": num(l.expected_reads),
             })
         })
         .collect();
@@ -230,6 +268,11 @@ fn json(store: &Store, g: &Global) -> String {
             "unfiltered_reads": s.unfiltered_reads,
             "data_block_reads": s.data_block_reads,
             "bytes_read": s.bytes_read,
+        },
+        "absent_lookup": {
+            "expected_reads": num(s.expected_absent_reads()),
+            "observed_reads": s.observed_absent_reads().and_then(num),
+            "predicted_reads": s.predicted_absent_reads().and_then(num),
         },
         "levels": levels,
         "tables": tables,
