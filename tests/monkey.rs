@@ -205,7 +205,7 @@ fn monkey_wastes_fewer_reads_at_equal_memory() {
             let bodies = filter_bytes(&s) - 64 * s.tables.len() as u64;
             FilterPolicy::uniform_at_bits(KIND, bodies as f64 * 8.0 / s.table_keys() as f64)
         };
-        store.rebalance(policy).unwrap();
+        store.refilter_to(policy).unwrap();
         let s = store.stats();
         let wasted = wasted_reads(&store, lookups, 7);
         // The store's prediction for these lookups: each table's theoretical rate times the

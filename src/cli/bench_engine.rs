@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use filterstore::hash::mix64;
-use filterstore::{FilterKind, Options, Stats, Store, SyncPolicy};
+use filterstore::{FilterKind, FilterPolicy, Options, Stats, Store, SyncPolicy};
 
-use super::{CliError, Exit, Global, Run};
+use super::{Allocation, CliError, Exit, Global, Run};
 
 /// Load N generated keys into a fresh store with background flush and compaction on, then
 /// look up absent and present keys in the resulting level tree.
@@ -24,6 +24,14 @@ use super::{CliError, Exit, Global, Run};
 /// disk ÷ key and value bytes live), peak resident memory, tables per level, and for absent
 /// and present lookups after a reopen: ns per lookup, filter probes and block reads per
 /// lookup.
+///
+/// With --allocation uniform,monkey the filters of the loaded store are then rebalanced
+/// (`refilter`, no data rewritten) to each allocation in turn at equal filter memory (Monkey
+/// at --bits-per-key, uniform at the bits per key Monkey's filters actually took), and the
+/// wasted block reads per absent lookup are counted by the store (false positives plus reads
+/// of unfiltered tables), beside the store's prediction; then the curve of expected wasted
+/// reads (summed FPR over the runs an absent lookup probes) against bits per key for both,
+/// and the memory Monkey needs to match uniform at --bits-per-key.
 #[derive(Args, Debug)]
 pub struct BenchEngine {
     /// Keys to load
@@ -47,12 +55,12 @@ pub struct BenchEngine {
     /// Memtable size in MiB [default: the library's]
     #[arg(long)]
     memtable_mib: Option<usize>,
-    /// Target table size in MiB [default: the library's]
+    /// Target table size in MiB, fractions allowed [default: the library's]
     #[arg(long)]
-    table_mib: Option<u64>,
-    /// Target L1 size in MiB [default: the library's]
+    table_mib: Option<f64>,
+    /// Target L1 size in MiB, fractions allowed [default: the library's]
     #[arg(long)]
-    l1_mib: Option<u64>,
+    l1_mib: Option<f64>,
     /// Level size ratio T [default: the library's]
     #[arg(long)]
     ratio: Option<u64>,
@@ -72,6 +80,16 @@ pub struct BenchEngine {
     /// Seed of the generated keys
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Compare filter allocations at equal memory after the load: a comma-separated list of
+    /// uniform and monkey
+    #[arg(long, value_delimiter = ',', value_parser = super::parse_allocation)]
+    allocation: Vec<Allocation>,
+    /// Filter memory of --allocation's comparison, in bits per key
+    #[arg(long, default_value_t = 10.0, value_parser = super::parse_bits)]
+    bits_per_key: f64,
+    /// Bits per key of --allocation's curve
+    #[arg(long, value_delimiter = ',', default_value = "2,4,6,8,10,12,14,16")]
+    curve: Vec<f64>,
     /// Directory in which to build the store (must not exist) [default: a temporary
     /// directory, removed afterwards]
     #[arg(long, value_name = "DIR")]
@@ -255,8 +273,12 @@ impl Run for BenchEngine {
             memtable_bytes: self
                 .memtable_mib
                 .map_or(defaults.memtable_bytes, |m| m << 20),
-            table_bytes: self.table_mib.map_or(defaults.table_bytes, |m| m << 20),
-            l1_bytes: self.l1_mib.map_or(defaults.l1_bytes, |m| m << 20),
+            table_bytes: self
+                .table_mib
+                .map_or(defaults.table_bytes, |m| (m * 1048576.0).max(4096.0) as u64),
+            l1_bytes: self
+                .l1_mib
+                .map_or(defaults.l1_bytes, |m| (m * 1048576.0).max(4096.0) as u64),
             level_ratio: self.ratio.unwrap_or(defaults.level_ratio),
             compaction_trigger: Some(
                 self.l0_trigger
@@ -306,6 +328,7 @@ impl Run for BenchEngine {
         let disk = dir_bytes(&dir);
         let live = n * (16 + self.value_bytes as u64);
         let tr = Instant::now();
+        let opts_for_lookups = opts.clone();
         let store = Store::open(&dir, opts)?;
         let reopen = tr.elapsed();
         let after_open = store.stats();
@@ -387,6 +410,19 @@ impl Run for BenchEngine {
                 l.ns, l.probes, l.reads, l.found
             );
         }
+        if !self.allocation.is_empty() {
+            eprintln!("bench engine: comparing allocations");
+            // A still table set: reopened without background compaction.
+            drop(store);
+            let still = Store::open(
+                &dir,
+                Options {
+                    compaction_trigger: None,
+                    ..opts_for_lookups
+                },
+            )?;
+            allocations(&still, &self, lookups_n, &mut o)?;
+        }
         super::println(o)?;
         if present.found != lookups_n || absent.found != 0 {
             // A store that loses or invents keys fails its integrity promise: exit 3.
@@ -401,4 +437,197 @@ impl Run for BenchEngine {
         }
         Ok(Exit::Success)
     }
+}
+
+/// One allocation measured on the loaded store.
+struct Measured {
+    filter_bytes: u64,
+    bits_per_key: f64,
+    expected: f64,
+    wasted: f64,
+    predicted: f64,
+    ns: f64,
+}
+
+/// Filter bytes without the 64-byte headers (one per table whatever the allocation), per key.
+fn body_bits_per_key(s: &Stats) -> f64 {
+    let filters = s.tables.iter().filter(|t| t.filter_bytes > 0).count() as u64;
+    let bytes: u64 = s.tables.iter().map(|t| t.filter_bytes).sum();
+    bytes.saturating_sub(64 * filters) as f64 * 8.0 / s.table_keys().max(1) as f64
+}
+
+/// Rebalances to `policy`, then looks up `count` absent keys and counts what they wasted.
+fn measure(
+    store: &Store,
+    policy: FilterPolicy,
+    seed: u64,
+    n: u64,
+    count: u64,
+) -> Result<Measured, CliError> {
+    store.refilter_to(policy)?;
+    let before = store.stats();
+    let l = lookups(store, seed ^ 0xa110c, n, count, true)?;
+    let after = store.stats();
+    let wasted = (after.false_positives + after.unfiltered_reads)
+        - (before.false_positives + before.unfiltered_reads);
+    // The store's prediction for these lookups: each table's rate times its probes.
+    let predicted: f64 = after
+        .tables
+        .iter()
+        .zip(&before.tables)
+        .map(|(t, t0)| {
+            let probes = (t.filter_negatives + t.filter_positives)
+                .saturating_sub(t0.filter_negatives + t0.filter_positives);
+            t.theoretical_fpr * probes as f64
+                + t.unfiltered_reads.saturating_sub(t0.unfiltered_reads) as f64
+        })
+        .sum();
+    Ok(Measured {
+        filter_bytes: after.tables.iter().map(|t| t.filter_bytes).sum(),
+        bits_per_key: body_bits_per_key(&after),
+        expected: after.expected_absent_reads(),
+        wasted: wasted as f64 / count as f64,
+        predicted: predicted / count as f64,
+        ns: l.ns,
+    })
+}
+
+/// The policy of `a` for the comparison: Monkey at `bits`, uniform at the memory Monkey's
+/// filters took (`monkey_bits`, when measured).
+fn policy_of(a: Allocation, kind: FilterKind, bits: f64, monkey_bits: Option<f64>) -> FilterPolicy {
+    match a {
+        Allocation::Monkey => a.policy(kind, bits),
+        Allocation::Uniform => a.policy(kind, monkey_bits.unwrap_or(bits)),
+    }
+}
+
+fn allocations(store: &Store, b: &BenchEngine, count: u64, o: &mut String) -> Result<(), CliError> {
+    use std::fmt::Write as _;
+    let kind = b.filter;
+    let n = b.count.max(1);
+    // Monkey first, so that uniform can be given exactly the memory Monkey took.
+    let mut order = b.allocation.clone();
+    order.sort_by_key(|a| *a != Allocation::Monkey);
+    order.dedup();
+    let mut monkey_bits = None;
+    let mut rows = Vec::new();
+    for &a in &order {
+        let m = measure(
+            store,
+            policy_of(a, kind, b.bits_per_key, monkey_bits),
+            b.seed,
+            n,
+            count,
+        )?;
+        if a == Allocation::Monkey {
+            monkey_bits = Some(m.bits_per_key);
+        }
+        rows.push((a, m));
+    }
+    let s = store.stats();
+    let _ = writeln!(
+        o,
+        "\nallocations at equal filter memory ({kind}, {} bits per key; {count} absent lookups each; levels {}):",
+        b.bits_per_key,
+        levels_line(&s)
+    );
+    let _ = writeln!(
+        o,
+        "  {:<8}  {:>12}  {:>8}  {:>14}  {:>14}  {:>14}  {:>8}",
+        "", "filter bytes", "bits/key", "expected reads", "wasted reads", "predicted", "ns/get"
+    );
+    for (a, m) in &rows {
+        let _ = writeln!(
+            o,
+            "  {:<8}  {:>12}  {:>8.3}  {:>14.6}  {:>14.6}  {:>14.6}  {:>8.0}",
+            a.name(),
+            m.filter_bytes,
+            m.bits_per_key,
+            m.expected,
+            m.wasted,
+            m.predicted,
+            m.ns
+        );
+    }
+    let get = |want: Allocation| rows.iter().find(|(a, _)| *a == want).map(|(_, m)| m);
+    if let (Some(u), Some(k)) = (get(Allocation::Uniform), get(Allocation::Monkey)) {
+        let _ = writeln!(
+            o,
+            "  monkey ÷ uniform: wasted reads {:.3}× (expected {:.3}×), filter bytes {:.3}×, absent get time {:.3}×",
+            k.wasted / u.wasted.max(f64::MIN_POSITIVE),
+            k.expected / u.expected.max(f64::MIN_POSITIVE),
+            k.filter_bytes as f64 / u.filter_bytes.max(1) as f64,
+            k.ns / u.ns.max(f64::MIN_POSITIVE)
+        );
+        for (a, m) in [("uniform", u), ("monkey", k)] {
+            let sigma = (m.wasted * count as f64).sqrt() / count as f64;
+            let _ = writeln!(
+                o,
+                "  {a}: observed {:.6} vs predicted {:.6} ({:+.1} %, binomial σ {:.1} %)",
+                m.wasted,
+                m.predicted,
+                (m.wasted / m.predicted.max(f64::MIN_POSITIVE) - 1.0) * 100.0,
+                sigma / m.predicted.max(f64::MIN_POSITIVE) * 100.0
+            );
+        }
+    }
+    // The curve: expected wasted reads (summed FPR) against bits per key.
+    let mut curve: Vec<(f64, Vec<(u64, f64, f64)>)> = Vec::new();
+    for &bits in &b.curve {
+        let mut row = Vec::new();
+        for &a in &order {
+            store.refilter_to(a.policy(kind, bits))?;
+            let s = store.stats();
+            let bytes: u64 = s.tables.iter().map(|t| t.filter_bytes).sum();
+            row.push((bytes, body_bits_per_key(&s), s.expected_absent_reads()));
+        }
+        curve.push((bits, row));
+    }
+    let _ = writeln!(
+        o,
+        "\nsummed FPR (expected wasted reads per absent lookup) against bits per key:"
+    );
+    let head: Vec<String> = order.iter().map(|a| format!("{:>22}", a.name())).collect();
+    let _ = writeln!(o, "  {:>8}  {}", "budget", head.join("  "));
+    for (bits, row) in &curve {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|(_, bpk, e)| format!("{e:>12.6} @ {bpk:>6.2}b"))
+            .collect();
+        let _ = writeln!(o, "  {bits:>8}  {}", cells.join("  "));
+    }
+    // Memory Monkey needs to waste what uniform wastes at --bits-per-key: interpolate
+    // Monkey's curve in ln(summed FPR) against measured bits per key.
+    let col = |want: Allocation| order.iter().position(|&a| a == want);
+    if let (Some(ui), Some(mi), Some(u)) = (
+        col(Allocation::Uniform),
+        col(Allocation::Monkey),
+        curve
+            .iter()
+            .find(|(bits, _)| (*bits - b.bits_per_key).abs() < 1e-9)
+            .map(|(_, r)| r),
+    ) {
+        let (_, u_bits, u_e) = u[ui];
+        let pts: Vec<(f64, f64)> = curve.iter().map(|(_, r)| (r[mi].1, r[mi].2.ln())).collect();
+        let target = u_e.ln();
+        let found = pts.windows(2).find_map(|w| {
+            let ((b0, e0), (b1, e1)) = (w[0], w[1]);
+            ((e0 - target) * (e1 - target) <= 0.0 && e0 != e1)
+                .then(|| b0 + (b1 - b0) * (target - e0) / (e1 - e0))
+        });
+        match found {
+            Some(m_bits) => {
+                let _ = writeln!(
+                    o,
+                    "  monkey matches uniform's {u_e:.6} at {m_bits:.2} bits per key: {:.3}× the filter memory ({:.2} bits per key)",
+                    m_bits / u_bits,
+                    u_bits
+                );
+            }
+            None => {
+                let _ = writeln!(o, "  (the curve does not bracket uniform's {u_e:.6})");
+            }
+        }
+    }
+    Ok(())
 }

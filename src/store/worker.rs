@@ -198,6 +198,17 @@ impl Store {
     /// recorded rate gives), without rewriting any data. A budget's allocation moves as the
     /// levels grow; this is how a store follows it. Table files are never touched.
     pub fn rebalance(&self, policy: FilterPolicy) -> Result<Rebalanced> {
+        self.refilter_with(policy, true)
+    }
+
+    /// Rebuilds every table's filter to what `policy` gives it for the levels as they are
+    /// now, material change or not (to compare allocations exactly; [`Store::rebalance`]
+    /// is the economical one). No data is rewritten.
+    pub fn refilter_to(&self, policy: FilterPolicy) -> Result<Rebalanced> {
+        self.refilter_with(policy, false)
+    }
+
+    fn refilter_with(&self, policy: FilterPolicy, only_material: bool) -> Result<Rebalanced> {
         check_policy(&policy)?;
         let inner = &self.inner;
         inner.check_writable()?;
@@ -208,7 +219,7 @@ impl Store {
         let mut kept = 0;
         for (t, (kind, fpr)) in v.tables().zip(targets) {
             let r = &t.record;
-            let changed = if kind != r.filter_kind {
+            let changed = if !only_material || kind != r.filter_kind {
                 true
             } else if kind == FilterKind::None {
                 false
