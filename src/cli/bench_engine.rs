@@ -572,7 +572,9 @@ fn allocations(store: &Store, b: &BenchEngine, count: u64, o: &mut String) -> Re
         }
     }
     // The curve: expected wasted reads (summed FPR) against bits per key.
-    let mut curve: Vec<(f64, Vec<(u64, f64, f64)>)> = Vec::new();
+    // Per budget, per allocation: (filter bytes, body bits per key, summed FPR).
+    type Row = Vec<(u64, f64, f64)>;
+    let mut curve: Vec<(f64, Row)> = Vec::new();
     for &bits in &b.curve {
         let mut row = Vec::new();
         for &a in &order {

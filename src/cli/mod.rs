@@ -136,7 +136,7 @@ pub(crate) fn parse_allocation(s: &str) -> Result<Allocation, String> {
 
 pub(crate) fn parse_bits(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(b) if b.is_finite() && b >= 0.0 && b <= 64.0 => Ok(b),
+        Ok(b) if (0.0..=64.0).contains(&b) => Ok(b),
         _ => Err("give a number of bits per key from 0 to 64".into()),
     }
 }

@@ -121,7 +121,7 @@ impl SizeModel {
     /// The rate `bits` per key buy; 1 (no filter) for no bits, or for fewer than a
     /// fingerprint filter's constant `b`.
     pub fn fpr_for_bits(&self, bits: f64) -> f64 {
-        if self.a <= 0.0 || !(bits > self.b.max(0.0)) {
+        if self.a <= 0.0 || bits.is_nan() || bits <= self.b.max(0.0) {
             return 1.0;
         }
         (-(bits - self.b) / self.a).exp().min(1.0)
@@ -146,7 +146,7 @@ const BLOCKED_B: f64 = -1.45;
 pub fn monkey(keys: &[u64], bits_per_key: f64, model: SizeModel) -> Vec<f64> {
     let mut eps = vec![1.0; keys.len()];
     let total: f64 = keys.iter().map(|&n| n as f64).sum();
-    if total == 0.0 || !(bits_per_key > 0.0) || model.a <= 0.0 {
+    if total == 0.0 || bits_per_key.is_nan() || bits_per_key <= 0.0 || model.a <= 0.0 {
         return eps;
     }
     let budget = bits_per_key * total;
