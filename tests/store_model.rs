@@ -13,11 +13,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use common::{NoSyncFs, Rng};
-use filterstore::{FilterKind, Options, Store, WriteBatch};
+use filterstore::{FilterKind, FilterPolicy, Options, Store, WriteBatch};
 
 fn opts(rng: &mut Rng) -> Options {
     let trigger = 2 + rng.below(3) as usize;
-    Options {
+    let mut o = Options {
         memtable_bytes: 512 + rng.below(8192) as usize,
         compaction_trigger: if rng.below(5) == 0 {
             None
@@ -35,7 +35,16 @@ fn opts(rng: &mut Rng) -> Options {
         mmap_reads: rng.below(2) == 0,
         fs: Arc::new(NoSyncFs),
         ..Options::default()
+    };
+    // Half the runs size filters from a budget split across levels (Monkey); at 0.3 bits
+    // per key the largest runs get no filter at all.
+    if rng.below(2) == 0 {
+        o.policy = Some(FilterPolicy::Budget {
+            kind: FilterKind::ALL[1 + rng.below(4) as usize],
+            bits_per_key: [0.3, 4.0, 10.0][rng.below(3) as usize],
+        });
     }
+    o
 }
 
 fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
