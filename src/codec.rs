@@ -135,9 +135,6 @@ pub fn check_crc(data: &[u8], stored: u32, offset: u64, what: &str) -> Result<()
     if actual == stored {
         Ok(())
     } else {
-        Err(Error::corrupt(
-            offset,
-            format!("{what} CRC mismatch: stored {stored:#010x}, computed {actual:#010x}"),
-        ))
+        Err(Error::checksum(offset, what, stored, actual))
     }
 }

@@ -45,6 +45,7 @@ pub mod hyph;
 #[cfg(feature = "parquet")]
 pub mod import;
 pub mod io;
+mod lifetime;
 pub mod manifest;
 pub(crate) mod memtable;
 mod merge;
@@ -57,9 +58,11 @@ pub mod verify;
 mod version;
 pub mod wal;
 
-pub use error::{Error, Result};
+pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::{Filter, FilterKind};
-pub use store::{LevelStats, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{
+    LevelStats, Lifetime, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
+};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.

@@ -372,9 +372,13 @@ impl Inner {
         for t in old.tables().filter(|t| !live.contains(&Arc::as_ptr(t))) {
             self.retire(t);
         }
+        if change.sealed.is_some() {
+            self.counters.flushes.fetch_add(1, Relaxed);
+            // Before the flush is announced, so that a caller of `flush()` sees them saved.
+            self.save_lifetime();
+        }
         let mut bg = self.lock_bg();
         if let Some(seq) = change.sealed {
-            self.counters.flushes.fetch_add(1, Relaxed);
             bg.sealed = bg.sealed.max(seq);
         }
         self.bg_cv.notify_all();
