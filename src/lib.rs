@@ -69,3 +69,8 @@ pub use wal::WriteBatch;
 pub const MAX_KEY_LEN: usize = 64 << 10;
 /// Largest value accepted, in bytes.
 pub const MAX_VALUE_LEN: usize = 64 << 20;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -263,6 +263,25 @@ impl TableStats {
 
 impl Store {
     /// Store-wide, per-level and per-table counters and sizes.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// for i in 0..1000u32 {
+    ///     store.put(&(2 * i).to_be_bytes(), b"v")?; // even keys
+    /// }
+    /// store.flush()?;
+    /// for i in 0..999u32 {
+    ///     store.get(&(2 * i + 1).to_be_bytes())?; // odd keys: absent, inside the table's range
+    /// }
+    /// let s = store.stats();
+    /// assert_eq!(s.lookups, 999);
+    /// assert_eq!(s.filter_negatives + s.false_positives, 999);
+    /// assert_eq!(s.data_block_reads, s.false_positives); // a block is read only on a "maybe"
+    /// assert!(s.filter_negatives > 950); // a 1 % filter: about 10 false positives
+    /// assert_eq!(s.tables[0].keys, 1000);
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         self.inner.stats()
     }

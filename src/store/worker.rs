@@ -181,6 +181,19 @@ impl Store {
 
     /// Rebuilds the filter of every table as `kind` at `fpr` without rewriting any data:
     /// new filter files are written, the manifest is swapped atomically, old filters removed.
+    ///
+    /// ```
+    /// use filterstore::{FilterKind, Store};
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// store.put(b"k", b"v")?;
+    /// store.flush()?;
+    /// store.refilter(FilterKind::BinaryFuse, 0.001)?;
+    /// let t = &store.stats().tables[0];
+    /// assert_eq!((t.filter_kind, t.target_fpr), (FilterKind::BinaryFuse, 0.001));
+    /// assert_eq!(store.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
     pub fn refilter(&self, kind: FilterKind, fpr: f64) -> Result<()> {
         check_fpr(fpr)?;
         let inner = &self.inner;
