@@ -45,6 +45,7 @@ pub mod hyph;
 #[cfg(feature = "parquet")]
 pub mod import;
 pub mod io;
+mod lifetime;
 pub mod manifest;
 pub(crate) mod memtable;
 mod merge;
@@ -57,13 +58,20 @@ pub mod verify;
 mod version;
 pub mod wal;
 
-pub use error::{Error, Result};
+pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
-pub use store::{LevelStats, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{
+    LevelStats, Lifetime, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
+};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 64 << 10;
 /// Largest value accepted, in bytes.
 pub const MAX_VALUE_LEN: usize = 64 << 20;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
