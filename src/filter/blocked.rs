@@ -301,6 +301,13 @@ impl BlockedView {
     pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
         block_of(body, hash).map_or(0, |b| b[0])
     }
+
+    /// Prefetches the key's block (see [`crate::Filter::prefetch_in`]).
+    #[inline]
+    pub fn prefetch(&self, body: &[u8], hash: u64) {
+        let lines = (body.len() / 64) as u64;
+        super::simd::prefetch(body, 64 * fastrange(hash, lines) as usize);
+    }
 }
 
 /// The portable version 2 kernel.

@@ -169,6 +169,17 @@ impl BloomView {
         });
         acc
     }
+
+    /// Prefetches the lines of the first two probes (see [`crate::Filter::prefetch_in`]).
+    #[inline]
+    pub fn prefetch(&self, body: &[u8], hash: u64) {
+        let mut left = 2;
+        for_each_probe(hash, self.m, self.k, |p| {
+            super::simd::prefetch(body, (p / 8) as usize);
+            left -= 1;
+            left > 0
+        });
+    }
 }
 
 /// The query kernel of bloom views (see `Filter::may_contain`).

@@ -462,6 +462,18 @@ impl CuckooView {
         first(i1) ^ first(i2)
     }
 
+    /// Prefetches the key's two buckets (see [`crate::Filter::prefetch_in`]).
+    #[inline]
+    pub fn prefetch(&self, body: &[u8], hash: u64) {
+        let fp = fingerprint(hash, self.fp_bits);
+        let i1 = fastrange(hash, self.buckets);
+        let i2 = alt_bucket(i1, fp, self.buckets);
+        for i in [i1, i2] {
+            let byte = i * (SLOTS * self.fp_bits) as u64 / 8;
+            super::simd::prefetch(body, byte as usize);
+        }
+    }
+
     /// Reconstructs a mutable filter from this view's body (to insert or delete without the
     /// keys).
     pub fn to_builder(&self, body: &[u8], fpr: f64) -> CuckooBuilder {

@@ -558,6 +558,15 @@ impl FuseView {
         body.get(at as usize).copied().unwrap_or(0)
     }
 
+    /// Prefetches the key's three slots (see [`crate::Filter::prefetch_in`]).
+    #[inline]
+    pub fn prefetch(&self, body: &[u8], hash: u64) {
+        let w = self.fp_bits as u64 / 8;
+        for h in self.slots.of(mixed(hash, self.seed)) {
+            super::simd::prefetch(body, h.saturating_mul(w) as usize);
+        }
+    }
+
     /// The fingerprint width.
     pub fn fingerprint_bits(&self) -> u32 {
         self.fp_bits

@@ -12,7 +12,8 @@
 //!
 //! This module is one of the crate's `unsafe` sites (all listed in `lib.rs`; another is the
 //! call through the kernel pointer in `Filter::may_contain`): functions compiled for AVX2 or AVX-512, sound to call only after
-//! the CPU was checked for them, and the unaligned loads of a block.
+//! the CPU was checked for them, the unaligned loads of a block, and the prefetch hint of
+//! [`prefetch`].
 #![allow(unsafe_code)]
 
 use super::Run;
@@ -41,6 +42,23 @@ pub fn avx512() -> bool {
     {
         false
     }
+}
+
+/// Asks the CPU to bring the cache line of `body[at]` into cache, without waiting for it
+/// (nothing when `at` is past the end). A hint: it never faults and changes no answer, but
+/// unlike a load (see [`crate::Filter::touch`]) it does not hold up the instructions after
+/// it while the line is on its way, so many misses can be in flight at once.
+#[inline(always)]
+pub(super) fn prefetch(body: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = body.get(at) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE, the only feature `prefetcht0` needs, is part of the x86-64 baseline;
+        // the pointer is to a live byte of `body`, and a prefetch reads nothing back.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::hint::black_box(body.get(at).copied());
 }
 
 /// The fastest blocked-bloom version 2 kernel this CPU has for `k` probes, with the value the

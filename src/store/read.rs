@@ -12,7 +12,7 @@ use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::table::block::Entry;
 use crate::table::TableCounters;
-use crate::version::{LevelIter, TableIter, Version};
+use crate::version::{Batch, LevelIter, TableIter, Version};
 
 impl Store {
     /// Looks `key` up.
@@ -26,6 +26,38 @@ impl Store {
     /// with it, so any other value can miss a key that is there.
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.inner.get_with_hash(key, hash)
+    }
+
+    /// Looks up every key of `keys`: the values, in the order of `keys`, exactly as a loop
+    /// of [`get`](Self::get) would return them, and counted in [`Stats`](super::Stats) as
+    /// that loop would be (one lookup per key, and the same filter answers and block reads).
+    /// Duplicate keys are looked up, and counted, once per occurrence.
+    ///
+    /// Faster than the loop, in the spirit of RocksDB's `MultiGet`: the keys are hashed
+    /// once, the memtables searched under one lock, then each table is probed for all the
+    /// keys still unanswered that its range holds: its filter asked for them all with their
+    /// cache misses overlapped, then its data blocks read for the keys the filter may hold.
+    /// A key found in a newer table, or hidden there by a tombstone, is not looked up in
+    /// older ones. All keys are read from one snapshot of the store. On an error (a damaged
+    /// block) no values are returned.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put(b"apple", b"red")?;
+    /// store.put(b"kiwi", b"green")?;
+    /// store.flush()?;
+    /// store.delete(b"kiwi")?;
+    /// let keys: [&[u8]; 4] = [b"apple", b"kiwi", b"pear", b"apple"];
+    /// let values = store.multi_get(&keys)?;
+    /// assert_eq!(values, [Some(b"red".to_vec()), None, None, Some(b"red".to_vec())]);
+    /// // Anything that derefs to bytes will do: `Vec<u8>`, `String`, arrays.
+    /// assert_eq!(store.multi_get(&[b"apple".to_vec()])?, [Some(b"red".to_vec())]);
+    /// assert_eq!(store.stats().lookups, 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get(keys)
     }
 
     /// A reader for many lookups from one thread: it keeps the table set it last saw and
@@ -103,6 +135,27 @@ impl Inner {
             st.current.clone()
         };
         Ok(version.get(key, hash)?.flatten())
+    }
+
+    pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.counters.lookups.add(0, keys.len() as u64);
+        let mut batch = Batch::new(keys);
+        let version = {
+            let st = self.read_state();
+            let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
+            if !st.mem.is_empty() {
+                batch.answer_from(|k, h| st.mem.get_hashed(k, h).map(copy));
+            }
+            if let Some(imm) = &st.imm {
+                batch.answer_from(|k, h| imm.mem.get_hashed(k, h).map(copy));
+            }
+            st.current.clone()
+        };
+        version.multi_get(&mut batch)?;
+        Ok(batch.into_values())
     }
 
     /// A scan whose table reads are counted in `counters` (or in each table's own).
@@ -195,6 +248,46 @@ impl Reader<'_> {
     /// [`Store::get_with_hash`]).
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let inner = &*self.store.inner;
+        match &*self.snapshot() {
+            Some(s) if s.tables_only => {
+                inner.counters.lookups.add(0, 1);
+                Ok(s.version.get(key, hash)?.flatten())
+            }
+            _ => inner.get_with_hash(key, hash),
+        }
+    }
+
+    /// Looks up every key of `keys` (see [`Store::multi_get`]): the values, in order, as a
+    /// loop of [`get`](Self::get) would return and count them.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// for (k, v) in [("fig", "purple"), ("lime", "green")] {
+    ///     store.put(k.as_bytes(), v.as_bytes())?;
+    /// }
+    /// store.flush()?;
+    /// let reader = store.reader();
+    /// let values = reader.multi_get(&["lime", "plum", "fig"])?;
+    /// assert_eq!(values, [Some(b"green".to_vec()), None, Some(b"purple".to_vec())]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        let inner = &*self.store.inner;
+        match &*self.snapshot() {
+            Some(s) if s.tables_only && !keys.is_empty() => {
+                inner.counters.lookups.add(0, keys.len() as u64);
+                let mut batch = Batch::new(keys);
+                s.version.multi_get(&mut batch)?;
+                Ok(batch.into_values())
+            }
+            _ => inner.multi_get(keys),
+        }
+    }
+
+    /// The snapshot, taken again if the store changed since it was taken.
+    fn snapshot(&self) -> std::cell::RefMut<'_, Option<ReadSnapshot>> {
+        let inner = &*self.store.inner;
         let epoch = inner.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let mut snap = self.snap.borrow_mut();
         if snap.as_ref().is_none_or(|s| s.epoch != epoch) {
@@ -205,13 +298,7 @@ impl Reader<'_> {
                 tables_only: st.mem.is_empty() && st.imm.is_none(),
             });
         }
-        match &*snap {
-            Some(s) if s.tables_only => {
-                inner.counters.lookups.add(0, 1);
-                Ok(s.version.get(key, hash)?.flatten())
-            }
-            _ => inner.get_with_hash(key, hash),
-        }
+        snap
     }
 }
 

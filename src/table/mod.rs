@@ -65,6 +65,11 @@ pub struct TableMeta {
     pub file_bytes: u64,
 }
 
+/// How many keys ahead of its query [`MappedFilter::retain_maybe`] prefetches a key's
+/// filter lines: enough misses in flight to cover a trip to memory, few enough that the
+/// lines are still in L1 when their query comes.
+pub const PREFETCH_AHEAD: usize = 16;
+
 /// A filter file mapped into memory; queried in place.
 #[derive(Debug)]
 pub struct MappedFilter {
@@ -114,6 +119,29 @@ impl MappedFilter {
     #[inline]
     pub fn touch(&self, hash: u64) -> u8 {
         self.checked.touch_in(&self.map, hash)
+    }
+
+    /// Pushes onto `maybe`, in order, each of `keys` (indices into `hashes`) whose hash the
+    /// filter may contain: the answers of [`may_contain`](Self::may_contain), with the
+    /// filter's cache misses overlapped. Before each query the lines of the key
+    /// [`PREFETCH_AHEAD`] places further on are prefetched ([`Filter::prefetch_in`]), so
+    /// that many misses are on their way while this key is tested, and the queries find
+    /// their lines in cache.
+    ///
+    /// # Panics
+    /// If an index in `keys` is out of bounds for `hashes`.
+    pub fn retain_maybe(&self, keys: &[u32], hashes: &[u64], maybe: &mut Vec<u32>) {
+        for &i in keys.iter().take(PREFETCH_AHEAD) {
+            self.checked.prefetch_in(&self.map, hashes[i as usize]);
+        }
+        for (j, &i) in keys.iter().enumerate() {
+            if let Some(&ahead) = keys.get(j + PREFETCH_AHEAD) {
+                self.checked.prefetch_in(&self.map, hashes[ahead as usize]);
+            }
+            if self.may_contain(hashes[i as usize]) {
+                maybe.push(i);
+            }
+        }
     }
 
     /// The filter's header.
