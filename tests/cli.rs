@@ -490,6 +490,58 @@ fn scan_prefix_from_to_limit() {
     assert_eq!(scan(&["--prefix", "zz"]), "");
 }
 
+/// Issue 15's scenario: 50 `store put` commands, then 14 bytes of arbitrary data appended to
+/// the log files. Every command used to exit 3; now the torn tails are dropped, every put is
+/// readable, and `verify` warns (exit 0) naming each log and the offset of its tail, while a
+/// damaged record with a valid one after it is still exit 3.
+#[test]
+fn garbage_appended_to_the_logs_is_a_torn_tail_not_a_dead_store() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    for i in 0..50 {
+        ok(store(&d, &["put", &format!("k{i}"), &format!("v{i}")]));
+    }
+    let logs = files_with_ext(&d, "wal");
+    let mut tails = Vec::new();
+    for (n, p) in logs.iter().enumerate() {
+        let mut b = std::fs::read(p).unwrap();
+        tails.push((
+            p.file_name().unwrap().to_str().unwrap().to_string(),
+            b.len(),
+        ));
+        b.extend((0..14u8).map(|i| i.wrapping_mul(37) ^ (n as u8) ^ 0x5a));
+        std::fs::write(p, &b).unwrap();
+    }
+    let out = ok(store(&d, &["verify"]));
+    assert!(out.contains("intact"), "{out}");
+    let v = store(&d, &["verify"]);
+    for (name, offset) in &tails {
+        let line = format!("{name}: offset {offset}: 14 bytes dropped");
+        assert!(v.stderr.contains(&line), "no `{line}` in: {}", v.stderr);
+    }
+    for i in 0..50 {
+        assert_eq!(ok(store(&d, &["get", &format!("k{i}")])), format!("v{i}\n"));
+    }
+    assert_eq!(store(&d, &["scan"]).lines().len(), 50);
+    // Damage followed by a valid record is refused, as before: a log whose record is
+    // damaged, followed by a valid copy of it.
+    let (name, len) = tails.iter().find(|t| t.1 > 8).expect("a log with a record");
+    let p = d.join(name);
+    let mut b = std::fs::read(&p).unwrap();
+    b.truncate(*len);
+    let copy = b[8..].to_vec();
+    b[8 + 12] ^= 1;
+    b.extend(copy);
+    std::fs::write(&p, &b).unwrap();
+    let out = store(&d, &["get", "k0"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(name.as_str()) && out.stderr.contains("offset 8:"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn verify_finds_a_flipped_byte() {
     let t = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
 //! Reliability tests: crashes (SIGKILL), power cuts, injected I/O errors, corruption, hostile
-//! bytes and concurrency. Each test prints what it covered.
+//! bytes, torn log tails and concurrency. Each test prints what it covered.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -9,6 +9,7 @@ mod corruption;
 mod crash;
 mod faults;
 mod hostile;
+mod torn;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
