@@ -3,6 +3,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../fuzz/harness.rs"]
+mod fuzz_harness;
 
 mod concurrency;
 mod corruption;
