@@ -545,7 +545,7 @@ fn manifest_decode() {
 }
 
 #[test]
-fn the_corpus_has_a_directory_for_every_fuzz_target() {
+fn every_fuzz_target_has_a_checked_in_corpus() {
     for t in harness::TARGETS {
         assert!(
             !corpus(t).is_empty(),
