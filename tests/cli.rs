@@ -523,16 +523,22 @@ fn garbage_appended_to_the_logs_is_a_torn_tail_not_a_dead_store() {
         assert_eq!(ok(store(&d, &["get", &format!("k{i}")])), format!("v{i}\n"));
     }
     assert_eq!(store(&d, &["scan"]).lines().len(), 50);
-    // Damage followed by a valid record is refused, as before: a log whose record is
-    // damaged, followed by a valid copy of it.
-    let (name, len) = tails.iter().find(|t| t.1 > 8).expect("a log with a record");
-    let p = d.join(name);
-    let mut b = std::fs::read(&p).unwrap();
-    b.truncate(*len);
-    let copy = b[8..].to_vec();
-    b[8 + 12] ^= 1;
-    b.extend(copy);
-    std::fs::write(&p, &b).unwrap();
+    // Damage followed by a valid record is refused, as before: a log whose first record is
+    // damaged, followed by a valid copy of it (on whichever log holds records now: opening
+    // may have rewritten them).
+    let p = files_with_ext(&d, "wal")
+        .into_iter()
+        .find(|p| std::fs::metadata(p).unwrap().len() > 8)
+        .expect("a log with a record");
+    let name = p.file_name().unwrap().to_str().unwrap().to_string();
+    let b = std::fs::read(&p).unwrap();
+    let len = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+    let record = b[8..8 + 12 + len].to_vec();
+    let mut damaged = b[..8].to_vec();
+    damaged.extend_from_slice(&record);
+    damaged[8 + 12] ^= 1;
+    damaged.extend_from_slice(&record);
+    std::fs::write(&p, &damaged).unwrap();
     let out = store(&d, &["get", "k0"]);
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(
