@@ -9,7 +9,11 @@ use std::time::Instant;
 fn main() {
     let n = 10_000_000u64;
     let keys: Vec<u64> = (0..n).map(mix64).collect();
-    for kind in [FilterKind::Bloom, FilterKind::BlockedBloom] {
+    for kind in [
+        FilterKind::Bloom,
+        FilterKind::BlockedBloom,
+        FilterKind::BinaryFuse,
+    ] {
         for eps in [0.01, 0.001] {
             let mut t = [0f64; 2];
             for (i, threads) in [1usize, 2].iter().enumerate() {
@@ -40,6 +44,7 @@ fn main() {
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
     ] {
         let b = filter::build(kind, 0.01, &keys).unwrap().unwrap();
         let f = Filter::decode(&b).unwrap();

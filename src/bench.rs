@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::filter::{blocked, bloom, cuckoo, FilterKind};
+use crate::filter::{blocked, bloom, cuckoo, fuse, FilterKind};
 use crate::store::{Options, Stats, Store, SyncPolicy};
 
 /// What to measure.
@@ -56,6 +56,7 @@ impl Default for BenchConfig {
                 FilterKind::Bloom,
                 FilterKind::BlockedBloom,
                 FilterKind::Cuckoo,
+                FilterKind::BinaryFuse,
             ],
             fprs: vec![0.2, 0.05, 0.01, 0.001],
             cold: false,
@@ -119,6 +120,16 @@ pub struct Row {
 }
 
 impl Row {
+    /// Filter bits per key spent for each halving of the reads of absent keys:
+    /// bits/key ÷ log2(1 / observed FPR). Lower means fewer disk reads per byte of filter;
+    /// 1.0 is the information-theoretic minimum (a filter of ε needs log2(1/ε) bits per key),
+    /// a Bloom filter needs 1.44. `None` without a filter or without a false positive.
+    pub fn bits_per_halving(&self) -> Option<f64> {
+        let o = self.observed_fpr.filter(|&o| o > 0.0 && o < 1.0)?;
+        self.fpr?;
+        Some(self.bits_per_key / (1.0 / o).log2())
+    }
+
     /// True when the observed rate lies inside the band (always true without a filter).
     pub fn in_band(&self) -> bool {
         match self.observed_fpr {
@@ -685,6 +696,29 @@ fn pct(x: f64) -> String {
 }
 
 impl BenchReport {
+    /// The filter kinds measured, ranked by the median of their rows'
+    /// [`Row::bits_per_halving`] (fewest disk reads per byte of filter first), with that
+    /// median.
+    pub fn kinds_by_reads_per_byte(&self) -> Vec<(FilterKind, f64)> {
+        let mut kinds: Vec<(FilterKind, f64)> = Vec::new();
+        for r in &self.rows {
+            if kinds.iter().any(|(k, _)| *k == r.kind) {
+                continue;
+            }
+            let mut v: Vec<f64> = self
+                .rows
+                .iter()
+                .filter(|x| x.kind == r.kind)
+                .filter_map(Row::bits_per_halving)
+                .collect();
+            if !v.is_empty() {
+                kinds.push((r.kind, median(&mut v)));
+            }
+        }
+        kinds.sort_by(|a, b| a.1.total_cmp(&b.1));
+        kinds
+    }
+
     /// The readable table printed on stdout.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
@@ -713,10 +747,11 @@ impl BenchReport {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:<14} {:>7} {:>9} {:>10} {:>8} {:>9} {:>9} {:>21} {:>9} {:>8} {:>9} {:>10} {:>10}{}",
+            "{:<14} {:>7} {:>9} {:>9} {:>10} {:>8} {:>9} {:>9} {:>21} {:>9} {:>8} {:>9} {:>10} {:>10}{}",
             "filter",
             "ε",
             "bits/key",
+            "b/halving",
             "filter KiB",
             "build s",
             "obs FPR",
@@ -750,8 +785,11 @@ impl BenchReport {
                 None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
             let flag = if r.in_band() { "" } else { " OUTSIDE BAND" };
-            let _ = write!(s, "{:<14} {:>7} {:>9.2} {:>10.1} {:>8.3} {:>9} {:>9} {:>21} {:>9.4} {:>7.1}% {:>9.0} {:>10.0} {:>10.4}",
-                r.kind.name(), eps, r.bits_per_key, r.filter_bytes as f64 / 1024.0, r.build_secs, obs, th, bnd, r.reads_per_absent, r.avoided * 100.0, r.ns_absent, r.ns_present, r.reads_per_present);
+            let halving = r
+                .bits_per_halving()
+                .map_or("-".into(), |b| format!("{b:.2}"));
+            let _ = write!(s, "{:<14} {:>7} {:>9.2} {:>9} {:>10.1} {:>8.3} {:>9} {:>9} {:>21} {:>9.4} {:>7.1}% {:>9.0} {:>10.0} {:>10.4}",
+                r.kind.name(), eps, r.bits_per_key, halving, r.filter_bytes as f64 / 1024.0, r.build_secs, obs, th, bnd, r.reads_per_absent, r.avoided * 100.0, r.ns_absent, r.ns_present, r.reads_per_present);
             if let Some(cold) = &r.cold {
                 let speed = none_cold.map_or(1.0, |n| n / cold.ns_absent);
                 let _ = write!(
@@ -764,6 +802,15 @@ impl BenchReport {
         }
         let outside = self.rows.iter().filter(|r| !r.in_band()).count();
         let _ = writeln!(s);
+        let ranked = self.kinds_by_reads_per_byte();
+        if let Some((best, b)) = ranked.first() {
+            let rest: Vec<String> = ranked[1..]
+                .iter()
+                .map(|(k, b)| format!("{k} {b:.2}"))
+                .collect();
+            let _ = writeln!(s, "fewest disk reads per byte of filter: {best} ({b:.2} bits/key per halving of absent-key reads, median of its rows; 1.00 is the information-theoretic minimum){}{}",
+                if rest.is_empty() { "" } else { "; then " }, rest.join(", "));
+        }
         let _ = writeln!(s, "{} of {} filtered rows have an observed FPR inside the band around theory; total {:.1} s",
             self.rows.iter().filter(|r| r.fpr.is_some()).count() - outside, self.rows.iter().filter(|r| r.fpr.is_some()).count(), self.total_secs);
         s
@@ -771,16 +818,17 @@ impl BenchReport {
 
     /// One CSV line per row, with a header.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from("kind,fpr,lookups,bits_per_key,filter_bytes,build_secs,absent_probes,observed_fpr,theory_fpr,band_low,band_high,in_band,reads_per_absent,avoided,ns_absent,ns_present,reads_per_present,cold_ns_absent,cold_reads\n");
+        let mut s = String::from("kind,fpr,lookups,bits_per_key,bits_per_halving,filter_bytes,build_secs,absent_probes,observed_fpr,theory_fpr,band_low,band_high,in_band,reads_per_absent,avoided,ns_absent,ns_present,reads_per_present,cold_ns_absent,cold_reads\n");
         for r in &self.rows {
             let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 r.kind,
                 o(r.fpr),
                 r.lookups,
                 r.bits_per_key,
+                o(r.bits_per_halving()),
                 r.filter_bytes,
                 r.build_secs,
                 r.absent_probes,
@@ -845,8 +893,8 @@ impl BenchReport {
                     num(c.ns_absent)
                 )
             });
-            let _ = write!(s, "    {{\"kind\": \"{}\", \"fpr\": {}, \"lookups\": {}, \"bits_per_key\": {}, \"filter_bytes\": {}, \"build_secs\": {}, \"absent_probes\": {}, \"observed_fpr\": {}, \"theory_fpr\": {}, \"band\": [{}, {}], \"in_band\": {}, \"reads_per_absent\": {}, \"avoided\": {}, \"ns_absent\": {}, \"ns_present\": {}, \"reads_per_present\": {}, \"cold\": {}}}",
-                r.kind, opt(r.fpr), r.lookups, num(r.bits_per_key), r.filter_bytes, num(r.build_secs), r.absent_probes, opt(r.observed_fpr), num(r.theory_fpr),
+            let _ = write!(s, "    {{\"kind\": \"{}\", \"fpr\": {}, \"lookups\": {}, \"bits_per_key\": {}, \"bits_per_halving\": {}, \"filter_bytes\": {}, \"build_secs\": {}, \"absent_probes\": {}, \"observed_fpr\": {}, \"theory_fpr\": {}, \"band\": [{}, {}], \"in_band\": {}, \"reads_per_absent\": {}, \"avoided\": {}, \"ns_absent\": {}, \"ns_present\": {}, \"reads_per_present\": {}, \"cold\": {}}}",
+                r.kind, opt(r.fpr), r.lookups, num(r.bits_per_key), opt(r.bits_per_halving()), r.filter_bytes, num(r.build_secs), r.absent_probes, opt(r.observed_fpr), num(r.theory_fpr),
                 num(r.band.0), num(r.band.1), r.in_band(), num(r.reads_per_absent), num(r.avoided), num(r.ns_absent), num(r.ns_present), num(r.reads_per_present), cold);
             s.push_str(if i + 1 < self.rows.len() { ",\n" } else { "\n" });
         }
@@ -884,6 +932,14 @@ pub fn theory_curve(kind: FilterKind) -> Vec<(f64, f64)> {
                 Some((
                     buckets as f64 * 4.0 * f as f64 / n as f64,
                     cuckoo::theoretical_fpr(buckets, f, n),
+                ))
+            }
+            FilterKind::BinaryFuse => {
+                let f = fuse::fingerprint_bits(eps);
+                let slots = fuse::Layout::for_keys(n).array_len();
+                Some((
+                    (slots * f as u64) as f64 / n as f64,
+                    fuse::theoretical_fpr(f, n),
                 ))
             }
             FilterKind::None => None,

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Every error the library returns.
 ///
@@ -46,9 +47,15 @@ pub enum Error {
         /// The largest length allowed.
         max: usize,
     },
-    /// A previous write or sync failed; the store refuses writes until it is reopened.
-    #[error("store refuses writes after an earlier I/O failure; reopen it")]
-    Poisoned,
+    /// An earlier write, sync or background job (a flush or compaction) failed; the store
+    /// refuses writes until it is reopened. Reads keep working, and nothing acknowledged is
+    /// lost: what was not yet in a table is still in the logs and comes back at the next
+    /// open.
+    #[error("store refuses writes after an earlier failure ({cause}); reopen it")]
+    Poisoned {
+        /// The failure that poisoned the store.
+        cause: Arc<Error>,
+    },
 }
 
 fn path_suffix(p: &Option<PathBuf>) -> String {
@@ -96,6 +103,35 @@ impl Error {
         Error::Io {
             path: Some(path.into()),
             source,
+        }
+    }
+
+    /// A copy of this error (an I/O error's cause is copied as its kind and message).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::TooLarge { what, len, max } => Error::TooLarge {
+                what,
+                len: *len,
+                max: *max,
+            },
+            Error::Poisoned { cause } => Error::Poisoned {
+                cause: cause.clone(),
+            },
         }
     }
 

@@ -1,5 +1,5 @@
 //! filterstore: a persistent LSM key-value store whose sorted tables are fronted by
-//! memory-mapped approximate-membership filters (Bloom, blocked Bloom, cuckoo).
+//! memory-mapped approximate-membership filters (Bloom, blocked Bloom, cuckoo, binary fuse).
 //!
 //! ```
 //! use filterstore::{Options, Store};
@@ -19,6 +19,7 @@
 
 pub mod bench;
 pub mod codec;
+mod compaction;
 pub mod counters;
 pub mod error;
 pub mod filter;
@@ -27,17 +28,18 @@ pub mod hyph;
 pub mod io;
 pub mod manifest;
 pub mod memtable;
-pub mod merge;
+mod merge;
 mod mmap;
 pub mod plot;
 pub mod store;
 pub mod table;
 pub mod verify;
+mod version;
 pub mod wal;
 
 pub use error::{Error, Result};
 pub use filter::{Filter, FilterKind};
-pub use store::{Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{LevelStats, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.

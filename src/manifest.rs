@@ -1,11 +1,13 @@
-//! The manifest: which tables are live (newest first), their filter files and metadata.
+//! The manifest: which tables are live, at which level, their filter files and metadata.
 //!
 //! ```text
 //! | "FSMF" | version u32 | body_len u32 | crc32(body) u32 | body |
 //! ```
 //! Replaced atomically: written to `MANIFEST.tmp`, fsynced, renamed over `MANIFEST`, and the
 //! directory fsynced. A file is deleted only after a manifest that no longer names it is
-//! durable.
+//! durable. The whole table set is rewritten on every change (no log of edits): a record is
+//! about 60 bytes plus two keys, so even thousands of tables cost one small sequential write,
+//! and there is nothing to replay or compact at open (see `format.md`).
 
 use std::path::Path;
 
@@ -13,11 +15,13 @@ use crate::codec::{check_crc, put_varint, Cursor};
 use crate::error::{Error, Result};
 use crate::filter::FilterKind;
 use crate::io::Fs;
+use crate::version::MAX_LEVELS;
 
 /// Magic at the start of the manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
-/// Manifest format version.
-pub const MANIFEST_VERSION: u32 = 1;
+/// Manifest format version written (version 1, still read, had no levels: its tables are
+/// all level 0, newest first).
+pub const MANIFEST_VERSION: u32 = 2;
 /// The manifest's file name.
 pub const MANIFEST_NAME: &str = "MANIFEST";
 const MANIFEST_TMP: &str = "MANIFEST.tmp";
@@ -26,6 +30,8 @@ const MAX_MANIFEST_BODY: usize = 1 << 30;
 /// One live table as the manifest records it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableRecord {
+    /// Level: 0 for flushed tables (overlapping, newest first), 1.. for the sorted runs.
+    pub level: u32,
     /// File number of `NNNNNN.sst`.
     pub number: u64,
     /// File number of `NNNNNN.filter`; 0 when the table has no filter.
@@ -57,8 +63,12 @@ pub struct Manifest {
     pub default_kind: FilterKind,
     /// The target false-positive rate chosen when the store was created.
     pub default_fpr: f64,
-    /// Live tables, newest first.
+    /// Live tables: level 0 newest first, then each deeper level in key order.
     pub tables: Vec<TableRecord>,
+    /// Per level, the largest key of the table the last compaction out of that level took
+    /// (where the round-robin choice of the next one resumes); absent levels start at the
+    /// beginning.
+    pub cursors: Vec<(u32, Vec<u8>)>,
 }
 
 impl Manifest {
@@ -71,6 +81,7 @@ impl Manifest {
         b.extend_from_slice(&self.default_fpr.to_le_bytes());
         put_varint(&mut b, self.tables.len() as u64);
         for t in &self.tables {
+            put_varint(&mut b, u64::from(t.level));
             put_varint(&mut b, t.number);
             put_varint(&mut b, t.filter_file);
             b.push(t.filter_kind.tag());
@@ -82,6 +93,12 @@ impl Manifest {
                 put_varint(&mut b, k.len() as u64);
                 b.extend_from_slice(k);
             }
+        }
+        put_varint(&mut b, self.cursors.len() as u64);
+        for (level, key) in &self.cursors {
+            put_varint(&mut b, u64::from(*level));
+            put_varint(&mut b, key.len() as u64);
+            b.extend_from_slice(key);
         }
         let mut out = Vec::with_capacity(16 + b.len());
         out.extend_from_slice(&MANIFEST_MAGIC);
@@ -99,7 +116,7 @@ impl Manifest {
             return Err(Error::corrupt(0, "bad manifest magic"));
         }
         let version = c.u32("manifest version")?;
-        if version != MANIFEST_VERSION {
+        if !(1..=MANIFEST_VERSION).contains(&version) {
             return Err(Error::corrupt(
                 4,
                 format!("unsupported manifest version {version}"),
@@ -119,6 +136,17 @@ impl Manifest {
         let body = c.bytes(len, "manifest body")?;
         check_crc(body, crc, 16, "manifest")?;
         let mut c = Cursor::new(body, 16);
+        let level = |c: &mut Cursor| -> Result<u32> {
+            let at = c.offset();
+            let l = c.varint("level")?;
+            if l >= MAX_LEVELS as u64 {
+                return Err(Error::corrupt(
+                    at,
+                    format!("level {l} (at most {} levels)", MAX_LEVELS),
+                ));
+            }
+            Ok(l as u32)
+        };
         let kind = |c: &mut Cursor| -> Result<FilterKind> {
             let at = c.offset();
             let t = c.u8("filter kind")?;
@@ -132,6 +160,7 @@ impl Manifest {
         let count = c.len(body.len(), "table count")?;
         let mut tables = Vec::with_capacity(count);
         for _ in 0..count {
+            let level = if version >= 2 { level(&mut c)? } else { 0 };
             let number = c.varint("table number")?;
             let filter_file = c.varint("filter file number")?;
             let filter_kind = kind(&mut c)?;
@@ -146,6 +175,7 @@ impl Manifest {
             let min_key = key()?;
             let max_key = key()?;
             tables.push(TableRecord {
+                level,
                 number,
                 filter_file,
                 filter_kind,
@@ -157,6 +187,15 @@ impl Manifest {
                 max_key,
             });
         }
+        let mut cursors = Vec::new();
+        if version >= 2 {
+            let n = c.len(body.len(), "cursor count")?;
+            for _ in 0..n {
+                let l = level(&mut c)?;
+                let len = c.len(body.len(), "cursor key length")?;
+                cursors.push((l, c.bytes(len, "cursor key")?.to_vec()));
+            }
+        }
         if !c.is_empty() {
             return Err(c.err("trailing bytes in manifest"));
         }
@@ -166,6 +205,7 @@ impl Manifest {
             default_kind,
             default_fpr,
             tables,
+            cursors,
         })
     }
 

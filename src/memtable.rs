@@ -29,6 +29,57 @@ const TOMBSTONE: u32 = u32::MAX;
 /// Sorts of at least this many slots run on the rayon pool.
 const PAR_SORT_MIN: usize = 1 << 15;
 
+/// One arena chunk, in an anonymous memory map: dropping a sealed memtable gives its
+/// memory back to the operating system at once (heap buffers of this size are often kept by
+/// the allocator, which shows as resident memory the store does not use). A plain heap
+/// buffer if the map cannot be made.
+#[derive(Debug)]
+struct Chunk {
+    buf: ChunkBuf,
+    len: usize,
+}
+
+#[derive(Debug)]
+enum ChunkBuf {
+    Map(memmap2::MmapMut),
+    Heap(Box<[u8]>),
+}
+
+impl Chunk {
+    fn new(capacity: usize) -> Chunk {
+        let buf = match memmap2::MmapMut::map_anon(capacity) {
+            Ok(m) => ChunkBuf::Map(m),
+            Err(_) => ChunkBuf::Heap(vec![0u8; capacity].into_boxed_slice()),
+        };
+        Chunk { buf, len: 0 }
+    }
+
+    fn full(&self) -> &[u8] {
+        match &self.buf {
+            ChunkBuf::Map(m) => m,
+            ChunkBuf::Heap(b) => b,
+        }
+    }
+
+    fn spare(&self) -> usize {
+        self.full().len() - self.len
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        let dst = match &mut self.buf {
+            ChunkBuf::Map(m) => &mut m[self.len..end],
+            ChunkBuf::Heap(b) => &mut b[self.len..end],
+        };
+        dst.copy_from_slice(bytes);
+        self.len = end;
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.full()[..self.len]
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     /// `key_hash(key)`: the index's hash and the filter's key hash.
@@ -57,7 +108,7 @@ struct Order {
 /// insert, `&self` to read; the cached order has its own small lock).
 #[derive(Debug, Default)]
 pub struct Memtable {
-    chunks: Vec<Vec<u8>>,
+    chunks: Vec<Chunk>,
     slots: Vec<Slot>,
     index: HashTable<u32>,
     order: Mutex<Order>,
@@ -75,6 +126,16 @@ impl Memtable {
     /// An empty memtable.
     pub fn new() -> Memtable {
         Memtable::default()
+    }
+
+    /// An empty memtable with room for `entries` keys before its slot array or index grows
+    /// (a growth rehashes and copies every entry inside one `put`).
+    pub fn with_capacity(entries: usize) -> Memtable {
+        Memtable {
+            slots: Vec::with_capacity(entries),
+            index: HashTable::with_capacity(entries),
+            ..Memtable::default()
+        }
     }
 
     /// Distinct keys held (tombstones included).
@@ -96,7 +157,7 @@ impl Memtable {
 
     fn bytes(&self, at: u64, len: u32) -> &[u8] {
         let (chunk, off) = ((at >> 32) as usize, at as u32 as usize);
-        &self.chunks[chunk][off..off + len as usize]
+        &self.chunks[chunk].bytes()[off..off + len as usize]
     }
 
     fn key(&self, s: &Slot) -> &[u8] {
@@ -110,18 +171,15 @@ impl Memtable {
     /// Appends `parts` contiguously to the arena and returns the position of the first.
     fn append(&mut self, parts: &[&[u8]]) -> u64 {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let fits = self
-            .chunks
-            .last()
-            .is_some_and(|c| c.capacity() - c.len() >= len);
+        let fits = self.chunks.last().is_some_and(|c| c.spare() >= len);
         if !fits {
-            self.chunks.push(Vec::with_capacity(CHUNK.max(len)));
+            self.chunks.push(Chunk::new(CHUNK.max(len)));
         }
         let chunk = self.chunks.len() - 1;
         let c = &mut self.chunks[chunk];
-        let at = ((chunk as u64) << 32) | c.len() as u64;
+        let at = ((chunk as u64) << 32) | c.len as u64;
         for p in parts {
-            c.extend_from_slice(p);
+            c.push(p);
         }
         self.arena_bytes += len;
         at
@@ -146,7 +204,7 @@ impl Memtable {
             let eq = |&i: &u32| {
                 let s = &slots[i as usize];
                 let (c, o) = ((s.key_at >> 32) as usize, s.key_at as u32 as usize);
-                s.hash == hash && chunks[c][o..o + s.klen as usize] == *key
+                s.hash == hash && chunks[c].bytes()[o..o + s.klen as usize] == *key
             };
             match self.index.entry(hash, eq, |&i| slots[i as usize].hash) {
                 Entry::Occupied(o) => Some(*o.get()),

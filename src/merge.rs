@@ -1,88 +1,14 @@
-//! Sorted sources merged newest-wins: used by scans and by compaction.
-
-use std::ops::Bound;
-use std::sync::Arc;
+//! Sorted sources merged newest-wins, for scans (compaction has its own merge over table
+//! cursors, in `compaction::run`, that allocates nothing per entry).
 
 use crate::error::Result;
-use crate::store::TableHandle;
 use crate::table::block::Entry;
-use crate::table::TableCounters;
 
 /// A sorted stream of entries (`None` value = tombstone).
-pub type Source = Box<dyn Iterator<Item = Result<Entry>> + Send>;
-
-/// Streams one table's entries from the block that may hold `start`, one block at a time.
-pub struct TableIter {
-    table: Arc<TableHandle>,
-    next_block: usize,
-    buf: std::vec::IntoIter<Entry>,
-    start: Bound<Vec<u8>>,
-    counters: Option<Arc<TableCounters>>,
-    done: bool,
-}
-
-impl TableIter {
-    /// Entries of `table` from `start`; block reads are counted in `counters`, or in the
-    /// table's own counters when `None`.
-    pub fn new(
-        table: Arc<TableHandle>,
-        start: Bound<Vec<u8>>,
-        counters: Option<Arc<TableCounters>>,
-    ) -> Self {
-        let next_block = match &start {
-            Bound::Included(k) | Bound::Excluded(k) => {
-                table.table.block_for(k).unwrap_or(usize::MAX)
-            }
-            Bound::Unbounded => 0,
-        };
-        TableIter {
-            table,
-            next_block,
-            buf: Vec::new().into_iter(),
-            start,
-            counters,
-            done: false,
-        }
-    }
-}
-
-impl Iterator for TableIter {
-    type Item = Result<Entry>;
-    fn next(&mut self) -> Option<Result<Entry>> {
-        loop {
-            if self.done {
-                return None;
-            }
-            for e in self.buf.by_ref() {
-                let before = match &self.start {
-                    Bound::Included(s) => e.0 < *s,
-                    Bound::Excluded(s) => e.0 <= *s,
-                    Bound::Unbounded => false,
-                };
-                if !before {
-                    self.start = Bound::Unbounded;
-                    return Some(Ok(e));
-                }
-            }
-            if self.next_block >= self.table.table.block_count() {
-                self.done = true;
-                return None;
-            }
-            let counters = self.counters.as_deref().unwrap_or(&self.table.counters);
-            match self.table.table.block_entries(self.next_block, counters) {
-                Ok(v) => self.buf = v.into_iter(),
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
-            self.next_block += 1;
-        }
-    }
-}
+pub(crate) type Source = Box<dyn Iterator<Item = Result<Entry>> + Send>;
 
 /// Merges sources given newest first: for equal keys the earliest source wins.
-pub struct MergeIter {
+pub(crate) struct MergeIter {
     sources: Vec<Source>,
     heads: Vec<Option<Entry>>,
     started: bool,
@@ -91,7 +17,7 @@ pub struct MergeIter {
 
 impl MergeIter {
     /// Merges `sources` (newest first).
-    pub fn new(sources: Vec<Source>) -> Self {
+    pub(crate) fn new(sources: Vec<Source>) -> Self {
         let n = sources.len();
         MergeIter {
             sources,

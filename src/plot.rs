@@ -57,6 +57,7 @@ pub fn kind_color(k: FilterKind) -> &'static str {
         FilterKind::Bloom => "#1f77b4",
         FilterKind::BlockedBloom => "#2ca02c",
         FilterKind::Cuckoo => "#d62728",
+        FilterKind::BinaryFuse => "#9467bd",
     }
 }
 

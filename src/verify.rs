@@ -101,6 +101,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     };
     r.files += 1;
+    check_levels(dir, &manifest, &mut r);
     for t in &manifest.tables {
         let path = dir.join(format!("{:06}.sst", t.number));
         if let Err(e) = check_table(&path, t.number, &t.min_key, &t.max_key, t.entries, &mut r) {
@@ -148,6 +149,32 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     }
     Ok(r)
+}
+
+/// Each level from L1 down is one sorted run: its tables' key ranges must not overlap.
+fn check_levels(dir: &Path, m: &Manifest, r: &mut VerifyReport) {
+    let mut by_level: std::collections::BTreeMap<u32, Vec<&crate::manifest::TableRecord>> =
+        std::collections::BTreeMap::new();
+    for t in m.tables.iter().filter(|t| t.level > 0) {
+        by_level.entry(t.level).or_default().push(t);
+    }
+    for (level, mut tables) in by_level {
+        tables.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+        for w in tables.windows(2) {
+            if w[0].max_key >= w[1].min_key {
+                r.problems.push(
+                    Error::corrupt(
+                        0,
+                        format!(
+                            "tables {} and {} of level {level} overlap",
+                            w[0].number, w[1].number
+                        ),
+                    )
+                    .in_file(dir.join(crate::manifest::MANIFEST_NAME), 0),
+                );
+            }
+        }
+    }
 }
 
 fn check_table(

@@ -114,7 +114,10 @@ pub struct WalWriter {
 }
 
 impl WalWriter {
-    /// Creates a new WAL file and writes its header (synced, so the file exists durably).
+    /// Creates a new WAL file and writes its header. Nothing is fsynced: the header becomes
+    /// durable with the first [`WalWriter::sync`], and the caller makes the directory entry
+    /// durable before it promises any record is (so a memtable switch costs no fsync on the
+    /// write path).
     pub fn create(fs: &dyn Fs, path: &Path) -> Result<WalWriter> {
         let io = |e| Error::io(path, e);
         let mut file = fs.create(path).map_err(io)?;
@@ -122,7 +125,6 @@ impl WalWriter {
         head.extend_from_slice(&WAL_MAGIC);
         head.extend_from_slice(&[WAL_VERSION, 0, 0, 0]);
         file.write_all(&head).map_err(io)?;
-        file.sync().map_err(io)?;
         Ok(WalWriter {
             file,
             path: path.to_path_buf(),
@@ -253,6 +255,10 @@ pub fn replay_bytes(
             4,
             format!("unsupported WAL version {}", head[4]),
         ));
+    }
+    if head[5..].iter().any(|&b| b != 0) {
+        // A real header (magic and version hold) with a flipped reserved bit.
+        return Err(Error::corrupt(5, "WAL header reserved bytes are not zero"));
     }
     let mut pos = WAL_HEADER_LEN;
     let mut records = 0u64;
@@ -607,5 +613,22 @@ mod tests {
         let mut empty = header_claiming(0, 0);
         empty.push(0);
         assert!(!record_at(&empty, 0));
+    }
+
+    /// The header's three reserved bytes are zero; anything else is corruption at offset 5
+    /// (a flipped bit there used to pass unnoticed).
+    #[test]
+    fn reserved_header_bytes_must_be_zero() {
+        let mut head = WAL_MAGIC.to_vec();
+        head.extend_from_slice(&[WAL_VERSION, 0, 0, 0]);
+        assert!(replay_bytes(&head, |_, _| {}).is_ok());
+        for at in 5..WAL_HEADER_LEN {
+            let mut b = head.clone();
+            b[at] = 0x08;
+            match replay_bytes(&b, |_, _| {}) {
+                Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 5),
+                other => panic!("byte {at}: {other:?}"),
+            }
+        }
     }
 }

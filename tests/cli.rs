@@ -289,7 +289,7 @@ fn bad_filter_and_fpr_are_usage_errors() {
     let d = db(&t);
     let out = store(&d, &["--filter", "bloomy", "put", "k", "v"]);
     assert_eq!(out.code, 2);
-    for k in ["none", "bloom", "blocked-bloom", "cuckoo"] {
+    for k in ["none", "bloom", "blocked-bloom", "cuckoo", "binary-fuse"] {
         assert!(out.stderr.contains(k), "{}", out.stderr);
     }
     for bad in ["0", "1", "-0.5", "1.5", "abc", "nan", "inf", ""] {
@@ -330,16 +330,20 @@ fn dir_from_env_then_default() {
     assert_eq!(got.text(), "cwd\n");
 }
 
-/// `stats --json` parsed just enough: the value of `"name": ` at its first occurrence.
-fn json_field<'a>(json: &'a str, name: &str) -> &'a str {
-    let pat = format!("\"{name}\": ");
-    let at = json
-        .find(&pat)
-        .unwrap_or_else(|| panic!("no {name} in {json}"))
-        + pat.len();
-    let rest = &json[at..];
-    let end = rest.find([',', '}', '\n']).unwrap();
-    rest[..end].trim()
+/// `stats --json`, parsed.
+fn stats_json(d: &Path) -> serde_json::Value {
+    let text = ok(store(d, &["stats", "--json"]));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Field `name` of every table in `stats --json` (newest first).
+fn table_fields(json: &serde_json::Value, name: &str) -> Vec<serde_json::Value> {
+    json["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .map(|t| t[name].clone())
+        .collect()
 }
 
 #[test]
@@ -352,17 +356,18 @@ fn filter_choice_default_and_refilter() {
         &["--filter", "cuckoo", "--fpr", "0.001", "put", "a", "1"],
     ));
     ok(store(&d, &["flush"]));
-    let json = ok(store(&d, &["stats", "--json"]));
-    assert!(json.contains("\"default_filter\": {\"kind\": \"cuckoo\", \"fpr\": 0.001}"));
-    assert_eq!(json_field(&json, "filter_kind"), "\"cuckoo\"");
-    assert_eq!(json_field(&json, "target_fpr"), "0.001");
+    let json = stats_json(&d);
+    assert_eq!(json["default_filter"]["kind"], "cuckoo");
+    assert_eq!(json["default_filter"]["fpr"], 0.001);
+    assert_eq!(table_fields(&json, "filter_kind"), ["cuckoo"]);
+    assert_eq!(table_fields(&json, "target_fpr"), [0.001]);
     // A per-command choice, after the subcommand.
     ok(store(&d, &["put", "b", "2"]));
     ok(store(&d, &["flush", "--filter", "bloom", "--fpr", "0.05"]));
-    let json = ok(store(&d, &["stats", "--json"]));
-    assert_eq!(json_field(&json, "table_count"), "2");
-    assert_eq!(json_field(&json, "filter_kind"), "\"bloom\""); // newest first
-                                                               // refilter needs --filter.
+    let json = stats_json(&d);
+    assert_eq!(json["table_count"], 2);
+    assert_eq!(table_fields(&json, "filter_kind"), ["bloom", "cuckoo"]); // newest first
+                                                                         // refilter needs --filter.
     let out = store(&d, &["refilter"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("--filter"), "{}", out.stderr);
@@ -374,23 +379,22 @@ fn filter_choice_default_and_refilter() {
         &["refilter", "--filter", "blocked-bloom", "--fpr", "0.02"],
     ));
     assert!(out.contains("refiltered 2 tables"), "{out}");
-    let json = ok(store(&d, &["stats", "--json"]));
+    let json = stats_json(&d);
     assert_eq!(
-        json.matches("\"filter_kind\": \"blocked-bloom\"").count(),
-        2,
-        "{json}"
+        table_fields(&json, "filter_kind"),
+        ["blocked-bloom", "blocked-bloom"]
     );
-    assert_eq!(json.matches("\"target_fpr\": 0.02").count(), 2, "{json}");
-    assert!(json.contains("\"default_filter\": {\"kind\": \"cuckoo\""));
+    assert_eq!(table_fields(&json, "target_fpr"), [0.02, 0.02]);
+    assert_eq!(json["default_filter"]["kind"], "cuckoo");
     assert_eq!(files_with_ext(&d, "sst"), ssts);
     for (p, b) in ssts.iter().zip(&sst_bytes) {
         assert_eq!(&std::fs::read(p).unwrap(), b, "refilter rewrote {p:?}");
     }
     // refilter to none drops the filters; the data is still there.
     ok(store(&d, &["--filter", "none", "refilter"]));
-    let json = ok(store(&d, &["stats", "--json"]));
-    assert_eq!(json.matches("\"filter_kind\": \"none\"").count(), 2);
-    assert_eq!(json_field(&json, "filter_bytes"), "0");
+    let json = stats_json(&d);
+    assert_eq!(table_fields(&json, "filter_kind"), ["none", "none"]);
+    assert_eq!(json["filter_bytes"], 0);
     assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
 }
 
@@ -412,29 +416,25 @@ fn stats_text_and_json() {
     ] {
         assert!(text.contains(needle), "{needle:?} missing from\n{text}");
     }
-    let json = ok(store(&d, &["stats", "--json"]));
-    assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
-    assert_eq!(json_field(&json, "table_count"), "1");
-    assert_eq!(json_field(&json, "keys"), "2");
-    assert_eq!(json_field(&json, "memtable_entries"), "1");
-    assert_eq!(json_field(&json, "lookups"), "0");
-    assert_eq!(json_field(&json, "observed_fpr"), "null");
-    assert!(json_field(&json, "bits_per_key").parse::<f64>().unwrap() > 0.0);
-    assert!(json_field(&json, "filter_bytes").parse::<u64>().unwrap() > 0);
-    // Keys are escaped as JSON strings and always given in hex.
-    assert!(json.contains(r#""max_key": "q\"uote\\""#), "{json}");
-    assert!(
-        json.contains("\"max_key_hex\": \"7122756f74655c\""),
-        "{json}"
-    );
+    let json = stats_json(&d);
+    assert_eq!(json["table_count"], 1);
+    assert_eq!(json["keys"], 2);
+    assert_eq!(json["memtable_entries"], 1);
+    assert_eq!(json["counters"]["lookups"], 0);
+    assert!(json["counters"]["observed_fpr"].is_null());
+    assert!(json["tables"][0]["bits_per_key"].as_f64().unwrap() > 0.0);
+    assert!(json["filter_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(json["levels"][0]["level"], 0);
+    assert_eq!(json["levels"][0]["tables"], 1);
+    // Keys are given as JSON strings when they are UTF-8, and always in hex.
+    assert_eq!(json["tables"][0]["max_key"], "q\"uote\\");
+    assert_eq!(json["tables"][0]["max_key_hex"], "7122756f74655c");
     // A binary key: null string, hex kept.
     ok(store_in(&d, &["load"], b"\xff\x00key\tbin\n"));
     ok(store(&d, &["flush"]));
-    let json = ok(store(&d, &["stats", "--json"]));
-    assert!(
-        json.contains("\"max_key\": null, \"max_key_hex\": \"ff006b6579\""),
-        "{json}"
-    );
+    let json = stats_json(&d);
+    assert_eq!(table_fields(&json, "max_key")[0], serde_json::Value::Null);
+    assert_eq!(table_fields(&json, "max_key_hex")[0], "ff006b6579");
 }
 
 #[test]
@@ -697,4 +697,23 @@ fn library_scan_of_an_inverted_range_is_empty() {
     assert_eq!(s.scan(b"z".to_vec()..b"b".to_vec()).count(), 0);
     assert_eq!(s.scan(b"m".to_vec()..b"m".to_vec()).count(), 0);
     assert_eq!(s.scan(b"m".to_vec()..=b"m".to_vec()).count(), 1);
+}
+
+/// However often a store is opened, its logs do not pile up: 300 `store put` commands (each
+/// opens the store, replays what the previous ones left in the log, writes one key and
+/// exits) leave at most two logs, and every key is there.
+#[test]
+fn three_hundred_puts_leave_at_most_two_logs() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut most = 0;
+    for i in 0..300 {
+        ok(store(&d, &["put", &format!("k{i:03}"), &format!("v{i}")]));
+        most = most.max(files_with_ext(&d, "wal").len());
+    }
+    assert!(most <= 2, "{most} logs after a put");
+    let listed = ok(store(&d, &["scan"]));
+    assert_eq!(listed.lines().count(), 300, "{listed}");
+    assert_eq!(ok(store(&d, &["get", "k123"])).trim(), "v123");
+    assert!(files_with_ext(&d, "wal").len() <= 2);
 }

@@ -59,7 +59,7 @@ fn bench_on_generated_keys_writes_every_output_and_filters_cut_reads() {
                 "--lookups",
                 "5000",
                 "--kinds",
-                "bloom,cuckoo",
+                "bloom,cuckoo,binary-fuse",
                 "--fprs",
                 "0.1,0.01",
                 "--csv",
@@ -80,7 +80,7 @@ fn bench_on_generated_keys_writes_every_output_and_filters_cut_reads() {
     );
     let rows = csv_rows(&csv);
     let col = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
-    assert_eq!(rows.len(), 1 + 1 + 2 * 2, "header, none, 2 kinds x 2 rates");
+    assert_eq!(rows.len(), 1 + 1 + 3 * 2, "header, none, 3 kinds x 2 rates");
     let none = &rows[1];
     assert_eq!(none[col("kind")], "none");
     let baseline: f64 = none[col("reads_per_absent")].parse().unwrap();

@@ -162,8 +162,19 @@ fn reduced_experiment_runs_and_writes_csv_and_svg() {
         b"",
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stderr.contains("run 2/2: cuckoo done"), "{}", o.stderr);
-    for k in ["none", "memory", "bloom", "blocked-bloom", "cuckoo"] {
+    assert!(
+        o.stderr.contains("run 2/2: binary-fuse done"),
+        "{}",
+        o.stderr
+    );
+    for k in [
+        "none",
+        "memory",
+        "bloom",
+        "blocked-bloom",
+        "cuckoo",
+        "binary-fuse",
+    ] {
         assert!(
             o.text().lines().any(|l| l.starts_with(&format!("{k} "))),
             "{k} row missing:\n{}",
@@ -172,7 +183,7 @@ fn reduced_experiment_runs_and_writes_csv_and_svg() {
     }
     let csv = std::fs::read_to_string(cwd.join("h.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 2 + 3 * 2);
+    assert_eq!(lines.len(), 1 + 2 + 4 * 2);
     // Every row asked the same number of lookups; without a filter nothing was avoided.
     let col = |name: &str| lines[0].split(',').position(|c| c == name).unwrap();
     let (lk, av) = (col("lookups"), col("avoided"));

@@ -1,8 +1,10 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v2/` is what the
-//! current code writes (table format version 2: page-aligned data blocks);
-//! `tests/fixtures/store-v1/` holds the same store as written before that (version 1 tables,
-//! blocks back to back), which must still open.
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v4/`
+//! is what the current code writes (manifest version 2: the older table in L1, the newer in
+//! L0; table format version 3: page-aligned data blocks, a restart point at every index
+//! entry). The older fixtures hold the same store as written before, and must still open:
+//! `store-v3/` (table format 2), `store-v2/` (also manifest version 1, both tables in L0) and
+//! `store-v1/` (also table format 1, blocks back to back).
 //!
 //! Regenerate the current one (only after a deliberate format change, with `format.md`
 //! updated in the same commit): `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test
@@ -14,9 +16,22 @@ use filterstore::manifest::Manifest;
 use filterstore::table::{Table, TableCounters};
 use filterstore::{FilterKind, Options, Store, SyncPolicy};
 
-/// The store fixture whose tables have format `version`.
-fn fixture_dir(version: u32) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/store-v{version}"))
+/// The store fixture `store-v{n}`.
+fn fixture_dir(n: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/store-v{n}"))
+}
+
+/// The fixture the current code writes.
+const CURRENT: u32 = 4;
+
+/// Per fixture: its table format version and the level of its older table.
+fn fixture_facts(n: u32) -> (u32, u32) {
+    match n {
+        1 => (1, 0),
+        2 => (2, 0),
+        3 => (2, 1),
+        _ => (filterstore::table::TABLE_VERSION, 1),
+    }
 }
 
 fn value(i: u32) -> Vec<u8> {
@@ -38,6 +53,8 @@ fn write_fixture(dir: &Path) {
             .unwrap();
     }
     store.flush().unwrap();
+    // One table, no tombstones: a full compaction moves it to L1 without rewriting it.
+    store.compact().unwrap();
     store.refilter(FilterKind::Bloom, 0.01).unwrap();
     for i in (0..300u32).step_by(3) {
         store.delete(format!("key-{i:04}").as_bytes()).unwrap();
@@ -61,9 +78,8 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn checked_in_store_decodes() {
-    let current = filterstore::table::TABLE_VERSION;
     if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
-        let fixture = || fixture_dir(current);
+        let fixture = || fixture_dir(CURRENT);
         let _ = std::fs::remove_dir_all(fixture());
         let tmp = tempfile::tempdir().unwrap();
         write_fixture(tmp.path());
@@ -75,13 +91,14 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for version in [1, current] {
-        check_fixture(version);
+    for n in [1, 2, 3, CURRENT] {
+        check_fixture(n);
     }
 }
 
-fn check_fixture(version: u32) {
-    let fixture = || fixture_dir(version);
+fn check_fixture(n: u32) {
+    let fixture = || fixture_dir(n);
+    let (version, older_level) = fixture_facts(n);
     // The manifest, byte for byte as decoded.
     let m = Manifest::decode(&std::fs::read(fixture().join("MANIFEST")).unwrap()).unwrap();
     assert_eq!(m.default_kind, FilterKind::Bloom);
@@ -97,6 +114,7 @@ fn check_fixture(version: u32) {
     assert_eq!(older.min_key, b"key-0000");
     assert_eq!(older.max_key, b"key-0299");
     assert_eq!(newer.max_key, b"key-0297");
+    assert_eq!((newer.level, older.level), (0, older_level), "fixture {n}");
 
     // The older table decoded directly, block by block, with both ways of reading blocks.
     for mmap_reads in [false, true] {
@@ -106,7 +124,7 @@ fn check_fixture(version: u32) {
             mmap_reads,
         )
         .unwrap();
-        assert_eq!(t.version(), version);
+        assert_eq!(t.version(), version, "fixture {n}");
         assert_eq!(t.meta.entries, 300);
         assert_eq!(t.meta.file_bytes, older.file_bytes);
         if version >= 2 {
@@ -145,6 +163,8 @@ fn check_fixture(version: u32) {
             );
         }
         assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
+        let levels: Vec<u32> = store.stats().tables.iter().map(|t| t.level).collect();
+        assert_eq!(levels, vec![0, older_level], "fixture {n}");
     }
     assert!(filterstore::verify::verify_dir(&fixture())
         .unwrap()

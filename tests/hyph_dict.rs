@@ -169,6 +169,7 @@ fn disk_dictionary_matches_memory_on_the_whole_list() {
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
         FilterKind::None,
     ] {
         let dir = tmp.path().join(kind.name());

@@ -1,4 +1,9 @@
-//! The store checked against a `BTreeMap` model over long random operation sequences.
+//! The store checked against a `BTreeMap` model over long random operation sequences, with
+//! the background flush and compaction threads running on tiny tables and levels, so that
+//! every compaction path (L0 → L1, Ln → Ln+1 by score and cursor, trivial moves, tombstones
+//! kept above older data and dropped at the bottom, output tables rolling) runs many times
+//! while reads, scans, reopens and manual compactions interleave. A key whose older version
+//! outlived a newer one ("newest wins" broken) shows up as a wrong `get` or scan.
 
 mod common;
 
@@ -11,9 +16,20 @@ use common::{NoSyncFs, Rng};
 use filterstore::{FilterKind, Options, Store, WriteBatch};
 
 fn opts(rng: &mut Rng) -> Options {
+    let trigger = 2 + rng.below(3) as usize;
     Options {
         memtable_bytes: 512 + rng.below(8192) as usize,
-        compaction_trigger: if rng.below(2) == 0 { None } else { Some(3) },
+        compaction_trigger: if rng.below(5) == 0 {
+            None
+        } else {
+            Some(trigger)
+        },
+        l0_slowdown: trigger + 1 + rng.below(3) as usize,
+        l0_stop: trigger + 4 + rng.below(3) as usize,
+        slowdown_bytes_per_sec: 64 << 20,
+        table_bytes: 1024 + rng.below(8192),
+        l1_bytes: 4096 + rng.below(16384),
+        level_ratio: 2 + rng.below(3),
         filter: Some(FilterKind::ALL[rng.below(4) as usize]),
         fpr: Some([0.01, 0.1, 0.3][rng.below(3) as usize]),
         mmap_reads: rng.below(2) == 0,
@@ -43,7 +59,24 @@ fn check_scan(
     assert_eq!(got, want);
 }
 
-fn run(seed: u64, steps: usize) {
+/// What a run reached, to show the test covered the leveled paths.
+#[derive(Default)]
+struct Reached {
+    deepest_level: u32,
+    compactions: u64,
+    trivial_moves: u64,
+}
+
+fn note(r: &mut Reached, store: &Store) {
+    let s = store.stats();
+    r.deepest_level = r
+        .deepest_level
+        .max(s.tables.iter().map(|t| t.level).max().unwrap_or(0));
+    r.compactions += s.compactions;
+    r.trivial_moves += s.trivial_moves;
+}
+
+fn run(seed: u64, steps: usize, reached: &mut Reached) {
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), opts(&mut rng)).unwrap();
@@ -109,12 +142,14 @@ fn run(seed: u64, steps: usize) {
                     .unwrap();
             }
             _ => {
+                note(reached, &store);
                 drop(store);
                 store = Store::open(dir.path(), opts(&mut rng)).unwrap();
             }
         }
     }
     check_scan(&store, &model, Bound::Unbounded, Bound::Unbounded);
+    note(reached, &store);
     drop(store);
     let store = Store::open(dir.path(), Options::default()).unwrap();
     check_scan(&store, &model, Bound::Unbounded, Bound::Unbounded);
@@ -125,7 +160,15 @@ fn run(seed: u64, steps: usize) {
 
 #[test]
 fn random_operations_match_a_btreemap() {
-    for seed in 1..=12 {
-        run(seed, 3000);
+    let mut reached = Reached::default();
+    for seed in 1..=16 {
+        run(seed, 4000, &mut reached);
     }
+    println!(
+        "deepest level {}, {} compactions, {} trivial moves",
+        reached.deepest_level, reached.compactions, reached.trivial_moves
+    );
+    assert!(reached.deepest_level >= 3, "the runs never reached L3");
+    assert!(reached.compactions >= 100, "too few compactions ran");
+    assert!(reached.trivial_moves > 0, "no trivial move ran");
 }

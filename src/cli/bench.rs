@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use filterstore::bench::{run, BenchConfig};
 use filterstore::FilterKind;
 
+use super::bench_engine::BenchEngine;
 use super::bench_hyph::BenchHyphenation;
 use super::{CliError, Exit, Global, Run};
 
@@ -29,7 +30,7 @@ pub struct FilterBench {
     #[arg(long, default_value_t = 100_000)]
     baseline_lookups: u64,
     /// Filter kinds to compare, comma-separated (none is always measured as the baseline)
-    #[arg(long, value_delimiter = ',', default_value = "bloom,blocked-bloom,cuckoo", value_parser = super::parse_filter)]
+    #[arg(long, value_delimiter = ',', default_value = "bloom,blocked-bloom,cuckoo,binary-fuse", value_parser = super::parse_filter)]
     kinds: Vec<FilterKind>,
     /// Target false-positive rates, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "0.2,0.05,0.01,0.001", value_parser = super::parse_fpr)]
@@ -109,7 +110,8 @@ impl Run for FilterBench {
 /// observed false-positive rate against theory.
 ///
 /// With no arguments: 1,000,000 generated 16-byte keys with 100-byte values sealed into 10
-/// tables (no compaction); for `none` and for each of bloom, blocked-bloom and cuckoo at
+/// tables (no compaction); for `none` and for each of bloom, blocked-bloom, cuckoo and
+/// binary-fuse at
 /// ε = 20%, 5%, 1%, 0.1%, the filters of the same tables are swapped with `refilter` (data is
 /// never rewritten), then 1,000,000 absent-key and 1,000,000 present-key lookups are timed
 /// (100,000 each for the no-filter baseline). Absent keys: 90% inside every table's key range,
@@ -121,7 +123,8 @@ impl Run for FilterBench {
 /// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
 /// Progress goes to stderr, the table to stdout.
 ///
-/// `store bench hyphenation` runs the hyphenation experiment instead (see its --help).
+/// `store bench engine` measures the engine at scale instead, and `store bench hyphenation`
+/// runs the hyphenation experiment (see their --help).
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Bench {
@@ -134,12 +137,14 @@ pub struct Bench {
 /// Other benchmarks.
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
+    Engine(BenchEngine),
     Hyphenation(BenchHyphenation),
 }
 
 impl Run for Bench {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         match self.what {
+            Some(BenchWhat::Engine(e)) => e.run(g),
             Some(BenchWhat::Hyphenation(h)) => h.run(g),
             None => self.filters.run(g),
         }

@@ -29,8 +29,8 @@ pub struct BenchHyphenation {
     /// Comma-separated target rates [default: 0.01,0.02,...,0.20]
     #[arg(long, value_name = "E,..", value_delimiter = ',', value_parser = parse_eps)]
     pub epsilons: Vec<f64>,
-    /// Comma-separated filter kinds: bloom, blocked-bloom, cuckoo (none = the no-filter
-    /// baseline only) [default: bloom,blocked-bloom,cuckoo]
+    /// Comma-separated filter kinds: bloom, blocked-bloom, cuckoo, binary-fuse (none = the
+    /// no-filter baseline only) [default: bloom,blocked-bloom,cuckoo,binary-fuse]
     #[arg(long, value_name = "KIND,..", value_delimiter = ',', value_parser = parse_kind)]
     pub kinds: Vec<FilterKind>,
     /// Skip the two baselines (no filter; exceptions in memory)
@@ -61,7 +61,8 @@ fn parse_eps(s: &str) -> Result<f64, String> {
 
 fn parse_kind(s: &str) -> Result<FilterKind, String> {
     s.trim().parse::<FilterKind>().map_err(|_| {
-        format!("unknown filter kind {s:?}; valid: none, bloom, blocked-bloom, cuckoo")
+        let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown filter kind {s:?}; valid: {}", valid.join(", "))
     })
 }
 

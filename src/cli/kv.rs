@@ -32,6 +32,7 @@ impl Run for Put {
         };
         store.put(self.key.as_bytes(), &value)?;
         store.sync()?;
+        super::settle(&store)?;
         Ok(Exit::Success)
     }
 }
@@ -61,7 +62,7 @@ pub struct Get {
 
 impl Run for Get {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
-        let store = g.open(Access::Existing)?;
+        let store = g.open(Access::Read)?;
         match store.get(self.key.as_bytes())? {
             Some(v) => {
                 let mut out = stdout();
@@ -87,6 +88,7 @@ impl Run for Delete {
         let store = g.open(Access::Write)?;
         store.delete(self.key.as_bytes())?;
         store.sync()?;
+        super::settle(&store)?;
         Ok(Exit::Success)
     }
 }

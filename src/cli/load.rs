@@ -27,8 +27,9 @@ const BATCH_BYTES: usize = 16 << 20;
 /// A line without a tab (an empty line included), or with a key or value over the size
 /// limits, stops the load with exit 2 and a message naming its line number: the lines
 /// before it are loaded and durable, nothing after it is. Everything loaded is fsynced
-/// before the command exits. A progress bar is drawn on stderr when stderr is a terminal.
-/// Creates the store when missing.
+/// before the command exits, and the compactions the load made due are run, so the store is
+/// left in shape. A progress bar is drawn on stderr when stderr is a terminal. Creates the
+/// store when missing.
 #[derive(Args, Debug)]
 pub struct Load {
     /// Input file; `-` or absent: stdin
@@ -64,6 +65,14 @@ impl Run for Load {
         // Whatever happened, the lines accepted so far are written and made durable.
         let finished = loader.write_batch().and_then(|()| Ok(store.sync()?));
         bar.finish_and_clear();
+        // The store is left in shape: the compactions the load made due run now.
+        let finished = finished.and_then(|()| {
+            let bar = progress_bar(None);
+            bar.set_message("lines loaded; compacting");
+            let r = super::settle(&store);
+            bar.finish_and_clear();
+            r
+        });
         let loaded = loader.loaded;
         match (stopped, finished) {
             (Ok(()), Ok(())) => {}

@@ -6,7 +6,8 @@ use super::{println, rate, Access, CliError, Exit, Global, Run};
 
 /// Seal the memtable into a table (fronted by the --filter filter) and make it durable.
 ///
-/// Prints the number of tables afterwards. Needs an existing store.
+/// Compactions the new table makes due run before the command exits. Prints the number of
+/// tables afterwards. Needs an existing store.
 #[derive(Args, Debug)]
 pub struct Flush {}
 
@@ -14,16 +15,18 @@ impl Run for Flush {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let store = g.open(Access::Existing)?;
         store.flush()?;
+        super::settle(&store)?;
         println(format_args!("tables: {}", store.stats().tables.len()))?;
         Ok(Exit::Success)
     }
 }
 
-/// Merge all tables into one, dropping overwritten values and deletions.
+/// Merge all tables into one sorted run, dropping overwritten values and deletions.
 ///
-/// Prints the table count before and after, as `tables: BEFORE -> AFTER`. The memtable is
-/// not flushed first (use `flush`). The new table gets the --filter filter. Needs an
-/// existing store.
+/// The run is written as tables of about 64 MiB at one level (the deepest that holds data,
+/// or the first whose target size holds it all). Prints the table count before and after,
+/// as `tables: BEFORE -> AFTER`. The memtable is not flushed first (use `flush`). The new
+/// tables get the --filter filter. Needs an existing store.
 #[derive(Args, Debug)]
 pub struct Compact {}
 
@@ -50,7 +53,7 @@ impl Run for Refilter {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let Some(kind) = g.filter else {
             return Err(CliError::usage(
-                "refilter needs --filter KIND (none, bloom, blocked-bloom or cuckoo)",
+                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse)",
             ));
         };
         let store = g.open(Access::Existing)?;

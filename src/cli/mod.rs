@@ -5,6 +5,7 @@
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
 mod bench;
+mod bench_engine;
 mod bench_hyph;
 mod hyphenate;
 mod kv;
@@ -25,7 +26,8 @@ use filterstore::{filter::check_fpr, FilterKind, Options, Store, SyncPolicy};
 
 const LONG_ABOUT: &str = "\
 A persistent key-value store whose sorted tables are fronted by memory-mapped Bloom, \
-blocked-Bloom or cuckoo filters, so looking up an absent key usually skips the table's data.
+blocked-Bloom, cuckoo or binary fuse filters, so looking up an absent key usually skips the \
+table's data.
 
 The store lives in one directory: --dir DIR, else the environment variable FILTERSTORE_DIR, \
 else ./filterstore-data. It is created by the first command that writes (put, delete, load); \
@@ -49,7 +51,7 @@ Exit codes:
 #[command(
     name = "store",
     version,
-    about = "A key-value store whose tables are fronted by Bloom, blocked-Bloom or cuckoo filters",
+    about = "A key-value store whose tables are fronted by Bloom, blocked-Bloom, cuckoo or binary fuse filters",
     long_about = LONG_ABOUT,
     after_long_help = AFTER_LONG_HELP,
     propagate_version = true
@@ -68,7 +70,8 @@ pub struct Global {
     /// Store directory [default: $FILTERSTORE_DIR, else ./filterstore-data]
     #[arg(long, global = true, value_name = "DIR", env = "FILTERSTORE_DIR")]
     pub dir: Option<PathBuf>,
-    /// Filter for tables sealed by this command: none, bloom, blocked-bloom or cuckoo
+    /// Filter for tables sealed by this command: none, bloom, blocked-bloom, cuckoo or
+    /// binary-fuse
     /// [default: the store's, chosen at creation; blocked-bloom for a new store]
     #[arg(long, global = true, value_name = "KIND", value_parser = parse_filter)]
     pub filter: Option<FilterKind>,
@@ -237,6 +240,9 @@ impl From<io::Error> for CliError {
 /// How a command opens the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// The store must exist; it is only read: no compaction starts in the background (a
+    /// command that reads one key would otherwise begin a merge and abandon it at exit).
+    Read,
     /// The store must exist; nothing is created when it does not.
     Existing,
     /// The store (and its directory) is created when missing; every write is fsynced.
@@ -257,9 +263,10 @@ impl Global {
     /// Opens the store as `access` says, with this command's filter choice.
     pub fn open(&self, access: Access) -> Result<Store, CliError> {
         let dir = self.dir();
-        if access == Access::Existing {
+        if matches!(access, Access::Existing | Access::Read) {
             require_store(&dir)?;
         }
+        let defaults = Options::default();
         let opts = Options {
             filter: self.filter,
             fpr: self.fpr,
@@ -268,13 +275,26 @@ impl Global {
             } else {
                 SyncPolicy::EveryWrite
             },
-            create_if_missing: access != Access::Existing,
-            ..Options::default()
+            create_if_missing: matches!(access, Access::Write | Access::BulkWrite),
+            compaction_trigger: if access == Access::Read {
+                None
+            } else {
+                defaults.compaction_trigger
+            },
+            ..defaults
         };
         Store::open(&dir, opts).map_err(|e| {
             CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
         })
     }
+}
+
+/// Runs the compactions a write command left due, so that the store it leaves behind is in
+/// shape (at most `compaction_trigger` L0 tables): a command-line process ends before
+/// background work would finish. Quiet, and a no-op when nothing is due.
+pub fn settle(store: &Store) -> Result<(), CliError> {
+    store.wait_for_compaction()?;
+    Ok(())
 }
 
 /// Fails (exit 2) unless `dir` is an existing directory holding a store (a MANIFEST, or

@@ -30,7 +30,7 @@ pub struct Scan {
 
 impl Run for Scan {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
-        let store = g.open(Access::Existing)?;
+        let store = g.open(Access::Read)?;
         // Start: the larger of prefix and --from (both inclusive).
         let start: Option<Vec<u8>> = [self.prefix.as_deref(), self.from.as_deref()]
             .into_iter()

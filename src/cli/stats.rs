@@ -5,6 +5,7 @@ use std::io::Write;
 
 use clap::Args;
 use filterstore::Store;
+use serde_json::{json, Value};
 
 use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 
@@ -29,7 +30,7 @@ pub struct Stats {
 
 impl Run for Stats {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
-        let store = g.open(Access::Existing)?;
+        let store = g.open(Access::Read)?;
         let text = if self.json {
             json(&store, g)
         } else {
@@ -85,11 +86,37 @@ fn text(store: &Store, g: &Global) -> String {
             .map_or("-".to_string(), |f| format!("{f:.6}")),
         s.data_block_reads
     );
+    if !s.levels.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:>5}  {:>6}  {:>10}  {:>12}  {:>12}  {:>12}  {:>8}",
+            "level", "tables", "keys", "file bytes", "target bytes", "filter bytes", "bits/key"
+        );
+    }
+    for l in &s.levels {
+        let target = if l.level == 0 {
+            "-".to_string()
+        } else {
+            l.target_bytes.to_string()
+        };
+        let _ = writeln!(
+            o,
+            "{:>5}  {:>6}  {:>10}  {:>12}  {:>12}  {:>12}  {:>8.2}",
+            format!("L{}", l.level),
+            l.tables,
+            l.keys,
+            l.file_bytes,
+            target,
+            l.filter_bytes,
+            l.bits_per_key()
+        );
+    }
     if !s.tables.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:>6}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8}  {:>10}  key range",
+            "\n{:>6}  {:>5}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8}  {:>10}  key range",
             "table",
+            "level",
             "filter",
             "fpr",
             "keys",
@@ -103,8 +130,9 @@ fn text(store: &Store, g: &Global) -> String {
     for t in &s.tables {
         let _ = writeln!(
             o,
-            "{:>06}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8.2}  {:>10.3e}  {} .. {}",
+            "{:>06}  {:>5}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8.2}  {:>10.3e}  {} .. {}",
             t.number,
+            format!("L{}", t.level),
             t.filter_kind.name(),
             rate(t.target_fpr),
             t.keys,
@@ -138,118 +166,82 @@ fn show_key(k: &[u8]) -> String {
 fn json(store: &Store, g: &Global) -> String {
     let s = store.stats();
     let (kind, fpr) = store.default_filter();
-    let file_bytes: u64 = s.tables.iter().map(|t| t.file_bytes).sum();
-    let filter_bytes: u64 = s.tables.iter().map(|t| t.filter_bytes).sum();
-    let tombstones: u64 = s.tables.iter().map(|t| t.tombstones).sum();
-    let mut o = String::from("{\n");
-    let _ = writeln!(
-        o,
-        "  \"dir\": {},",
-        json_str(g.dir().to_string_lossy().as_bytes())
-    );
-    let _ = writeln!(
-        o,
-        "  \"default_filter\": {{\"kind\": \"{kind}\", \"fpr\": {}}},",
-        json_f64(fpr)
-    );
-    let _ = writeln!(o, "  \"table_count\": {},", s.tables.len());
-    let _ = writeln!(o, "  \"keys\": {},", s.table_keys());
-    let _ = writeln!(o, "  \"tombstones\": {tombstones},");
-    let _ = writeln!(o, "  \"file_bytes\": {file_bytes},");
-    let _ = writeln!(o, "  \"filter_bytes\": {filter_bytes},");
-    let _ = writeln!(o, "  \"memtable_entries\": {},", s.memtable_entries);
-    let _ = writeln!(o, "  \"memtable_bytes\": {},", s.memtable_bytes);
-    let _ = writeln!(
-        o,
-        "  \"counters\": {{\"scope\": \"this process\", \"lookups\": {}, \
-         \"filter_negatives\": {}, \"filter_positives\": {}, \"false_positives\": {}, \
-         \"observed_fpr\": {}, \"unfiltered_reads\": {}, \"data_block_reads\": {}, \
-         \"bytes_read\": {}}},",
-        s.lookups,
-        s.filter_negatives,
-        s.filter_positives,
-        s.false_positives,
-        s.observed_fpr().map_or("null".into(), json_f64),
-        s.unfiltered_reads,
-        s.data_block_reads,
-        s.bytes_read
-    );
-    o.push_str("  \"tables\": [");
-    for (i, t) in s.tables.iter().enumerate() {
-        o.push_str(if i == 0 { "\n" } else { ",\n" });
-        let _ = write!(
-            o,
-            "    {{\"number\": {}, \"filter_kind\": \"{}\", \"target_fpr\": {}, \"keys\": {}, \
-             \"tombstones\": {}, \"file_bytes\": {}, \"filter_bytes\": {}, \
-             \"bits_per_key\": {}, \"theoretical_fpr\": {}, \"observed_fpr\": {}, \
-             \"filter_negatives\": {}, \"false_positives\": {}, \"data_block_reads\": {}, \
-             \"min_key\": {}, \"min_key_hex\": \"{}\", \"max_key\": {}, \
-             \"max_key_hex\": \"{}\", \"filter_problem\": {}}}",
-            t.number,
-            t.filter_kind.name(),
-            json_f64(t.target_fpr),
-            t.keys,
-            t.tombstones,
-            t.file_bytes,
-            t.filter_bytes,
-            json_f64(t.bits_per_key()),
-            json_f64(t.theoretical_fpr),
-            t.observed_fpr().map_or("null".into(), json_f64),
-            t.filter_negatives,
-            t.false_positives,
-            t.data_block_reads,
-            json_key(&t.min_key),
-            hex(&t.min_key),
-            json_key(&t.max_key),
-            hex(&t.max_key),
-            t.filter_problem
-                .as_deref()
-                .map_or("null".into(), |p| json_str(p.as_bytes())),
-        );
-    }
-    o.push_str(if s.tables.is_empty() {
-        "]\n}\n"
-    } else {
-        "\n  ]\n}\n"
+    let sum = |f: fn(&filterstore::TableStats) -> u64| s.tables.iter().map(f).sum::<u64>();
+    let levels: Vec<Value> = s
+        .levels
+        .iter()
+        .map(|l| {
+            json!({
+                "level": l.level,
+                "tables": l.tables,
+                "keys": l.keys,
+                "file_bytes": l.file_bytes,
+                "target_bytes": (l.level > 0).then_some(l.target_bytes),
+                "filter_bytes": l.filter_bytes,
+                "bits_per_key": num(l.bits_per_key()),
+                "observed_fpr": l.observed_fpr().and_then(num),
+            })
+        })
+        .collect();
+    let tables: Vec<Value> = s
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "number": t.number,
+                "level": t.level,
+                "filter_kind": t.filter_kind.name(),
+                "target_fpr": num(t.target_fpr),
+                "keys": t.keys,
+                "tombstones": t.tombstones,
+                "file_bytes": t.file_bytes,
+                "filter_bytes": t.filter_bytes,
+                "bits_per_key": num(t.bits_per_key()),
+                "theoretical_fpr": num(t.theoretical_fpr),
+                "observed_fpr": t.observed_fpr().and_then(num),
+                "filter_negatives": t.filter_negatives,
+                "false_positives": t.false_positives,
+                "data_block_reads": t.data_block_reads,
+                "min_key": std::str::from_utf8(&t.min_key).ok(),
+                "min_key_hex": hex(&t.min_key),
+                "max_key": std::str::from_utf8(&t.max_key).ok(),
+                "max_key_hex": hex(&t.max_key),
+                "filter_problem": t.filter_problem,
+            })
+        })
+        .collect();
+    let v = json!({
+        "dir": g.dir().to_string_lossy(),
+        "default_filter": {"kind": kind.name(), "fpr": num(fpr)},
+        "table_count": s.tables.len(),
+        "keys": s.table_keys(),
+        "tombstones": sum(|t| t.tombstones),
+        "file_bytes": sum(|t| t.file_bytes),
+        "filter_bytes": sum(|t| t.filter_bytes),
+        "memtable_entries": s.memtable_entries,
+        "memtable_bytes": s.memtable_bytes,
+        "counters": {
+            "scope": "this process",
+            "lookups": s.lookups,
+            "filter_negatives": s.filter_negatives,
+            "filter_positives": s.filter_positives,
+            "false_positives": s.false_positives,
+            "observed_fpr": s.observed_fpr().and_then(num),
+            "unfiltered_reads": s.unfiltered_reads,
+            "data_block_reads": s.data_block_reads,
+            "bytes_read": s.bytes_read,
+        },
+        "levels": levels,
+        "tables": tables,
     });
-    o
+    let mut out = serde_json::to_string_pretty(&v).unwrap_or_default();
+    out.push('\n');
+    out
 }
 
-/// A JSON number, or `null` for NaN and infinities (which JSON cannot express).
-fn json_f64(x: f64) -> String {
-    if x.is_finite() {
-        rate(x)
-    } else {
-        "null".into()
-    }
-}
-
-/// A key as a JSON string when it is UTF-8, else `null` (the hex field always has it).
-fn json_key(k: &[u8]) -> String {
-    match std::str::from_utf8(k) {
-        Ok(_) => json_str(k),
-        Err(_) => "null".into(),
-    }
-}
-
-/// A quoted, escaped JSON string of UTF-8 `bytes` (invalid bytes become U+FFFD).
-fn json_str(bytes: &[u8]) -> String {
-    let mut o = String::from("\"");
-    for c in String::from_utf8_lossy(bytes).chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+/// A JSON number, or `None` (null) for NaN and infinities, which JSON cannot express.
+fn num(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -1,9 +1,13 @@
 //! Cache-line blocked Bloom filter: every probe of a key falls in one 64-byte block, so a
 //! query touches one cache line.
 //!
-//! Block of hash h: b = fastrange(h, B) (chosen by the high bits). Probes: g₀ = rotl(h, 32) | 1,
-//! probe i sets bit gᵢ >> 55 (0..512) of block b; gᵢ₊₁ = gᵢ · 0x9e3779b97f4a7c15 (mod 2⁶⁴).
-//! Body: B blocks of 64 bytes; bit p of a block is bit (p mod 8) of its byte p/8.
+//! Block of hash h: b = fastrange(h, B) (chosen by the high bits). Probes (layout version 2):
+//! with x = h mod 2³², probe i sets bit (x · M^i mod 2³²) >> 23 (0..512) of block b, where
+//! M = 0x9e3779b9. The k products do not depend on each other, so eight of them are one AVX2
+//! multiplication ([`super::simd`]); a portable version computes the same bits one by one.
+//! Version 1 blocks (probes from 64-bit products gᵢ₊₁ = gᵢ · 0x9e3779b97f4a7c15, g₀ =
+//! rotl(h, 32) | 1, bit gᵢ >> 55) are still read. Body: B blocks of 64 bytes; bit p of a block
+//! is bit (p mod 8) of its byte p/8 (bit p mod 32 of its little-endian 32-bit word p/32).
 //!
 //! Sizing: blocks hold a Poisson(λ = n/B) number of keys, so the false-positive rate is
 //! Σⱼ Pois(j; λ)·(1 − (1 − 1/512)^(k·j))^k ([`theoretical_fpr`]). The builder grows B from the
@@ -11,7 +15,7 @@
 
 use rayon::prelude::*;
 
-use super::{FilterKind, Header};
+use super::{FilterKind, Header, Run, View};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
 
@@ -21,7 +25,21 @@ pub const BLOCK_BITS: u64 = 512;
 pub const MAX_K: u32 = 30;
 /// The builder aims the theoretical rate at this fraction of ε, so the observed rate meets ε.
 const AIM: f64 = 0.98;
+/// Version 1's probe multiplier (64-bit golden ratio).
 const MULT: u64 = 0x9e37_79b9_7f4a_7c15;
+/// Version 2's probe multiplier (32-bit golden ratio).
+const MULT32: u32 = 0x9e37_79b9;
+
+/// `POW[i]` = 0x9e3779b9^i mod 2³²: probe i of version 2 is `(x · POW[i]) >> 23`.
+pub(super) const POW: [u32; MAX_K as usize + 2] = {
+    let mut t = [1u32; MAX_K as usize + 2];
+    let mut i = 1;
+    while i < t.len() {
+        t[i] = t[i - 1].wrapping_mul(MULT32);
+        i += 1;
+    }
+    t
+};
 
 /// Σⱼ Pois(j; n/B)·(1 − (1 − 1/512)^(k·j))^k: the false-positive rate of `blocks` blocks,
 /// `k` probes and `n` keys.
@@ -91,25 +109,15 @@ pub fn params(n: u64, fpr: f64) -> (u64, u32) {
     }
 }
 
-#[inline]
-fn probe_bits(hash: u64, k: u32, mut f: impl FnMut(u32) -> bool) -> bool {
-    let mut g = hash.rotate_left(32) | 1;
-    for _ in 0..k {
-        if !f((g >> 55) as u32) {
-            return false;
-        }
-        g = g.wrapping_mul(MULT);
-    }
-    true
-}
-
+/// Sets the version 2 probe bits of `hash` in `block` (64 bytes).
 fn insert(block: &mut [u8], hash: u64, k: u32) {
-    probe_bits(hash, k, |p| {
+    let x = hash as u32;
+    for &m in &POW[..k as usize] {
+        let p = x.wrapping_mul(m) >> 23;
         if let Some(b) = block.get_mut((p / 8) as usize) {
             *b |= 1 << (p % 8);
         }
-        true
-    });
+    }
 }
 
 /// The smallest hash h with fastrange(h, blocks) >= b, as u128 (2^64 for b = blocks):
@@ -170,6 +178,7 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     }
     Header {
         kind: FilterKind::BlockedBloom,
+        version: 2,
         n,
         target_fpr: fpr,
         p1: blocks,
@@ -180,22 +189,64 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     .encode_block(&body)
 }
 
-/// Zero-copy reader over a blocked Bloom body.
-#[derive(Clone, Copy, Debug)]
-pub struct BlockedView<'a> {
-    body: &'a [u8],
-    blocks: u64,
-    k: u32,
+/// How a view computes its probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probe {
+    /// Layout version 1 (64-bit probe sequence).
+    V1,
+    /// Version 2, one probe at a time.
+    V2Portable,
+    /// Version 2 with the best SIMD kernel the CPU has (see [`super::simd::blocked_v2`]).
+    V2Simd,
 }
 
-impl<'a> BlockedView<'a> {
-    /// The same parameters over another body (one already checked against them).
-    #[inline]
-    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> BlockedView<'b> {
-        BlockedView { body, ..*self }
+/// The 64-byte block of `hash` in `body` (`None` only for a body shorter than a block, which
+/// a checked view never has). The body's length gives the block count, so nothing but the
+/// body is needed.
+#[inline(always)]
+pub(super) fn block_of(body: &[u8], hash: u64) -> Option<&[u8; 64]> {
+    let lines = body.as_chunks::<64>().0;
+    lines.get(fastrange(hash, lines.len() as u64) as usize)
+}
+
+/// The checked parameters of a blocked Bloom body (queries take the body).
+#[derive(Clone, Copy)]
+pub struct BlockedView {
+    k: u32,
+    probe: Probe,
+    /// What the SIMD kernel reads in place of k (see `simd::blocked_v2`); k otherwise.
+    pub(super) arg: u32,
+}
+
+impl std::fmt::Debug for BlockedView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockedView")
+            .field("k", &self.k)
+            .field("probe", &self.probe)
+            .finish()
+    }
+}
+
+impl BlockedView {
+    /// The same filter answering with the portable code (no SIMD).
+    pub(super) fn portable(self) -> Self {
+        let probe = match self.probe {
+            Probe::V2Simd => Probe::V2Portable,
+            p => p,
+        };
+        BlockedView {
+            probe,
+            arg: self.k,
+            ..self
+        }
     }
 
-    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+    /// True when queries run on SIMD instructions.
+    pub(super) fn uses_simd(&self) -> bool {
+        self.probe == Probe::V2Simd
+    }
+
+    pub(super) fn new(h: &Header, body: &[u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "blocked bloom filter with zero blocks"));
         }
@@ -216,52 +267,91 @@ impl<'a> BlockedView<'a> {
                 ),
             ));
         }
+        let probe = match h.version {
+            1 => Probe::V1,
+            _ if super::simd::blocked_v2(h.p2).is_some() => Probe::V2Simd,
+            _ => Probe::V2Portable,
+        };
+        let arg = match probe {
+            Probe::V2Simd => super::simd::blocked_v2(h.p2).map_or(h.p2, |(_, arg)| arg),
+            _ => h.p2,
+        };
         Ok(BlockedView {
-            body,
-            blocks: h.p1,
             k: h.p2,
+            probe,
+            arg,
         })
     }
 
-    /// False means certainly absent.
-    #[inline]
-    pub fn may_contain(&self, hash: u64) -> bool {
-        let off = (fastrange(hash, self.blocks) * 64) as usize;
-        let Some(block) = self.body.get(off..off + 64) else {
-            return true;
-        };
-        let block: &[u8; 64] = match block.try_into() {
-            Ok(b) => b,
-            Err(_) => return true,
-        };
-        // The same bits as `probe_bits`, two per branch: an absent key's first bit is set
-        // about half the time, so a branch per bit mispredicts on about every other key;
-        // a branch per pair (both set about a quarter of the time) much less often.
-        let bit = |g: u64| {
-            let p = (g >> 55) as usize;
-            (block[(p / 8) & 63] >> (p % 8)) & 1
-        };
-        let mut g = hash.rotate_left(32) | 1;
-        let mut left = self.k;
-        while left >= 2 {
-            let b1 = bit(g);
-            g = g.wrapping_mul(MULT);
-            let b2 = bit(g);
-            g = g.wrapping_mul(MULT);
-            if b1 & b2 == 0 {
-                return false;
-            }
-            left -= 2;
+    /// The query kernel for this view (see `Filter::may_contain`): the probe scheme's, and for
+    /// version 2 the fastest SIMD kernel the CPU has for k.
+    pub(super) fn run(&self) -> Run {
+        match self.probe {
+            Probe::V1 => |v, body, hash| match v {
+                View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v1(x, hash, b.k)),
+                _ => true,
+            },
+            Probe::V2Portable => run_portable,
+            Probe::V2Simd => super::simd::blocked_v2(self.k).map_or(run_portable, |(run, _)| run),
         }
-        left == 0 || bit(g) != 0
     }
 
     /// Reads one byte of the key's block (one cache line; see [`crate::Filter::touch`]).
     #[inline]
-    pub fn touch(&self, hash: u64) -> u8 {
-        let off = (fastrange(hash, self.blocks) * 64) as usize;
-        self.body.get(off).copied().unwrap_or(0)
+    pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
+        block_of(body, hash).map_or(0, |b| b[0])
     }
+}
+
+/// The portable version 2 kernel.
+fn run_portable(v: &View, body: &[u8], hash: u64) -> bool {
+    match v {
+        View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v2(x, hash as u32, b.k)),
+        _ => true,
+    }
+}
+
+/// Version 2 probes of `x` (the low 32 bits of the hash) in one block, without SIMD, two per
+/// branch as in [`query_v1`]: most absent keys are rejected by the first pair, so the common
+/// query is short, which also lets the CPU keep more queries (and their cache misses) in
+/// flight. Must answer exactly as the SIMD kernels.
+#[inline]
+pub(super) fn query_v2(block: &[u8; 64], x: u32, k: u32) -> bool {
+    let bit = |m: u32| {
+        let p = x.wrapping_mul(m) >> 23;
+        (block[(p / 8) as usize & 63] >> (p % 8)) & 1
+    };
+    let mut pairs = POW[..k as usize].chunks_exact(2);
+    for pair in &mut pairs {
+        if bit(pair[0]) & bit(pair[1]) == 0 {
+            return false;
+        }
+    }
+    pairs.remainder().iter().all(|&m| bit(m) != 0)
+}
+
+/// Version 1 probes: bits gᵢ >> 55 with g₀ = rotl(h, 32) | 1, gᵢ₊₁ = gᵢ · [`MULT`], two per
+/// branch (an absent key's first bit is set about half the time, so a branch per bit
+/// mispredicts on about every other key; a branch per pair much less often).
+#[inline]
+fn query_v1(block: &[u8; 64], hash: u64, k: u32) -> bool {
+    let bit = |g: u64| {
+        let p = (g >> 55) as usize;
+        (block[(p / 8) & 63] >> (p % 8)) & 1
+    };
+    let mut g = hash.rotate_left(32) | 1;
+    let mut left = k;
+    while left >= 2 {
+        let b1 = bit(g);
+        g = g.wrapping_mul(MULT);
+        let b2 = bit(g);
+        g = g.wrapping_mul(MULT);
+        if b1 & b2 == 0 {
+            return false;
+        }
+        left -= 2;
+    }
+    left == 0 || bit(g) != 0
 }
 
 #[cfg(test)]
@@ -291,6 +381,106 @@ mod tests {
                 }
             }
             assert_eq!(first_hash(blocks, blocks), 1 << 64);
+        }
+    }
+
+    /// A version 1 block as the builder wrote it before version 2: kept here so that the
+    /// version 1 reader stays tested on random key sets (the fixture pins one file).
+    fn build_v1(fpr: f64, hashes: &[u64]) -> Vec<u8> {
+        let n = hashes.len() as u64;
+        let (blocks, k) = params(n, fpr);
+        let mut body = vec![0u8; (blocks * 64) as usize];
+        for &h in hashes {
+            let b = fastrange(h, blocks) as usize;
+            let mut g = h.rotate_left(32) | 1;
+            for _ in 0..k {
+                let p = (g >> 55) as usize;
+                body[b * 64 + p / 8] |= 1 << (p % 8);
+                g = g.wrapping_mul(MULT);
+            }
+        }
+        Header {
+            kind: FilterKind::BlockedBloom,
+            version: 1,
+            n,
+            target_fpr: fpr,
+            p1: blocks,
+            p2: k,
+            p3: 0,
+            body_len: body.len() as u64,
+        }
+        .encode_block(&body)
+    }
+
+    /// Version 1 blocks are still read: no false negatives, and a false-positive rate on its
+    /// theory, for every k the builder picks between ε = 30 % and 10⁻⁶.
+    #[test]
+    fn version_1_blocks_answer_as_before() {
+        let hashes: Vec<u64> = (0..20_000u64).map(|i| mix64(i ^ 0xabc)).collect();
+        for fpr in [0.3, 0.05, 0.01, 0.001, 1e-6] {
+            let block = build_v1(fpr, &hashes);
+            let f = crate::filter::Filter::decode(&block).expect("decode v1");
+            assert_eq!(f.header().version, 1);
+            assert!(!f.uses_simd());
+            assert!(hashes.iter().all(|&h| f.may_contain(h)), "ε={fpr}");
+            let q = 200_000u64;
+            let pos = (0..q)
+                .filter(|&i| f.may_contain(mix64(i + (1 << 40))))
+                .count();
+            let p = f.theoretical_fpr();
+            let sd = (p * (1.0 - p) / q as f64).sqrt();
+            let got = pos as f64 / q as f64;
+            assert!(
+                (got - p).abs() <= 5.0 * sd + 0.05 * p,
+                "ε={fpr}: {got} vs {p}"
+            );
+        }
+    }
+
+    /// Every k from 1 to 30 (several SIMD rounds, partial last rounds): the portable and the
+    /// dispatched (SIMD where the CPU has it) queries agree on every hash, present or not,
+    /// on full and sparse blocks.
+    #[test]
+    fn portable_and_simd_agree_for_every_k() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for k in 1..=MAX_K {
+            for fill in [0usize, 3, 40, 200] {
+                let mut block = [0u8; 64];
+                let mut keys = Vec::new();
+                for _ in 0..fill {
+                    x = mix64(x);
+                    insert(&mut block, x, k);
+                    keys.push(x);
+                }
+                let kernels: Vec<(&str, (Run, u32))> = [
+                    ("avx2", super::super::simd::blocked_v2_avx2(k)),
+                    ("avx512", super::super::simd::blocked_v2_avx512(k)),
+                ]
+                .into_iter()
+                .filter_map(|(name, q)| Some((name, q?)))
+                .collect();
+                let check = |h: u64, want: bool| {
+                    assert_eq!(query_v2(&block, h as u32, k), want, "k={k} fill={fill}");
+                    for (name, (q, arg)) in &kernels {
+                        let view = View::Blocked(BlockedView {
+                            k,
+                            probe: Probe::V2Simd,
+                            arg: *arg,
+                        });
+                        // SAFETY: `simd` returned these kernels, so the CPU has their features.
+                        #[allow(unsafe_code)]
+                        let got = unsafe { q(&view, &block, h) };
+                        assert_eq!(got, want, "{name} k={k} fill={fill}");
+                    }
+                };
+                for &h in &keys {
+                    check(h, true);
+                }
+                for _ in 0..2000 {
+                    x = mix64(x);
+                    check(x, query_v2(&block, x as u32, k));
+                }
+            }
         }
     }
 

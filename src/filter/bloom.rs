@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::{FilterKind, Header};
+use super::{FilterKind, Header, View};
 use crate::error::{Error, Result};
 use crate::hash::{fastrange, mix64};
 
@@ -104,6 +104,7 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     }
     Header {
         kind: FilterKind::Bloom,
+        version: FilterKind::Bloom.version(),
         n,
         target_fpr: fpr,
         p1: m,
@@ -114,22 +115,15 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     .encode_block(&body)
 }
 
-/// Zero-copy reader over a Bloom body.
+/// The checked parameters of a Bloom body (queries take the body).
 #[derive(Clone, Copy, Debug)]
-pub struct BloomView<'a> {
-    body: &'a [u8],
+pub struct BloomView {
     m: u64,
     k: u32,
 }
 
-impl<'a> BloomView<'a> {
-    /// The same parameters over another body (one already checked against them).
-    #[inline]
-    pub(super) fn rebind<'b>(&self, body: &'b [u8]) -> BloomView<'b> {
-        BloomView { body, ..*self }
-    }
-
-    pub(super) fn new(h: &Header, body: &'a [u8]) -> Result<Self> {
+impl BloomView {
+    pub(super) fn new(h: &Header, body: &[u8]) -> Result<Self> {
         if h.p1 == 0 {
             return Err(Error::corrupt(32, "bloom filter with zero bits"));
         }
@@ -150,17 +144,12 @@ impl<'a> BloomView<'a> {
                 ),
             ));
         }
-        Ok(BloomView {
-            body,
-            m: h.p1,
-            k: h.p2,
-        })
+        Ok(BloomView { m: h.p1, k: h.p2 })
     }
 
     /// False means certainly absent.
     #[inline]
-    pub fn may_contain(&self, hash: u64) -> bool {
-        let body = self.body;
+    pub fn may_contain(&self, body: &[u8], hash: u64) -> bool {
         for_each_probe(hash, self.m, self.k, |p| {
             let byte = body.get((p / 8) as usize).copied().unwrap_or(0);
             byte & (1 << (p % 8)) != 0
@@ -171,8 +160,7 @@ impl<'a> BloomView<'a> {
     /// returns them folded, so that a caller can bring them into cache ahead of
     /// [`may_contain`](Self::may_contain) with a plain load (see [`crate::Filter::touch`]).
     #[inline]
-    pub fn touch(&self, hash: u64) -> u8 {
-        let body = self.body;
+    pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
         let (mut acc, mut left) = (0u8, 2);
         for_each_probe(hash, self.m, self.k, |p| {
             acc ^= body.get((p / 8) as usize).copied().unwrap_or(0);
@@ -180,6 +168,14 @@ impl<'a> BloomView<'a> {
             left > 0
         });
         acc
+    }
+}
+
+/// The query kernel of bloom views (see `Filter::may_contain`).
+pub(super) fn run(v: &View, body: &[u8], hash: u64) -> bool {
+    match v {
+        View::Bloom(b) => b.may_contain(body, hash),
+        _ => true,
     }
 }
 

@@ -40,6 +40,7 @@ impl Default for ExperimentConfig {
                 FilterKind::Bloom,
                 FilterKind::BlockedBloom,
                 FilterKind::Cuckoo,
+                FilterKind::BinaryFuse,
             ],
             runs: 30,
             baselines: true,

@@ -90,19 +90,38 @@ pub(crate) fn entry_len(shared: usize, key: &[u8], value: Option<&[u8]>) -> usiz
 }
 
 /// Builds one block.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BlockBuilder {
     buf: Vec<u8>,
     restarts: Vec<u32>,
     last_key: Vec<u8>,
     count: usize,
+    interval: usize,
+}
+
+impl Default for BlockBuilder {
+    fn default() -> Self {
+        BlockBuilder::with_restart_interval(RESTART_INTERVAL)
+    }
 }
 
 impl BlockBuilder {
+    /// A builder that writes a restart point (a whole key) every `interval` entries; 1 makes
+    /// every entry reachable through the restart array (version 3 index blocks).
+    pub fn with_restart_interval(interval: usize) -> BlockBuilder {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: Vec::new(),
+            last_key: Vec::new(),
+            count: 0,
+            interval: interval.max(1),
+        }
+    }
+
     /// Adds an entry; keys must arrive in strictly increasing order.
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         debug_assert!(self.count == 0 || key > self.last_key.as_slice());
-        let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
+        let shared = if self.count.is_multiple_of(self.interval) {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
@@ -183,12 +202,17 @@ impl<'a> Block<'a> {
         Ok(block)
     }
 
-    fn restart(&self, i: usize) -> u32 {
+    /// Length of the entries, before the restart array.
+    pub(crate) fn entries_len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub(crate) fn restart(&self, i: usize) -> u32 {
         let b = &self.restarts[4 * i..4 * i + 4];
         u32::from_le_bytes([b[0], b[1], b[2], b[3]])
     }
 
-    fn restart_count(&self) -> usize {
+    pub(crate) fn restart_count(&self) -> usize {
         self.restarts.len() / 4
     }
 
@@ -298,6 +322,38 @@ impl<'a> Block<'a> {
         }
         Ok(None)
     }
+}
+
+/// Where the entry at byte `pos` of a block's entries lies: `entries` is the block's bytes up
+/// to its restart array, `prev_len` the length of the previous key (0 at the first entry),
+/// `base` the block's file offset for errors. For readers that keep the block and decode
+/// entries one at a time (a merge's table cursor).
+pub(crate) fn span_at(entries: &[u8], base: u64, pos: usize, prev_len: usize) -> Result<Span> {
+    let b = Block {
+        data: entries,
+        restarts: &[],
+        base,
+    };
+    let r = b.entry_at(pos, prev_len)?;
+    let at = |s: &[u8]| s.as_ptr() as usize - entries.as_ptr() as usize;
+    Ok(Span {
+        shared: r.shared,
+        suffix: at(r.suffix)..at(r.suffix) + r.suffix.len(),
+        value: r.value.map(|v| at(v)..at(v) + v.len()),
+        end: r.end,
+    })
+}
+
+/// An entry's place in its block (see [`span_at`]).
+pub(crate) struct Span {
+    /// Bytes shared with the previous key.
+    pub shared: usize,
+    /// The rest of the key.
+    pub suffix: std::ops::Range<usize>,
+    /// The value (`None`: a tombstone).
+    pub value: Option<std::ops::Range<usize>>,
+    /// Where the next entry starts.
+    pub end: usize,
 }
 
 /// One entry as stored: the key's suffix after `shared` bytes of its predecessor's key, the

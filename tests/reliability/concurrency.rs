@@ -34,6 +34,9 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
     let o = Options {
         memtable_bytes: 8 << 10,
         compaction_trigger: Some(4),
+        table_bytes: 16 << 10,
+        l1_bytes: 64 << 10,
+        level_ratio: 3,
         fs: Arc::new(NoSyncFs),
         ..Options::default()
     };
@@ -100,11 +103,14 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
                 FilterKind::Cuckoo,
                 FilterKind::Bloom,
                 FilterKind::BlockedBloom,
+                FilterKind::BinaryFuse,
                 FilterKind::None,
             ];
             while !stop.load(Ordering::Acquire) {
                 store.compact().unwrap();
-                store.refilter(kinds[n as usize % 4], 0.02).unwrap();
+                store
+                    .refilter(kinds[n as usize % kinds.len()], 0.02)
+                    .unwrap();
                 n += 1;
             }
             n

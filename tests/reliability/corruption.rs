@@ -16,7 +16,7 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{:06}", i * 2).into_bytes()
 }
 
-/// A store with three tables (interleaved key ranges, filters of all kinds) and a WAL of
+/// A store with four tables (interleaved key ranges, filters of all kinds) and a WAL of
 /// several records; returns its directory.
 fn build(parent: &Path) -> PathBuf {
     let dir = subdir(parent, "clean");
@@ -29,6 +29,7 @@ fn build(parent: &Path) -> PathBuf {
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
     ];
     for (t, kind) in kinds.into_iter().enumerate() {
         let s = Store::open(
@@ -39,7 +40,7 @@ fn build(parent: &Path) -> PathBuf {
             },
         )
         .unwrap();
-        for i in (t as u64..KEYS).step_by(3) {
+        for i in (t as u64..KEYS).step_by(kinds.len()) {
             s.put(&key(i), &value_of(&key(i), 1)).unwrap();
         }
         s.flush().unwrap();

@@ -45,9 +45,14 @@ fn child_writer() {
     let seed: u64 = seed.parse().unwrap();
     let mut rng = Rng::new(seed);
     let opts = Options {
-        filter: Some(FilterKind::ALL[rng.below(4) as usize]),
+        filter: Some(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
         memtable_bytes: 1024 + rng.below(4096) as usize,
         compaction_trigger: Some(2 + rng.below(3) as usize),
+        // Tiny tables and levels, so that kills land in background flushes and in
+        // compactions at every level.
+        table_bytes: 1024 + rng.below(4096),
+        l1_bytes: 4096 + rng.below(8192),
+        level_ratio: 2 + rng.below(2),
         sync: SyncPolicy::EveryWrite,
         ..Options::default()
     };
@@ -95,7 +100,7 @@ fn child_writer() {
             }
             _ => {
                 out("@R?");
-                let kind = FilterKind::ALL[rng.below(4) as usize];
+                let kind = FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize];
                 store.refilter(kind, 0.05).unwrap();
                 out("@R");
             }
@@ -106,6 +111,26 @@ fn child_writer() {
 
 type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// Whether `dir` holds table or filter files its manifest does not name: a flush or a
+/// compaction was writing its output when the process died.
+fn background_writes_in_progress(dir: &Path) -> bool {
+    let Ok(Some(m)) = filterstore::manifest::Manifest::load(dir) else {
+        return false;
+    };
+    let live: std::collections::HashSet<u64> = m
+        .tables
+        .iter()
+        .flat_map(|t| [t.number, t.filter_file])
+        .collect();
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        match name.split_once('.') {
+            Some((n, "sst" | "filter")) => n.parse::<u64>().is_ok_and(|n| !live.contains(&n)),
+            _ => false,
+        }
+    })
+}
+
 #[test]
 fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     let _serial = crate::serial();
@@ -115,6 +140,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     let mut must = Model::new();
     let mut phases: BTreeMap<String, u64> = BTreeMap::new();
     let (iterations, mut checked, mut acked) = (300u64, 0u64, 0u64);
+    let mut in_background = 0u64;
     for iter in 0..iterations {
         let mut child = spawn_child(
             "crash::child_writer",
@@ -201,6 +227,9 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         };
         *phases.entry(phase.to_string()).or_default() += 1;
         let what = format!("iteration {iter}, killed during {phase}");
+        if background_writes_in_progress(&dir) {
+            in_background += 1;
+        }
         assert_verified(&dir, &what);
         let store = Store::open(&dir, Options::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
         // Everything in the store must be something written; everything acknowledged must be
@@ -266,6 +295,11 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     assert!(
         acked > iterations,
         "children acknowledged only {acked} writes"
+    );
+    println!("{in_background} kills caught a flush or compaction writing its tables");
+    assert!(
+        in_background > 0,
+        "no kill landed while a flush or compaction was writing"
     );
     println!(
         "SIGKILL: {iterations} kills, kill points by operation in flight {phases:?}, \

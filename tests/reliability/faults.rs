@@ -25,6 +25,11 @@ fn opts(fs: &FaultFs, kind: FilterKind) -> Options {
         filter: Some(kind),
         memtable_bytes: 1200,
         compaction_trigger: Some(3),
+        // Tiny tables and levels: flushes and compactions of every kind (L0 and deeper
+        // levels, moves, rolling outputs) run in the background and meet the faults.
+        table_bytes: 2048,
+        l1_bytes: 4096,
+        level_ratio: 2,
         sync: SyncPolicy::EveryWrite,
         fs: Arc::new(fs.clone()),
         ..Options::default()
@@ -59,7 +64,7 @@ fn workload(seed: u64, steps: usize) -> Vec<Op> {
             }
             85..=90 => Op::Flush,
             91..=95 => Op::Compact,
-            _ => Op::Refilter(FilterKind::ALL[rng.below(4) as usize]),
+            _ => Op::Refilter(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
         };
         ops.push(op);
     }
@@ -176,15 +181,16 @@ fn power_cut_at_every_sync_point_loses_nothing_acknowledged() {
         *kinds.entry(kind).or_default() += 1;
     }
     let (mut images, mut keys, mut with_pending) = (0u64, 0u64, 0u64);
-    for cut in 0..=total {
+    // Background flushes and compactions make the number of sync points vary a little from
+    // run to run (how many L0 tables a compaction finds depends on timing), so the cuts go
+    // on until a run ends before its cut point.
+    let mut cut = 0u64;
+    loop {
         let fs = FaultFs::new();
         fs.cut_power_at_sync(cut);
         let live = subdir(tmp.path(), "live");
         let (must, failed) = run_until_error(&live, &fs, &ops);
-        assert!(
-            cut == total || fs.fired().is_some(),
-            "cut {cut} never reached"
-        );
+        let reached = fs.fired().is_some();
         let may = in_flight(failed.as_ref());
         let pending = fs.pending_dir_ops();
         let mut prefixes = vec![0, pending];
@@ -203,7 +209,15 @@ fn power_cut_at_every_sync_point_loses_nothing_acknowledged() {
             keys += check_recovery(&img, &must, &may, &what);
             images += 1;
         }
+        if !reached {
+            break;
+        }
+        cut += 1;
     }
+    assert!(
+        cut * 10 >= total * 9,
+        "{cut} cut points, but a clean run had {total} sync points"
+    );
     assert!(full.len() > 20);
     println!(
         "power cuts: {} sync points ({kinds:?}), {images} crash images ({with_pending} cuts \
@@ -264,7 +278,7 @@ fn faults_in(target: &str, run: impl Fn(&Store) -> filterstore::Result<()>) -> (
                 Ok(()) => {
                     model.insert(k, Some(b"y".to_vec()));
                 }
-                Err(Error::Poisoned) => {}
+                Err(Error::Poisoned { .. }) => {}
                 Err(e) if sticky => {
                     may.insert(k, Some(b"y".to_vec()));
                     assert!(matches!(e, Error::Io { .. }), "{what}: {e}");

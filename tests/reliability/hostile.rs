@@ -183,8 +183,9 @@ fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The files of every kind that a store of the current code writes: tables of 1, 30 and 300
-/// entries (with bloom, blocked-bloom and cuckoo filters), the manifest after each flush, and
+/// The files of every kind that a store of the current code writes: tables of 1, 30, 300 and
+/// 60 entries (with bloom, blocked-bloom, cuckoo and binary-fuse filters), the manifest after
+/// each flush, and
 /// a log of 40 batches, whole, torn by 14 bytes of garbage, with a damaged first record, and
 /// cut short.
 struct Written {
@@ -211,8 +212,9 @@ fn written() -> Written {
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
     ];
-    for (kind, n) in kinds.into_iter().zip([1usize, 30, 300]) {
+    for (kind, n) in kinds.into_iter().zip([1usize, 30, 300, 60]) {
         let s = Store::open(
             dir.path(),
             Options {
@@ -294,8 +296,8 @@ fn block_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Filters of every kind from 0, 3 and 40 keys at two rates (their parameter space, which a
-/// store's few filters do not cover).
+/// Filters of every kind from 0, 3 and 40 keys at three rates (their parameter space, which a
+/// store's few filters do not cover; for binary-fuse, 8- and 16-bit fingerprints).
 fn filter_seeds() -> Vec<Vec<u8>> {
     let mut rng = Rng::new(78);
     let mut seeds = Vec::new();
@@ -303,10 +305,12 @@ fn filter_seeds() -> Vec<Vec<u8>> {
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::Cuckoo,
+        FilterKind::BinaryFuse,
     ] {
         for n in [0u64, 3, 40] {
             let hashes: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-            for fpr in [0.3, 0.01] {
+            // For binary-fuse: 8 and 16-bit fingerprints.
+            for fpr in [0.3, 0.01, 0.001] {
                 seeds.push(filter::build(kind, fpr, &hashes).unwrap().unwrap());
             }
         }
@@ -537,7 +541,7 @@ fn manifest_decode() {
         fuzz(
             "manifest",
             w.manifest,
-            600_000,
+            300_000,
             fix_manifest,
             harness::manifest
         )

@@ -1,0 +1,404 @@
+//! `bench engine`: the engine at scale: load rate, put latency, stalls, write and space
+//! amplification, memory, the level tree, and lookups against it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use filterstore::hash::mix64;
+use filterstore::{FilterKind, Options, Stats, Store, SyncPolicy};
+
+use super::{CliError, Exit, Global, Run};
+
+/// Load N generated keys into a fresh store with background flush and compaction on, then
+/// look up absent and present keys in the resulting level tree.
+///
+/// Keys are 16 bytes, generated from their index (nothing is held in memory, so -n 100000000
+/// runs in the same memory as the default), put in random key order with `value-bytes`
+/// values. Absent keys differ from present ones in their last bit, so they fall inside every
+/// table's key range and only a filter can rule them out.
+///
+/// Reports: puts/s (including the final flush), put latency p50/p99/p99.9/max, time writes
+/// were slowed or stopped, write amplification from the store's own count of bytes written
+/// (logs + flushes + compactions ÷ key and value bytes put), space amplification (bytes on
+/// disk ÷ key and value bytes live), peak resident memory, tables per level, and for absent
+/// and present lookups after a reopen: ns per lookup, filter probes and block reads per
+/// lookup.
+#[derive(Args, Debug)]
+pub struct BenchEngine {
+    /// Keys to load
+    #[arg(short = 'n', long = "count", default_value_t = 5_000_000)]
+    count: u64,
+    /// Bytes per value
+    #[arg(long, default_value_t = 100)]
+    value_bytes: usize,
+    /// Absent and present lookups after the load
+    #[arg(long, default_value_t = 1_000_000)]
+    lookups: u64,
+    /// Filter kind of the tables
+    #[arg(long, default_value = "blocked-bloom", value_parser = super::parse_filter)]
+    filter: FilterKind,
+    /// Target false-positive rate
+    #[arg(long, default_value_t = 0.01, value_parser = super::parse_fpr)]
+    fpr: f64,
+    /// When log appends are fsynced: every-write, on-flush or buffered
+    #[arg(long, default_value = "on-flush", value_parser = parse_sync)]
+    sync: SyncPolicy,
+    /// Memtable size in MiB [default: the library's]
+    #[arg(long)]
+    memtable_mib: Option<usize>,
+    /// Target table size in MiB [default: the library's]
+    #[arg(long)]
+    table_mib: Option<u64>,
+    /// Target L1 size in MiB [default: the library's]
+    #[arg(long)]
+    l1_mib: Option<u64>,
+    /// Level size ratio T [default: the library's]
+    #[arg(long)]
+    ratio: Option<u64>,
+    /// L0 tables that start a compaction [default: the library's]
+    #[arg(long)]
+    l0_trigger: Option<usize>,
+    /// L0 tables at which writes slow down [default: the library's]
+    #[arg(long)]
+    l0_slowdown: Option<usize>,
+    /// L0 tables at which writes stop [default: the library's]
+    #[arg(long)]
+    l0_stop: Option<usize>,
+    /// Wait for compactions to finish before the lookups (default: look up at once, as the
+    /// store is when the load ends)
+    #[arg(long)]
+    settle: bool,
+    /// Seed of the generated keys
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory in which to build the store (must not exist) [default: a temporary
+    /// directory, removed afterwards]
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
+    match s {
+        "every-write" => Ok(SyncPolicy::EveryWrite),
+        "on-flush" => Ok(SyncPolicy::OnFlush),
+        "buffered" => Ok(SyncPolicy::Buffered),
+        _ => Err("expected every-write, on-flush or buffered".into()),
+    }
+}
+
+/// Key `i`: 16 bytes, present keys with the last bit clear, absent ones with it set.
+fn key(seed: u64, i: u64, absent: bool) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&mix64(i ^ seed).to_be_bytes());
+    k[8..].copy_from_slice(&(mix64(i.wrapping_add(seed)) & !1 | u64::from(absent)).to_be_bytes());
+    k
+}
+
+fn fill_value(i: u64, v: &mut [u8]) {
+    let mut x = i;
+    for chunk in v.chunks_mut(8) {
+        x = mix64(x);
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+/// Latency histogram: 8 sub-buckets per power of two of nanoseconds (≤ 12.5 % error).
+struct Histogram {
+    counts: Vec<u64>,
+    max: u64,
+    n: u64,
+}
+
+impl Histogram {
+    fn new() -> Self {
+        Histogram {
+            counts: vec![0; 64 * 8],
+            max: 0,
+            n: 0,
+        }
+    }
+
+    fn bucket(ns: u64) -> usize {
+        if ns < 8 {
+            return ns as usize;
+        }
+        let e = 63 - ns.leading_zeros() as usize;
+        let sub = ((ns >> (e - 3)) & 7) as usize;
+        e * 8 + sub
+    }
+
+    fn lower(b: usize) -> u64 {
+        if b < 8 {
+            return b as u64;
+        }
+        let (e, sub) = (b / 8, b % 8);
+        (1u64 << e) + ((sub as u64) << (e - 3))
+    }
+
+    fn record(&mut self, ns: u64) {
+        self.counts[Self::bucket(ns)] += 1;
+        self.max = self.max.max(ns);
+        self.n += 1;
+    }
+
+    fn quantile(&self, q: f64) -> u64 {
+        let want = ((self.n as f64) * q).ceil() as u64;
+        let mut seen = 0;
+        for (b, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= want.max(1) {
+                return Self::lower(b + 1).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+/// A `/proc/self/status` field in KiB (0 when unknown).
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Peak resident set of this process in KiB (VmHWM).
+fn peak_rss_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+struct Lookups {
+    ns: f64,
+    probes: f64,
+    reads: f64,
+    found: u64,
+}
+
+fn lookups(
+    store: &Store,
+    seed: u64,
+    n: u64,
+    count: u64,
+    absent: bool,
+) -> Result<Lookups, CliError> {
+    // Keys drawn before the clock starts, laid out in draw order.
+    let keys: Vec<[u8; 16]> = (0..count)
+        .map(|j| key(seed, mix64(j ^ 0x5eed) % n, absent))
+        .collect();
+    let before = store.stats();
+    let reader = store.reader();
+    let t = Instant::now();
+    let mut found = 0;
+    for k in &keys {
+        found += u64::from(reader.get(k)?.is_some());
+    }
+    let ns = t.elapsed().as_nanos() as f64 / count as f64;
+    let after = store.stats();
+    let per = |a: u64, b: u64| (a - b) as f64 / count as f64;
+    Ok(Lookups {
+        ns,
+        probes: per(after.filter_probes(), before.filter_probes()),
+        reads: per(after.data_block_reads, before.data_block_reads),
+        found,
+    })
+}
+
+fn levels_line(s: &Stats) -> String {
+    s.levels
+        .iter()
+        .map(|l| format!("L{}:{}", l.level, l.tables))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Run for BenchEngine {
+    fn run(self, _g: &Global) -> Result<Exit, CliError> {
+        let n = self.count.max(1);
+        let tmp;
+        let dir = match &self.work_dir {
+            Some(d) => {
+                if d.exists() {
+                    return Err(CliError::usage(format!(
+                        "{} exists; give a directory that does not",
+                        d.display()
+                    )));
+                }
+                d.clone()
+            }
+            None => {
+                tmp = tempfile::tempdir().map_err(filterstore::Error::from)?;
+                tmp.path().join("store")
+            }
+        };
+        let defaults = Options::default();
+        let opts = Options {
+            filter: Some(self.filter),
+            fpr: Some(self.fpr),
+            sync: self.sync,
+            memtable_bytes: self
+                .memtable_mib
+                .map_or(defaults.memtable_bytes, |m| m << 20),
+            table_bytes: self.table_mib.map_or(defaults.table_bytes, |m| m << 20),
+            l1_bytes: self.l1_mib.map_or(defaults.l1_bytes, |m| m << 20),
+            level_ratio: self.ratio.unwrap_or(defaults.level_ratio),
+            compaction_trigger: Some(
+                self.l0_trigger
+                    .unwrap_or(defaults.compaction_trigger.unwrap_or(8)),
+            ),
+            l0_slowdown: self.l0_slowdown.unwrap_or(defaults.l0_slowdown),
+            l0_stop: self.l0_stop.unwrap_or(defaults.l0_stop),
+            ..defaults
+        };
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        let store = Store::open(&dir, opts.clone())?;
+        let mut value = vec![0u8; self.value_bytes];
+        let mut hist = Histogram::new();
+        let t = Instant::now();
+        let mut last = Instant::now();
+        for i in 0..n {
+            fill_value(i, &mut value);
+            let k = key(self.seed, i, false);
+            let t0 = Instant::now();
+            store.put(&k, &value)?;
+            hist.record(t0.elapsed().as_nanos() as u64);
+            if last.elapsed() > Duration::from_secs(5) {
+                last = Instant::now();
+                eprintln!(
+                    "bench engine: {i} of {n} puts, {:.0} puts/s, levels {}",
+                    i as f64 / t.elapsed().as_secs_f64(),
+                    levels_line(&store.stats())
+                );
+            }
+        }
+        let puts = t.elapsed();
+        let tf = Instant::now();
+        store.flush()?;
+        let flush = tf.elapsed();
+        let total = t.elapsed();
+        let loaded = store.stats();
+        let load_rss = peak_rss_kib();
+        let (anon, file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
+        let mut settle = Duration::ZERO;
+        if self.settle {
+            eprintln!("bench engine: waiting for compactions");
+            let ts = Instant::now();
+            store.wait_for_compaction()?;
+            settle = ts.elapsed();
+        }
+        drop(store);
+        let disk = dir_bytes(&dir);
+        let live = n * (16 + self.value_bytes as u64);
+        let tr = Instant::now();
+        let store = Store::open(&dir, opts)?;
+        let reopen = tr.elapsed();
+        let after_open = store.stats();
+        let lookups_n = self.lookups.max(1);
+        eprintln!("bench engine: {lookups_n} absent and {lookups_n} present lookups");
+        let absent = lookups(&store, self.seed, n, lookups_n, true)?;
+        let present = lookups(&store, self.seed, n, lookups_n, false)?;
+        let s = &loaded;
+        let mut o = String::new();
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            o,
+            "filterstore bench engine — {n} puts of 16-byte keys and {}-byte values, {} at ε {}, sync {:?}",
+            self.value_bytes, self.filter, self.fpr, self.sync
+        );
+        let _ = writeln!(
+            o,
+            "load:       {:.0} puts/s ({:.1} s of puts + {:.2} s final flush)",
+            n as f64 / total.as_secs_f64(),
+            puts.as_secs_f64(),
+            flush.as_secs_f64()
+        );
+        let _ = writeln!(
+            o,
+            "put:        p50 {:.2} µs, p99 {:.2} µs, p99.9 {:.1} µs, max {:.1} ms",
+            hist.quantile(0.5) as f64 / 1e3,
+            hist.quantile(0.99) as f64 / 1e3,
+            hist.quantile(0.999) as f64 / 1e3,
+            hist.max as f64 / 1e6
+        );
+        let _ = writeln!(
+            o,
+            "stalls:     {:.2} s slowed (L0 ≥ slowdown), {:.2} s stopped (L0 ≥ stop), {:.2} s waiting for a memtable seal",
+            s.slowdown_micros as f64 / 1e6,
+            s.stop_micros as f64 / 1e6,
+            s.memtable_wait_micros as f64 / 1e6
+        );
+        let w = |b: u64| b as f64 / s.user_bytes_written.max(1) as f64;
+        let _ = writeln!(
+            o,
+            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves",
+            s.write_amplification().unwrap_or(0.0),
+            w(s.wal_bytes_written),
+            w(s.flush_bytes_written),
+            w(s.compaction_bytes_written),
+            s.flushes,
+            s.compactions,
+            s.trivial_moves
+        );
+        let _ = writeln!(
+            o,
+            "space amp:  {:.2} ({disk} bytes on disk for {live} bytes of keys and values)",
+            disk as f64 / live as f64
+        );
+        let _ = writeln!(
+            o,
+            "memory:     peak RSS {} MiB (during the load: {} MiB; when it ended: {} MiB heap and {} MiB mapped files)",
+            peak_rss_kib() / 1024,
+            load_rss / 1024,
+            anon / 1024,
+            file / 1024
+        );
+        let _ = writeln!(
+            o,
+            "levels:     at the end of the load {}; at reopen {}{}",
+            levels_line(&loaded),
+            levels_line(&after_open),
+            if self.settle {
+                format!(" (compactions settled in {:.1} s)", settle.as_secs_f64())
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(o, "reopen:     {:.1} ms", reopen.as_secs_f64() * 1e3);
+        for (what, l) in [("absent", &absent), ("present", &present)] {
+            let _ = writeln!(
+                o,
+                "{what:<8}    {:.0} ns/get, {:.3} filter probes and {:.4} block reads per get, {} found",
+                l.ns, l.probes, l.reads, l.found
+            );
+        }
+        super::println(o)?;
+        if present.found != lookups_n || absent.found != 0 {
+            // A store that loses or invents keys fails its integrity promise: exit 3.
+            return Err(CliError {
+                code: Exit::Corrupt,
+                message: format!(
+                    "lookups disagree with the load: {} of {lookups_n} present keys found, {} absent keys found",
+                    present.found, absent.found
+                ),
+                quiet: false,
+            });
+        }
+        Ok(Exit::Success)
+    }
+}

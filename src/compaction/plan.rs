@@ -1,0 +1,615 @@
+//! Compaction planning: a pure function of the table set and the options, no I/O.
+//!
+//! Policy (leveled, as LevelDB):
+//! - **Scores.** L0 scores its table count ÷ the L0 trigger; a level n ≥ 1 scores its bytes
+//!   ÷ its target, `l1_bytes × ratio^(n−1)`. The last level never scores (it has no level
+//!   below). The highest score ≥ 1 is compacted; on a tie the upper level goes first.
+//! - **L0 → L1** takes every L0 table and the L1 tables their key range overlaps (taking all
+//!   of L0 is what keeps "newest wins" true without sequence numbers; see `version.rs`).
+//! - **Ln → Ln+1** takes one Ln table, the first whose smallest key lies past the level's
+//!   cursor (the largest key of the table its previous compaction took; round robin, back
+//!   to the first table at the end), and the Ln+1 tables it overlaps.
+//! - **Trivial move.** One input table and nothing overlapping below: the table changes
+//!   level without being rewritten.
+//! - **Tombstones** are dropped by the merge only where no level below the output holds a
+//!   table whose key range contains the key ([`tombstone_droppable`]).
+
+use crate::version::MAX_LEVELS;
+
+/// What the planner needs to know of a table.
+pub(crate) trait TableInfo {
+    /// File number.
+    fn number(&self) -> u64;
+    /// File size.
+    fn bytes(&self) -> u64;
+    /// Tombstones held.
+    fn tombstones(&self) -> u64;
+    /// Smallest key.
+    fn min_key(&self) -> &[u8];
+    /// Largest key.
+    fn max_key(&self) -> &[u8];
+}
+
+impl TableInfo for std::sync::Arc<crate::version::TableHandle> {
+    fn number(&self) -> u64 {
+        self.record.number
+    }
+    fn bytes(&self) -> u64 {
+        self.record.file_bytes
+    }
+    fn tombstones(&self) -> u64 {
+        self.record.tombstones
+    }
+    fn min_key(&self) -> &[u8] {
+        crate::version::TableHandle::min_key(self)
+    }
+    fn max_key(&self) -> &[u8] {
+        crate::version::TableHandle::max_key(self)
+    }
+}
+
+/// The shape of the level tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// L0 tables that trigger an L0 compaction (`None`: no automatic compaction).
+    pub l0_trigger: Option<usize>,
+    /// Target size of L1 in bytes.
+    pub l1_bytes: u64,
+    /// Each level's target is this many times the one above.
+    pub ratio: u64,
+}
+
+impl Shape {
+    /// Target size of level `n ≥ 1`.
+    pub(crate) fn target(&self, n: usize) -> u64 {
+        let mut t = self.l1_bytes.max(1);
+        for _ in 1..n {
+            t = t.saturating_mul(self.ratio.max(2));
+        }
+        t
+    }
+}
+
+/// One unit of compaction work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Task {
+    /// Move table `table` from level `from` to `from + 1` without rewriting it.
+    Move {
+        /// The table's number.
+        table: u64,
+        /// Its level now.
+        from: usize,
+        /// The cursor to store for `from` afterwards, if it changes.
+        cursor: Option<Vec<u8>>,
+    },
+    /// Merge the tables `inputs` into new tables at level `output`.
+    Merge {
+        /// Level the inputs are taken from (the output level's upper neighbour; for a full
+        /// compaction, the lowest level any input comes from).
+        from: usize,
+        /// Input table numbers, from any levels.
+        inputs: Vec<u64>,
+        /// Level of the output tables.
+        output: usize,
+        /// The cursor to store for `from` afterwards, if it changes.
+        cursor: Option<Vec<u8>>,
+    },
+}
+
+/// Whether `[a_min, a_max]` and `[b_min, b_max]` share a key.
+fn overlaps(a_min: &[u8], a_max: &[u8], b_min: &[u8], b_max: &[u8]) -> bool {
+    a_min <= b_max && b_min <= a_max
+}
+
+/// The tables of a sorted level that overlap `[min, max]`.
+fn overlapping<'a, T: TableInfo>(level: &'a [T], min: &[u8], max: &[u8]) -> Vec<&'a T> {
+    level
+        .iter()
+        .filter(|t| overlaps(t.min_key(), t.max_key(), min, max))
+        .collect()
+}
+
+/// The compaction score of each level (`levels[0]` is L0); the last level scores 0.
+pub(crate) fn scores<T: TableInfo>(levels: &[&[T]], shape: &Shape) -> Vec<f64> {
+    let last = levels.len().min(MAX_LEVELS).saturating_sub(1);
+    (0..levels.len())
+        .map(|n| {
+            if n >= last {
+                0.0
+            } else if n == 0 {
+                shape
+                    .l0_trigger
+                    .map_or(0.0, |t| levels[0].len() as f64 / t.max(1) as f64)
+            } else {
+                let bytes: u64 = levels[n].iter().map(|t| t.bytes()).sum();
+                bytes as f64 / shape.target(n) as f64
+            }
+        })
+        .collect()
+}
+
+/// The next compaction, if any level scores ≥ 1. `cursors[n]` is level n's round-robin
+/// cursor (`None`: start at its first table). Automatic compaction is off when the shape has
+/// no L0 trigger.
+pub(crate) fn plan<T: TableInfo>(
+    levels: &[&[T]],
+    cursors: &[Option<Vec<u8>>],
+    shape: &Shape,
+) -> Option<Task> {
+    shape.l0_trigger?;
+    let scores = scores(levels, shape);
+    let (level, &best) =
+        scores
+            .iter()
+            .enumerate()
+            .fold(None, |acc: Option<(usize, &f64)>, (i, s)| match acc {
+                Some((_, b)) if *b >= *s => acc,
+                _ => Some((i, s)),
+            })?;
+    if best < 1.0 {
+        return None;
+    }
+    let next = levels.get(level + 1).copied().unwrap_or(&[]);
+    let picked: Vec<&T> = if level == 0 {
+        levels[0].iter().collect()
+    } else {
+        let cursor = cursors.get(level).cloned().flatten();
+        let t = cursor
+            .and_then(|c| levels[level].iter().find(|t| t.min_key() > c.as_slice()))
+            .or_else(|| levels[level].first())?;
+        vec![t]
+    };
+    let min = picked.iter().map(|t| t.min_key()).min()?;
+    let max = picked.iter().map(|t| t.max_key()).max()?;
+    let below = overlapping(next, min, max);
+    let cursor = (level > 0).then(|| max.to_vec());
+    if picked.len() == 1 && below.is_empty() {
+        return Some(Task::Move {
+            table: picked[0].number(),
+            from: level,
+            cursor,
+        });
+    }
+    Some(Task::Merge {
+        from: level,
+        inputs: picked
+            .iter()
+            .chain(below.iter())
+            .map(|t| t.number())
+            .collect(),
+        output: level + 1,
+        cursor,
+    })
+}
+
+/// A full compaction: every table merged into one sorted run, or `None` when the tables
+/// already are one sorted run without tombstones. The run goes to the deepest level that
+/// holds tables, or deeper, to the first level whose target holds all the data, so that it
+/// need not be pushed further down at once.
+pub(crate) fn plan_full<T: TableInfo>(levels: &[&[T]], shape: &Shape) -> Option<Task> {
+    let nonempty: Vec<usize> = (0..levels.len())
+        .filter(|&l| !levels[l].is_empty())
+        .collect();
+    let (&first, &deepest) = (nonempty.first()?, nonempty.last()?);
+    let tombstones: u64 = levels
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(|t| t.tombstones())
+        .sum();
+    if nonempty.len() == 1 && first >= 1 && tombstones == 0 {
+        return None;
+    }
+    if nonempty == [0] && levels[0].len() == 1 && tombstones == 0 && levels.len() > 1 {
+        // One flushed table: move it down, nothing to merge.
+        return Some(Task::Move {
+            table: levels[0][0].number(),
+            from: 0,
+            cursor: None,
+        });
+    }
+    let total: u64 = levels
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(|t| t.bytes())
+        .sum();
+    let last = levels.len().min(MAX_LEVELS) - 1;
+    let fits = (1..=last)
+        .find(|&n| shape.target(n) >= total)
+        .unwrap_or(last);
+    Some(Task::Merge {
+        from: first,
+        inputs: levels
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|t| t.number())
+            .collect(),
+        output: deepest.max(fits).clamp(1, last),
+        cursor: None,
+    })
+}
+
+/// Whether a merge writing level `output` may drop a tombstone for `key`: no table below
+/// `output` can hold an older version of it.
+pub(crate) fn tombstone_droppable<T: TableInfo>(
+    levels: &[&[T]],
+    output: usize,
+    key: &[u8],
+) -> bool {
+    levels
+        .iter()
+        .skip(output + 1)
+        .all(|l| !l.iter().any(|t| t.min_key() <= key && key <= t.max_key()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct T {
+        n: u64,
+        bytes: u64,
+        tomb: u64,
+        min: Vec<u8>,
+        max: Vec<u8>,
+    }
+
+    impl TableInfo for T {
+        fn number(&self) -> u64 {
+            self.n
+        }
+        fn bytes(&self) -> u64 {
+            self.bytes
+        }
+        fn tombstones(&self) -> u64 {
+            self.tomb
+        }
+        fn min_key(&self) -> &[u8] {
+            &self.min
+        }
+        fn max_key(&self) -> &[u8] {
+            &self.max
+        }
+    }
+
+    fn t(n: u64, bytes: u64, min: &str, max: &str) -> T {
+        T {
+            n,
+            bytes,
+            tomb: 0,
+            min: min.as_bytes().to_vec(),
+            max: max.as_bytes().to_vec(),
+        }
+    }
+
+    const SHAPE: Shape = Shape {
+        l0_trigger: Some(4),
+        l1_bytes: 1000,
+        ratio: 10,
+    };
+
+    fn levels(v: &[Vec<T>]) -> Vec<&[T]> {
+        let mut out: Vec<&[T]> = v.iter().map(Vec::as_slice).collect();
+        out.resize(MAX_LEVELS, &[]);
+        out
+    }
+
+    #[test]
+    fn targets_grow_by_the_ratio() {
+        assert_eq!(SHAPE.target(1), 1000);
+        assert_eq!(SHAPE.target(2), 10_000);
+        assert_eq!(SHAPE.target(4), 1_000_000);
+        let huge = Shape {
+            l1_bytes: u64::MAX / 2,
+            ..SHAPE
+        };
+        assert_eq!(huge.target(6), u64::MAX, "saturates instead of overflowing");
+    }
+
+    #[test]
+    fn l0_compacts_at_its_trigger_with_the_l1_tables_it_overlaps() {
+        let l1 = vec![
+            t(10, 100, "a", "c"),
+            t(11, 100, "d", "f"),
+            t(12, 100, "x", "z"),
+        ];
+        let mut l0 = vec![t(3, 50, "b", "e"), t(2, 50, "c", "d"), t(1, 50, "d", "e")];
+        assert_eq!(
+            plan(&levels(&[l0.clone(), l1.clone()]), &[], &SHAPE),
+            None,
+            "3 < 4"
+        );
+        l0.insert(0, t(4, 50, "e", "e"));
+        let task = plan(&levels(&[l0, l1]), &[], &SHAPE).unwrap();
+        assert_eq!(
+            task,
+            Task::Merge {
+                from: 0,
+                inputs: vec![4, 3, 2, 1, 10, 11],
+                output: 1,
+                cursor: None,
+            },
+            "every L0 table, newest first, then the overlapped L1 tables (not x..z)"
+        );
+    }
+
+    #[test]
+    fn no_trigger_means_no_automatic_compaction() {
+        let l0: Vec<T> = (0..50).map(|i| t(i, 10, "a", "z")).collect();
+        let shape = Shape {
+            l0_trigger: None,
+            ..SHAPE
+        };
+        assert_eq!(plan(&levels(&[l0]), &[], &shape), None);
+    }
+
+    #[test]
+    fn the_level_with_the_highest_score_goes_first() {
+        // L1 at 1.5x its target, L2 at 2x, L0 below its trigger.
+        let l0 = vec![t(1, 10, "a", "b")];
+        let l1 = vec![t(10, 800, "a", "m"), t(11, 700, "n", "z")];
+        let l2 = vec![t(20, 20_000, "a", "z")];
+        let lv = [l0, l1, l2, vec![t(30, 1, "a", "a")]];
+        let s = scores(&levels(&lv), &SHAPE);
+        assert!(
+            (s[1] - 1.5).abs() < 1e-9 && (s[2] - 2.0).abs() < 1e-9,
+            "{s:?}"
+        );
+        match plan(&levels(&lv), &[], &SHAPE).unwrap() {
+            Task::Merge { from, output, .. } => assert_eq!((from, output), (2, 3)),
+            other => panic!("{other:?}"),
+        }
+        // With L2 under its target, L1 goes.
+        let lv = [
+            vec![],
+            lv[1].clone(),
+            vec![t(20, 5_000, "a", "z")],
+            vec![t(30, 1, "a", "a")],
+        ];
+        match plan(&levels(&lv), &[], &SHAPE).unwrap() {
+            Task::Merge { from, inputs, .. } => {
+                assert_eq!(from, 1);
+                assert_eq!(inputs, vec![10, 20]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_last_level_never_scores() {
+        let mut lv: Vec<Vec<T>> = vec![Vec::new(); MAX_LEVELS];
+        lv[MAX_LEVELS - 1] = vec![t(1, u64::MAX / 4, "a", "z")];
+        assert_eq!(plan(&levels(&lv), &[], &SHAPE), None);
+    }
+
+    #[test]
+    fn the_cursor_picks_tables_round_robin() {
+        // L1 over target; three tables, none overlapping anything in L2 but the middle one.
+        let l1 = vec![
+            t(10, 600, "a", "c"),
+            t(11, 600, "d", "f"),
+            t(12, 600, "g", "i"),
+        ];
+        let l2 = vec![t(20, 100, "e", "e")];
+        let lv = [vec![], l1, l2];
+        let lv = levels(&lv);
+        let mut cursors: Vec<Option<Vec<u8>>> = vec![None; MAX_LEVELS];
+        let mut picked = Vec::new();
+        for _ in 0..4 {
+            let task = plan(&lv, &cursors, &SHAPE).unwrap();
+            let (first, cursor) = match task {
+                Task::Move { table, cursor, .. } => (table, cursor),
+                Task::Merge { inputs, cursor, .. } => (inputs[0], cursor),
+            };
+            picked.push(first);
+            cursors[1] = cursor;
+        }
+        assert_eq!(
+            picked,
+            vec![10, 11, 12, 10],
+            "round robin, wrapping at the end"
+        );
+    }
+
+    #[test]
+    fn a_table_with_nothing_below_moves() {
+        let l1 = vec![t(10, 1500, "a", "c")];
+        let l2 = vec![t(20, 100, "d", "z")];
+        assert_eq!(
+            plan(&levels(&[vec![], l1, l2]), &[], &SHAPE),
+            Some(Task::Move {
+                table: 10,
+                from: 1,
+                cursor: Some(b"c".to_vec()),
+            })
+        );
+        // A single L0 table (trigger 1) with an empty L1 moves too; two do not.
+        let shape = Shape {
+            l0_trigger: Some(1),
+            ..SHAPE
+        };
+        let one = [vec![t(1, 10, "a", "b")]];
+        assert!(matches!(
+            plan(&levels(&one), &[], &shape),
+            Some(Task::Move {
+                table: 1,
+                from: 0,
+                ..
+            })
+        ));
+        let two = [vec![t(2, 10, "x", "y"), t(1, 10, "a", "b")]];
+        assert!(matches!(
+            plan(&levels(&two), &[], &shape),
+            Some(Task::Merge { .. })
+        ));
+    }
+
+    #[test]
+    fn tombstones_drop_only_where_nothing_below_can_hold_the_key() {
+        let lv = [
+            vec![t(1, 10, "a", "z")],
+            vec![t(10, 10, "a", "m")],
+            vec![t(20, 10, "c", "d"), t(21, 10, "p", "q")],
+            vec![t(30, 10, "x", "x")],
+        ];
+        let lv = levels(&lv);
+        // Output L1: L2 and L3 below.
+        assert!(!tombstone_droppable(&lv, 1, b"c"), "L2 holds c..d");
+        assert!(!tombstone_droppable(&lv, 1, b"x"), "L3 holds x");
+        assert!(tombstone_droppable(&lv, 1, b"e"), "nothing below holds e");
+        assert!(tombstone_droppable(&lv, 1, b"r"), "between L2's tables");
+        // Output L2: only L3 below.
+        assert!(tombstone_droppable(&lv, 2, b"c"));
+        assert!(!tombstone_droppable(&lv, 2, b"x"));
+        // The bottom level drops every tombstone.
+        assert!(tombstone_droppable(&lv, 3, b"x"));
+    }
+
+    #[test]
+    fn a_full_compaction_merges_everything_into_one_level() {
+        let lv = [
+            vec![t(1, 10, "a", "z"), t(2, 10, "b", "c")],
+            vec![t(10, 10, "a", "m")],
+            vec![],
+            vec![t(30, 10, "x", "x")],
+        ];
+        assert_eq!(
+            plan_full(&levels(&lv), &SHAPE),
+            Some(Task::Merge {
+                from: 0,
+                inputs: vec![1, 2, 10, 30],
+                output: 3,
+                cursor: None,
+            }),
+            "the deepest level with data"
+        );
+        // 50,000 bytes fit first in L3 (target 100,000).
+        let big = [vec![t(1, 25_000, "a", "z"), t(2, 25_000, "a", "z")]];
+        assert!(matches!(
+            plan_full(&levels(&big), &SHAPE),
+            Some(Task::Merge { output: 3, .. })
+        ));
+        // One sorted run without tombstones: nothing to do; with tombstones: rewrite it.
+        let mut run = [
+            vec![],
+            vec![],
+            vec![t(20, 10, "a", "b"), t(21, 10, "c", "d")],
+        ];
+        assert_eq!(plan_full(&levels(&run), &SHAPE), None);
+        run[2][1].tomb = 1;
+        assert!(matches!(
+            plan_full(&levels(&run), &SHAPE),
+            Some(Task::Merge { output: 2, .. })
+        ));
+        assert_eq!(plan_full(&levels(&[Vec::<T>::new()]), &SHAPE), None);
+    }
+
+    /// Drives the planner through a simulated load of uniformly random keys (no I/O): each
+    /// table is a sorted list of samples standing for equal numbers of bytes, a merge merges
+    /// them and cuts the output at the table size. Checks the invariants every version must
+    /// keep (sorted levels disjoint; L0 bounded when compaction keeps up; every level near its
+    /// target at the end) and prints the write amplification the policy costs.
+    #[test]
+    fn a_simulated_load_keeps_the_levels_in_shape() {
+        let shape = Shape {
+            l0_trigger: Some(4),
+            l1_bytes: 256,
+            ratio: 10,
+        };
+        let (table, flush) = (64u64, 32u64); // samples per table / per flush
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut lv: Vec<Vec<(u64, Vec<u64>)>> = vec![Vec::new(); MAX_LEVELS];
+        let mut cursors: Vec<Option<Vec<u8>>> = vec![None; MAX_LEVELS];
+        let (mut next_no, mut written, mut ingested) = (1u64, 0u64, 0u64);
+        let as_t = |(n, keys): &(u64, Vec<u64>)| T {
+            n: *n,
+            bytes: keys.len() as u64,
+            tomb: 0,
+            min: keys[0].to_be_bytes().to_vec(),
+            max: keys[keys.len() - 1].to_be_bytes().to_vec(),
+        };
+        for _ in 0..2000 {
+            let mut keys: Vec<u64> = (0..flush)
+                .map(|_| {
+                    x = crate::hash::mix64(x);
+                    x
+                })
+                .collect();
+            keys.sort_unstable();
+            lv[0].insert(0, (next_no, keys));
+            next_no += 1;
+            ingested += flush;
+            written += flush;
+            // Compaction keeps up: run tasks until none is due.
+            loop {
+                let ts: Vec<Vec<T>> = lv.iter().map(|l| l.iter().map(as_t).collect()).collect();
+                let Some(task) = plan(&levels(&ts), &cursors, &shape) else {
+                    break;
+                };
+                match task {
+                    Task::Move {
+                        table,
+                        from,
+                        cursor,
+                    } => {
+                        let i = lv[from].iter().position(|t| t.0 == table).unwrap();
+                        let t = lv[from].remove(i);
+                        lv[from + 1].push(t);
+                        lv[from + 1].sort_by_key(|t| t.1[0]);
+                        if let Some(c) = cursor {
+                            cursors[from] = Some(c);
+                        }
+                    }
+                    Task::Merge {
+                        from,
+                        inputs,
+                        output,
+                        cursor,
+                    } => {
+                        let mut merged = Vec::new();
+                        for l in lv.iter_mut() {
+                            l.retain(|t| {
+                                let hit = inputs.contains(&t.0);
+                                if hit {
+                                    merged.extend_from_slice(&t.1);
+                                }
+                                !hit
+                            });
+                        }
+                        merged.sort_unstable();
+                        written += merged.len() as u64;
+                        for c in merged.chunks(table as usize) {
+                            lv[output].push((next_no, c.to_vec()));
+                            next_no += 1;
+                        }
+                        lv[output].sort_by_key(|t| t.1[0]);
+                        if let Some(c) = cursor {
+                            cursors[from] = Some(c);
+                        }
+                    }
+                }
+                for (l, level) in lv.iter().enumerate().skip(1) {
+                    for w in level.windows(2) {
+                        assert!(w[0].1.last() < w[1].1.first(), "L{l} overlaps");
+                    }
+                }
+            }
+            assert!(lv[0].len() < 4, "L0 left at its trigger");
+        }
+        for (n, level) in lv.iter().enumerate().take(MAX_LEVELS - 1).skip(1) {
+            let bytes: u64 = level.iter().map(|t| t.1.len() as u64).sum();
+            assert!(
+                bytes <= shape.target(n),
+                "L{n}: {bytes} > {}",
+                shape.target(n)
+            );
+        }
+        let total: usize = lv.iter().flatten().map(|t| t.1.len()).sum();
+        assert_eq!(total as u64, ingested, "no sample lost or duplicated");
+        println!(
+            "simulated write amplification (tables only): {:.2}; levels: {:?}",
+            written as f64 / ingested as f64,
+            lv.iter().map(|l| l.len()).collect::<Vec<_>>()
+        );
+    }
+}

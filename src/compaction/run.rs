@@ -1,0 +1,510 @@
+//! Compaction execution: a streaming k-way merge feeding table writers that roll to a new
+//! file at the target size.
+//!
+//! ```text
+//! sources (newest first) ──► heap merge ──► runs of entries ──► encode (rayon) ──► table
+//!   one cursor per L0 table     newest wins,    ≤ RUN entries or     blocks, key      files of
+//!   one per sorted level        tombstones      1 MiB each           hashes           ≈ table_bytes
+//!                               dropped at the bottom                                  + filters
+//! ```
+//! The merge fills a window of runs (one per thread) while the previous window is encoded
+//! and written, so merging overlaps encoding and writing. **Memory bound:** one
+//! [`TableCursor`] chunk (256 KiB) per source, two windows of `threads` runs of at most
+//! 1 MiB or 8,192 entries plus one entry each (the merge's and the encoder's) and their
+//! encoded copies, and the key hashes of the output table being written (8 bytes per entry). None
+//! of it depends on the size of the inputs.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::filter::FilterKind;
+use crate::io::Fs;
+use crate::manifest::TableRecord;
+use crate::table::{
+    encode_part, run_full, write_filter_file, OwnedRun, Part, SortedEntries, Table, TableBuilder,
+    TableCounters, TableCursor,
+};
+use crate::version::prefix8;
+
+/// One input of a merge: one table, or a sorted level's tables one after another.
+pub(crate) struct Source {
+    tables: Vec<Arc<Table>>,
+    next: usize,
+    cursor: Option<TableCursor>,
+    counters: Arc<TableCounters>,
+    /// [`prefix8`] of the current key: most comparisons between sources need nothing else.
+    head: u64,
+}
+
+impl Source {
+    /// The entries of `tables` (one table, or a sorted level's tables in key order).
+    pub(crate) fn new(tables: Vec<Arc<Table>>, counters: Arc<TableCounters>) -> Result<Source> {
+        let mut s = Source {
+            tables,
+            next: 0,
+            cursor: None,
+            counters,
+            head: 0,
+        };
+        s.settle()?;
+        Ok(s)
+    }
+
+    /// Moves to the next table while the current one is exhausted.
+    fn settle(&mut self) -> Result<()> {
+        while !self.cursor.as_ref().is_some_and(TableCursor::valid) {
+            let Some(t) = self.tables.get(self.next) else {
+                self.cursor = None;
+                return Ok(());
+            };
+            self.next += 1;
+            self.cursor = Some(TableCursor::new(t.clone(), self.counters.clone())?);
+        }
+        self.head = prefix8(self.key());
+        Ok(())
+    }
+
+    fn valid(&self) -> bool {
+        self.cursor.is_some()
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        self.cursor.as_ref().map_or(&[], TableCursor::key)
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.cursor.as_ref().and_then(TableCursor::value)
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.cursor {
+            c.advance()?;
+        }
+        self.settle()
+    }
+}
+
+/// A k-way merge of sources given newest first: of equal keys the newest source's wins.
+/// A binary heap of source numbers ordered by (key, source number); a step replaces the top
+/// and sifts it down once.
+struct Merger {
+    sources: Vec<Source>,
+    heap: Vec<usize>,
+    /// The key just emitted (to skip its older versions).
+    last: Vec<u8>,
+}
+
+impl Merger {
+    fn new(sources: Vec<Source>) -> Merger {
+        let mut m = Merger {
+            heap: (0..sources.len()).filter(|&i| sources[i].valid()).collect(),
+            sources,
+            last: Vec::new(),
+        };
+        for i in (0..m.heap.len() / 2).rev() {
+            m.sift_down(i);
+        }
+        m
+    }
+
+    #[inline]
+    fn less(&self, a: usize, b: usize) -> bool {
+        let (x, y) = (&self.sources[a], &self.sources[b]);
+        match x.head.cmp(&y.head) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => match x.key().cmp(y.key()) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Equal => a < b,
+                std::cmp::Ordering::Greater => false,
+            },
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < n && self.less(self.heap[l], self.heap[m]) {
+                m = l;
+            }
+            if r < n && self.less(self.heap[r], self.heap[m]) {
+                m = r;
+            }
+            if m == i {
+                return;
+            }
+            self.heap.swap(i, m);
+            i = m;
+        }
+    }
+
+    /// Advances the top source and restores the heap (dropping the source when it ends).
+    fn advance_top(&mut self) -> Result<()> {
+        let Some(&t) = self.heap.first() else {
+            return Ok(());
+        };
+        self.sources[t].advance()?;
+        if !self.sources[t].valid() {
+            let last = self.heap.len() - 1;
+            self.heap.swap(0, last);
+            self.heap.pop();
+        }
+        self.sift_down(0);
+        Ok(())
+    }
+
+    /// Passes the next key's newest entry to `emit` and steps past every version of it.
+    /// `false` when the sources are exhausted.
+    fn next_into(&mut self, emit: &mut impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
+        let Some(&w) = self.heap.first() else {
+            return Ok(false);
+        };
+        let src = &self.sources[w];
+        emit(src.key(), src.value());
+        let head = src.head;
+        self.last.clear();
+        self.last.extend_from_slice(src.key());
+        self.advance_top()?;
+        // Older versions of the same key: skip them.
+        while let Some(&t) = self.heap.first() {
+            let s = &self.sources[t];
+            if s.head != head || s.key() != self.last.as_slice() {
+                break;
+            }
+            self.advance_top()?;
+        }
+        Ok(true)
+    }
+}
+
+/// Where and how a merge writes its output.
+pub(crate) struct Output<'a> {
+    /// The file system writes go through.
+    pub fs: &'a dyn Fs,
+    /// The store's directory.
+    pub dir: &'a Path,
+    /// Level of the output tables.
+    pub level: u32,
+    /// A new table is started once the current one holds this many key and value bytes.
+    pub table_bytes: u64,
+    /// Filter kind and target rate of the output tables.
+    pub filter: (FilterKind, f64),
+    /// Hands out unused file numbers.
+    pub alloc: &'a (dyn Fn() -> u64 + Sync),
+}
+
+/// A run of the merge's output and whether the output table ends with it.
+struct Chunk {
+    run: OwnedRun,
+    ends_table: bool,
+}
+
+/// What the merge side keeps between windows.
+struct MergeSide<'d> {
+    merger: Merger,
+    drop_tombstone: &'d (dyn Fn(&[u8]) -> bool + Sync),
+    table_bytes: u64,
+    /// Key and value bytes in the output table being filled.
+    in_table: u64,
+    /// An entry that did not fit the last run (it starts the next table).
+    carry: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    done: bool,
+}
+
+impl MergeSide<'_> {
+    /// Fills up to `n` runs, reusing `spare` buffers.
+    fn fill(&mut self, n: usize, spare: &mut Vec<OwnedRun>) -> Result<Vec<Chunk>> {
+        let mut out: Vec<Chunk> = Vec::with_capacity(n);
+        while out.len() < n && !self.done {
+            let mut run = spare.pop().unwrap_or_default();
+            run.clear();
+            let mut ends_table = false;
+            if let Some((k, v)) = self.carry.take() {
+                self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+                run.push(&k, v.as_deref());
+            }
+            let (limit, drop_t) = (self.table_bytes, self.drop_tombstone);
+            let mut in_table = self.in_table;
+            let mut carry = None;
+            while !run_full(run.len(), run.bytes()) {
+                let more = self.merger.next_into(&mut |k, v| {
+                    if v.is_none() && drop_t(k) {
+                        return;
+                    }
+                    let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
+                    if in_table > 0 && in_table + size > limit {
+                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
+                    } else {
+                        in_table += size;
+                        run.push(k, v);
+                    }
+                })?;
+                if !more {
+                    self.done = true;
+                    ends_table = true;
+                    break;
+                }
+                if carry.is_some() {
+                    ends_table = true;
+                    in_table = 0;
+                    break;
+                }
+            }
+            self.in_table = in_table;
+            self.carry = carry;
+            if run.len() > 0 || ends_table {
+                out.push(Chunk { run, ends_table });
+            } else {
+                spare.push(run);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What the write side keeps between windows.
+struct WriteSide<'o> {
+    out: &'o Output<'o>,
+    /// Encoding buffers of written parts, for reuse.
+    bufs: Vec<Vec<u8>>,
+    table: Option<(u64, TableBuilder)>,
+    hashes: Vec<u64>,
+    /// Files created so far (removed if the merge fails).
+    created: Vec<std::path::PathBuf>,
+    records: Vec<TableRecord>,
+    /// Bytes written to table and filter files.
+    written: u64,
+}
+
+impl WriteSide<'_> {
+    /// Encodes `chunks` in parallel, then writes them in order.
+    fn write(&mut self, chunks: Vec<Chunk>, spare: &mut Vec<OwnedRun>) -> Result<()> {
+        use rayon::prelude::*;
+        let bufs: Vec<Vec<u8>> = (0..chunks.len())
+            .map(|_| self.bufs.pop().unwrap_or_default())
+            .collect();
+        let parts: Vec<(Part, bool)> = chunks
+            .par_iter()
+            .zip(bufs)
+            .map(|(c, buf)| {
+                let r = 0..c.run.len();
+                (encode_part(&c.run, r, buf, true), c.ends_table)
+            })
+            .collect();
+        spare.extend(chunks.into_iter().map(|c| c.run));
+        for (mut part, ends) in parts {
+            if part.hashes.is_empty() && !ends {
+                continue;
+            }
+            if !part.hashes.is_empty() {
+                if self.table.is_none() {
+                    let n = (self.out.alloc)();
+                    let path = crate::store::table_path(self.out.dir, n);
+                    self.created.push(path.clone());
+                    self.table = Some((n, TableBuilder::create(self.out.fs, &path)?));
+                }
+                self.hashes.append(&mut part.hashes);
+                if let Some((_, b)) = &mut self.table {
+                    self.bufs.push(b.add_part(part)?);
+                }
+            }
+            if ends {
+                self.finish_table()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes the table being written, and writes its filter.
+    fn finish_table(&mut self) -> Result<()> {
+        let Some((number, builder)) = self.table.take() else {
+            return Ok(());
+        };
+        let meta = builder.finish()?;
+        let (kind, fpr) = self.out.filter;
+        let filter_no = if kind == FilterKind::None {
+            0
+        } else {
+            (self.out.alloc)()
+        };
+        let fpath = crate::store::filter_path(self.out.dir, filter_no);
+        if filter_no != 0 {
+            self.created.push(fpath.clone());
+        }
+        let filter_bytes = write_filter_file(self.out.fs, &fpath, kind, fpr, &self.hashes)?;
+        self.hashes.clear();
+        self.written += meta.file_bytes + filter_bytes.unwrap_or(0);
+        self.records.push(TableRecord {
+            level: self.out.level,
+            number,
+            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
+            filter_kind: if filter_bytes.is_some() {
+                kind
+            } else {
+                FilterKind::None
+            },
+            fpr,
+            entries: meta.entries,
+            tombstones: meta.tombstones,
+            file_bytes: meta.file_bytes,
+            min_key: meta.min_key,
+            max_key: meta.max_key,
+        });
+        Ok(())
+    }
+}
+
+/// What a merge did.
+#[derive(Debug, Default)]
+pub(crate) struct MergeResult {
+    /// The output tables, in key order.
+    pub records: Vec<TableRecord>,
+    /// Bytes written to table and filter files.
+    pub bytes_written: u64,
+}
+
+/// Merges `sources` (newest first) into new tables at `out.level`, dropping every older
+/// version of a key and every tombstone for which `drop_tombstone` says so. The outputs are
+/// durable (fsynced) when this returns; on an error they are removed.
+pub(crate) fn merge(
+    sources: Vec<Source>,
+    drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
+    out: &Output<'_>,
+) -> Result<MergeResult> {
+    let mut w = WriteSide {
+        out,
+        bufs: Vec::new(),
+        table: None,
+        hashes: Vec::new(),
+        created: Vec::new(),
+        records: Vec::new(),
+        written: 0,
+    };
+    let r = run_pipeline(sources, drop_tombstone, out, &mut w);
+    match r {
+        Ok(()) => Ok(MergeResult {
+            records: std::mem::take(&mut w.records),
+            bytes_written: w.written,
+        }),
+        Err(e) => {
+            drop(w.table.take());
+            for p in &w.created {
+                let _ = out.fs.remove(p);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn run_pipeline(
+    sources: Vec<Source>,
+    drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
+    out: &Output<'_>,
+    w: &mut WriteSide<'_>,
+) -> Result<()> {
+    let threads = rayon::current_num_threads().max(1);
+    let mut m = MergeSide {
+        merger: Merger::new(sources),
+        drop_tombstone,
+        table_bytes: out.table_bytes.max(1),
+        in_table: 0,
+        carry: None,
+        done: false,
+    };
+    let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
+    let mut pending: Vec<Chunk> = Vec::new();
+    loop {
+        if m.done && pending.is_empty() {
+            break;
+        }
+        let to_write = std::mem::take(&mut pending);
+        let (written, filled) = rayon::join(
+            || w.write(to_write, &mut spare_w),
+            || {
+                if m.done {
+                    Ok(Vec::new())
+                } else {
+                    m.fill(threads, &mut spare_m)
+                }
+            },
+        );
+        written?;
+        pending = filled?;
+        spare_m.append(&mut spare_w);
+    }
+    w.finish_table()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::RealFs;
+    use crate::table::write_table;
+
+    /// A merge writes the same bytes whatever the number of threads: runs end where the
+    /// entries say, not where the threads do.
+    #[test]
+    fn merge_output_does_not_depend_on_the_thread_count() {
+        let dir = tempfile::tempdir().unwrap();
+        // Three overlapping inputs with overwrites and tombstones, enough entries for many
+        // runs and several output tables.
+        let mut tables = Vec::new();
+        for t in 0..3u64 {
+            let keys: Vec<Vec<u8>> = (0..40_000u64)
+                .map(|i| format!("key{:08}", i * 3 + t % 2).into_bytes())
+                .collect();
+            let value = [b'a' + t as u8; 60];
+            let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_slice(), (i % 13 != t as usize).then_some(&value[..])))
+                .collect();
+            let path = crate::store::table_path(dir.path(), 100 + t);
+            write_table(&RealFs, &path, entries.as_slice()).unwrap();
+            tables.push(Arc::new(Table::open(&path, 100 + t, false).unwrap()));
+        }
+        let mut outputs: Vec<Vec<Vec<u8>>> = Vec::new();
+        for threads in [1, 3] {
+            let out_dir = dir.path().join(format!("out{threads}"));
+            std::fs::create_dir(&out_dir).unwrap();
+            let next = std::sync::atomic::AtomicU64::new(1);
+            let alloc = || next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let out = Output {
+                fs: &RealFs,
+                dir: &out_dir,
+                level: 1,
+                table_bytes: 1 << 20,
+                filter: (FilterKind::BlockedBloom, 0.01),
+                alloc: &alloc,
+            };
+            let counters = Arc::new(TableCounters::default());
+            let sources: Vec<Source> = tables
+                .iter()
+                .map(|t| Source::new(vec![t.clone()], counters.clone()).unwrap())
+                .collect();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let result = pool
+                .install(|| merge(sources, &|_: &[u8]| true, &out))
+                .unwrap();
+            assert!(result.records.len() > 2, "{} tables", result.records.len());
+            let mut files: Vec<_> = std::fs::read_dir(&out_dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            outputs.push(files.iter().map(|p| std::fs::read(p).unwrap()).collect());
+        }
+        assert_eq!(outputs[0].len(), outputs[1].len());
+        assert!(
+            outputs[0] == outputs[1],
+            "1 and 3 threads wrote different bytes"
+        );
+    }
+}

@@ -1,0 +1,265 @@
+//! The read path: point lookups (memtable, immutable memtable, then the table set of
+//! `version.rs`), long-lived [`Reader`]s, and range scans.
+
+use std::cell::RefCell;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use super::{Inner, Store};
+use crate::error::Result;
+use crate::hash::key_hash;
+use crate::memtable::Memtable;
+use crate::merge::{MergeIter, Source};
+use crate::table::block::Entry;
+use crate::table::TableCounters;
+use crate::version::{LevelIter, TableIter, Version};
+
+impl Store {
+    /// Looks `key` up.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(key, key_hash(key))
+    }
+
+    /// Looks `key` up with its precomputed [`key_hash`] (hash once, probe every table).
+    ///
+    /// `hash` must be `key_hash(key)`: the memtable's index and the filters are searched
+    /// with it, so any other value can miss a key that is there.
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        self.inner.get_with_hash(key, hash)
+    }
+
+    /// A reader for many lookups from one thread: it keeps the table set it last saw and
+    /// checks with one atomic load per lookup that nothing changed, instead of taking the
+    /// store's lock for each [`get`](Self::get). Lookups see every write that completed
+    /// before them, as with `get`. While the memtables hold entries, a reader's lookups take
+    /// the same path as `get`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put(b"apple", b"red")?;
+    /// store.flush()?;
+    /// let reader = store.reader();
+    /// assert_eq!(reader.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(reader.get(b"pear")?, None);
+    /// store.delete(b"apple")?; // seen by the same reader
+    /// assert_eq!(reader.get(b"apple")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: self,
+            snap: RefCell::new(None),
+        }
+    }
+
+    /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden.
+    pub fn scan<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Scan {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        self.inner
+            .scan_bounds(own(range.start_bound()), own(range.end_bound()), None)
+    }
+
+    /// Iterates over the keys that start with `prefix`.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+        let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        self.inner
+            .scan_bounds(Bound::Included(prefix.to_vec()), end, None)
+    }
+}
+
+impl Inner {
+    pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        self.counters.lookups.add(0, 1);
+        let version = {
+            let st = self.read_state();
+            if let Some(v) = st.mem.get_hashed(key, hash) {
+                return Ok(v.map(<[u8]>::to_vec));
+            }
+            if let Some(v) = st.imm.as_ref().and_then(|m| m.mem.get_hashed(key, hash)) {
+                return Ok(v.map(<[u8]>::to_vec));
+            }
+            st.current.clone()
+        };
+        Ok(version.get(key, hash)?.flatten())
+    }
+
+    /// A scan whose table reads are counted in `counters` (or in each table's own).
+    pub(crate) fn scan_bounds(
+        &self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        counters: Option<Arc<TableCounters>>,
+    ) -> Scan {
+        if range_is_empty(&start, &end) {
+            // BTreeMap-style ranges panic when inverted; there is nothing to return.
+            return Scan {
+                merge: MergeIter::new(Vec::new()),
+                end,
+                done: true,
+            };
+        }
+        let st = self.read_state();
+        let mut sources: Vec<Source> = Vec::new();
+        let range = (start.clone(), end.clone());
+        let snap = |m: &Memtable| -> Source {
+            let v: Vec<Entry> = m
+                .range((
+                    range.0.as_ref().map(Vec::as_slice),
+                    range.1.as_ref().map(Vec::as_slice),
+                ))
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect();
+            Box::new(v.into_iter().map(Ok))
+        };
+        sources.push(snap(&st.mem));
+        if let Some(imm) = &st.imm {
+            sources.push(snap(&imm.mem));
+        }
+        let version: Arc<Version> = st.current.clone();
+        drop(st);
+        let levels = version.levels();
+        for t in levels[0].tables() {
+            sources.push(Box::new(TableIter::new(
+                t.clone(),
+                start.clone(),
+                counters.clone(),
+            )));
+        }
+        for level in levels.iter().skip(1) {
+            if !level.tables().is_empty() {
+                sources.push(Box::new(LevelIter::new(
+                    level,
+                    start.clone(),
+                    counters.clone(),
+                )));
+            }
+        }
+        Scan {
+            merge: MergeIter::new(sources),
+            end,
+            done: false,
+        }
+    }
+}
+
+/// Many lookups from one thread without the store's lock (see [`Store::reader`]).
+pub struct Reader<'s> {
+    store: &'s Store,
+    snap: RefCell<Option<ReadSnapshot>>,
+}
+
+struct ReadSnapshot {
+    epoch: u64,
+    version: Arc<Version>,
+    /// No memtable entries: lookups go straight to the tables.
+    tables_only: bool,
+}
+
+impl std::fmt::Debug for Reader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("dir", &self.store.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader<'_> {
+    /// Looks `key` up (see [`Store::get`]).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(key, key_hash(key))
+    }
+
+    /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
+    /// [`Store::get_with_hash`]).
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        let inner = &*self.store.inner;
+        let epoch = inner.epoch.load(std::sync::atomic::Ordering::SeqCst);
+        let mut snap = self.snap.borrow_mut();
+        if snap.as_ref().is_none_or(|s| s.epoch != epoch) {
+            let st = inner.read_state();
+            *snap = Some(ReadSnapshot {
+                epoch: inner.epoch.load(std::sync::atomic::Ordering::SeqCst),
+                version: st.current.clone(),
+                tables_only: st.mem.is_empty() && st.imm.is_none(),
+            });
+        }
+        match &*snap {
+            Some(s) if s.tables_only => {
+                inner.counters.lookups.add(0, 1);
+                Ok(s.version.get(key, hash)?.flatten())
+            }
+            _ => inner.get_with_hash(key, hash),
+        }
+    }
+}
+
+/// True when no key lies between `start` and `end`.
+fn range_is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            s >= e
+        }
+        _ => false,
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, if any (`None`: every
+/// key from `prefix` on starts with it, e.g. for an empty or all-`0xff` prefix).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// An iterator over a key range; items are `Result`s so a damaged block is reported.
+pub struct Scan {
+    merge: MergeIter,
+    end: Bound<Vec<u8>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Scan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scan").finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.merge.next()? {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok((k, v)) => {
+                    let past = match &self.end {
+                        Bound::Included(e) => k > *e,
+                        Bound::Excluded(e) => k >= *e,
+                        Bound::Unbounded => false,
+                    };
+                    if past {
+                        self.done = true;
+                        return None;
+                    }
+                    if let Some(v) = v {
+                        return Some(Ok((k, v)));
+                    }
+                }
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,284 @@
+//! What the store counts: lookups and what its filters saved, per table, per level and in
+//! total, and the engine's own work (bytes written, stalls, flushes, compactions).
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::Store;
+use crate::filter::FilterKind;
+
+/// Counters and sizes of the whole store.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// `get` calls.
+    pub lookups: u64,
+    /// Entries in the memtables.
+    pub memtable_entries: u64,
+    /// Approximate bytes in the active memtable.
+    pub memtable_bytes: u64,
+    /// Filter answers "absent" (each one a data-block read avoided).
+    pub filter_negatives: u64,
+    /// Filter answers "maybe".
+    pub filter_positives: u64,
+    /// "Maybe" answers for keys the table did not hold.
+    pub false_positives: u64,
+    /// Reads of tables without a filter that found nothing.
+    pub unfiltered_reads: u64,
+    /// Data blocks read (lookups and scans).
+    pub data_block_reads: u64,
+    /// Bytes read from table files.
+    pub bytes_read: u64,
+    /// Key and value bytes written by `put`, `delete` and `write`.
+    pub user_bytes_written: u64,
+    /// Bytes appended to logs.
+    pub wal_bytes_written: u64,
+    /// Bytes of tables and filters written by flushes.
+    pub flush_bytes_written: u64,
+    /// Bytes of tables and filters written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Bytes of tables read by compactions.
+    pub compaction_bytes_read: u64,
+    /// Memtables sealed into tables.
+    pub flushes: u64,
+    /// Compactions that merged tables.
+    pub compactions: u64,
+    /// Compactions that moved a table down a level without rewriting it.
+    pub trivial_moves: u64,
+    /// Time writes spent slowed down because L0 held `l0_slowdown` tables or more.
+    pub slowdown_micros: u64,
+    /// Time writes spent stopped because L0 held `l0_stop` tables or more.
+    pub stop_micros: u64,
+    /// Time writes spent waiting for the previous memtable to be sealed.
+    pub memtable_wait_micros: u64,
+    /// Live tables: L0 newest first, then each level in key order.
+    pub tables: Vec<TableStats>,
+    /// Per level, L0 first; levels without tables are included up to the deepest one that
+    /// has some.
+    pub levels: Vec<LevelStats>,
+}
+
+impl Stats {
+    /// Filter probes (negatives + positives).
+    pub fn filter_probes(&self) -> u64 {
+        self.filter_negatives + self.filter_positives
+    }
+    /// false positives / (false positives + negatives); `None` before any absent probe.
+    pub fn observed_fpr(&self) -> Option<f64> {
+        let d = self.false_positives + self.filter_negatives;
+        (d > 0).then(|| self.false_positives as f64 / d as f64)
+    }
+    /// Keys in tables (tombstones included).
+    pub fn table_keys(&self) -> u64 {
+        self.tables.iter().map(|t| t.keys).sum()
+    }
+    /// Bytes the store wrote (logs, flushes, compactions) per key and value byte written to
+    /// it; `None` before any write.
+    pub fn write_amplification(&self) -> Option<f64> {
+        let written =
+            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        (self.user_bytes_written > 0).then(|| written as f64 / self.user_bytes_written as f64)
+    }
+    /// Time writes spent held back (slowdown, stop and memtable waits), in microseconds.
+    pub fn stall_micros(&self) -> u64 {
+        self.slowdown_micros + self.stop_micros + self.memtable_wait_micros
+    }
+}
+
+/// Counters and sizes of one level.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct LevelStats {
+    /// The level (0 for the flushed tables).
+    pub level: u32,
+    /// Tables.
+    pub tables: u64,
+    /// Entries, tombstones included.
+    pub keys: u64,
+    /// Table file bytes.
+    pub file_bytes: u64,
+    /// Filter file bytes.
+    pub filter_bytes: u64,
+    /// Heap memory of the tables' indexes.
+    pub index_memory_bytes: u64,
+    /// Target size (0 for L0, whose size is a table count).
+    pub target_bytes: u64,
+    /// Filter "absent" answers.
+    pub filter_negatives: u64,
+    /// False positives.
+    pub false_positives: u64,
+    /// Data blocks read.
+    pub data_block_reads: u64,
+}
+
+impl LevelStats {
+    /// Filter bits per key.
+    pub fn bits_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.filter_bytes as f64 * 8.0 / self.keys as f64
+        }
+    }
+    /// Observed false-positive rate of the level's filters.
+    pub fn observed_fpr(&self) -> Option<f64> {
+        let d = self.false_positives + self.filter_negatives;
+        (d > 0).then(|| self.false_positives as f64 / d as f64)
+    }
+}
+
+/// Counters and sizes of one table.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TableStats {
+    /// Table file number.
+    pub number: u64,
+    /// Its level.
+    pub level: u32,
+    /// Filter kind in use (`none` when absent or damaged).
+    pub filter_kind: FilterKind,
+    /// Target false-positive rate.
+    pub target_fpr: f64,
+    /// Entries, tombstones included.
+    pub keys: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// Table file size.
+    pub file_bytes: u64,
+    /// Filter file size.
+    pub filter_bytes: u64,
+    /// Heap memory the table's index takes.
+    pub index_memory_bytes: u64,
+    /// The filter's theoretical false-positive rate.
+    pub theoretical_fpr: f64,
+    /// Smallest key.
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    pub max_key: Vec<u8>,
+    /// Filter "absent" answers.
+    pub filter_negatives: u64,
+    /// Filter "maybe" answers.
+    pub filter_positives: u64,
+    /// False positives.
+    pub false_positives: u64,
+    /// Data blocks read.
+    pub data_block_reads: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Why the recorded filter is not in use, if it is not.
+    pub filter_problem: Option<String>,
+}
+
+impl TableStats {
+    /// Filter bits per key.
+    pub fn bits_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.filter_bytes as f64 * 8.0 / self.keys as f64
+        }
+    }
+    /// Observed false-positive rate of this table's filter.
+    pub fn observed_fpr(&self) -> Option<f64> {
+        let d = self.false_positives + self.filter_negatives;
+        (d > 0).then(|| self.false_positives as f64 / d as f64)
+    }
+}
+
+impl Store {
+    /// Store-wide, per-level and per-table counters and sizes.
+    pub fn stats(&self) -> Stats {
+        let inner = &*self.inner;
+        let (version, mem_entries, mem_bytes) = {
+            let st = inner.read_state();
+            let imm = st.imm.as_ref().map_or(0, |m| m.mem.len() as u64);
+            (
+                st.current.clone(),
+                st.mem.len() as u64 + imm,
+                st.mem.approximate_bytes() as u64,
+            )
+        };
+        let r = &inner.retired;
+        let c = &inner.counters;
+        let micros = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) / 1000;
+        let mut s = Stats {
+            lookups: c.lookups.get(0),
+            memtable_entries: mem_entries,
+            memtable_bytes: mem_bytes,
+            filter_negatives: r.negatives.load(Relaxed),
+            filter_positives: r.positives.load(Relaxed),
+            false_positives: r.false_positives.load(Relaxed),
+            unfiltered_reads: r.unfiltered_misses.load(Relaxed),
+            data_block_reads: r.block_reads.load(Relaxed),
+            bytes_read: r.bytes_read.load(Relaxed),
+            user_bytes_written: c.user_bytes.load(Relaxed),
+            wal_bytes_written: c.wal_bytes.load(Relaxed),
+            flush_bytes_written: c.flush_bytes.load(Relaxed),
+            compaction_bytes_written: c.compaction_bytes.load(Relaxed),
+            compaction_bytes_read: c.compaction_read_bytes.load(Relaxed),
+            flushes: c.flushes.load(Relaxed),
+            compactions: c.compactions.load(Relaxed),
+            trivial_moves: c.trivial_moves.load(Relaxed),
+            slowdown_micros: micros(&c.slowdown_ns),
+            stop_micros: micros(&c.stop_ns),
+            memtable_wait_micros: micros(&c.memtable_wait_ns),
+            tables: Vec::new(),
+            levels: Vec::new(),
+        };
+        let shape = inner.opts.shape();
+        let deepest = version
+            .levels()
+            .iter()
+            .rposition(|l| !l.tables().is_empty())
+            .unwrap_or(0);
+        for (l, level) in version.levels().iter().enumerate().take(deepest + 1) {
+            let mut ls = LevelStats {
+                level: l as u32,
+                target_bytes: if l == 0 { 0 } else { shape.target(l) },
+                ..LevelStats::default()
+            };
+            for t in level.tables() {
+                let c = &t.counters;
+                let ts = TableStats {
+                    number: t.record.number,
+                    level: l as u32,
+                    filter_kind: if t.filter.is_some() {
+                        t.record.filter_kind
+                    } else {
+                        FilterKind::None
+                    },
+                    target_fpr: t.record.fpr,
+                    keys: t.record.entries,
+                    tombstones: t.record.tombstones,
+                    file_bytes: t.record.file_bytes,
+                    filter_bytes: t.filter.as_ref().map_or(0, |f| f.bytes()),
+                    index_memory_bytes: t.table.index_memory_bytes(),
+                    theoretical_fpr: t.filter.as_ref().map_or(1.0, |f| f.theoretical_fpr()),
+                    min_key: t.record.min_key.clone(),
+                    max_key: t.record.max_key.clone(),
+                    filter_negatives: c.negatives(),
+                    filter_positives: c.positives(),
+                    false_positives: c.false_positives(),
+                    data_block_reads: c.block_reads(),
+                    bytes_read: c.bytes_read(),
+                    filter_problem: t.filter_problem.clone(),
+                };
+                ls.tables += 1;
+                ls.keys += ts.keys;
+                ls.file_bytes += ts.file_bytes;
+                ls.filter_bytes += ts.filter_bytes;
+                ls.index_memory_bytes += ts.index_memory_bytes;
+                ls.filter_negatives += ts.filter_negatives;
+                ls.false_positives += ts.false_positives;
+                ls.data_block_reads += ts.data_block_reads;
+                s.filter_negatives += ts.filter_negatives;
+                s.filter_positives += ts.filter_positives;
+                s.false_positives += ts.false_positives;
+                s.unfiltered_reads += c.unfiltered_misses();
+                s.data_block_reads += ts.data_block_reads;
+                s.bytes_read += ts.bytes_read;
+                s.tables.push(ts);
+            }
+            s.levels.push(ls);
+        }
+        s
+    }
+}

@@ -1,0 +1,268 @@
+//! The write path: WAL append and memtable insert, with backpressure when the background
+//! threads fall behind.
+//!
+//! Before a write, [`Inner::make_room`] decides, like LevelDB's `MakeRoomForWrite` and
+//! RocksDB's L0 slowdown and stop triggers:
+//! 1. L0 holds `l0_stop` tables or more: the write waits until a compaction brings L0 below
+//!    it (counted as stop time).
+//! 2. L0 holds `l0_slowdown` tables or more: the write is held to `slowdown_bytes_per_sec`
+//!    (a sleep, once at least a millisecond is owed; counted as slowdown time).
+//! 3. The memtable is full and the previous one is still being sealed: the write waits for
+//!    that seal (counted as memtable wait).
+//! 4. The memtable is full: it becomes immutable, a new log starts, and the flush thread is
+//!    woken. The write goes on at once.
+//!
+//! (1) and (2) apply only with automatic compaction on: without it nothing would relieve
+//! them. A `put` never seals or compacts itself.
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{wal_path, Imm, Inner, Store, SyncPolicy, Writer};
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::wal::{WalWriter, WriteBatch};
+
+impl Store {
+    /// Stores `value` under `key`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.inner.apply(&[(key, Some(value))])
+    }
+
+    /// Removes `key` (a no-op for an absent key, but still logged).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.inner.apply(&[(key, None)])
+    }
+
+    /// Applies a batch atomically: after a crash either all of it or none of it is there.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        let ops: Vec<(&[u8], Option<&[u8]>)> = batch
+            .ops
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
+        self.inner.apply(&ops)
+    }
+
+    /// fsyncs the logs: every write so far becomes durable.
+    pub fn sync(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let r = inner.sync_all();
+        inner.poison_on_err(r)
+    }
+
+    /// Seals the memtable into an L0 table (its filter built in parallel) and waits until
+    /// that table is durable. Compactions it may call for run in the background.
+    pub fn flush(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let target = {
+            let mut w = inner.lock_writer();
+            inner.check_writable()?;
+            let empty = inner.read_state().mem.is_empty();
+            if !empty {
+                inner.wait_for_imm_slot()?;
+                let r = inner.switch_memtable(&mut w);
+                inner.poison_on_err(r)?;
+            }
+            inner.lock_bg().queued
+        };
+        inner.wait_sealed(target)
+    }
+}
+
+impl Inner {
+    pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
+        self.check_writable()?;
+        let mut bytes = 0;
+        for (k, v) in ops {
+            if k.len() > crate::MAX_KEY_LEN {
+                return Err(Error::TooLarge {
+                    what: "key",
+                    len: k.len(),
+                    max: crate::MAX_KEY_LEN,
+                });
+            }
+            if let Some(v) = v {
+                if v.len() > crate::MAX_VALUE_LEN {
+                    return Err(Error::TooLarge {
+                        what: "value",
+                        len: v.len(),
+                        max: crate::MAX_VALUE_LEN,
+                    });
+                }
+            }
+            bytes += k.len() + v.map_or(0, <[u8]>::len);
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut guard = self.lock_writer();
+        let w = &mut *guard;
+        self.check_writable()?;
+        self.make_room(w, bytes)?;
+        if w.wal.is_none() {
+            let r = self.new_log(w);
+            self.poison_on_err(r)?;
+        }
+        crate::wal::encode_record(&mut w.record, ops.len(), ops.iter().copied())?;
+        let sync = self.opts.sync == SyncPolicy::EveryWrite;
+        let r = match &mut w.wal {
+            Some(wal) => wal.append(&w.record, sync),
+            None => Ok(()),
+        };
+        self.poison_on_err(r)?;
+        if sync && !w.wal_dir_synced {
+            let r = self
+                .fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io(&self.dir, e));
+            self.poison_on_err(r)?;
+            w.wal_dir_synced = true;
+        }
+        let c = &self.counters;
+        c.wal_bytes.fetch_add(w.record.len() as u64, Relaxed);
+        c.user_bytes.fetch_add(bytes as u64, Relaxed);
+        let mut st = self.state_mut();
+        for (k, v) in ops {
+            st.mem.insert(k, *v);
+        }
+        Ok(())
+    }
+
+    /// Starts a new log for the memtable.
+    fn new_log(&self, w: &mut Writer) -> Result<()> {
+        let n = self.alloc_file();
+        let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
+        wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
+        w.wal = Some(wal);
+        w.wal_dir_synced = false;
+        w.wal_number = n;
+        Ok(())
+    }
+
+    /// Backpressure before a write of `bytes` (see the module docs).
+    fn make_room(&self, w: &mut Writer, bytes: usize) -> Result<()> {
+        let auto = self.opts.compaction_trigger.is_some();
+        let mut slowed = false;
+        loop {
+            self.check_writable()?;
+            let (l0, full) = {
+                let st = self.read_state();
+                (
+                    st.current.l0_count(),
+                    st.mem.approximate_bytes() >= self.opts.memtable_bytes,
+                )
+            };
+            if auto && l0 >= self.opts.l0_stop {
+                let t = Instant::now();
+                self.want_compaction();
+                {
+                    let mut bg = self.lock_bg();
+                    while bg.error.is_none()
+                        && self.read_state().current.l0_count() >= self.opts.l0_stop
+                    {
+                        bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+                    }
+                }
+                let ns = t.elapsed().as_nanos() as u64;
+                self.counters.stop_ns.fetch_add(ns, Relaxed);
+                continue;
+            }
+            if auto && l0 >= self.opts.l0_slowdown && !slowed {
+                slowed = true;
+                w.delay_debt_ns += bytes as f64 * 1e9 / self.opts.slowdown_bytes_per_sec as f64;
+                if w.delay_debt_ns >= 1e6 {
+                    let d = Duration::from_nanos(w.delay_debt_ns as u64);
+                    w.delay_debt_ns = 0.0;
+                    std::thread::sleep(d);
+                    self.counters
+                        .slowdown_ns
+                        .fetch_add(d.as_nanos() as u64, Relaxed);
+                }
+                continue;
+            }
+            if !full {
+                return Ok(());
+            }
+            self.wait_for_imm_slot()?;
+            let r = self.switch_memtable(w);
+            return self.poison_on_err(r);
+        }
+    }
+
+    /// Waits (counting the time) until no immutable memtable waits to be sealed.
+    pub(super) fn wait_for_imm_slot(&self) -> Result<()> {
+        if self.read_state().imm.is_none() {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let mut bg = self.lock_bg();
+        while bg.error.is_none() && self.read_state().imm.is_some() {
+            bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(bg);
+        let ns = t.elapsed().as_nanos() as u64;
+        self.counters.memtable_wait_ns.fetch_add(ns, Relaxed);
+        self.check_writable()
+    }
+
+    /// Waits until every memtable queued up to number `target` is in a table.
+    pub(super) fn wait_sealed(&self, target: u64) -> Result<()> {
+        let mut bg = self.lock_bg();
+        while bg.sealed < target {
+            if let Some(cause) = &bg.error {
+                return Err(Error::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(())
+    }
+
+    /// Makes the (non-empty) memtable immutable, starts a new log and wakes the flush thread.
+    /// The caller made sure no immutable memtable is waiting.
+    pub(super) fn switch_memtable(&self, w: &mut Writer) -> Result<()> {
+        // The old log must hold every write of its memtable before that is sealed.
+        if let Some(wal) = &mut w.wal {
+            wal.write_out()?;
+        }
+        let old_wal = w.wal.take();
+        let old_no = w.wal_number;
+        self.new_log(w)?;
+        if self.opts.sync == SyncPolicy::EveryWrite {
+            if let Some(wal) = &mut w.wal {
+                wal.sync()?;
+            }
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io(&self.dir, e))?;
+            w.wal_dir_synced = true;
+        }
+        let seq = {
+            let mut bg = self.lock_bg();
+            bg.queued += 1;
+            bg.queued
+        };
+        {
+            let mut st = self.state_mut();
+            // The next memtable will likely hold as many entries as this one: room for them
+            // up front (plus an eighth), so no put pays for a growth.
+            let room = st.mem.len() + st.mem.len() / 8;
+            let mem = std::mem::replace(&mut st.mem, Memtable::with_capacity(room));
+            st.imm = Some(Arc::new(Imm {
+                mem,
+                log: old_no,
+                wal: Mutex::new(old_wal),
+                seq,
+            }));
+        }
+        let _bg = self.lock_bg();
+        self.bg_cv.notify_all();
+        debug_assert!(!self.shutdown.load(SeqCst));
+        Ok(())
+    }
+}

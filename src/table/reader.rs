@@ -1,0 +1,479 @@
+//! Reading a table file: footer, index and meta checked at open; data blocks read on demand.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use super::block::{self, Block, Entry};
+use super::footer::{decode_footer, Footer, FOOTER_LEN};
+use super::index::{mapped_entry, Index};
+use super::{page_pad, TableCounters, TableMeta};
+use crate::codec::{check_crc, Cursor};
+use crate::error::{Error, Result};
+
+thread_local! {
+    /// Each thread's buffer for point-lookup block reads (no allocation or zeroing per read).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An open table file: the meta and the index's search structure stay in memory (a
+/// version 3 table's index entries are read in place from a map of the file), data blocks
+/// are read on demand, each read counted and its CRC checked: with a positioned read into a
+/// per-thread buffer, or, when the table was opened with `mmap_reads`, in place from the map.
+#[derive(Debug)]
+pub struct Table {
+    /// File number.
+    pub number: u64,
+    path: PathBuf,
+    file: File,
+    /// The whole file, mapped read-only (for a version 3 index, or `mmap_reads`).
+    map: Option<Arc<Mmap>>,
+    /// Data blocks are read from `map` rather than with `pread`.
+    map_data: bool,
+    version: u32,
+    /// Where the data blocks (and their padding) end.
+    pub(crate) index_offset: u64,
+    pub(crate) index: Index,
+    /// Key range and counts.
+    pub meta: TableMeta,
+}
+
+impl Table {
+    /// Opens and checks footer, index and meta of the table at `path`. With `mmap_reads`,
+    /// data blocks are read in place from a map of the file (advised for random access, so a
+    /// block that is not cached faults in only its own pages) instead of with `pread`.
+    pub fn open(path: &Path, number: u64, mmap_reads: bool) -> Result<Table> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let (mut table, restarts) =
+            Self::open_file(file, size, number, path).map_err(|e| e.in_file(path, 0))?;
+        if mmap_reads || restarts.is_some() {
+            let map = crate::mmap::map_readonly(&table.file).map_err(|e| Error::io(path, e))?;
+            if (map.len() as u64) < size {
+                return Err(
+                    Error::corrupt(0, "table file shrank while it was opened").in_file(path, 0)
+                );
+            }
+            map.advise(memmap2::Advice::Random)
+                .map_err(|e| Error::io(path, e))?;
+            let map = Arc::new(map);
+            if let Some(restarts) = restarts {
+                let block = table.index_offset as usize;
+                table.index.use_map(map.clone(), block, restarts);
+            }
+            table.map = Some(map);
+            table.map_data = mmap_reads;
+        }
+        Ok(table)
+    }
+
+    /// Opens and checks the table in `file`; for a version 3 table also returns where its
+    /// index block's restart array starts (the index is then read in place from a map).
+    fn open_file(
+        file: File,
+        size: u64,
+        number: u64,
+        path: &Path,
+    ) -> Result<(Table, Option<usize>)> {
+        if size < FOOTER_LEN as u64 {
+            return Err(Error::corrupt(
+                0,
+                format!("table of {size} bytes is shorter than its footer"),
+            ));
+        }
+        let foot_at = size - FOOTER_LEN as u64;
+        let mut footer = [0u8; FOOTER_LEN];
+        file.read_exact_at(&mut footer, foot_at)
+            .map_err(|e| Error::io(path, e))?;
+        let Footer {
+            version,
+            index_offset: index_off,
+            index_len,
+            meta_offset: meta_off,
+            meta_len,
+        } = decode_footer(&footer, foot_at)?;
+        // Whether a block (or the index) may start at `start` after a block ending at `end`:
+        // at once, or (version 2) at the next page boundary.
+        let follows = |end: u64, start: u64| {
+            start == end || (version >= 2 && Some(start) == end.checked_add(page_pad(end) as u64))
+        };
+        // Index, its CRC, meta and its CRC are contiguous just before the footer.
+        let end = |off: u64, len: u64| off.checked_add(len).and_then(|x| x.checked_add(4));
+        if end(index_off, index_len) != Some(meta_off) || end(meta_off, meta_len) != Some(foot_at) {
+            return Err(Error::corrupt(
+                foot_at + 8,
+                "footer regions do not tile the file",
+            ));
+        }
+        let mut tail = vec![0u8; (foot_at - index_off) as usize];
+        file.read_exact_at(&mut tail, index_off)
+            .map_err(|e| Error::io(path, e))?;
+        let (index_bytes, rest) = tail.split_at(index_len as usize);
+        let (index_crc, rest) = rest.split_at(4);
+        let (meta_bytes, meta_crc) = rest.split_at(meta_len as usize);
+        check_crc(index_bytes, le32(index_crc), index_off, "index block")?;
+        check_crc(meta_bytes, le32(meta_crc), meta_off, "table meta")?;
+        let mut index = Index::default();
+        let mut prev_end = 0u64;
+        for e in Block::new(index_bytes, index_off)?.iter() {
+            let (last_key, v) = e?;
+            let v = v.filter(|v| v.len() == 12).ok_or_else(|| {
+                Error::corrupt(index_off, "index entry without a 12-byte block handle")
+            })?;
+            let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
+            let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
+            let block_end = offset.saturating_add(len as u64 + 4);
+            if !follows(prev_end, offset) || block_end > index_off {
+                return Err(Error::corrupt(
+                    index_off,
+                    format!(
+                        "index entry points at block {offset}+{len}, out of order or past the data"
+                    ),
+                ));
+            }
+            if index.len() > 0 && index.key(index.len() - 1) >= last_key.as_slice() {
+                return Err(Error::corrupt(
+                    index_off,
+                    "index keys are not strictly increasing",
+                ));
+            }
+            prev_end = block_end;
+            index.push(&last_key, offset, len);
+        }
+        // Version 3: every entry is a restart point, so entry i is reachable through the
+        // restart array; check that each one decodes there to what was read above.
+        let restarts = if version >= 3 {
+            let b = Block::new(index_bytes, index_off)?;
+            if b.restart_count() != index.len() {
+                return Err(Error::corrupt(
+                    index_off,
+                    format!(
+                        "version 3 index has {} restart points for {} entries",
+                        b.restart_count(),
+                        index.len()
+                    ),
+                ));
+            }
+            for i in 0..index.len() {
+                let at = b.restart(i) as usize;
+                let ok = mapped_entry(index_bytes, at)
+                    .is_some_and(|(k, h)| k == index.key(i) && Some(h) == index.handle(i));
+                if !ok {
+                    return Err(Error::corrupt(
+                        index_off + at as u64,
+                        "version 3 index entry is not a whole key and 12-byte handle",
+                    ));
+                }
+            }
+            Some(index_off as usize + b.entries_len())
+        } else {
+            None
+        };
+        index.finish();
+        if !follows(prev_end, index_off) {
+            return Err(Error::corrupt(
+                index_off,
+                "index does not cover every data block",
+            ));
+        }
+        let mut c = Cursor::new(meta_bytes, meta_off);
+        let key = |c: &mut Cursor| -> Result<Vec<u8>> {
+            let n = c.len(meta_bytes.len(), "key length")?;
+            Ok(c.bytes(n, "key")?.to_vec())
+        };
+        let min_key = key(&mut c)?;
+        let max_key = key(&mut c)?;
+        let meta = TableMeta {
+            min_key,
+            max_key,
+            entries: c.varint("entries")?,
+            tombstones: c.varint("tombstones")?,
+            data_blocks: c.varint("data blocks")?,
+            file_bytes: size,
+        };
+        if meta.data_blocks != index.len() as u64 {
+            return Err(Error::corrupt(
+                meta_off,
+                "meta block count disagrees with the index",
+            ));
+        }
+        Ok((
+            Table {
+                number,
+                path: path.to_path_buf(),
+                file,
+                map: None,
+                map_data: false,
+                version,
+                index_offset: index_off,
+                index,
+                meta,
+            },
+            restarts,
+        ))
+    }
+
+    /// Heap bytes this table's index takes (the search structure; for tables before version
+    /// 3, also the keys and handles).
+    pub fn index_memory_bytes(&self) -> u64 {
+        self.index.heap_bytes() as u64
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of data blocks.
+    pub fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The footer's format version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Offset and length (without CRC) of data block `i`.
+    pub fn block_handle(&self, i: usize) -> Option<(u64, u32)> {
+        self.index.handle(i)
+    }
+
+    /// Checks that the padding between data blocks (and before the index) is all zeros.
+    /// Readers never look at it; `verify` does, so damage there is still found.
+    pub fn check_padding(&self) -> Result<()> {
+        let n = self.index.len();
+        let h: Vec<(u64, u32)> = (0..n).filter_map(|i| self.index.handle(i)).collect();
+        let next = (1..h.len()).map(|i| h[i].0);
+        let mut gap = Vec::new();
+        for (&(off, len), next) in h.iter().zip(next.chain([self.index_offset])) {
+            // `Table::open` checked that `next` is `end` or the next page boundary.
+            let end = off + len as u64 + 4;
+            gap.resize(next.saturating_sub(end) as usize, 0);
+            self.file
+                .read_exact_at(&mut gap, end)
+                .map_err(|e| Error::io(&self.path, e))?;
+            if let Some(at) = gap.iter().position(|&b| b != 0) {
+                return Err(
+                    Error::corrupt(end + at as u64, "non-zero padding after a data block")
+                        .in_file(&self.path, 0),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads data block `i` (into `buf`, reused, only growth zero-filled; or in place from the
+    /// map), counts the read, checks its CRC and returns the block's bytes.
+    fn read_block_into<'b>(
+        &'b self,
+        i: usize,
+        counters: &TableCounters,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<&'b [u8]> {
+        let Some((offset, len)) = self.index.handle(i) else {
+            return Err(Error::InvalidArgument(format!("block {i} out of range")));
+        };
+        let need = len as usize + 4;
+        let raw: &'b [u8] = match &self.map {
+            // `Table::open` checked every block lies inside the file, and the map covers it.
+            // (A handle read in place that no longer decodes is (0, 0): its CRC check fails.)
+            Some(map) if self.map_data => map
+                .get(offset as usize..offset as usize + need)
+                .ok_or_else(|| {
+                    Error::corrupt(offset, "data block past the end of the map")
+                        .in_file(&self.path, 0)
+                })?,
+            _ => {
+                if buf.len() < need {
+                    buf.resize(need, 0);
+                }
+                let raw = &mut buf[..need];
+                self.file
+                    .read_exact_at(raw, offset)
+                    .map_err(|err| Error::io(&self.path, err))?;
+                raw
+            }
+        };
+        counters.add_block_reads(1);
+        counters.add_bytes_read(need as u64);
+        let (data, crc) = raw.split_at(len as usize);
+        check_crc(data, le32(crc), offset, "data block")
+            .map_err(|err| err.in_file(&self.path, 0))?;
+        Ok(data)
+    }
+
+    /// The index of the only block that can hold `key` (the first whose last key >= key).
+    pub fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let i = self.index.search(key);
+        (i < self.index.len()).then_some(i)
+    }
+
+    /// Looks `key` up in its block: `None` when absent, `Some(None)` for a tombstone.
+    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Vec<u8>>>> {
+        let Some(i) = self.block_for(key) else {
+            return Ok(None);
+        };
+        let off = self.index.handle(i).map_or(0, |h| h.0);
+        READ_BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let data = self.read_block_into(i, counters, &mut buf)?;
+            Block::new(data, off)
+                .and_then(|b| b.get(key))
+                .map_err(|e| e.in_file(&self.path, 0))
+        })
+    }
+
+    /// Decodes every entry of block `i`.
+    pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
+        let off = self.index.handle(i).map_or(0, |h| h.0);
+        let mut buf = Vec::new();
+        let data = self.read_block_into(i, counters, &mut buf)?;
+        let block = Block::new(data, off).map_err(|e| e.in_file(&self.path, 0))?;
+        block
+            .iter()
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| e.in_file(&self.path, 0))
+    }
+}
+
+pub(crate) fn le32(b: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(w)
+}
+
+/// Bytes a [`TableCursor`] reads at once: several consecutive data blocks per system call.
+const CURSOR_CHUNK: usize = 256 << 10;
+
+/// Reads a table's entries in key order for a merge: consecutive data blocks are read in
+/// chunks of [`CURSOR_CHUNK`] bytes, each block counted and CRC-checked, and entries are
+/// decoded in place (the current key is rebuilt in one buffer; no allocation per entry).
+/// Holds one chunk, so its memory does not depend on the table's size.
+pub(crate) struct TableCursor {
+    table: Arc<Table>,
+    counters: Arc<TableCounters>,
+    next_block: usize,
+    chunk: Vec<u8>,
+    /// File offset of `chunk[0]`.
+    chunk_at: u64,
+    /// The current block's entries: `chunk[block_start..block_start + entries_len]`.
+    block_start: usize,
+    entries_len: usize,
+    /// Offset of the next entry inside the current block.
+    pos: usize,
+    key: Vec<u8>,
+    /// The current value's place in `chunk` (`None`: a tombstone).
+    value: Option<(usize, usize)>,
+    valid: bool,
+}
+
+impl TableCursor {
+    /// A cursor on the first entry of `table`; block reads are counted in `counters`.
+    pub(crate) fn new(table: Arc<Table>, counters: Arc<TableCounters>) -> Result<TableCursor> {
+        let mut c = TableCursor {
+            table,
+            counters,
+            next_block: 0,
+            chunk: Vec::new(),
+            chunk_at: 0,
+            block_start: 0,
+            entries_len: 0,
+            pos: 0,
+            key: Vec::new(),
+            value: None,
+            valid: true,
+        };
+        c.advance()?;
+        Ok(c)
+    }
+
+    /// False once every entry was returned.
+    #[inline]
+    pub(crate) fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key.
+    #[inline]
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The current value (`None`: a tombstone).
+    #[inline]
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        self.value.map(|(a, b)| &self.chunk[a..b])
+    }
+
+    /// Moves to the next entry.
+    pub(crate) fn advance(&mut self) -> Result<()> {
+        while self.pos >= self.entries_len {
+            if self.next_block >= self.table.block_count() {
+                self.valid = false;
+                return Ok(());
+            }
+            self.load_block(self.next_block)?;
+            self.next_block += 1;
+        }
+        let t = &self.table;
+        let block = &self.chunk[self.block_start..self.block_start + self.entries_len];
+        let base = self.chunk_at + self.block_start as u64;
+        let e = block::span_at(block, base, self.pos, self.key.len())
+            .map_err(|e| e.in_file(&t.path, 0))?;
+        self.key.truncate(e.shared);
+        self.key.extend_from_slice(&block[e.suffix.clone()]);
+        self.value = e
+            .value
+            .map(|r| (self.block_start + r.start, self.block_start + r.end));
+        self.pos = e.end;
+        Ok(())
+    }
+
+    /// Makes block `i` current, reading a new chunk when it is not in the one held.
+    fn load_block(&mut self, i: usize) -> Result<()> {
+        let t = &self.table;
+        let Some((offset, len)) = t.index.handle(i) else {
+            return Err(Error::InvalidArgument(format!("block {i} out of range")));
+        };
+        let need = len as usize + 4;
+        let held = offset >= self.chunk_at
+            && offset + need as u64 <= self.chunk_at + self.chunk.len() as u64;
+        if !held {
+            // From this block up to the chunk size, but not past the data.
+            let to_data_end = t.index_offset.saturating_sub(offset);
+            let want = (CURSOR_CHUNK as u64).min(to_data_end).max(need as u64) as usize;
+            self.chunk.resize(want, 0);
+            match &t.map {
+                Some(map) if t.map_data => {
+                    let src = map
+                        .get(offset as usize..offset as usize + want)
+                        .ok_or_else(|| {
+                            Error::corrupt(offset, "data block past the end of the map")
+                                .in_file(&t.path, 0)
+                        })?;
+                    self.chunk.copy_from_slice(src)
+                }
+                _ => t
+                    .file
+                    .read_exact_at(&mut self.chunk, offset)
+                    .map_err(|e| Error::io(&t.path, e))?,
+            }
+            self.chunk_at = offset;
+        }
+        let start = (offset - self.chunk_at) as usize;
+        self.counters.add_block_reads(1);
+        self.counters.add_bytes_read(need as u64);
+        let (data, crc) = self.chunk[start..start + need].split_at(len as usize);
+        check_crc(data, le32(crc), offset, "data block").map_err(|e| e.in_file(&t.path, 0))?;
+        let b = Block::new(data, offset).map_err(|e| e.in_file(&t.path, 0))?;
+        self.block_start = start;
+        self.entries_len = b.entries_len();
+        self.pos = 0;
+        self.key.clear();
+        Ok(())
+    }
+}

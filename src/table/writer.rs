@@ -1,0 +1,395 @@
+//! Writing a table file: data blocks encoded in parallel runs, then index, meta and footer.
+
+use std::path::{Path, PathBuf};
+
+use super::block::{self, BlockBuilder};
+use super::footer::{encode_footer, Footer, FOOTER_LEN, TABLE_VERSION};
+use super::{page_pad, TableMeta, BLOCK_SIZE, MAX_PAD, WRITE_BUFFER};
+use crate::codec::put_varint;
+use crate::error::{Error, Result};
+use crate::io::{Fs, WritableFile};
+
+/// Writes one table file from parts encoded by [`encode_part`], then its index, meta and
+/// footer (see [`write_table`]).
+pub(crate) struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    buf: Vec<u8>,
+    offset: u64,
+    index: BlockBuilder,
+    meta: TableMeta,
+}
+
+impl TableBuilder {
+    /// Creates the file at `path`.
+    pub(crate) fn create(fs: &dyn Fs, path: &Path) -> Result<TableBuilder> {
+        let file = fs.create(path).map_err(|e| Error::io(path, e))?;
+        Ok(TableBuilder {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(WRITE_BUFFER + BLOCK_SIZE * 2),
+            offset: 0,
+            index: BlockBuilder::with_restart_interval(1),
+            meta: TableMeta::default(),
+        })
+    }
+
+    fn write_with_crc(&mut self, data: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(data);
+        self.buf
+            .extend_from_slice(&crc32fast::hash(data).to_le_bytes());
+        self.offset += data.len() as u64 + 4;
+        if self.buf.len() >= WRITE_BUFFER {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    fn flush_buf(&mut self) -> Result<()> {
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Appends blocks encoded elsewhere (see [`write_table`]); they must follow every key
+    /// added so far. Returns the part's buffer for reuse.
+    pub(crate) fn add_part(&mut self, part: Part) -> Result<Vec<u8>> {
+        if part.entries == 0 {
+            return Ok(part.bytes);
+        }
+        debug_assert_eq!(page_pad(self.offset), 0, "parts start on a page");
+        if self.meta.entries == 0 {
+            self.meta.min_key = part.first_key;
+        }
+        self.meta.entries += part.entries;
+        self.meta.tombstones += part.tombstones;
+        for (last, rel, len) in part.index {
+            let mut handle = [0u8; 12];
+            handle[..8].copy_from_slice(&(self.offset + rel).to_le_bytes());
+            handle[8..].copy_from_slice(&len.to_le_bytes());
+            self.index.add(&last, Some(&handle));
+            self.meta.max_key = last;
+            self.meta.data_blocks += 1;
+        }
+        // A part is large: it goes to the file as it is, without a copy into `buf`.
+        if !self.buf.is_empty() {
+            self.flush_buf()?;
+        }
+        self.file
+            .write_all(&part.bytes)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.offset += part.bytes.len() as u64;
+        Ok(part.bytes)
+    }
+
+    /// Writes index, meta and footer, fsyncs, and returns the table's facts.
+    pub(crate) fn finish(mut self) -> Result<TableMeta> {
+        let index_offset = self.offset;
+        let index = self.index.finish();
+        self.write_with_crc(&index)?;
+        let meta_offset = self.offset;
+        let mut meta = Vec::new();
+        for k in [&self.meta.min_key, &self.meta.max_key] {
+            put_varint(&mut meta, k.len() as u64);
+            meta.extend_from_slice(k);
+        }
+        put_varint(&mut meta, self.meta.entries);
+        put_varint(&mut meta, self.meta.tombstones);
+        put_varint(&mut meta, self.meta.data_blocks);
+        self.write_with_crc(&meta)?;
+        let footer = encode_footer(&Footer {
+            version: TABLE_VERSION,
+            index_offset,
+            index_len: index.len() as u64,
+            meta_offset,
+            meta_len: meta.len() as u64,
+        });
+        self.buf.extend_from_slice(&footer);
+        self.offset += FOOTER_LEN as u64;
+        self.flush_buf()?;
+        self.file.sync().map_err(|e| Error::io(&self.path, e))?;
+        self.meta.file_bytes = self.offset;
+        Ok(self.meta)
+    }
+}
+
+/// Sorted, distinct entries a table is written from, read by position: a slice, or a
+/// memtable's sorted view (so sealing copies no entry list out of the memtable).
+pub trait SortedEntries: Sync {
+    /// Number of entries.
+    fn len(&self) -> usize;
+    /// Entry `i` (`None` = tombstone).
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>);
+    /// About how many key and value bytes the entries hold (an over-estimate is fine; it
+    /// sizes the encoding buffers).
+    fn payload_bytes(&self) -> usize;
+    /// True when there is no entry.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl SortedEntries for [(&[u8], Option<&[u8]>)] {
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>) {
+        self[i]
+    }
+    fn payload_bytes(&self) -> usize {
+        self.iter()
+            .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
+            .sum()
+    }
+}
+
+/// Blocks encoded from a run of sorted entries, with offsets relative to the run's start.
+pub(crate) struct Part {
+    bytes: Vec<u8>,
+    index: Vec<(Vec<u8>, u64, u32)>,
+    first_key: Vec<u8>,
+    entries: u64,
+    tombstones: u64,
+    /// The entries' key hashes, in order, when asked for.
+    pub(crate) hashes: Vec<u64>,
+}
+
+/// Encodes entries `range` into blocks (the format of [`BlockBuilder`], written in place
+/// into `bytes`, which is cleared and reused); with `hashes`, also the keys' [`key_hash`]es.
+///
+/// [`key_hash`]: crate::hash::key_hash
+pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
+    entries: &E,
+    range: std::ops::Range<usize>,
+    mut bytes: Vec<u8>,
+    hashes: bool,
+) -> Part {
+    let n = range.len();
+    let per_entry = entries.payload_bytes() / entries.len().max(1) + 4;
+    bytes.clear();
+    bytes.reserve(n * per_entry + n / 2 + 64);
+    let mut part = Part {
+        bytes: Vec::new(),
+        index: Vec::with_capacity(n * per_entry / BLOCK_SIZE + 2),
+        first_key: Vec::new(),
+        entries: n as u64,
+        tombstones: 0,
+        hashes: Vec::with_capacity(if hashes { n } else { 0 }),
+    };
+    if !range.is_empty() {
+        part.first_key = entries.entry(range.start).0.to_vec();
+    }
+    let mut restarts: Vec<u32> = Vec::with_capacity(BLOCK_SIZE / block::RESTART_INTERVAL);
+    let (mut start, mut count) = (0usize, 0usize);
+    let mut prev: &[u8] = &[];
+    let cut = |bytes: &mut Vec<u8>,
+               restarts: &mut Vec<u32>,
+               index: &mut Vec<(Vec<u8>, u64, u32)>,
+               start: usize,
+               last: &[u8]| {
+        block::put_restarts(bytes, restarts);
+        restarts.clear();
+        let len = bytes.len() - start;
+        let crc = crc32fast::hash(&bytes[start..]);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        // Parts start on page boundaries, so padding within the part aligns in the file.
+        let pad = page_pad(bytes.len() as u64);
+        if pad <= MAX_PAD {
+            bytes.resize(bytes.len() + pad, 0);
+        }
+        index.push((last.to_vec(), start as u64, len as u32));
+    };
+    // Entries come in batches: their bytes are first touched together, so the cache misses
+    // of a batch (a memtable's entries lie at random places in its arena) overlap instead
+    // of stalling the encoder one by one.
+    const BATCH: usize = 16;
+    let mut batch: [(&[u8], Option<&[u8]>); BATCH] = [(&[], None); BATCH];
+    let mut at = range.start;
+    while at < range.end {
+        let m = BATCH.min(range.end - at);
+        let mut touch = 0u8;
+        for (j, e) in batch[..m].iter_mut().enumerate() {
+            *e = entries.entry(at + j);
+        }
+        for (k, v) in &batch[..m] {
+            touch ^= k.first().copied().unwrap_or(0);
+            if let Some(v) = v {
+                touch ^= v.last().copied().unwrap_or(0);
+            }
+        }
+        std::hint::black_box(touch);
+        at += m;
+        for &(key, value) in &batch[..m] {
+            let restart = count.is_multiple_of(block::RESTART_INTERVAL);
+            let mut shared = if restart {
+                0
+            } else {
+                block::common_prefix(key, prev)
+            };
+            // Cut before an entry that would push block + CRC past one page.
+            let grown = block::finished_len(
+                bytes.len() - start + block::entry_len(shared, key, value),
+                restarts.len() + restart as usize,
+            );
+            if count > 0 && grown + 4 > BLOCK_SIZE {
+                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+                start = bytes.len();
+                count = 0;
+                shared = 0;
+            }
+            if count.is_multiple_of(block::RESTART_INTERVAL) {
+                restarts.push((bytes.len() - start) as u32);
+            }
+            block::put_entry(&mut bytes, shared, key, value);
+            if hashes {
+                part.hashes.push(crate::hash::key_hash(key));
+            }
+            part.tombstones += value.is_none() as u64;
+            count += 1;
+            prev = key;
+        }
+    }
+    if count > 0 {
+        cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+    }
+    // The next part (or the index) starts on a page.
+    bytes.resize(bytes.len() + page_pad(bytes.len() as u64), 0);
+    part.bytes = bytes;
+    part
+}
+
+/// Most entries in one run (see [`run_ends`]).
+pub(crate) const RUN: usize = 8 * 1024;
+/// A run ends once its keys and values reach this many bytes (see [`run_ends`]).
+pub(crate) const RUN_BYTES: usize = 1 << 20;
+
+/// Whether a run that holds `entries` entries and `bytes` bytes of keys and values is full.
+/// Runs are the unit of parallel encoding: a block never spans two, and each starts on a
+/// page. They depend only on the entries (not on the thread count), so neither does the
+/// file, and a table written from a memtable and one streamed out of a merge are laid out
+/// alike.
+#[inline]
+pub(crate) fn run_full(entries: usize, bytes: usize) -> bool {
+    entries >= RUN || bytes >= RUN_BYTES
+}
+
+/// Where the runs of `entries` end (exclusive), by [`run_full`].
+fn run_ends<E: SortedEntries + ?Sized>(entries: &E) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let (mut count, mut bytes) = (0usize, 0usize);
+    for i in 0..entries.len() {
+        let (k, v) = entries.entry(i);
+        count += 1;
+        bytes += k.len() + v.map_or(0, <[u8]>::len);
+        if run_full(count, bytes) {
+            ends.push(i + 1);
+            (count, bytes) = (0, 0);
+        }
+    }
+    if count > 0 {
+        ends.push(entries.len());
+    }
+    ends
+}
+
+/// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding blocks
+/// in parallel on the current rayon pool and writing them in order; fsynced on return.
+///
+/// Entries go in runs (see [`run_full`]), a window of one run per thread at a time; a window
+/// is written while the next one is encoded, and the buffers of written parts are reused, so
+/// memory stays bounded and the write (a copy into the page cache) overlaps encoding. The
+/// bytes written do not depend on the number of threads.
+pub fn write_table<E: SortedEntries + ?Sized>(
+    fs: &dyn Fs,
+    path: &Path,
+    entries: &E,
+) -> Result<TableMeta> {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
+    let ends = run_ends(entries);
+    let mut b = TableBuilder::create(fs, path)?;
+    let mut pending: Vec<Part> = Vec::new();
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let (mut run, mut at) = (0usize, 0usize);
+    while run < ends.len() || !pending.is_empty() {
+        let window = &ends[run..(run + threads).min(ends.len())];
+        let jobs: Vec<(std::ops::Range<usize>, Vec<u8>)> = window
+            .iter()
+            .map(|&end| {
+                let r = at..end;
+                at = end;
+                (r, spare.pop().unwrap_or_default())
+            })
+            .collect();
+        run += window.len();
+        let to_write = std::mem::take(&mut pending);
+        let builder = &mut b;
+        let (written, parts) = rayon::join(
+            move || -> Result<Vec<Vec<u8>>> {
+                to_write.into_iter().map(|p| builder.add_part(p)).collect()
+            },
+            || -> Vec<Part> {
+                jobs.into_par_iter()
+                    .map(|(r, buf)| encode_part(entries, r, buf, false))
+                    .collect()
+            },
+        );
+        spare.extend(written?);
+        pending = parts;
+    }
+    b.finish()
+}
+
+/// Entries copied into one buffer: a run of a merge's output, encoded while the merge goes
+/// on (see `compaction::run`).
+#[derive(Debug, Default)]
+pub(crate) struct OwnedRun {
+    data: Vec<u8>,
+    /// Per entry: where its key starts in `data`, the key's length, and the value's length
+    /// ([`u32::MAX`] for a tombstone); the value follows the key.
+    ents: Vec<(u32, u32, u32)>,
+}
+
+impl OwnedRun {
+    /// Appends an entry; keys must arrive in strictly increasing order.
+    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let at = self.data.len() as u32;
+        self.data.extend_from_slice(key);
+        let vlen = match value {
+            Some(v) => {
+                self.data.extend_from_slice(v);
+                v.len() as u32
+            }
+            None => u32::MAX,
+        };
+        self.ents.push((at, key.len() as u32, vlen));
+    }
+
+    /// Key and value bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Empties the run, keeping its buffers.
+    pub(crate) fn clear(&mut self) {
+        self.data.clear();
+        self.ents.clear();
+    }
+}
+
+impl SortedEntries for OwnedRun {
+    fn len(&self) -> usize {
+        self.ents.len()
+    }
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>) {
+        let (at, klen, vlen) = self.ents[i];
+        let (k0, k1) = (at as usize, at as usize + klen as usize);
+        let value = (vlen != u32::MAX).then(|| &self.data[k1..k1 + vlen as usize]);
+        (&self.data[k0..k1], value)
+    }
+    fn payload_bytes(&self) -> usize {
+        self.data.len()
+    }
+}

@@ -1,0 +1,556 @@
+//! The live table set, by level, and the lookup path through it.
+//!
+//! ```text
+//! L0: | t9 | t8 | t7 |            flushed tables, newest first; their key ranges overlap
+//! L1: | a..f | g..m | n..z |      one sorted run: tables in key order, ranges disjoint
+//! L2: | a..b | c..e | ... | y..z |  each level about T times the one above
+//! ```
+//!
+//! **Newest wins without sequence numbers.** For any key, every version of it in an L0 table
+//! is newer than its versions in older L0 tables and in every level, and its version in Ln
+//! is newer than its version in Ln+1. Flushes add at the front of L0. An L0 compaction takes
+//! *every* L0 table present when it is planned (the tables flushed meanwhile are newer and
+//! stay in front) and merges them with the L1 tables they overlap into L1; an Ln compaction
+//! merges one Ln table with the Ln+1 tables it overlaps into Ln+1. Both move data one step
+//! down without jumping over a newer version, so a lookup that stops at the first table
+//! holding the key (L0 newest to oldest, then one table per level) finds the newest version.
+//! Only one compaction runs at a time.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::manifest::TableRecord;
+use crate::table::block::Entry;
+use crate::table::{MappedFilter, Table, TableCounters};
+
+/// Levels a store can have: L0 and L1..L6. With T = 10 and a 256 MiB L1 the last level
+/// holds 256 TiB.
+pub const MAX_LEVELS: usize = 7;
+
+/// A live table with its current filter and counters.
+#[derive(Debug)]
+pub(crate) struct TableHandle {
+    /// The table file.
+    pub table: Arc<Table>,
+    /// Its filter, if it has one that opened and checked out.
+    pub filter: Option<Arc<MappedFilter>>,
+    /// The manifest's record of this table.
+    pub record: TableRecord,
+    /// Counters since this handle was made.
+    pub counters: TableCounters,
+    /// Why a recorded filter is not in use (damaged or missing), if so.
+    pub filter_problem: Option<String>,
+    /// [`prefix8`] of the table's smallest and largest key.
+    lo: u64,
+    hi: u64,
+}
+
+/// The first 8 bytes of `key`, zero-padded, as a big-endian number. `prefix8(a) <
+/// prefix8(b)` implies `a < b` (the first differing byte decides, and a zero pad stands for
+/// a key that ended first), so a range check needs a byte comparison only on equal prefixes.
+#[inline]
+pub(crate) fn prefix8(key: &[u8]) -> u64 {
+    if let Some(b) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*b);
+    }
+    // Shorter keys: two or three overlapping loads, no loop (short keys are common, e.g.
+    // the hyphenation dictionary's words). Byte j belongs at bits 56 - 8j.
+    let n = key.len();
+    if n >= 4 {
+        let word = |i: usize| {
+            u64::from(u32::from_be_bytes([
+                key[i],
+                key[i + 1],
+                key[i + 2],
+                key[i + 3],
+            ]))
+        };
+        (word(0) << 32) | (word(n - 4) << (64 - 8 * n))
+    } else if n > 0 {
+        let byte = |j: usize| u64::from(key[j]) << (56 - 8 * j);
+        byte(0) | byte(n / 2) | byte(n - 1)
+    } else {
+        0
+    }
+}
+
+/// `min <= key <= max`, given `lo = prefix8(min)`, `hi = prefix8(max)`, `p = prefix8(key)`.
+#[inline]
+fn range_contains(min: &[u8], max: &[u8], lo: u64, hi: u64, key: &[u8], p: u64) -> bool {
+    if p < lo || p > hi {
+        return false;
+    }
+    if p > lo && p < hi {
+        return true;
+    }
+    key >= min && key <= max
+}
+
+/// What probing one table found.
+enum Probe {
+    /// The table cannot hold the key, or does not.
+    Skip,
+    /// The table holds the key: its value, or `None` for a tombstone.
+    Found(Option<Vec<u8>>),
+}
+
+impl TableHandle {
+    pub(crate) fn new(
+        table: Arc<Table>,
+        filter: Option<Arc<MappedFilter>>,
+        record: TableRecord,
+        filter_problem: Option<String>,
+    ) -> TableHandle {
+        let (lo, hi) = (prefix8(&table.meta.min_key), prefix8(&table.meta.max_key));
+        TableHandle {
+            table,
+            filter,
+            record,
+            counters: TableCounters::default(),
+            filter_problem,
+            lo,
+            hi,
+        }
+    }
+
+    /// Opens the table and filter files `record` names. A filter that fails to open or check
+    /// is left out (the table is read without it) and the reason kept in `filter_problem`.
+    pub(crate) fn open(dir: &Path, record: TableRecord, mmap_reads: bool) -> Result<TableHandle> {
+        let path = crate::store::table_path(dir, record.number);
+        let table = Arc::new(Table::open(&path, record.number, mmap_reads)?);
+        let (filter, filter_problem) = if record.filter_file == 0 {
+            (None, None)
+        } else {
+            let fpath = crate::store::filter_path(dir, record.filter_file);
+            match MappedFilter::open(&fpath, record.filter_file) {
+                Ok(f) => (Some(Arc::new(f)), None),
+                // A damaged filter must never hide a key: the table is read without it.
+                Err(e) => (None, Some(e.to_string())),
+            }
+        };
+        Ok(TableHandle::new(table, filter, record, filter_problem))
+    }
+
+    /// The same table and filter at another level (a trivial move), with fresh counters.
+    pub(crate) fn at_level(&self, level: u32) -> TableHandle {
+        let mut record = self.record.clone();
+        record.level = level;
+        TableHandle::new(
+            self.table.clone(),
+            self.filter.clone(),
+            record,
+            self.filter_problem.clone(),
+        )
+    }
+
+    /// Whether `key` (with `p = prefix8(key)`) lies inside the table's key range.
+    #[inline]
+    fn in_range(&self, key: &[u8], p: u64) -> bool {
+        let m = &self.table.meta;
+        range_contains(&m.min_key, &m.max_key, self.lo, self.hi, key, p)
+    }
+
+    /// Smallest key.
+    pub(crate) fn min_key(&self) -> &[u8] {
+        &self.table.meta.min_key
+    }
+
+    /// Largest key.
+    pub(crate) fn max_key(&self) -> &[u8] {
+        &self.table.meta.max_key
+    }
+
+    /// Asks the filter, then (on "maybe") the table. The caller checked the key range.
+    fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
+        let c = &self.counters;
+        if let Some(f) = &self.filter {
+            if !f.may_contain(hash) {
+                c.add_negatives(1);
+                return Ok(Probe::Skip);
+            }
+            c.add_positives(1);
+        }
+        match self.table.get(key, c)? {
+            Some(v) => Ok(Probe::Found(v)),
+            None => {
+                if self.filter.is_some() {
+                    c.add_false_positives(1);
+                } else {
+                    c.add_unfiltered_misses(1);
+                }
+                Ok(Probe::Skip)
+            }
+        }
+    }
+}
+
+/// The tables of one level and, for levels ≥ 1, the [`prefix8`] of each table's largest key
+/// (a level is searched by binary search over them, without touching the tables).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Level {
+    tables: Vec<Arc<TableHandle>>,
+    his: Vec<u64>,
+}
+
+impl Level {
+    fn new(tables: Vec<Arc<TableHandle>>) -> Level {
+        let his = tables.iter().map(|t| t.hi).collect();
+        Level { tables, his }
+    }
+
+    /// The tables, L0 newest first, deeper levels in key order.
+    pub(crate) fn tables(&self) -> &[Arc<TableHandle>] {
+        &self.tables
+    }
+
+    /// Index of the first table whose largest key is >= `key` (`len` when there is none).
+    #[inline]
+    fn first_not_below(&self, key: &[u8], p: u64) -> usize {
+        // Prefixes order the tables except within a run of equal prefixes.
+        let mut i = self.his.partition_point(|&h| h < p);
+        while i < self.tables.len() && self.his[i] == p && self.tables[i].max_key() < key {
+            i += 1;
+        }
+        i
+    }
+
+    /// The one table of a sorted level whose range can hold `key`.
+    #[inline]
+    fn table_for(&self, key: &[u8], p: u64) -> Option<&Arc<TableHandle>> {
+        let i = self.first_not_below(key, p);
+        self.tables.get(i).filter(|t| t.in_range(key, p))
+    }
+}
+
+/// An immutable table set: `levels[0]` is L0.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Version {
+    levels: Vec<Level>,
+}
+
+/// A change to a [`Version`]: tables leave, tables join.
+#[derive(Default)]
+pub(crate) struct Edit {
+    /// Table numbers that leave.
+    pub remove: Vec<u64>,
+    /// Tables that join: a level-0 table goes in front of L0 (it is the newest), a deeper
+    /// one into its place in key order.
+    pub add: Vec<Arc<TableHandle>>,
+    /// Handles that replace the live handle of the same table number at the same level
+    /// (a new filter).
+    pub replace: Vec<Arc<TableHandle>>,
+}
+
+impl Version {
+    /// A version from handles whose records carry their level; L0 in the order given
+    /// (newest first), deeper levels sorted by key.
+    pub(crate) fn new(handles: Vec<Arc<TableHandle>>) -> Version {
+        let mut levels: Vec<Vec<Arc<TableHandle>>> = vec![Vec::new(); MAX_LEVELS];
+        for h in handles {
+            let l = (h.record.level as usize).min(MAX_LEVELS - 1);
+            levels[l].push(h);
+        }
+        for l in levels.iter_mut().skip(1) {
+            l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
+        }
+        Version {
+            levels: levels.into_iter().map(Level::new).collect(),
+        }
+    }
+
+    /// The levels, L0 first (always [`MAX_LEVELS`] of them, some empty).
+    pub(crate) fn levels(&self) -> &[Level] {
+        &self.levels
+    }
+
+    /// Every table, L0 newest first, then level by level in key order.
+    pub(crate) fn tables(&self) -> impl Iterator<Item = &Arc<TableHandle>> {
+        self.levels.iter().flat_map(|l| l.tables.iter())
+    }
+
+    /// Tables in L0.
+    pub(crate) fn l0_count(&self) -> usize {
+        self.levels.first().map_or(0, |l| l.tables.len())
+    }
+
+    /// The first sorted level (≥ 1) at which two tables overlap or are out of order, if any.
+    pub(crate) fn check_sorted(&self) -> Option<(usize, u64, u64)> {
+        for (l, level) in self.levels.iter().enumerate().skip(1) {
+            for w in level.tables.windows(2) {
+                if w[0].max_key() >= w[1].min_key() {
+                    return Some((l, w[0].record.number, w[1].record.number));
+                }
+            }
+        }
+        None
+    }
+
+    /// This version with `edit` applied: removals first, then replacements, then additions
+    /// (so a trivial move is the table's removal and its addition at the next level).
+    pub(crate) fn apply(&self, edit: &Edit) -> Version {
+        let mut levels: Vec<Vec<Arc<TableHandle>>> = self
+            .levels
+            .iter()
+            .map(|l| {
+                l.tables
+                    .iter()
+                    .filter(|t| !edit.remove.contains(&t.record.number))
+                    .map(|t| {
+                        edit.replace
+                            .iter()
+                            .find(|r| r.record.number == t.record.number)
+                            .unwrap_or(t)
+                            .clone()
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut l0_new: Vec<Arc<TableHandle>> = Vec::new();
+        for t in &edit.add {
+            match (t.record.level as usize).min(MAX_LEVELS - 1) {
+                0 => l0_new.push(t.clone()),
+                l => levels[l].push(t.clone()),
+            }
+        }
+        if !l0_new.is_empty() {
+            l0_new.append(&mut levels[0]);
+            levels[0] = l0_new;
+        }
+        for l in levels.iter_mut().skip(1) {
+            l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
+        }
+        Version {
+            levels: levels.into_iter().map(Level::new).collect(),
+        }
+    }
+
+    /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table
+    /// holds it; `Some(None)`: the newest version is a tombstone.
+    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Option<Vec<u8>>>> {
+        let p = prefix8(key);
+        let l0 = &self.levels[0].tables;
+        // Pass 1: touch the filter line(s) of every table the key can be in. These loads do
+        // not depend on each other, so their cache misses overlap; pass 2 then finds its
+        // lines in cache instead of taking one miss after another.
+        let mut acc = 0u8;
+        let mut candidates = 0usize;
+        for t in l0 {
+            if let Some(f) = &t.filter {
+                if t.in_range(key, p) {
+                    acc ^= f.touch(hash);
+                    candidates += 1;
+                }
+            }
+        }
+        let mut found: [Option<&Arc<TableHandle>>; MAX_LEVELS] = [None; MAX_LEVELS];
+        for (l, level) in self.levels.iter().enumerate().skip(1) {
+            if let Some(t) = level.table_for(key, p) {
+                if let Some(f) = &t.filter {
+                    acc ^= f.touch(hash);
+                }
+                candidates += 1;
+                found[l] = Some(t);
+            }
+        }
+        if candidates > 1 {
+            std::hint::black_box(acc);
+        }
+        for t in l0 {
+            if t.in_range(key, p) {
+                if let Probe::Found(v) = t.probe(key, hash)? {
+                    return Ok(Some(v));
+                }
+            }
+        }
+        for t in found.iter().flatten() {
+            if let Probe::Found(v) = t.probe(key, hash)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Streams one table's entries from the block that may hold `start`, one block at a time.
+pub(crate) struct TableIter {
+    table: Arc<TableHandle>,
+    next_block: usize,
+    buf: std::vec::IntoIter<Entry>,
+    start: Bound<Vec<u8>>,
+    counters: Option<Arc<TableCounters>>,
+    done: bool,
+}
+
+impl TableIter {
+    /// Entries of `table` from `start`; block reads are counted in `counters`, or in the
+    /// table's own counters when `None`.
+    pub(crate) fn new(
+        table: Arc<TableHandle>,
+        start: Bound<Vec<u8>>,
+        counters: Option<Arc<TableCounters>>,
+    ) -> Self {
+        let next_block = match &start {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                table.table.block_for(k).unwrap_or(usize::MAX)
+            }
+            Bound::Unbounded => 0,
+        };
+        TableIter {
+            table,
+            next_block,
+            buf: Vec::new().into_iter(),
+            start,
+            counters,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for TableIter {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Result<Entry>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            for e in self.buf.by_ref() {
+                let before = match &self.start {
+                    Bound::Included(s) => e.0 < *s,
+                    Bound::Excluded(s) => e.0 <= *s,
+                    Bound::Unbounded => false,
+                };
+                if !before {
+                    self.start = Bound::Unbounded;
+                    return Some(Ok(e));
+                }
+            }
+            if self.next_block >= self.table.table.block_count() {
+                self.done = true;
+                return None;
+            }
+            let counters = self.counters.as_deref().unwrap_or(&self.table.counters);
+            match self.table.table.block_entries(self.next_block, counters) {
+                Ok(v) => self.buf = v.into_iter(),
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+            self.next_block += 1;
+        }
+    }
+}
+
+/// Streams a sorted level's entries from `start`: its tables one after another, each opened
+/// only when the previous one is done.
+pub(crate) struct LevelIter {
+    tables: Vec<Arc<TableHandle>>,
+    next_table: usize,
+    current: Option<TableIter>,
+    start: Bound<Vec<u8>>,
+    counters: Option<Arc<TableCounters>>,
+}
+
+impl LevelIter {
+    /// Entries of a sorted level's `tables` (in key order) from `start`.
+    pub(crate) fn new(
+        level: &Level,
+        start: Bound<Vec<u8>>,
+        counters: Option<Arc<TableCounters>>,
+    ) -> LevelIter {
+        let first = match &start {
+            Bound::Included(k) | Bound::Excluded(k) => level.first_not_below(k, prefix8(k)),
+            Bound::Unbounded => 0,
+        };
+        LevelIter {
+            tables: level.tables[first.min(level.tables.len())..].to_vec(),
+            next_table: 0,
+            current: None,
+            start,
+            counters,
+        }
+    }
+}
+
+impl Iterator for LevelIter {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Result<Entry>> {
+        loop {
+            if let Some(it) = &mut self.current {
+                match it.next() {
+                    Some(e) => return Some(e),
+                    None => self.current = None,
+                }
+            }
+            let t = self.tables.get(self.next_table)?.clone();
+            self.next_table += 1;
+            // Only the first table can hold keys before `start`.
+            let start = std::mem::replace(&mut self.start, Bound::Unbounded);
+            self.current = Some(TableIter::new(t, start, self.counters.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `prefix8` is the zero-padded first 8 bytes, big-endian, for every length.
+    #[test]
+    fn prefix8_is_the_zero_padded_head() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..=12usize {
+            for _ in 0..200 {
+                let key: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x = crate::hash::mix64(x);
+                        x as u8
+                    })
+                    .collect();
+                let mut padded = [0u8; 8];
+                let n = len.min(8);
+                padded[..n].copy_from_slice(&key[..n]);
+                assert_eq!(prefix8(&key), u64::from_be_bytes(padded), "{key:?}");
+            }
+        }
+    }
+
+    /// The prefix shortcut agrees with byte comparison on keys built to tie: short keys,
+    /// zero bytes (which look like padding), shared 8-byte prefixes, the empty key.
+    #[test]
+    fn range_check_agrees_with_byte_comparison() {
+        let alphabet: [&[u8]; 4] = [b"", b"\0", b"a", b"\xff"];
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut x = 0x1234_5678_9abc_def1u64;
+        for _ in 0..400 {
+            x = crate::hash::mix64(x);
+            let mut k = Vec::new();
+            // Mostly a common 7- or 8-byte stem, then 0..3 bytes from a small alphabet.
+            if !x.is_multiple_of(3) {
+                k.extend_from_slice(&b"stemstem"[..7 + (x % 2) as usize]);
+            }
+            for j in 0..(x >> 8) % 4 {
+                k.extend_from_slice(alphabet[((x >> (16 + 2 * j)) % 4) as usize]);
+            }
+            keys.push(k);
+        }
+        keys.sort();
+        keys.dedup();
+        let mut checked = 0;
+        for (i, min) in keys.iter().enumerate().step_by(3) {
+            for max in &keys[i..] {
+                let (lo, hi) = (prefix8(min), prefix8(max));
+                for key in &keys {
+                    let want = min <= key && key <= max;
+                    let got = range_contains(min, max, lo, hi, key, prefix8(key));
+                    assert_eq!(got, want, "{min:?} <= {key:?} <= {max:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 50_000, "only {checked} checks");
+        println!("{checked} range checks agree");
+    }
+}
