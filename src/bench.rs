@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::filter::{blocked, bloom, cuckoo, fuse, FilterKind};
+use crate::plot::{kind_color, render, Chart, Series, Style};
 use crate::store::{Options, Stats, Store, SyncPolicy};
 
 /// What to measure.
@@ -905,7 +906,7 @@ impl BenchReport {
     /// An SVG with two panels: FPR against bits per key (points measured, lines theory) and
     /// data-block reads per absent lookup per configuration.
     pub fn to_svg(&self) -> String {
-        crate::plot::bench_svg(self)
+        bench_svg(self)
     }
 }
 
@@ -945,6 +946,83 @@ pub fn theory_curve(kind: FilterKind) -> Vec<(f64, f64)> {
             FilterKind::None => None,
         })
         .collect()
+}
+
+/// The bench figure: FPR vs bits/key (measured points, theory lines) and reads per absent
+/// lookup vs ε per kind, with the no-filter baseline.
+fn bench_svg(r: &BenchReport) -> String {
+    let kinds: Vec<FilterKind> = {
+        let mut k: Vec<FilterKind> = r
+            .rows
+            .iter()
+            .map(|r| r.kind)
+            .filter(|k| *k != FilterKind::None)
+            .collect();
+        k.dedup();
+        k
+    };
+    let mut fpr = Chart {
+        title: "False-positive rate vs bits per key".into(),
+        x_label: "filter bits per key".into(),
+        y_label: "false-positive rate".into(),
+        log_y: true,
+        ..Chart::default()
+    };
+    let mut reads = Chart {
+        title: "Data-block reads per absent lookup".into(),
+        x_label: "target ε".into(),
+        y_label: "reads per absent lookup".into(),
+        log_x: true,
+        log_y: true,
+        legend_bottom: true,
+        ..Chart::default()
+    };
+    for &k in &kinds {
+        let rows: Vec<_> = r.rows.iter().filter(|x| x.kind == k).collect();
+        let curve: Vec<(f64, f64)> = theory_curve(k)
+            .into_iter()
+            .filter(|(b, _)| *b <= 20.0)
+            .collect();
+        fpr.series.push(Series {
+            name: format!("{k} theory"),
+            color: kind_color(k),
+            points: curve,
+            style: Style::Dashed,
+        });
+        fpr.series.push(Series {
+            name: format!("{k} measured"),
+            color: kind_color(k),
+            points: rows
+                .iter()
+                .filter_map(|x| x.observed_fpr.map(|o| (x.bits_per_key, o)))
+                .collect(),
+            style: Style::Points,
+        });
+        reads.series.push(Series {
+            name: k.to_string(),
+            color: kind_color(k),
+            points: rows
+                .iter()
+                .filter_map(|x| x.fpr.map(|f| (f, x.reads_per_absent)))
+                .collect(),
+            style: Style::ErrorBars(vec![0.0; rows.len()]),
+        });
+    }
+    if let Some(none) = r.rows.iter().find(|x| x.kind == FilterKind::None) {
+        let fs: Vec<f64> = r.rows.iter().filter_map(|x| x.fpr).collect();
+        let (lo, hi) = fs
+            .iter()
+            .fold((f64::MAX, f64::MIN), |a, &f| (a.0.min(f), a.1.max(f)));
+        if lo <= hi {
+            reads.series.push(Series {
+                name: "none (baseline)".into(),
+                color: kind_color(FilterKind::None),
+                points: vec![(lo, none.reads_per_absent), (hi, none.reads_per_absent)],
+                style: Style::Dashed,
+            });
+        }
+    }
+    render(&[fpr, reads], 560.0, 400.0)
 }
 
 #[cfg(test)]

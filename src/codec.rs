@@ -13,6 +13,35 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// The first 8 bytes of `key`, zero-padded, as a big-endian number. `prefix8(a) <
+/// prefix8(b)` implies `a < b` (the first differing byte decides, and a zero pad stands for
+/// a key that ended first), so a range check needs a byte comparison only on equal prefixes.
+#[inline]
+pub(crate) fn prefix8(key: &[u8]) -> u64 {
+    if let Some(b) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*b);
+    }
+    // Shorter keys: two or three overlapping loads, no loop (short keys are common, e.g.
+    // the hyphenation dictionary's words). Byte j belongs at bits 56 - 8j.
+    let n = key.len();
+    if n >= 4 {
+        let word = |i: usize| {
+            u64::from(u32::from_be_bytes([
+                key[i],
+                key[i + 1],
+                key[i + 2],
+                key[i + 3],
+            ]))
+        };
+        (word(0) << 32) | (word(n - 4) << (64 - 8 * n))
+    } else if n > 0 {
+        let byte = |j: usize| u64::from(key[j]) << (56 - 8 * j);
+        byte(0) | byte(n / 2) | byte(n - 1)
+    } else {
+        0
+    }
+}
+
 /// A checked cursor over a byte slice. Every read that would run past the end returns a
 /// corruption error whose offset is `base + position`.
 #[derive(Clone, Debug)]
@@ -135,9 +164,6 @@ pub fn check_crc(data: &[u8], stored: u32, offset: u64, what: &str) -> Result<()
     if actual == stored {
         Ok(())
     } else {
-        Err(Error::corrupt(
-            offset,
-            format!("{what} CRC mismatch: stored {stored:#010x}, computed {actual:#010x}"),
-        ))
+        Err(Error::checksum(offset, what, stored, actual))
     }
 }

@@ -30,6 +30,8 @@ pub enum Error {
         offset: u64,
         /// What was wrong.
         reason: String,
+        /// For a failed checksum: the value stored on disk and the one computed.
+        checksum: Option<ChecksumMismatch>,
     },
     /// Another handle (in this or another process) holds the store's lock.
     #[error("store at {} is locked by another process or handle", .0.display())]
@@ -47,6 +49,16 @@ pub enum Error {
         /// The largest length allowed.
         max: usize,
     },
+    /// A Parquet file given to import (or being exported) is not what was asked for: not
+    /// Parquet, truncated, damaged, or without the wanted binary columns. It is not
+    /// [`Error::Corruption`], which is about the store's own files.
+    #[error("Parquet file {}: {reason}", file.display())]
+    Parquet {
+        /// The Parquet file.
+        file: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
     /// An earlier write, sync or background job (a flush or compaction) failed; the store
     /// refuses writes until it is reopened. Reads keep working, and nothing acknowledged is
     /// lost: what was not yet in a table is still in the logs and comes back at the next
@@ -56,6 +68,15 @@ pub enum Error {
         /// The failure that poisoned the store.
         cause: Arc<Error>,
     },
+}
+
+/// The two values of a failed CRC32 check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChecksumMismatch {
+    /// The checksum stored on disk.
+    pub stored: u32,
+    /// The checksum of the bytes as read.
+    pub computed: u32,
 }
 
 fn path_suffix(p: &Option<PathBuf>) -> String {
@@ -78,6 +99,19 @@ impl Error {
             file: PathBuf::new(),
             offset,
             reason: reason.to_string(),
+            checksum: None,
+        }
+    }
+
+    /// A failed CRC32 check of `what` at `offset` of a buffer whose file is not known yet.
+    pub fn checksum(offset: u64, what: &str, stored: u32, computed: u32) -> Self {
+        Error::Corruption {
+            file: PathBuf::new(),
+            offset,
+            reason: format!(
+                "{what} CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            checksum: Some(ChecksumMismatch { stored, computed }),
         }
     }
 
@@ -85,10 +119,16 @@ impl Error {
     /// (the buffer's position in the file). Other errors pass through unchanged.
     pub fn in_file(self, file: impl Into<PathBuf>, base: u64) -> Self {
         match self {
-            Error::Corruption { offset, reason, .. } => Error::Corruption {
+            Error::Corruption {
+                offset,
+                reason,
+                checksum,
+                ..
+            } => Error::Corruption {
                 file: file.into(),
                 offset: offset + base,
                 reason,
+                checksum,
             },
             Error::Io { path: None, source } => Error::Io {
                 path: Some(file.into()),
@@ -117,10 +157,12 @@ impl Error {
                 file,
                 offset,
                 reason,
+                checksum,
             } => Error::Corruption {
                 file: file.clone(),
                 offset: *offset,
                 reason: reason.clone(),
+                checksum: *checksum,
             },
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
@@ -128,6 +170,10 @@ impl Error {
                 what,
                 len: *len,
                 max: *max,
+            },
+            Error::Parquet { file, reason } => Error::Parquet {
+                file: file.clone(),
+                reason: reason.clone(),
             },
             Error::Poisoned { cause } => Error::Poisoned {
                 cause: cause.clone(),

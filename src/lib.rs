@@ -14,35 +14,63 @@
 //! assert_eq!(stats.tables.len(), 1);
 //! # Ok(()) }
 //! ```
+//!
+//! # Unsafe code
+//!
+//! The crate denies `unsafe` except at these sites, each with a SAFETY comment:
+//! - `mmap.rs`: mapping filter and table files read-only (they are never modified after
+//!   they are renamed into place);
+//! - `filter/simd.rs`: the AVX2 and AVX-512 query kernels and their unaligned loads, and
+//!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
+//!   checked for its instructions;
+//! - `hyph/patterns.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of the
+//!   x86-64 baseline).
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+#[cfg(feature = "showcase")]
 pub mod bench;
-pub mod codec;
+#[cfg(all(feature = "parquet", feature = "showcase"))]
+pub mod bench_export;
+pub(crate) mod codec;
 mod compaction;
-pub mod counters;
+pub(crate) mod counters;
 pub mod error;
+#[cfg(feature = "parquet")]
+pub mod export;
 pub mod filter;
 pub mod hash;
+#[cfg(feature = "showcase")]
 pub mod hyph;
+#[cfg(feature = "parquet")]
+pub mod import;
 pub mod io;
+mod lifetime;
 pub mod manifest;
-pub mod memtable;
+pub(crate) mod memtable;
 mod merge;
 mod mmap;
-pub mod plot;
+#[cfg(feature = "showcase")]
+pub(crate) mod plot;
 pub mod store;
 pub mod table;
 pub mod verify;
 mod version;
 pub mod wal;
 
-pub use error::{Error, Result};
+pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::{Filter, FilterKind};
-pub use store::{LevelStats, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats};
+pub use store::{
+    LevelStats, Lifetime, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
+};
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 64 << 10;
 /// Largest value accepted, in bytes.
 pub const MAX_VALUE_LEN: usize = 64 << 20;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

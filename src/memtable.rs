@@ -115,13 +115,6 @@ pub struct Memtable {
     arena_bytes: usize,
 }
 
-fn prefix(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
-}
-
 impl Memtable {
     /// An empty memtable.
     pub fn new() -> Memtable {
@@ -225,7 +218,7 @@ impl Memtable {
                 let key_at = self.append(&[key, v]);
                 self.slots.push(Slot {
                     hash,
-                    prefix: prefix(key),
+                    prefix: crate::codec::prefix8(key),
                     key_at,
                     val_at: key_at + key.len() as u64,
                     klen: key.len() as u32,
@@ -236,6 +229,7 @@ impl Memtable {
     }
 
     /// The entry for `key`: `None` when absent, `Some(None)` for a tombstone.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         self.get_hashed(key, key_hash(key))
     }

@@ -1,4 +1,4 @@
-//! The crate's one `unsafe` call: mapping a file read-only.
+//! Mapping a file read-only: one of the crate's `unsafe` sites (all listed in `lib.rs`).
 
 use std::fs::File;
 use std::io;

@@ -120,6 +120,13 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
             }
         }
     }
+    // The lifetime counters: advisory (a damaged file never stops the store), but damage.
+    if dir.join(crate::lifetime::NAME).exists() {
+        r.files += 1;
+        if let Err(e) = crate::lifetime::load(dir) {
+            r.problems.push(e);
+        }
+    }
     let mut wals: Vec<(u64, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let p = e.map_err(|e| Error::io(dir, e))?.path();

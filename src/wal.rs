@@ -36,6 +36,18 @@ const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
 /// An atomic group of writes: all of them are applied, or (after a crash) none.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// let store = filterstore::Store::open(dir.path(), Default::default())?;
+/// store.put(b"from", b"100")?;
+/// let mut batch = filterstore::WriteBatch::new();
+/// batch.put(b"to".to_vec(), b"100".to_vec()).delete(b"from".to_vec());
+/// store.write(batch)?;
+/// assert_eq!(store.get(b"from")?, None);
+/// assert_eq!(store.get(b"to")?, Some(b"100".to_vec()));
+/// # Ok::<(), filterstore::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,

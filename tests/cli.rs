@@ -411,7 +411,7 @@ fn stats_text_and_json() {
         "blocked-bloom",
         "bits/key",
         "filter bytes",
-        "0 lookups",
+        "this process:   lookups 0,",
         "memtable:       1 entries",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from\n{text}");
@@ -435,6 +435,54 @@ fn stats_text_and_json() {
     let json = stats_json(&d);
     assert_eq!(table_fields(&json, "max_key")[0], serde_json::Value::Null);
     assert_eq!(table_fields(&json, "max_key_hex")[0], "ff006b6579");
+}
+
+/// Every `store get` is a process of its own: the lifetime counters add them up, saved when
+/// each process closes the store, while the per-process counters start at zero.
+#[test]
+fn lifetime_counters_add_up_across_processes() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store_in(&d, &["load"], b"a\t1\nb\t2\nc\t3\n"));
+    ok(store(&d, &["flush"]));
+    let before = stats_json(&d);
+    assert_eq!(before["lifetime"]["lookups"], 0);
+    assert_eq!(before["lifetime"]["flushes"], 1);
+    assert!(before["lifetime"]["user_bytes_written"].as_u64().unwrap() >= 6);
+    ok(store(&d, &["get", "a"]));
+    ok(store(&d, &["get", "b"]));
+    let _ = store(&d, &["get", "absent"]); // exit 1: not found
+    let json = stats_json(&d);
+    assert_eq!(json["counters"]["lookups"], 0);
+    let l = &json["lifetime"];
+    assert_eq!(l["lookups"], 3);
+    // Two present keys each pass the filter; the absent one is a negative or a false positive.
+    let (neg, pos) = (
+        l["filter_negatives"].as_u64().unwrap(),
+        l["filter_positives"].as_u64().unwrap(),
+    );
+    assert_eq!(neg + pos, 3, "{l}");
+    assert!(pos >= 2, "{l}");
+    assert!(l["data_block_reads"].as_u64().unwrap() >= 2, "{l}");
+    assert!(l["problem"].is_null());
+    let text = ok(store(&d, &["stats"]));
+    assert!(text.contains("lookups 3,"), "{text}");
+    // A damaged COUNTERS file is reported, and the count restarts from this open.
+    let f = d.join("COUNTERS");
+    let mut bytes = std::fs::read(&f).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&f, bytes).unwrap();
+    let json = stats_json(&d);
+    assert!(
+        json["lifetime"]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("CRC"),
+        "{json}"
+    );
+    assert_eq!(json["lifetime"]["lookups"], 0);
+    // That open rewrote the file at close: the next one reads it again.
+    assert!(stats_json(&d)["lifetime"]["problem"].is_null());
 }
 
 #[test]

@@ -320,8 +320,8 @@ fn compaction_drops_tombstones_and_old_files() {
     assert_eq!(s.tables[0].keys, 500);
     assert_eq!(s.tables[0].tombstones, 0);
     let files = std::fs::read_dir(dir.path()).unwrap().count();
-    // LOCK, MANIFEST, one WAL, one table, one filter.
-    assert_eq!(files, 5);
+    // LOCK, MANIFEST, COUNTERS (saved by the flushes), one WAL, one table, one filter.
+    assert_eq!(files, 6);
     for i in 0..1000u64 {
         let want = (i % 2 == 1).then(|| b"v2".to_vec());
         assert_eq!(store.get(&key(i)).unwrap(), want);
@@ -760,4 +760,59 @@ fn drop_waits_for_background_work() {
             Some(format!("v{i}").into_bytes())
         );
     }
+}
+
+/// The lifetime counters are read back at open and added to, across handles; a crash keeps
+/// the counts saved by the last flush and loses only the lookups made after it.
+#[test]
+fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_last_flush() {
+    use filterstore::io::FaultFs;
+    let t = tempfile::tempdir().unwrap();
+    let live = t.path().join("live");
+    let fs = FaultFs::new();
+    let o = || Options {
+        fs: Arc::new(fs.clone()),
+        ..opts(FilterKind::BlockedBloom, 0.01)
+    };
+    {
+        let s = Store::open(&live, o()).unwrap();
+        for i in 0..100 {
+            s.put(&key(2 * i), b"v").unwrap();
+        }
+        s.flush().unwrap();
+        for i in 0..200 {
+            s.get(&key(i)).unwrap(); // 100 present; 99 absent in the table's range, 1 past it
+        }
+        assert_eq!(s.stats().lifetime.lookups, 200);
+    }
+    let s = Store::open(&live, o()).unwrap();
+    let st = s.stats();
+    assert_eq!(st.lookups, 0, "this process's counters start at zero");
+    let l = st.lifetime;
+    assert_eq!(l.lookups, 200);
+    assert_eq!(l.flushes, 1);
+    assert_eq!(l.filter_negatives + l.filter_positives, 199);
+    assert!(
+        l.filter_positives >= 100 && l.filter_negatives >= 80,
+        "{l:?}"
+    );
+    assert_eq!(l.data_block_reads, 100 + l.false_positives);
+    assert!(st.lifetime_problem.is_none());
+    for i in 0..50 {
+        s.get(&key(i)).unwrap();
+    }
+    s.put(b"x", b"y").unwrap();
+    s.flush().unwrap(); // saves 250 lookups
+    for i in 0..30 {
+        s.get(&key(i)).unwrap(); // saved only at close
+    }
+    let img = t.path().join("crash");
+    std::fs::create_dir(&img).unwrap();
+    fs.crash_image(&img, 0).unwrap();
+    drop(s); // a clean close of the live store saves 280
+    let crashed = Store::open(&img, opts(FilterKind::BlockedBloom, 0.01)).unwrap();
+    assert_eq!(crashed.stats().lifetime.lookups, 250);
+    assert_eq!(crashed.stats().lifetime.flushes, 2);
+    let s = Store::open(&live, o()).unwrap();
+    assert_eq!(s.stats().lifetime.lookups, 280);
 }

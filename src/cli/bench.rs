@@ -7,6 +7,8 @@ use filterstore::bench::{run, BenchConfig};
 use filterstore::FilterKind;
 
 use super::bench_engine::BenchEngine;
+#[cfg(feature = "parquet")]
+use super::bench_export::BenchExport;
 use super::bench_hyph::BenchHyphenation;
 use super::{CliError, Exit, Global, Run};
 
@@ -123,8 +125,9 @@ impl Run for FilterBench {
 /// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
 /// Progress goes to stderr, the table to stdout.
 ///
-/// `store bench engine` measures the engine at scale instead, and `store bench hyphenation`
-/// runs the hyphenation experiment (see their --help).
+/// `store bench engine` measures the engine at scale instead, `store bench hyphenation`
+/// runs the hyphenation experiment, and `store bench export` the Parquet export benchmark
+/// (see their --help).
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Bench {
@@ -139,6 +142,8 @@ pub struct Bench {
 enum BenchWhat {
     Engine(BenchEngine),
     Hyphenation(BenchHyphenation),
+    #[cfg(feature = "parquet")]
+    Export(BenchExport),
 }
 
 impl Run for Bench {
@@ -146,6 +151,8 @@ impl Run for Bench {
         match self.what {
             Some(BenchWhat::Engine(e)) => e.run(g),
             Some(BenchWhat::Hyphenation(h)) => h.run(g),
+            #[cfg(feature = "parquet")]
+            Some(BenchWhat::Export(e)) => e.run(g),
             None => self.filters.run(g),
         }
     }

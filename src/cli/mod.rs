@@ -6,8 +6,14 @@
 
 mod bench;
 mod bench_engine;
+#[cfg(feature = "parquet")]
+mod bench_export;
 mod bench_hyph;
+#[cfg(feature = "parquet")]
+mod export;
 mod hyphenate;
+#[cfg(feature = "parquet")]
+mod import;
 mod kv;
 mod load;
 mod maintain;
@@ -30,7 +36,7 @@ blocked-Bloom, cuckoo or binary fuse filters, so looking up an absent key usuall
 table's data.
 
 The store lives in one directory: --dir DIR, else the environment variable FILTERSTORE_DIR, \
-else ./filterstore-data. It is created by the first command that writes (put, delete, load); \
+else ./filterstore-data. It is created by the first command that writes (put, delete, load, import); \
 every other command refuses a missing store (exit 2) and creates nothing. One process at a \
 time may open a store; a second one gets exit 2 at once with a message that says it is \
 locked.
@@ -43,7 +49,8 @@ const AFTER_LONG_HELP: &str = "\
 Exit codes:
   0  success
   1  key not found (get)
-  2  usage error, I/O error, missing or locked store, malformed input
+  2  usage error, I/O error, missing or locked store, malformed input (a bad Parquet file
+     given to import included)
   3  corruption detected (by verify, or by any command that reads damaged bytes)";
 
 /// The `store` command line.
@@ -109,7 +116,8 @@ impl<T: Run> Run for Box<T> {
     }
 }
 
-/// Declares the subcommand enum and its dispatch from one list.
+/// Declares the subcommand enum and its dispatch from one list (an attribute such as `cfg`
+/// applies to both).
 macro_rules! commands {
     ($($(#[$meta:meta])* $variant:ident($ty:ty),)*) => {
         /// The subcommands.
@@ -122,7 +130,7 @@ macro_rules! commands {
             /// Runs the chosen subcommand.
             pub fn run(self, global: &Global) -> Result<Exit, CliError> {
                 match self {
-                    $(Command::$variant(c) => Run::run(c, global),)*
+                    $($(#[$meta])* Command::$variant(c) => Run::run(c, global),)*
                 }
             }
         }
@@ -140,6 +148,10 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
+    #[cfg(feature = "parquet")]
+    Export(export::Export),
+    #[cfg(feature = "parquet")]
+    Import(import::Import),
     Bench(Box<bench::Bench>),
     Hyphenate(hyphenate::Hyphenate),
 }

@@ -13,9 +13,10 @@ use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 /// key, filter bytes, and the lookup counters.
 ///
 /// The counters (lookups, filter negatives/positives, false positives, observed FPR,
-/// data-block reads) count what this process did since it opened the store, so a fresh
-/// `store stats` always shows 0 lookups; they are meaningful to library users and the
-/// benchmark, and are printed for completeness.
+/// data-block reads, bytes read and written) are shown twice: over the store's lifetime,
+/// summed across every process that used it, and for this process alone. The lifetime
+/// totals are saved in the store's COUNTERS file at the end of every flush and when a
+/// process closes the store, so a crash loses the counts since the last flush or close.
 ///
 /// --json prints one JSON object. Keys (min_key, max_key) are given twice: as a JSON
 /// string when the key is valid UTF-8 (null otherwise) and always as lowercase hex
@@ -70,20 +71,39 @@ fn text(store: &Store, g: &Global) -> String {
         "memtable:       {} entries (not yet in a table)",
         s.memtable_entries
     );
+    let l = &s.lifetime;
     let _ = writeln!(
         o,
-        "counters:       this process only, so 0 lookups in a fresh `store stats`:"
+        "lifetime:       since the store was created (saved at every flush and close; \
+         a crash loses the counts since the last one):"
     );
     let _ = writeln!(
         o,
         "                lookups {}, filter negatives {}, filter positives {}, \
+         false positives {}, observed FPR {}, data-block reads {}, bytes read {}, \
+         bytes written {} (by the user {})",
+        l.lookups,
+        l.filter_negatives,
+        l.filter_positives,
+        l.false_positives,
+        fpr_of(l.false_positives, l.filter_negatives),
+        l.data_block_reads,
+        l.bytes_read,
+        l.wal_bytes_written + l.flush_bytes_written + l.compaction_bytes_written,
+        l.user_bytes_written
+    );
+    if let Some(p) = &s.lifetime_problem {
+        let _ = writeln!(o, "                (counting from this open: {p})");
+    }
+    let _ = writeln!(
+        o,
+        "this process:   lookups {}, filter negatives {}, filter positives {}, \
          false positives {}, observed FPR {}, data-block reads {}",
         s.lookups,
         s.filter_negatives,
         s.filter_positives,
         s.false_positives,
-        s.observed_fpr()
-            .map_or("-".to_string(), |f| format!("{f:.6}")),
+        fpr_of(s.false_positives, s.filter_negatives),
         s.data_block_reads
     );
     if !s.levels.is_empty() {
@@ -149,6 +169,16 @@ fn text(store: &Store, g: &Global) -> String {
         }
     }
     o
+}
+
+/// The observed false-positive rate, or "-" before any probe of a key the table lacked.
+fn fpr_of(false_positives: u64, negatives: u64) -> String {
+    let d = false_positives + negatives;
+    if d == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.6}", false_positives as f64 / d as f64)
+    }
 }
 
 /// A key for a terminal: printable UTF-8 as is, the rest escaped (`\t`, `\u{1b}`, `\xff`).
@@ -230,6 +260,24 @@ fn json(store: &Store, g: &Global) -> String {
             "unfiltered_reads": s.unfiltered_reads,
             "data_block_reads": s.data_block_reads,
             "bytes_read": s.bytes_read,
+        },
+        "lifetime": {
+            "scope": "since the store was created; saved at every flush and close",
+            "lookups": s.lifetime.lookups,
+            "filter_negatives": s.lifetime.filter_negatives,
+            "filter_positives": s.lifetime.filter_positives,
+            "false_positives": s.lifetime.false_positives,
+            "unfiltered_reads": s.lifetime.unfiltered_reads,
+            "data_block_reads": s.lifetime.data_block_reads,
+            "bytes_read": s.lifetime.bytes_read,
+            "user_bytes_written": s.lifetime.user_bytes_written,
+            "wal_bytes_written": s.lifetime.wal_bytes_written,
+            "flush_bytes_written": s.lifetime.flush_bytes_written,
+            "compaction_bytes_written": s.lifetime.compaction_bytes_written,
+            "compaction_bytes_read": s.lifetime.compaction_bytes_read,
+            "flushes": s.lifetime.flushes,
+            "compactions": s.lifetime.compactions,
+            "problem": s.lifetime_problem,
         },
         "levels": levels,
         "tables": tables,

@@ -4,7 +4,7 @@
 //! Block of hash h: b = fastrange(h, B) (chosen by the high bits). Probes (layout version 2):
 //! with x = h mod 2³², probe i sets bit (x · M^i mod 2³²) >> 23 (0..512) of block b, where
 //! M = 0x9e3779b9. The k products do not depend on each other, so eight of them are one AVX2
-//! multiplication ([`super::simd`]); a portable version computes the same bits one by one.
+//! multiplication (the `simd` module); a portable version computes the same bits one by one.
 //! Version 1 blocks (probes from 64-bit products gᵢ₊₁ = gᵢ · 0x9e3779b97f4a7c15, g₀ =
 //! rotl(h, 32) | 1, bit gᵢ >> 55) are still read. Body: B blocks of 64 bytes; bit p of a block
 //! is bit (p mod 8) of its byte p/8 (bit p mod 32 of its little-endian 32-bit word p/32).

@@ -156,6 +156,22 @@ pub struct Header {
     pub body_len: u64,
 }
 
+/// Byte offsets of the header's fields (format.md, "Filter block").
+mod off {
+    pub(super) const VERSION: usize = 4;
+    pub(super) const KIND: usize = 5;
+    pub(super) const HASH: usize = 6;
+    pub(super) const SEED: usize = 8;
+    pub(super) const N: usize = 16;
+    pub(super) const TARGET_FPR: usize = 24;
+    pub(super) const P1: usize = 32;
+    pub(super) const P2: usize = 40;
+    pub(super) const P3: usize = 44;
+    pub(super) const BODY_LEN: usize = 48;
+    pub(super) const BODY_CRC: usize = 56;
+    pub(super) const HEADER_CRC: usize = 60;
+}
+
 impl Header {
     /// Serialises the header followed by `body` into one block, computing both CRCs.
     pub(crate) fn encode_block(&self, body: &[u8]) -> Vec<u8> {
@@ -173,7 +189,7 @@ impl Header {
         out.extend_from_slice(&self.p3.to_le_bytes());
         out.extend_from_slice(&(body.len() as u64).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
-        let header_crc = crc32fast::hash(&out[..60]);
+        let header_crc = crc32fast::hash(&out[..off::HEADER_CRC]);
         out.extend_from_slice(&header_crc.to_le_bytes());
         debug_assert_eq!(out.len(), HEADER_LEN);
         out.extend_from_slice(body);
@@ -192,65 +208,68 @@ impl Header {
                 ),
             )
         })?;
-        if head[0..4] != FILTER_MAGIC {
+        if head[..off::VERSION] != FILTER_MAGIC {
             return Err(Error::corrupt(0, "bad filter magic"));
         }
-        let stored_crc = le_u32(head, 60);
-        let crc = crc32fast::hash(&head[..60]);
+        let stored_crc = le_u32(head, off::HEADER_CRC);
+        let crc = crc32fast::hash(&head[..off::HEADER_CRC]);
         if stored_crc != crc {
-            return Err(Error::corrupt(
-                60,
-                format!(
-                    "filter header CRC mismatch: stored {stored_crc:#010x}, computed {crc:#010x}"
-                ),
+            return Err(Error::checksum(
+                off::HEADER_CRC as u64,
+                "filter header",
+                stored_crc,
+                crc,
             ));
         }
-        let kind = match FilterKind::from_tag(head[5]) {
+        let kind = match FilterKind::from_tag(head[off::KIND]) {
             Some(k) if k != FilterKind::None => k,
             _ => {
                 return Err(Error::corrupt(
-                    5,
-                    format!("unknown filter kind tag {}", head[5]),
+                    off::KIND as u64,
+                    format!("unknown filter kind tag {}", head[off::KIND]),
                 ))
             }
         };
-        let version = head[4];
+        let version = head[off::VERSION];
         if !kind.versions().contains(&version) {
             return Err(Error::corrupt(
-                4,
+                off::VERSION as u64,
                 format!("unsupported {kind} filter version {version}"),
             ));
         }
-        if head[6] != HASH_XXH3_64 {
+        if head[off::HASH] != HASH_XXH3_64 {
             return Err(Error::corrupt(
-                6,
-                format!("unknown hash algorithm {}", head[6]),
+                off::HASH as u64,
+                format!("unknown hash algorithm {}", head[off::HASH]),
             ));
         }
-        let seed = le_u64(head, 8);
+        let seed = le_u64(head, off::SEED);
         if seed != HASH_SEED {
-            return Err(Error::corrupt(8, format!("unexpected hash seed {seed:#x}")));
+            return Err(Error::corrupt(
+                off::SEED as u64,
+                format!("unexpected hash seed {seed:#x}"),
+            ));
         }
         let h = Header {
             kind,
             version,
-            n: le_u64(head, 16),
-            target_fpr: f64::from_le_bytes(head[24..32].try_into().unwrap_or([0; 8])),
-            p1: le_u64(head, 32),
-            p2: le_u32(head, 40),
-            p3: le_u32(head, 44),
-            body_len: le_u64(head, 48),
+            n: le_u64(head, off::N),
+            target_fpr: f64::from_bits(le_u64(head, off::TARGET_FPR)),
+            p1: le_u64(head, off::P1),
+            p2: le_u32(head, off::P2),
+            p3: le_u32(head, off::P3),
+            body_len: le_u64(head, off::BODY_LEN),
         };
         if !(h.target_fpr > 0.0 && h.target_fpr < 1.0) {
             return Err(Error::corrupt(
-                24,
+                off::TARGET_FPR as u64,
                 "target false-positive rate outside (0, 1)",
             ));
         }
         let avail = (bytes.len() - HEADER_LEN) as u64;
         if h.body_len != avail {
             return Err(Error::corrupt(
-                48,
+                off::BODY_LEN as u64,
                 format!(
                     "filter body length {} but {} bytes follow the header",
                     h.body_len, avail
@@ -258,12 +277,14 @@ impl Header {
             ));
         }
         let body = &bytes[HEADER_LEN..];
-        let body_crc = le_u32(head, 56);
+        let body_crc = le_u32(head, off::BODY_CRC);
         let crc = crc32fast::hash(body);
         if body_crc != crc {
-            return Err(Error::corrupt(
+            return Err(Error::checksum(
                 HEADER_LEN as u64,
-                format!("filter body CRC mismatch: stored {body_crc:#010x}, computed {crc:#010x}"),
+                "filter body",
+                body_crc,
+                crc,
             ));
         }
         Ok((h, body))

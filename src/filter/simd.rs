@@ -10,8 +10,8 @@
 //! the tests compare the two over random hashes on every machine (`Filter::portable`). On
 //! other architectures, or x86-64 CPUs without AVX2, the portable code runs.
 //!
-//! This module is one of the crate's `unsafe` sites (with the call through the kernel
-//! pointer in `Filter::may_contain`): functions compiled for AVX2 or AVX-512, sound to call only after
+//! This module is one of the crate's `unsafe` sites (all listed in `lib.rs`; another is the
+//! call through the kernel pointer in `Filter::may_contain`): functions compiled for AVX2 or AVX-512, sound to call only after
 //! the CPU was checked for them, and the unaligned loads of a block.
 #![allow(unsafe_code)]
 

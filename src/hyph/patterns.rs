@@ -542,8 +542,8 @@ impl Patterns {
     #[inline]
     fn run(&self, word: &[u8], gaps: Option<&mut [u8]>) -> Option<u64> {
         // SAFETY: `run_window` only needs SSE2, which every x86_64 processor has (it is part
-        // of the x86_64 baseline). This is one of the crate's two `unsafe` sites (the other
-        // maps filter files); it makes hyphenation 1.5x faster than the portable u128 window
+        // of the x86_64 baseline). One of the crate's `unsafe` sites (all listed in
+        // `lib.rs`); it makes hyphenation 1.5x faster than the portable u128 window
         // (112 vs 173 ns/word, same core, same run, when it was introduced).
         #[cfg(target_arch = "x86_64")]
         #[allow(unsafe_code)]

@@ -33,7 +33,7 @@ use crate::version::{TableHandle, Version, MAX_LEVELS};
 use crate::wal::{replay_file, WalWriter};
 
 pub use self::read::{prefix_successor, Reader, Scan};
-pub use self::stats::{LevelStats, Stats, TableStats};
+pub use self::stats::{LevelStats, Lifetime, Stats, TableStats};
 
 /// When WAL appends are fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +253,10 @@ pub(crate) struct Inner {
     shutdown: AtomicBool,
     counters: EngineCounters,
     retired: Retired,
+    /// The lifetime counters read from `COUNTERS` at open (zero when there was none).
+    lifetime_base: Lifetime,
+    /// Why `COUNTERS` could not be read at open, or the last failure to save it.
+    lifetime_problem: Mutex<Option<String>>,
 }
 
 /// A key-value store in one directory. `Send + Sync`: share it with `Arc` across threads.
@@ -419,6 +423,11 @@ impl Store {
             }
         }
         let _ = fs.remove(&dir.join("MANIFEST.tmp"));
+        let _ = fs.remove(&dir.join("COUNTERS.tmp"));
+        let (lifetime_base, lifetime_problem) = match crate::lifetime::load(&dir) {
+            Ok(l) => (l.unwrap_or_default(), None),
+            Err(e) => (Lifetime::default(), Some(e.to_string())),
+        };
 
         let mut cursors = vec![None; MAX_LEVELS];
         for (l, k) in &manifest.cursors {
@@ -459,6 +468,8 @@ impl Store {
             shutdown: AtomicBool::new(false),
             counters: EngineCounters::default(),
             retired: Retired::default(),
+            lifetime_base,
+            lifetime_problem: Mutex::new(lifetime_problem),
             opts,
         });
         inner.recover(mem, &replayed)?;
@@ -497,6 +508,7 @@ impl Drop for Store {
         }
         if !inner.poisoned.load(SeqCst) {
             let _ = inner.sync_all();
+            inner.save_lifetime();
         }
     }
 }

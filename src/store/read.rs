@@ -54,6 +54,23 @@ impl Store {
     }
 
     /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden.
+    /// Items are `Result`s: a damaged block ends the scan with its error.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     store.put(k.as_bytes(), b"v")?;
+    /// }
+    /// store.flush()?;
+    /// store.delete(b"c")?;
+    /// let keys: Vec<Vec<u8>> = store
+    ///     .scan(b"b".as_slice()..b"z".as_slice())
+    ///     .map(|item| item.map(|(k, _)| k))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"d".to_vec()]);
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
     pub fn scan<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Scan {
         let own = |b: Bound<&K>| match b {
             Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),

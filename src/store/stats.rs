@@ -54,6 +54,84 @@ pub struct Stats {
     /// Per level, L0 first; levels without tables are included up to the deepest one that
     /// has some.
     pub levels: Vec<LevelStats>,
+    /// The counters since the store was created, this process's included. They are saved
+    /// in the store's `COUNTERS` file at the end of every flush and when the store is
+    /// closed, so a crash loses the counts since the last flush or close.
+    pub lifetime: Lifetime,
+    /// Why the saved lifetime counters could not be read (a damaged `COUNTERS` file, in
+    /// which case [`lifetime`](Self::lifetime) counts from this open), or why the last
+    /// attempt to save them failed. `None` when all is well.
+    pub lifetime_problem: Option<String>,
+}
+
+/// Counters summed over every process that has used the store (see [`Stats::lifetime`]);
+/// each field means what the [`Stats`] field of the same name means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(missing_docs)] // the fields are documented on `Stats`
+pub struct Lifetime {
+    pub lookups: u64,
+    pub filter_negatives: u64,
+    pub filter_positives: u64,
+    pub false_positives: u64,
+    pub unfiltered_reads: u64,
+    pub data_block_reads: u64,
+    pub bytes_read: u64,
+    pub user_bytes_written: u64,
+    pub wal_bytes_written: u64,
+    pub flush_bytes_written: u64,
+    pub compaction_bytes_written: u64,
+    pub compaction_bytes_read: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+}
+
+impl Lifetime {
+    /// The field-by-field sum (saturating).
+    fn plus(&self, o: &Lifetime) -> Lifetime {
+        Lifetime {
+            lookups: self.lookups.saturating_add(o.lookups),
+            filter_negatives: self.filter_negatives.saturating_add(o.filter_negatives),
+            filter_positives: self.filter_positives.saturating_add(o.filter_positives),
+            false_positives: self.false_positives.saturating_add(o.false_positives),
+            unfiltered_reads: self.unfiltered_reads.saturating_add(o.unfiltered_reads),
+            data_block_reads: self.data_block_reads.saturating_add(o.data_block_reads),
+            bytes_read: self.bytes_read.saturating_add(o.bytes_read),
+            user_bytes_written: self.user_bytes_written.saturating_add(o.user_bytes_written),
+            wal_bytes_written: self.wal_bytes_written.saturating_add(o.wal_bytes_written),
+            flush_bytes_written: self
+                .flush_bytes_written
+                .saturating_add(o.flush_bytes_written),
+            compaction_bytes_written: self
+                .compaction_bytes_written
+                .saturating_add(o.compaction_bytes_written),
+            compaction_bytes_read: self
+                .compaction_bytes_read
+                .saturating_add(o.compaction_bytes_read),
+            flushes: self.flushes.saturating_add(o.flushes),
+            compactions: self.compactions.saturating_add(o.compactions),
+        }
+    }
+
+    /// The process-local counters of `s`.
+    fn of(s: &Stats) -> Lifetime {
+        Lifetime {
+            lookups: s.lookups,
+            filter_negatives: s.filter_negatives,
+            filter_positives: s.filter_positives,
+            false_positives: s.false_positives,
+            unfiltered_reads: s.unfiltered_reads,
+            data_block_reads: s.data_block_reads,
+            bytes_read: s.bytes_read,
+            user_bytes_written: s.user_bytes_written,
+            wal_bytes_written: s.wal_bytes_written,
+            flush_bytes_written: s.flush_bytes_written,
+            compaction_bytes_written: s.compaction_bytes_written,
+            compaction_bytes_read: s.compaction_bytes_read,
+            flushes: s.flushes,
+            compactions: s.compactions,
+        }
+    }
 }
 
 impl Stats {
@@ -185,8 +263,53 @@ impl TableStats {
 
 impl Store {
     /// Store-wide, per-level and per-table counters and sizes.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// for i in 0..1000u32 {
+    ///     store.put(&(2 * i).to_be_bytes(), b"v")?; // even keys
+    /// }
+    /// store.flush()?;
+    /// for i in 0..999u32 {
+    ///     store.get(&(2 * i + 1).to_be_bytes())?; // odd keys: absent, inside the table's range
+    /// }
+    /// let s = store.stats();
+    /// assert_eq!(s.lookups, 999);
+    /// assert_eq!(s.filter_negatives + s.false_positives, 999);
+    /// assert_eq!(s.data_block_reads, s.false_positives); // a block is read only on a "maybe"
+    /// assert!(s.filter_negatives > 950); // a 1 % filter: about 10 false positives
+    /// assert_eq!(s.tables[0].keys, 1000);
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
-        let inner = &*self.inner;
+        self.inner.stats()
+    }
+}
+
+impl super::Inner {
+    /// The store's lifetime counters as of now: those read at open plus this process's.
+    pub(super) fn lifetime_now(&self) -> Lifetime {
+        self.stats().lifetime
+    }
+
+    /// Saves [`lifetime_now`](Self::lifetime_now) in the `COUNTERS` file. The counters are
+    /// advisory, so a failure to save them does not poison the store: it is reported in
+    /// [`Stats::lifetime_problem`] until a later flush or close saves them.
+    pub(super) fn save_lifetime(&self) {
+        let r = crate::lifetime::store(&*self.fs, &self.dir, &self.lifetime_now());
+        let mut p = self
+            .lifetime_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match r {
+            Ok(()) => *p = None,
+            Err(e) => *p = Some(format!("the lifetime counters could not be saved: {e}")),
+        }
+    }
+
+    pub(super) fn stats(&self) -> Stats {
+        let inner = self;
         let (version, mem_entries, mem_bytes) = {
             let st = inner.read_state();
             let imm = st.imm.as_ref().map_or(0, |m| m.mem.len() as u64);
@@ -222,6 +345,12 @@ impl Store {
             memtable_wait_micros: micros(&c.memtable_wait_ns),
             tables: Vec::new(),
             levels: Vec::new(),
+            lifetime: Lifetime::default(),
+            lifetime_problem: inner
+                .lifetime_problem
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         };
         let shape = inner.opts.shape();
         let deepest = version
@@ -279,6 +408,7 @@ impl Store {
             }
             s.levels.push(ls);
         }
+        s.lifetime = inner.lifetime_base.plus(&Lifetime::of(&s));
         s
     }
 }

@@ -181,6 +181,19 @@ impl Store {
 
     /// Rebuilds the filter of every table as `kind` at `fpr` without rewriting any data:
     /// new filter files are written, the manifest is swapped atomically, old filters removed.
+    ///
+    /// ```
+    /// use filterstore::{FilterKind, Store};
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// store.put(b"k", b"v")?;
+    /// store.flush()?;
+    /// store.refilter(FilterKind::BinaryFuse, 0.001)?;
+    /// let t = &store.stats().tables[0];
+    /// assert_eq!((t.filter_kind, t.target_fpr), (FilterKind::BinaryFuse, 0.001));
+    /// assert_eq!(store.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
     pub fn refilter(&self, kind: FilterKind, fpr: f64) -> Result<()> {
         check_fpr(fpr)?;
         let inner = &self.inner;
@@ -372,9 +385,13 @@ impl Inner {
         for t in old.tables().filter(|t| !live.contains(&Arc::as_ptr(t))) {
             self.retire(t);
         }
+        if change.sealed.is_some() {
+            self.counters.flushes.fetch_add(1, Relaxed);
+            // Before the flush is announced, so that a caller of `flush()` sees them saved.
+            self.save_lifetime();
+        }
         let mut bg = self.lock_bg();
         if let Some(seq) = change.sealed {
-            self.counters.flushes.fetch_add(1, Relaxed);
             bg.sealed = bg.sealed.max(seq);
         }
         self.bg_cv.notify_all();

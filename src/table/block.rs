@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use crate::codec::{put_varint, Cursor};
+use crate::codec::{prefix8, put_varint, Cursor};
 use crate::error::{Error, Result};
 
 /// Entries between restart points.
@@ -365,22 +365,6 @@ struct Raw<'a> {
     end: usize,
 }
 
-/// The first 8 bytes of `k` as a big-endian integer, zero-padded when `k` is shorter: for
-/// any keys `a`, `b`, `head(a) < head(b)` implies `a < b` (equal heads decide nothing).
-#[inline]
-pub(crate) fn head(k: &[u8]) -> u64 {
-    match k.first_chunk::<8>() {
-        Some(h) => u64::from_be_bytes(*h),
-        None => {
-            let mut h = [0u8; 8];
-            for (d, s) in h.iter_mut().zip(k) {
-                *d = *s;
-            }
-            u64::from_be_bytes(h)
-        }
-    }
-}
-
 /// Length of the common prefix of `a` and `b`, and how `a` compares with `b`
 /// (lexicographically, as `<[u8]>::cmp`), comparing 8 bytes at a time.
 #[inline]
@@ -392,7 +376,7 @@ pub(crate) fn lcp_cmp(a: &[u8], b: &[u8]) -> (usize, Ordering) {
         let (Some(x), Some(y)) = (a8.next(), b8.next()) else {
             break;
         };
-        let (x, y) = (head(x), head(y));
+        let (x, y) = (prefix8(x), prefix8(y));
         if x != y {
             return (i + (x ^ y).leading_zeros() as usize / 8, x.cmp(&y));
         }
@@ -589,7 +573,7 @@ pub(crate) mod tests {
                     let (l, o) = lcp_cmp(a, b);
                     let want = a.iter().zip(b).take_while(|(x, y)| x == y).count();
                     assert_eq!((l, o), (want, a.cmp(b)), "{a:?} vs {b:?}");
-                    if head(a) < head(b) {
+                    if prefix8(a) < prefix8(b) {
                         assert!(a < b, "{a:?} vs {b:?}");
                     }
                 }

@@ -192,7 +192,7 @@ impl Index {
             _ => self.key(0)[..self.lcp].to_vec(),
         };
         let heads: Vec<u64> = (0..n)
-            .map(|i| block::head(self.key(i).get(self.lcp..).unwrap_or_default()))
+            .map(|i| crate::codec::prefix8(self.key(i).get(self.lcp..).unwrap_or_default()))
             .collect();
         self.lines = heads
             .chunks(LINE)
@@ -249,7 +249,7 @@ impl Index {
                 Ordering::Equal => {}
             }
         }
-        let h = block::head(&key[k..]);
+        let h = crate::codec::prefix8(&key[k..]);
         // The first line whose last head is >= h holds the first head >= h; padding
         // (u64::MAX) is never below h.
         let j = self.top.partition_point(|&x| x < h);

@@ -297,7 +297,7 @@ fn run_ends<E: SortedEntries + ?Sized>(entries: &E) -> Vec<usize> {
 /// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding blocks
 /// in parallel on the current rayon pool and writing them in order; fsynced on return.
 ///
-/// Entries go in runs (see [`run_full`]), a window of one run per thread at a time; a window
+/// Entries go in runs (a run is full at 8,192 entries or 1 MiB), a window of one run per thread at a time; a window
 /// is written while the next one is encoded, and the buffers of written parts are reused, so
 /// memory stays bounded and the write (a copy into the page cache) overlaps encoding. The
 /// bytes written do not depend on the number of threads.

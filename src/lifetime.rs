@@ -1,0 +1,208 @@
+//! The `COUNTERS` file: the store's lifetime counters (format.md, "Lifetime counters").
+//!
+//! A small checksummed file, replaced atomically (written to `COUNTERS.tmp`, fsynced,
+//! renamed, directory fsynced) at the end of every flush and when the store is closed. It holds the totals
+//! since the store was created, up to that moment; a crash loses the counts since the last
+//! flush or close. Nothing about the data depends on it: a missing file counts from zero,
+//! and a damaged one is reported (in [`Stats::lifetime_problem`](crate::Stats) and by
+//! `verify`) and replaced by the next write.
+
+use std::path::Path;
+
+use crate::codec::Cursor;
+use crate::error::{Error, Result};
+use crate::io::Fs;
+use crate::store::Lifetime;
+
+/// The file's name in the store directory.
+pub(crate) const NAME: &str = "COUNTERS";
+const TMP_NAME: &str = "COUNTERS.tmp";
+const MAGIC: &[u8; 8] = b"FSCOUNTR";
+const VERSION: u32 = 1;
+/// Offsets of the header fields.
+const OFF_VERSION: usize = 8;
+const OFF_COUNT: usize = 12;
+const OFF_VALUES: usize = 16;
+/// Counters in a version-1 file.
+const COUNT: usize = 14;
+/// The whole version-1 file: header, values, CRC.
+const FILE_LEN: usize = OFF_VALUES + 8 * COUNT + 4;
+
+/// The counters in file order (format.md lists the same order).
+fn fields(l: &Lifetime) -> [u64; COUNT] {
+    [
+        l.lookups,
+        l.filter_negatives,
+        l.filter_positives,
+        l.false_positives,
+        l.unfiltered_reads,
+        l.data_block_reads,
+        l.bytes_read,
+        l.user_bytes_written,
+        l.wal_bytes_written,
+        l.flush_bytes_written,
+        l.compaction_bytes_written,
+        l.compaction_bytes_read,
+        l.flushes,
+        l.compactions,
+    ]
+}
+
+fn from_fields(v: [u64; COUNT]) -> Lifetime {
+    let [lookups, filter_negatives, filter_positives, false_positives, unfiltered_reads, data_block_reads, bytes_read, user_bytes_written, wal_bytes_written, flush_bytes_written, compaction_bytes_written, compaction_bytes_read, flushes, compactions] =
+        v;
+    Lifetime {
+        lookups,
+        filter_negatives,
+        filter_positives,
+        false_positives,
+        unfiltered_reads,
+        data_block_reads,
+        bytes_read,
+        user_bytes_written,
+        wal_bytes_written,
+        flush_bytes_written,
+        compaction_bytes_written,
+        compaction_bytes_read,
+        flushes,
+        compactions,
+    }
+}
+
+/// The file's bytes for `l`.
+pub(crate) fn encode(l: &Lifetime) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FILE_LEN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(COUNT as u32).to_le_bytes());
+    for v in fields(l) {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes a `COUNTERS` file's bytes. Errors carry the offset of what is wrong (the caller
+/// adds the file name).
+pub(crate) fn decode(b: &[u8]) -> Result<Lifetime> {
+    let mut c = Cursor::new(b, 0);
+    if c.bytes(MAGIC.len(), "COUNTERS magic")? != MAGIC {
+        return Err(Error::corrupt(0, "not a COUNTERS file (bad magic)"));
+    }
+    let version = c.u32("COUNTERS version")?;
+    if version != VERSION {
+        return Err(Error::corrupt(
+            OFF_VERSION as u64,
+            format!("unknown COUNTERS version {version} (this build reads {VERSION})"),
+        ));
+    }
+    let count = c.u32("counter count")?;
+    if count as usize != COUNT {
+        return Err(Error::corrupt(
+            OFF_COUNT as u64,
+            format!("COUNTERS version 1 holds {COUNT} counters, not {count}"),
+        ));
+    }
+    if b.len() != FILE_LEN {
+        return Err(Error::corrupt(
+            0,
+            format!("COUNTERS is {} bytes, not {FILE_LEN}", b.len()),
+        ));
+    }
+    let mut v = [0u64; COUNT];
+    for x in &mut v {
+        *x = c.u64("counter")?;
+    }
+    let stored = c.u32("COUNTERS CRC")?;
+    let computed = crc32fast::hash(&b[..FILE_LEN - 4]);
+    if stored != computed {
+        return Err(Error::checksum(
+            (FILE_LEN - 4) as u64,
+            "COUNTERS",
+            stored,
+            computed,
+        ));
+    }
+    Ok(from_fields(v))
+}
+
+/// Reads the file of `dir`: `Ok(None)` when there is none.
+pub(crate) fn load(dir: &Path) -> Result<Option<Lifetime>> {
+    let path = dir.join(NAME);
+    match std::fs::read(&path) {
+        Ok(b) => decode(&b).map(Some).map_err(|e| e.in_file(&path, 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+/// Replaces the file of `dir` with `l`: written to a temporary file, fsynced, renamed over,
+/// and the directory fsynced, so a crash after it returns keeps these counts.
+pub(crate) fn store(fs: &dyn Fs, dir: &Path, l: &Lifetime) -> Result<()> {
+    let tmp = dir.join(TMP_NAME);
+    let path = dir.join(NAME);
+    let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(&encode(l)).map_err(|e| Error::io(&tmp, e))?;
+    f.sync().map_err(|e| Error::io(&tmp, e))?;
+    drop(f);
+    fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Lifetime {
+        from_fields(std::array::from_fn(|i| (i as u64 + 1) * 1_000_003))
+    }
+
+    /// `tests/fixtures/counters-v1.bin` was written from format.md by an independent script
+    /// (Python's struct and zlib.crc32) with counter i = (i + 1) × 1,000,003.
+    #[test]
+    fn fixture_decodes_and_today_encodes_it_byte_for_byte() {
+        let b = include_bytes!("../tests/fixtures/counters-v1.bin");
+        let l = decode(b).unwrap();
+        assert_eq!(l, sample());
+        assert_eq!(l.lookups, 1_000_003);
+        assert_eq!(l.compactions, 14 * 1_000_003);
+        assert_eq!(encode(&l), b.to_vec());
+    }
+
+    #[test]
+    fn round_trip() {
+        let l = sample();
+        let b = encode(&l);
+        assert_eq!(b.len(), FILE_LEN);
+        assert_eq!(decode(&b).unwrap(), l);
+    }
+
+    #[test]
+    fn every_truncation_and_bit_flip_is_an_error() {
+        let b = encode(&sample());
+        for n in 0..b.len() {
+            assert!(decode(&b[..n]).is_err(), "truncated to {n}");
+        }
+        for i in 0..b.len() * 8 {
+            let mut d = b.clone();
+            d[i / 8] ^= 1 << (i % 8);
+            assert!(decode(&d).is_err(), "bit {i} flipped");
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert!(decode(&long).is_err());
+    }
+
+    #[test]
+    fn checksum_error_carries_both_values() {
+        let mut b = encode(&sample());
+        b[OFF_VALUES] ^= 1;
+        match decode(&b) {
+            Err(Error::Corruption {
+                checksum: Some(c), ..
+            }) => assert_ne!(c.stored, c.computed),
+            other => panic!("{other:?}"),
+        }
+    }
+}
