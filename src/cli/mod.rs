@@ -295,9 +295,15 @@ impl Global {
             },
             ..defaults
         };
-        Store::open(&dir, opts).map_err(|e| {
+        let store = Store::open(&dir, opts).map_err(|e| {
             CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
-        })
+        })?;
+        // A torn tail is the write in flight at a crash, never acknowledged: dropping it is
+        // no error, but the user hears of it (once: opening rewrote the logs).
+        for w in store.dropped_at_open() {
+            eprintln!("store: warning: {w} at open");
+        }
+        Ok(store)
     }
 }
 

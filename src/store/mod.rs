@@ -29,6 +29,7 @@ use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
+use crate::verify::Warning;
 use crate::version::{TableHandle, Version, MAX_LEVELS};
 use crate::wal::{replay_file, WalWriter};
 
@@ -257,6 +258,8 @@ pub(crate) struct Inner {
     lifetime_base: Lifetime,
     /// Why `COUNTERS` could not be read at open, or the last failure to save it.
     lifetime_problem: Mutex<Option<String>>,
+    /// The torn log tails this open dropped (see [`Store::dropped_at_open`]).
+    dropped_at_open: Vec<Warning>,
 }
 
 /// A key-value store in one directory. `Send + Sync`: share it with `Arc` across threads.
@@ -398,11 +401,16 @@ impl Store {
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
+        let mut dropped_at_open = Vec::new();
         for (n, ext) in &files {
             if ext == "wal" && *n >= manifest.log_number {
-                replay_file(&wal_path(&dir, *n), |k, v| {
+                let path = wal_path(&dir, *n);
+                let end = replay_file(&path, |k, v| {
                     mem.insert(&k, v.as_deref());
                 })?;
+                if let Some(tail) = end.torn_tail {
+                    dropped_at_open.push(Warning::torn_tail(path, tail));
+                }
                 replayed.push(*n);
             }
         }
@@ -470,6 +478,7 @@ impl Store {
             retired: Retired::default(),
             lifetime_base,
             lifetime_problem: Mutex::new(lifetime_problem),
+            dropped_at_open,
             opts,
         });
         inner.recover(mem, &replayed)?;
@@ -486,6 +495,16 @@ impl Store {
     /// The filter kind and target rate used for tables written by this handle.
     pub fn filter(&self) -> (FilterKind, f64) {
         (self.inner.kind, self.inner.fpr)
+    }
+
+    /// The torn log tails this open dropped, one [`Warning::TornTail`] per log, naming the
+    /// file, the offset and the bytes dropped (empty after a clean shutdown). A torn tail is
+    /// the write in flight at a crash, never acknowledged as durable; opening drops it and
+    /// keeps every record before it. The logs are rewritten at open, so the next open finds
+    /// nothing to drop. [`Stats::torn_tails_dropped`] and [`Stats::torn_tail_bytes_dropped`]
+    /// count the same.
+    pub fn dropped_at_open(&self) -> &[Warning] {
+        &self.inner.dropped_at_open
     }
 
     /// The filter kind and rate recorded when the store was created.

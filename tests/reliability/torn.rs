@@ -293,6 +293,7 @@ fn damage_followed_by_a_valid_record_is_refused_with_file_and_offset() {
                 file,
                 offset,
                 reason,
+                ..
             }) => {
                 assert_eq!(file, path, "{what}");
                 assert_eq!(offset, at as u64, "{what}: {reason}");
@@ -387,6 +388,19 @@ fn fifty_puts_then_garbage_appended_to_every_log() {
             );
         }
         let s = Store::open(&dir, o()).unwrap();
+        // Opening dropped the same tails verify warned about, and counts them.
+        assert_eq!(s.dropped_at_open(), &r.warnings[..], "round {round}");
+        let st = s.stats();
+        assert_eq!(st.torn_tails_dropped, r.warnings.len() as u64);
+        let bytes: u64 = r
+            .warnings
+            .iter()
+            .map(|w| match w {
+                Warning::TornTail { tail, .. } => tail.len,
+                _ => unreachable!("one kind of warning"),
+            })
+            .sum();
+        assert_eq!(st.torn_tail_bytes_dropped, bytes, "round {round}");
         for i in 0..50 {
             assert_eq!(
                 s.get(&key(i)).unwrap(),
@@ -460,9 +474,20 @@ fn a_store_opens_after_torn_tails_of_any_kind_on_its_logs() {
         assert!(!r.warnings.is_empty(), "{what}: no warning");
         let s = Store::open(&dir, Options::default())
             .unwrap_or_else(|e| panic!("{what}: open refused: {e}"));
+        assert_eq!(s.dropped_at_open(), &r.warnings[..], "{what}");
+        assert_eq!(s.stats().torn_tails_dropped, r.warnings.len() as u64);
         for (k, v) in &model {
             let want = (!lost.contains(k)).then(|| v.clone());
             assert_eq!(s.get(k).unwrap(), want, "{what}: {k:?}");
+        }
+        // Opening rewrote the logs: the next open has nothing to drop, and loses nothing.
+        drop(s);
+        let s = Store::open(&dir, Options::default()).unwrap();
+        assert!(s.dropped_at_open().is_empty(), "{what}");
+        assert_eq!(s.stats().torn_tail_bytes_dropped, 0);
+        for (k, v) in &model {
+            let want = (!lost.contains(k)).then(|| v.clone());
+            assert_eq!(s.get(k).unwrap(), want, "{what}: reopened: {k:?}");
         }
         logs += r.warnings.len();
         checked += model.len();
