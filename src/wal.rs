@@ -299,6 +299,101 @@ pub fn replay_bytes(
     })
 }
 
+/// What [`salvage_bytes`] kept and dropped of one log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Salvage {
+    /// Records kept (each passed to the callback).
+    pub records: u64,
+    /// Byte ranges dropped, in file order.
+    pub dropped: Vec<DroppedRange>,
+}
+
+impl Salvage {
+    /// True when the only damage is a torn tail (or none): opening replays this log as it is.
+    pub fn opens_as_is(&self) -> bool {
+        self.dropped.len() <= 1
+            && self
+                .dropped
+                .first()
+                .is_none_or(|d| d.offset >= WAL_HEADER_LEN as u64 && d.torn_tail)
+    }
+}
+
+/// Bytes of a log that [`salvage_bytes`] could not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedRange {
+    /// File offset of the first byte dropped.
+    pub offset: u64,
+    /// Bytes dropped.
+    pub len: u64,
+    /// What was wrong there.
+    pub reason: String,
+    /// True when no valid record follows (the range runs to the end of the file).
+    pub torn_tail: bool,
+}
+
+/// Salvages what a damaged log still holds (`store repair`): every record that passes its
+/// checks and decodes, before and after any damage, passed to `batch` in file order. Unlike
+/// [`replay_bytes`], damage followed by a valid record is skipped (and reported in
+/// [`Salvage::dropped`]) instead of refused, and so is a bad file header or a record whose
+/// CRCs hold but whose payload does not decode. Never fails.
+pub fn salvage_bytes(
+    bytes: &[u8],
+    mut batch: impl FnMut(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+) -> Salvage {
+    let n = bytes.len();
+    let mut out = Salvage::default();
+    let drop_range = |out: &mut Salvage, from: usize, to: usize, reason: String| {
+        out.dropped.push(DroppedRange {
+            offset: from as u64,
+            len: (to - from) as u64,
+            reason,
+            torn_tail: to == n,
+        });
+    };
+    let head_ok = bytes.get(..WAL_HEADER_LEN).is_some_and(|h| {
+        h[..4] == WAL_MAGIC && h[4] == WAL_VERSION && h[5..].iter().all(|&b| b == 0)
+    });
+    let pos0 = WAL_HEADER_LEN.min(n);
+    if !head_ok && n > 0 {
+        // The records after it are still checked one by one below.
+        drop_range(&mut out, 0, pos0, "bad WAL file header".to_string());
+    }
+    let mut pos = pos0;
+    while pos < n {
+        match check_record(bytes, pos) {
+            Check::Valid(payload) => {
+                let end = pos + RECORD_HEADER_LEN + payload.len();
+                let mut ops = Vec::new();
+                match decode_batch(payload, (pos + RECORD_HEADER_LEN) as u64, &mut |k, v| {
+                    ops.push((k, v))
+                }) {
+                    Ok(()) => {
+                        out.records += 1;
+                        batch(ops);
+                    }
+                    Err(e) => drop_range(&mut out, pos, end, reason_of(&e)),
+                }
+                pos = end;
+            }
+            Check::Damaged { reason, resume } => {
+                let next = next_record(bytes, resume.min(n), n).unwrap_or(n);
+                drop_range(&mut out, pos, next, reason.to_string());
+                pos = next;
+            }
+        }
+    }
+    out
+}
+
+/// The reason of a corruption error, or the error's text.
+fn reason_of(e: &Error) -> String {
+    match e {
+        Error::Corruption { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// What the record at an offset is.
 enum Check<'a> {
     /// Header and payload CRCs hold: the payload.
@@ -625,6 +720,43 @@ mod tests {
         let mut empty = header_claiming(0, 0);
         empty.push(0);
         assert!(!record_at(&empty, 0));
+    }
+
+    #[test]
+    fn salvage_keeps_every_record_around_the_damage() {
+        let mut log = b"FSWL\x02\0\0\0".to_vec();
+        let recs: Vec<Vec<u8>> = (0..5u8).map(|i| record(&[b'k', i], b"value")).collect();
+        let mut offsets = Vec::new();
+        for r in &recs {
+            offsets.push(log.len());
+            log.extend_from_slice(r);
+        }
+        for (damaged, at) in [(1usize, 0usize), (1, 5), (3, RECORD_HEADER_LEN + 2)] {
+            let mut b = log.clone();
+            b[offsets[damaged] + at] ^= 0x10;
+            // Replay refuses: a valid record follows.
+            assert!(replay_bytes(&b, |_, _| {}).is_err());
+            let mut keys = Vec::new();
+            let s = salvage_bytes(&b, |ops| keys.extend(ops.into_iter().map(|(k, _)| k[1])));
+            let want: Vec<u8> = (0..5u8).filter(|&i| i as usize != damaged).collect();
+            assert_eq!(keys, want);
+            assert_eq!(s.records, 4);
+            assert_eq!(s.dropped.len(), 1);
+            let d = &s.dropped[0];
+            assert_eq!(d.offset, offsets[damaged] as u64);
+            assert_eq!(d.len, recs[damaged].len() as u64);
+            assert!(!d.torn_tail && !s.opens_as_is());
+        }
+        // A bad file header: every record is still kept.
+        let mut b = log.clone();
+        b[0] = b'X';
+        let s = salvage_bytes(&b, |_| {});
+        assert_eq!((s.records, s.dropped.len()), (5, 1));
+        // A torn tail alone: the log opens as it is.
+        let mut b = log.clone();
+        b.extend_from_slice(b"garbage");
+        let s = salvage_bytes(&b, |_| {});
+        assert!(s.opens_as_is() && s.dropped[0].torn_tail && s.records == 5);
     }
 
     /// The header's three reserved bytes are zero; anything else is corruption at offset 5

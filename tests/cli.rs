@@ -785,3 +785,92 @@ fn three_hundred_puts_leave_at_most_two_logs() {
     assert_eq!(ok(store(&d, &["get", "k123"])).trim(), "v123");
     assert!(files_with_ext(&d, "wal").len() <= 2);
 }
+
+/// `store repair`: exit 0 and no change on an intact store; a damaged MANIFEST and a damaged
+/// table block are salvaged (exit 0, each dropped range named with file and offset, the
+/// damaged files in lost/); exit 3 when nothing can be saved.
+#[test]
+fn repair_salvages_a_store_that_will_not_open() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut input = String::new();
+    for i in 0..3000 {
+        input.push_str(&format!("key{i:05}\tvalue {i}\n"));
+    }
+    ok(store_in(&d, &["load"], input.as_bytes()));
+    ok(store(&d, &["flush"]));
+    for i in 0..5 {
+        ok(store(&d, &["put", &format!("late{i}"), "v"]));
+    }
+    let snapshot = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = snapshot(&d);
+    let out = ok(store(&d, &["repair"]));
+    assert!(out.contains("intact, nothing to repair"), "{out}");
+    assert_eq!(snapshot(&d), before);
+
+    // A flipped byte in the manifest and one in the first data block.
+    let m = d.join("MANIFEST");
+    let mut mb = std::fs::read(&m).unwrap();
+    mb[20] ^= 1;
+    std::fs::write(&m, &mb).unwrap();
+    let sst = files_with_ext(&d, "sst").pop().unwrap();
+    let mut sb = std::fs::read(&sst).unwrap();
+    sb[100] ^= 0x40;
+    std::fs::write(&sst, &sb).unwrap();
+    assert_eq!(store(&d, &["get", "key00001"]).code, 3);
+    let out = store(&d, &["repair"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.text(), out.stderr);
+    let text = out.text();
+    let sst_name = sst.file_name().unwrap().to_str().unwrap();
+    for want in [
+        "dropped ".to_string(),
+        format!("{sst_name}: offset 0:"),
+        "MANIFEST: offset 16:".to_string(),
+        "lost/MANIFEST".to_string(),
+        format!("lost/{sst_name}"),
+    ] {
+        assert!(text.contains(&want), "no `{want}` in:\n{text}");
+    }
+    assert!(d.join("lost").join(sst_name).exists());
+    ok(store(&d, &["verify"]));
+    // Keys outside the first block and the late puts are all there; the first block's are not.
+    assert_eq!(ok(store(&d, &["get", "key02999"])), "value 2999\n");
+    assert_eq!(ok(store(&d, &["get", "late4"])), "v\n");
+    assert_eq!(store(&d, &["get", "key00000"]).code, 1);
+    let n = store(&d, &["scan"]).lines().len();
+    // One 4 KiB block of about 300 entries is gone.
+    assert!((2600..3005).contains(&n), "{n}");
+    let out = ok(store(&d, &["repair"]));
+    assert!(out.contains("intact"), "{out}");
+
+    // One table whose footer is gone and no log records: nothing to save.
+    let t2 = tempfile::tempdir().unwrap();
+    let d2 = db(&t2);
+    ok(store(&d2, &["put", "a", "1"]));
+    ok(store(&d2, &["flush"]));
+    let sst = files_with_ext(&d2, "sst").pop().unwrap();
+    let len = std::fs::metadata(&sst).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sst)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let out = store(&d2, &["repair"]);
+    assert_eq!(out.code, 3, "{}\n{}", out.text(), out.stderr);
+    assert!(
+        out.stderr.contains("nothing could be saved"),
+        "{}",
+        out.stderr
+    );
+    assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
+}

@@ -17,6 +17,7 @@ mod import;
 mod kv;
 mod load;
 mod maintain;
+mod repair;
 mod scan;
 mod stats;
 mod verify;
@@ -148,6 +149,7 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
+    Repair(repair::Repair),
     #[cfg(feature = "parquet")]
     Export(export::Export),
     #[cfg(feature = "parquet")]

@@ -292,7 +292,7 @@ pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
 }
 
 /// The numbered files of a directory: (number, extension).
-fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
+pub(crate) fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
@@ -308,7 +308,7 @@ fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
     Ok(out)
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join("LOCK");
     let f = OpenOptions::new()
         .read(true)

@@ -11,6 +11,7 @@ mod corruption;
 mod crash;
 mod faults;
 mod hostile;
+mod repair;
 mod torn;
 
 use std::collections::BTreeMap;
