@@ -874,3 +874,35 @@ fn repair_salvages_a_store_that_will_not_open() {
     );
     assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
 }
+
+/// `store stress`: a short run with and without --kill prints its figures and exits 0; a
+/// --dir that holds anything is refused (stress must never write over a real store).
+#[test]
+fn stress_runs_and_reports_its_figures() {
+    let t = tempfile::tempdir().unwrap();
+    for args in [
+        &["stress", "--duration", "2", "--seed", "7"][..],
+        &["stress", "--duration", "3", "--kill"],
+    ] {
+        let out = run_full(args, b"", None, None);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        let line = out.text();
+        for want in [
+            "stress: seed ",
+            "ops ",
+            "kills ",
+            "keys checked ",
+            "problems 0",
+        ] {
+            assert!(line.contains(want), "{args:?}: no `{want}` in {line}");
+        }
+        if args.contains(&"--kill") {
+            assert!(!line.contains("kills 0,"), "{line}");
+        }
+    }
+    let d = db(&t);
+    ok(store(&d, &["put", "a", "1"]));
+    let out = store(&d, &["stress", "--duration", "1"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
+}

@@ -20,6 +20,7 @@ mod maintain;
 mod repair;
 mod scan;
 mod stats;
+mod stress;
 mod verify;
 
 use std::fmt;
@@ -150,6 +151,7 @@ commands! {
     Stats(stats::Stats),
     Verify(verify::Verify),
     Repair(repair::Repair),
+    Stress(stress::Stress),
     #[cfg(feature = "parquet")]
     Export(export::Export),
     #[cfg(feature = "parquet")]
