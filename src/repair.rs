@@ -232,6 +232,7 @@ pub fn repair_with(dir: &Path, fs: &dyn Fs) -> Result<RepairReport> {
             ..RepairReport::default()
         },
         next_file: files.iter().map(|(n, _)| n + 1).max().unwrap_or(1),
+        unlink_later: Vec::new(),
     };
     r.run(&files)?;
     r.report.verify = verify_dir(dir)?;
@@ -243,6 +244,8 @@ struct Repair<'a> {
     fs: &'a dyn Fs,
     report: RepairReport,
     next_file: u64,
+    /// Files linked into `lost/`, to unlink once the new manifest is durable.
+    unlink_later: Vec<PathBuf>,
 }
 
 /// The entries of a table's good blocks, and whether anything was wrong with it.
@@ -283,8 +286,15 @@ impl Repair<'_> {
         }
     }
 
-    /// Renames `path` into `lost/` (under a free name) and records it.
+    /// Puts `path` into `lost/` (under a free name) and records it. The file is linked there
+    /// now and unlinked from the store's directory only once the new manifest is durable
+    /// ([`Repair::finish_moves`]): a crash before that leaves the store as it was (a rerun
+    /// starts again), a crash after leaves the old file in `lost/` whatever a later open
+    /// removes. Where links are refused, it is renamed at once.
     fn lose(&mut self, path: &Path) -> Result<()> {
+        if self.report.moved.iter().any(|(from, _)| from == path) {
+            return Ok(());
+        }
         let lost = self.dir.join(LOST_DIR);
         std::fs::create_dir_all(&lost).map_err(|e| Error::io(&lost, e))?;
         let name = path
@@ -297,9 +307,27 @@ impl Repair<'_> {
             to = lost.join(format!("{name}.{i}"));
             i += 1;
         }
-        self.fs.rename(path, &to).map_err(|e| Error::io(path, e))?;
+        if std::fs::hard_link(path, &to).is_ok() {
+            self.unlink_later.push(path.to_path_buf());
+        } else {
+            self.fs.rename(path, &to).map_err(|e| Error::io(path, e))?;
+        }
         self.report.moved.push((path.to_path_buf(), to));
         Ok(())
+    }
+
+    /// Unlinks what [`Repair::lose`] linked into `lost/` (the manifest excepted: the new one
+    /// replaced it).
+    fn finish_moves(&mut self) -> Result<()> {
+        let manifest = self.dir.join(MANIFEST_NAME);
+        for p in std::mem::take(&mut self.unlink_later) {
+            if p != manifest {
+                self.fs.remove(&p).map_err(|e| Error::io(&p, e))?;
+            }
+        }
+        self.fs
+            .sync_dir(self.dir)
+            .map_err(|e| Error::io(self.dir, e))
     }
 
     fn run(&mut self, files: &[(u64, String)]) -> Result<()> {
@@ -420,12 +448,15 @@ impl Repair<'_> {
         if manifest_path.exists() {
             self.lose(&manifest_path)?;
         }
-        manifest.store(self.fs, dir)?;
+        // New files and the links in lost/ are durable before the manifest names the new set;
+        // the old files leave the directory only after it is.
         let lost = dir.join(LOST_DIR);
         if lost.exists() {
             self.fs.sync_dir(&lost).map_err(|e| Error::io(&lost, e))?;
         }
-        self.fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+        self.fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        manifest.store(self.fs, dir)?;
+        self.finish_moves()
     }
 
     /// Reads every block of table `c.number`: the entries of the good ones.
