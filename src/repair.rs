@@ -349,18 +349,6 @@ impl Repair<'_> {
                 None
             }
         };
-        let old = old.filter(|m| {
-            let overlap = levels_overlap(&m.tables);
-            if let Some((level, a, b)) = overlap {
-                self.drop_file(
-                    &manifest_path,
-                    0,
-                    None,
-                    format!("tables {a} and {b} of level {level} overlap; its levels are not used"),
-                );
-            }
-            overlap.is_none()
-        });
         if let Some(m) = &old {
             self.next_file = self.next_file.max(m.next_file);
         }
@@ -423,9 +411,9 @@ impl Repair<'_> {
             }
         }
         if let Some((level, a, b)) = levels_overlap(&tables) {
-            // The manifest's key ranges were wrong (the tables' own are used): every table
-            // goes to L0, in the manifest's order (L0 newest first, then the deeper, older
-            // levels), where overlap is allowed.
+            // The manifest's levels overlap (the tables' own key ranges are used): every
+            // table goes to L0, in the manifest's order (L0 newest first, then the deeper,
+            // older levels), where overlap is allowed.
             self.drop_file(
                 &manifest_path,
                 0,
