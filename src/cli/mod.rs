@@ -53,7 +53,8 @@ Exit codes:
   1  key not found (get)
   2  usage error, I/O error, missing or locked store, malformed input (a bad Parquet file
      given to import included)
-  3  corruption detected (by verify, or by any command that reads damaged bytes)";
+  3  corruption detected (by verify, or by any command that reads damaged bytes); repair
+     saved nothing or the store still does not open; stress found a problem";
 
 /// The `store` command line.
 #[derive(Parser, Debug)]
