@@ -146,12 +146,16 @@ impl Error {
         }
     }
 
-    /// A copy of this error (an I/O error's cause is copied as its kind and message).
+    /// A copy of this error (an I/O error's cause is copied as its OS error code when it has
+    /// one, so `raw_os_error()` still says ENOSPC, else as its kind and message).
     pub(crate) fn duplicate(&self) -> Error {
         match self {
             Error::Io { path, source } => Error::Io {
                 path: path.clone(),
-                source: io::Error::new(source.kind(), source.to_string()),
+                source: match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
             },
             Error::Corruption {
                 file,

@@ -77,7 +77,9 @@ impl Fs for RealFs {
 /// have committed them, in order), every file truncated to its synced length. Re-creating a
 /// file that exists truncates it for good, as the worst case.
 ///
-/// Faults: [`FaultFs::fail_at`] makes the N-th operation (create, write, fsync, rename,
+/// Faults: [`FaultFs::fail_table_files_after`] fails every operation on table and filter
+/// files after the first N (a disk that fills while tables are written);
+/// [`FaultFs::fail_at`] makes the N-th operation (create, write, fsync, rename,
 /// remove, `sync_dir`, counted from 0 over the life of this `FaultFs`) return an OS error
 /// (`ENOSPC`: a failed write lands half its bytes first; `EIO`), once or from then on;
 /// [`FaultFs::cut_power_at_sync`] makes the N-th fsync/`sync_dir` and everything after it
@@ -101,6 +103,9 @@ struct FaultState {
     ops: u64,
     syncs: u64,
     fail: Option<(u64, i32, bool)>,
+    /// [`FaultFs::fail_table_files_after`]: (operations on table and filter files still to
+    /// succeed, errno).
+    fail_tables: Option<(u64, i32)>,
     power_cut: Option<u64>,
     dead: bool,
     fired: Option<String>,
@@ -149,16 +154,40 @@ impl FaultState {
         if self.dead {
             return Err((EIO, false));
         }
+        if let Some((left, errno)) = &mut self.fail_tables {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".sst") || name.ends_with(".filter") {
+                if *left > 0 {
+                    *left -= 1;
+                } else {
+                    let errno = *errno;
+                    if self.fired.is_none() {
+                        self.fired = Some(fired_at(what, path));
+                    }
+                    return Err((errno, true));
+                }
+            }
+        }
         match self.fail {
             Some((at, errno, sticky)) if n == at || (sticky && n > at) => {
                 if n == at {
-                    self.fired = Some(format!("{what} {}", path.display()));
+                    self.fired = Some(fired_at(what, path));
                 }
                 Err((errno, true))
             }
             _ => Ok(()),
         }
     }
+}
+
+/// `what path (thread NAME)`: the operation a fault hit, and the thread that made it.
+fn fired_at(what: &str, path: &Path) -> String {
+    let t = std::thread::current();
+    format!(
+        "{what} {} (thread {})",
+        path.display(),
+        t.name().unwrap_or("unnamed")
+    )
 }
 
 struct FaultFile {
@@ -201,9 +230,19 @@ impl FaultFs {
         self.lock().fail = Some((n, errno, sticky));
     }
 
+    /// A disk that fills up while tables are written: after `skip` more operations on table
+    /// and filter files (`.sst`, `.filter`: create, write, fsync, remove), every one fails
+    /// with `errno` (a failed write lands half its bytes), while logs and the manifest still
+    /// work. Flushes and compactions meet it; the write path does not.
+    pub fn fail_table_files_after(&self, skip: u64, errno: i32) {
+        self.lock().fail_tables = Some((skip, errno));
+    }
+
     /// Ends any injected failure (power cuts stay).
     pub fn heal(&self) {
-        self.lock().fail = None;
+        let mut s = self.lock();
+        s.fail = None;
+        s.fail_tables = None;
     }
 
     /// Makes sync point `n` (fsync or `sync_dir`, counted from 0) and everything after it

@@ -53,6 +53,7 @@ mod merge;
 mod mmap;
 #[cfg(feature = "showcase")]
 pub(crate) mod plot;
+pub mod repair;
 pub mod store;
 pub mod table;
 pub mod verify;
@@ -62,6 +63,7 @@ pub mod wal;
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
+pub use repair::repair;
 pub use store::{
     LevelStats, Lifetime, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
 };

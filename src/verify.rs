@@ -1,7 +1,9 @@
 //! A full checksum pass over a store directory: every file, every block, every record.
 //! It does not open the store (so it also works when opening would fail) and reports every
-//! problem it finds, each naming the file and offset.
+//! problem it finds, each naming the file and offset. What is not damage but worth saying (a
+//! torn log tail, which opening drops) is a [`Warning`].
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::manifest::Manifest;
 use crate::table::{Table, TableCounters};
+use crate::wal::TornTail;
 
 /// What `verify_dir` found.
 #[derive(Debug, Default)]
@@ -23,12 +26,54 @@ pub struct VerifyReport {
     pub wal_records: u64,
     /// Every problem found ([`Error::Corruption`] values name file and offset).
     pub problems: Vec<Error>,
+    /// Findings that are not damage: the store opens and loses nothing that was durable.
+    pub warnings: Vec<Warning>,
 }
 
 impl VerifyReport {
-    /// True when nothing was found.
+    /// True when no problem was found (warnings do not count).
     pub fn is_intact(&self) -> bool {
         self.problems.is_empty()
+    }
+}
+
+/// Something [`verify_dir`] reports that is not damage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Warning {
+    /// A log ends in a torn tail (no valid record after the damage), which opening the store
+    /// drops: the write in flight at a crash, never acknowledged as durable.
+    TornTail {
+        /// The log file.
+        file: PathBuf,
+        /// Where the tail starts, its length and what was wrong there.
+        tail: TornTail,
+    },
+}
+
+impl Warning {
+    /// The warning for `tail`, found in the log `file`.
+    pub fn torn_tail(file: impl Into<PathBuf>, tail: TornTail) -> Warning {
+        Warning::TornTail {
+            file: file.into(),
+            tail,
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    /// `torn tail in DIR/000004.wal: offset 1234: 14 bytes dropped (record header CRC mismatch)`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::TornTail { file, tail } => write!(
+                f,
+                "torn tail in {}: offset {}: {} bytes dropped ({})",
+                file.display(),
+                tail.offset,
+                tail.len,
+                tail.reason
+            ),
+        }
     }
 }
 
@@ -101,7 +146,12 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     for (_, p) in wals {
         r.files += 1;
         match crate::wal::replay_file(&p, |_, _| {}) {
-            Ok(end) => r.wal_records += end.records,
+            Ok(end) => {
+                r.wal_records += end.records;
+                if let Some(tail) = end.torn_tail {
+                    r.warnings.push(Warning::torn_tail(p, tail));
+                }
+            }
             Err(e) => r.problems.push(e),
         }
     }

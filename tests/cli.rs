@@ -538,6 +538,84 @@ fn scan_prefix_from_to_limit() {
     assert_eq!(scan(&["--prefix", "zz"]), "");
 }
 
+/// Issue 15's scenario: 50 `store put` commands, then 14 bytes of arbitrary data appended to
+/// the log files. Every command used to exit 3; now the torn tails are dropped, every put is
+/// readable, and `verify` warns (exit 0) naming each log and the offset of its tail, while a
+/// damaged record with a valid one after it is still exit 3.
+#[test]
+fn garbage_appended_to_the_logs_is_a_torn_tail_not_a_dead_store() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    for i in 0..50 {
+        ok(store(&d, &["put", &format!("k{i}"), &format!("v{i}")]));
+    }
+    let logs = files_with_ext(&d, "wal");
+    let mut tails = Vec::new();
+    for (n, p) in logs.iter().enumerate() {
+        let mut b = std::fs::read(p).unwrap();
+        tails.push((
+            p.file_name().unwrap().to_str().unwrap().to_string(),
+            b.len(),
+        ));
+        b.extend((0..14u8).map(|i| i.wrapping_mul(37) ^ (n as u8) ^ 0x5a));
+        std::fs::write(p, &b).unwrap();
+    }
+    let out = ok(store(&d, &["verify"]));
+    assert!(out.contains("intact"), "{out}");
+    let v = store(&d, &["verify"]);
+    for (name, offset) in &tails {
+        let line = format!("{name}: offset {offset}: 14 bytes dropped");
+        assert!(v.stderr.contains(&line), "no `{line}` in: {}", v.stderr);
+    }
+    // The first command to open the store drops the tails and says so, one line per log;
+    // it rewrote the logs, so the next one has nothing to say.
+    let first = store(&d, &["get", "k0"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let notes: Vec<&str> = first.stderr.lines().collect();
+    assert_eq!(notes.len(), tails.len(), "{}", first.stderr);
+    for (name, offset) in &tails {
+        let line = format!("{name}: offset {offset}: 14 bytes dropped");
+        assert!(
+            notes
+                .iter()
+                .any(|l| l.starts_with("store: warning: torn tail in ")
+                    && l.contains(&line)
+                    && l.ends_with(" at open")),
+            "no `{line}` in: {}",
+            first.stderr
+        );
+    }
+    for i in 0..50 {
+        let out = store(&d, &["get", &format!("k{i}")]);
+        assert_eq!((out.code, out.text()), (0, format!("v{i}\n")));
+        assert_eq!(out.stderr, "", "k{i}");
+    }
+    assert_eq!(store(&d, &["scan"]).lines().len(), 50);
+    // Damage followed by a valid record is refused, as before: a log whose first record is
+    // damaged, followed by a valid copy of it (on whichever log holds records now: opening
+    // may have rewritten them).
+    let p = files_with_ext(&d, "wal")
+        .into_iter()
+        .find(|p| std::fs::metadata(p).unwrap().len() > 8)
+        .expect("a log with a record");
+    let name = p.file_name().unwrap().to_str().unwrap().to_string();
+    let b = std::fs::read(&p).unwrap();
+    let len = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+    let record = b[8..8 + 12 + len].to_vec();
+    let mut damaged = b[..8].to_vec();
+    damaged.extend_from_slice(&record);
+    damaged[8 + 12] ^= 1;
+    damaged.extend_from_slice(&record);
+    std::fs::write(&p, &damaged).unwrap();
+    let out = store(&d, &["get", "k0"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(name.as_str()) && out.stderr.contains("offset 8:"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn verify_finds_a_flipped_byte() {
     let t = tempfile::tempdir().unwrap();
@@ -767,4 +845,125 @@ fn refilter_to_a_bits_per_key_budget() {
     // --allocation without --bits-per-key is a usage error.
     assert_eq!(store(&d, &["refilter", "--allocation", "monkey"]).code, 2);
     assert_eq!(ok(store(&d, &["get", "small7"])), "v\n");
+}
+
+/// `store repair`: exit 0 and no change on an intact store; a damaged MANIFEST and a damaged
+/// table block are salvaged (exit 0, each dropped range named with file and offset, the
+/// damaged files in lost/); exit 3 when nothing can be saved.
+#[test]
+fn repair_salvages_a_store_that_will_not_open() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let mut input = String::new();
+    for i in 0..3000 {
+        input.push_str(&format!("key{i:05}\tvalue {i}\n"));
+    }
+    ok(store_in(&d, &["load"], input.as_bytes()));
+    ok(store(&d, &["flush"]));
+    for i in 0..5 {
+        ok(store(&d, &["put", &format!("late{i}"), "v"]));
+    }
+    let snapshot = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = snapshot(&d);
+    let out = ok(store(&d, &["repair"]));
+    assert!(out.contains("intact, nothing to repair"), "{out}");
+    assert_eq!(snapshot(&d), before);
+
+    // A flipped byte in the manifest and one in the first data block.
+    let m = d.join("MANIFEST");
+    let mut mb = std::fs::read(&m).unwrap();
+    mb[20] ^= 1;
+    std::fs::write(&m, &mb).unwrap();
+    let sst = files_with_ext(&d, "sst").pop().unwrap();
+    let mut sb = std::fs::read(&sst).unwrap();
+    sb[100] ^= 0x40;
+    std::fs::write(&sst, &sb).unwrap();
+    assert_eq!(store(&d, &["get", "key00001"]).code, 3);
+    let out = store(&d, &["repair"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.text(), out.stderr);
+    let text = out.text();
+    let sst_name = sst.file_name().unwrap().to_str().unwrap();
+    for want in [
+        "dropped ".to_string(),
+        format!("{sst_name}: offset 0:"),
+        "MANIFEST: offset 16:".to_string(),
+        "lost/MANIFEST".to_string(),
+        format!("lost/{sst_name}"),
+    ] {
+        assert!(text.contains(&want), "no `{want}` in:\n{text}");
+    }
+    assert!(d.join("lost").join(sst_name).exists());
+    ok(store(&d, &["verify"]));
+    // Keys outside the first block and the late puts are all there; the first block's are not.
+    assert_eq!(ok(store(&d, &["get", "key02999"])), "value 2999\n");
+    assert_eq!(ok(store(&d, &["get", "late4"])), "v\n");
+    assert_eq!(store(&d, &["get", "key00000"]).code, 1);
+    let n = store(&d, &["scan"]).lines().len();
+    // One 4 KiB block of about 300 entries is gone.
+    assert!((2600..3005).contains(&n), "{n}");
+    let out = ok(store(&d, &["repair"]));
+    assert!(out.contains("intact"), "{out}");
+
+    // One table whose footer is gone and no log records: nothing to save.
+    let t2 = tempfile::tempdir().unwrap();
+    let d2 = db(&t2);
+    ok(store(&d2, &["put", "a", "1"]));
+    ok(store(&d2, &["flush"]));
+    let sst = files_with_ext(&d2, "sst").pop().unwrap();
+    let len = std::fs::metadata(&sst).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sst)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let out = store(&d2, &["repair"]);
+    assert_eq!(out.code, 3, "{}\n{}", out.text(), out.stderr);
+    assert!(
+        out.stderr.contains("nothing could be saved"),
+        "{}",
+        out.stderr
+    );
+    assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
+}
+
+/// `store stress`: a short run with and without --kill prints its figures and exits 0; a
+/// --dir that holds anything is refused (stress must never write over a real store).
+#[test]
+fn stress_runs_and_reports_its_figures() {
+    let t = tempfile::tempdir().unwrap();
+    for args in [
+        &["stress", "--duration", "2", "--seed", "7"][..],
+        &["stress", "--duration", "3", "--kill"],
+    ] {
+        let out = run_full(args, b"", None, None);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        let line = out.text();
+        for want in [
+            "stress: seed ",
+            "ops ",
+            "kills ",
+            "keys checked ",
+            "problems 0",
+        ] {
+            assert!(line.contains(want), "{args:?}: no `{want}` in {line}");
+        }
+        if args.contains(&"--kill") {
+            assert!(!line.contains("kills 0,"), "{line}");
+        }
+    }
+    let d = db(&t);
+    ok(store(&d, &["put", "a", "1"]));
+    let out = store(&d, &["stress", "--duration", "1"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
 }

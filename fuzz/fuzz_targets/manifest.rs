@@ -1,6 +1,7 @@
 #![no_main]
-use libfuzzer_sys::fuzz_target;
+#[path = "../harness.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    let _ = filterstore::manifest::Manifest::decode(data);
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    harness::manifest(data);
 });

@@ -1,21 +1,18 @@
 #![no_main]
-use filterstore::table::{Table, TableCounters};
-use libfuzzer_sys::fuzz_target;
+#[path = "../harness.rs"]
+mod harness;
 
-// Table files are opened by path, so each input is written to a scratch file.
-fuzz_target!(|data: &[u8]| {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("000001.sst");
-    std::fs::write(&path, data).unwrap();
-    // Both ways of reading blocks: positioned reads and in place from a map.
-    for mmap_reads in [false, true] {
-        if let Ok(t) = Table::open(&path, 1, mmap_reads) {
-            let c = TableCounters::default();
-            for i in 0..t.block_count() {
-                let _ = t.block_entries(i, &c);
-            }
-            let _ = t.get(b"key", &c);
-            let _ = t.check_padding();
-        }
-    }
+use std::sync::OnceLock;
+
+// Table files are opened by path: each input is written to one scratch file (on a RAM file
+// system when there is one).
+static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let dir = DIR.get_or_init(|| {
+        tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .expect("scratch directory")
+    });
+    harness::table(data, &dir.path().join("000001.sst"));
 });

@@ -1,6 +1,7 @@
 #![no_main]
-use libfuzzer_sys::fuzz_target;
+#[path = "../harness.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    let _ = filterstore::wal::replay_bytes(data, |_, _| {});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    harness::wal(data);
 });

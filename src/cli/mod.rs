@@ -17,8 +17,10 @@ mod import;
 mod kv;
 mod load;
 mod maintain;
+mod repair;
 mod scan;
 mod stats;
+mod stress;
 mod verify;
 
 use std::fmt;
@@ -54,7 +56,8 @@ Exit codes:
   1  key not found (get)
   2  usage error, I/O error, missing or locked store, malformed input (a bad Parquet file
      given to import included)
-  3  corruption detected (by verify, or by any command that reads damaged bytes)";
+  3  corruption detected (by verify, or by any command that reads damaged bytes); repair
+     saved nothing or the store still does not open; stress found a problem";
 
 /// The `store` command line.
 #[derive(Parser, Debug)]
@@ -201,6 +204,8 @@ commands! {
     Refilter(maintain::Refilter),
     Stats(stats::Stats),
     Verify(verify::Verify),
+    Repair(repair::Repair),
+    Stress(stress::Stress),
     #[cfg(feature = "parquet")]
     Export(export::Export),
     #[cfg(feature = "parquet")]
@@ -371,9 +376,15 @@ impl Global {
             },
             ..defaults
         };
-        Store::open(&dir, opts).map_err(|e| {
+        let store = Store::open(&dir, opts).map_err(|e| {
             CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
-        })
+        })?;
+        // A torn tail is the write in flight at a crash, never acknowledged: dropping it is
+        // no error, but the user hears of it (once: opening rewrote the logs).
+        for w in store.dropped_at_open() {
+            eprintln!("store: warning: {w} at open");
+        }
+        Ok(store)
     }
 }
 

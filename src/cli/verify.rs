@@ -10,9 +10,11 @@ use super::{println, require_store, CliError, Exit, Global, Run};
 /// Read every file of the store and check every checksum; exit 3 when anything is corrupt.
 ///
 /// Each problem is printed on stderr, one line each, naming the file and the byte offset:
-/// `store: corruption in DIR/000004.sst: offset 123: REASON`. A summary goes to stdout.
-/// Exit 0 when intact, 3 when corruption was found, 2 for other errors (for example an
-/// unreadable file). The store is not opened (no lock is taken, nothing is written), so
+/// `store: corruption in DIR/000004.sst: offset 123: REASON`. A torn log tail (damage at the
+/// end of a log with no valid record after it, dropped when the store opens) is a warning, not
+/// a problem: `store: warning: torn tail in DIR/000005.wal: offset 456: 14 bytes dropped
+/// (REASON)`. A summary goes to stdout. Exit 0 when intact (warnings or not), 3 when
+/// corruption was found, 2 for other errors (for example an unreadable file). The store is not opened (no lock is taken, nothing is written), so
 /// verify also works on a store that will not open.
 #[derive(Args, Debug)]
 pub struct Verify {}
@@ -37,8 +39,13 @@ impl Run for Verify {
             }
             eprintln!("store: {}", e.message);
         }
-        let state = match code {
-            Exit::Success => "intact".to_string(),
+        for w in &report.warnings {
+            eprintln!("store: warning: {w}");
+        }
+        let state = match (code, report.warnings.len()) {
+            (Exit::Success, 0) => "intact".to_string(),
+            (Exit::Success, 1) => "intact, 1 warning".to_string(),
+            (Exit::Success, n) => format!("intact, {n} warnings"),
             _ => format!("{} problems", report.problems.len()),
         };
         println(format_args!(

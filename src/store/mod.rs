@@ -30,6 +30,7 @@ use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
+use crate::verify::Warning;
 use crate::version::{TableHandle, Version, MAX_LEVELS};
 use crate::wal::{replay_file, WalWriter};
 
@@ -272,6 +273,8 @@ pub(crate) struct Inner {
     lifetime_base: Lifetime,
     /// Why `COUNTERS` could not be read at open, or the last failure to save it.
     lifetime_problem: Mutex<Option<String>>,
+    /// The torn log tails this open dropped (see [`Store::dropped_at_open`]).
+    dropped_at_open: Vec<Warning>,
 }
 
 /// A key-value store in one directory. `Send + Sync`: share it with `Arc` across threads.
@@ -304,7 +307,7 @@ pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
 }
 
 /// The numbered files of a directory: (number, extension).
-fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
+pub(crate) fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
@@ -320,7 +323,7 @@ fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
     Ok(out)
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join("LOCK");
     let f = OpenOptions::new()
         .read(true)
@@ -413,11 +416,16 @@ impl Store {
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
+        let mut dropped_at_open = Vec::new();
         for (n, ext) in &files {
             if ext == "wal" && *n >= manifest.log_number {
-                replay_file(&wal_path(&dir, *n), |k, v| {
+                let path = wal_path(&dir, *n);
+                let end = replay_file(&path, |k, v| {
                     mem.insert(&k, v.as_deref());
                 })?;
+                if let Some(tail) = end.torn_tail {
+                    dropped_at_open.push(Warning::torn_tail(path, tail));
+                }
                 replayed.push(*n);
             }
         }
@@ -487,6 +495,7 @@ impl Store {
             retired: Retired::default(),
             lifetime_base,
             lifetime_problem: Mutex::new(lifetime_problem),
+            dropped_at_open,
             opts,
         });
         inner.recover(mem, &replayed)?;
@@ -508,6 +517,16 @@ impl Store {
     /// How this handle sizes new filters.
     pub fn policy(&self) -> FilterPolicy {
         self.inner.policy
+    }
+
+    /// The torn log tails this open dropped, one [`Warning::TornTail`] per log, naming the
+    /// file, the offset and the bytes dropped (empty after a clean shutdown). A torn tail is
+    /// the write in flight at a crash, never acknowledged as durable; opening drops it and
+    /// keeps every record before it. The logs are rewritten at open, so the next open finds
+    /// nothing to drop. [`Stats::torn_tails_dropped`] and [`Stats::torn_tail_bytes_dropped`]
+    /// count the same.
+    pub fn dropped_at_open(&self) -> &[Warning] {
+        &self.inner.dropped_at_open
     }
 
     /// The filter kind and rate recorded when the store was created.

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::Store;
 use crate::filter::FilterKind;
+use crate::verify::Warning;
 
 /// Counters and sizes of the whole store.
 #[derive(Clone, Debug, Default)]
@@ -62,6 +63,12 @@ pub struct Stats {
     /// which case [`lifetime`](Self::lifetime) counts from this open), or why the last
     /// attempt to save them failed. `None` when all is well.
     pub lifetime_problem: Option<String>,
+    /// Logs whose torn tail (damage at the end with no valid record after it: the write in
+    /// flight at a crash) this open dropped; see [`Store::dropped_at_open`] for the files
+    /// and offsets.
+    pub torn_tails_dropped: u64,
+    /// Bytes of those torn tails.
+    pub torn_tail_bytes_dropped: u64,
 }
 
 /// Counters summed over every process that has used the store (see [`Stats::lifetime`]);
@@ -395,6 +402,14 @@ impl super::Inner {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            torn_tails_dropped: inner.dropped_at_open.len() as u64,
+            torn_tail_bytes_dropped: inner
+                .dropped_at_open
+                .iter()
+                .map(|w| match w {
+                    Warning::TornTail { tail, .. } => tail.len,
+                })
+                .sum(),
         };
         let shape = inner.opts.shape();
         let deepest = version

@@ -232,6 +232,11 @@ impl Table {
         self.index.len()
     }
 
+    /// File offset and length (its CRC not included) of data block `i`, as the index says.
+    pub fn block_span(&self, i: usize) -> Option<(u64, u32)> {
+        self.index.handle(i)
+    }
+
     /// The footer's format version.
     pub fn version(&self) -> u32 {
         self.version

@@ -10,15 +10,15 @@ use filterstore::{Error, FilterKind, Options, Store};
 use crate::common::{NoSyncFs, Rng};
 use crate::{scratch_dir, subdir, value_of};
 
-const KEYS: u64 = 3000;
+pub const KEYS: u64 = 3000;
 
-fn key(i: u64) -> Vec<u8> {
+pub fn key(i: u64) -> Vec<u8> {
     format!("key{:06}", i * 2).into_bytes()
 }
 
 /// A store with four tables (interleaved key ranges, filters of all kinds) and a WAL of
 /// several records; returns its directory.
-fn build(parent: &Path) -> PathBuf {
+pub fn build(parent: &Path) -> PathBuf {
     let dir = subdir(parent, "clean");
     let o = Options {
         compaction_trigger: None,
@@ -52,7 +52,7 @@ fn build(parent: &Path) -> PathBuf {
     dir
 }
 
-fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+pub fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -62,7 +62,7 @@ fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     v
 }
 
-fn copy(from: &Path, to: &Path) {
+pub fn copy(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
         let p = e.unwrap().path();
         std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();

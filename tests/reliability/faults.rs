@@ -328,3 +328,106 @@ fn io_errors_at_every_operation_of_flush_compaction_and_refilter() {
         report.join("; ")
     );
 }
+
+/// Issue 15, item 4: the disk fills up while a background flush or compaction writes a
+/// table or filter (ENOSPC on every table and filter operation from the N-th on, for each N
+/// in a sweep; logs and the manifest still work). The store is poisoned: writes are refused
+/// with `Error::Poisoned` whose cause is the ENOSPC on the table or filter file, reads keep
+/// answering with every acknowledged write, and once space returns a reopen recovers them
+/// all (and takes new writes).
+#[test]
+fn disk_full_during_background_flush_or_compaction() {
+    let _serial = crate::serial();
+    let tmp = crate::scratch_dir();
+    let (mut flushes, mut compactions, mut keys, mut points) = (0u64, 0u64, 0u64, 0u64);
+    let mut refused_by = BTreeMap::new();
+    for skip in (0u64..).step_by(3) {
+        let dir = subdir(tmp.path(), "bg");
+        let fs = FaultFs::new();
+        fs.fail_table_files_after(skip, ENOSPC);
+        let o = Options {
+            memtable_bytes: 4 << 10,
+            compaction_trigger: Some(2),
+            table_bytes: 4 << 10,
+            l1_bytes: 8 << 10,
+            level_ratio: 2,
+            sync: SyncPolicy::EveryWrite,
+            fs: Arc::new(fs.clone()),
+            ..Options::default()
+        };
+        let store = Store::open(&dir, o).unwrap();
+        let (mut model, mut may) = (Model::new(), Model::new());
+        let mut refused = None;
+        for i in 0..700u64 {
+            let k = format!("key{:03}", i % 160).into_bytes();
+            let v = value_of(&k, i);
+            match store.put(&k, &v) {
+                Ok(()) => {
+                    model.insert(k, Some(v));
+                }
+                Err(e) => {
+                    may.insert(k, Some(v));
+                    refused = Some(("put", e));
+                    break;
+                }
+            }
+        }
+        let Some(fired) = fs.fired() else {
+            // The sweep went past every table operation of the workload.
+            assert!(refused.is_none());
+            assert!(points > 10, "only {points} fault points");
+            break;
+        };
+        points += 1;
+        let what = format!("skip {skip}: {fired}");
+        // A background failure the writes have not met yet shows at the next flush.
+        let (by, e) = refused
+            .or_else(|| store.flush().err().map(|e| ("flush", e)))
+            .unwrap_or_else(|| panic!("{what}: the failure was never reported"));
+        *refused_by.entry(by).or_insert(0u64) += 1;
+        let Error::Poisoned { cause } = &e else {
+            panic!("{what}: {by} refused with {e}, not Error::Poisoned");
+        };
+        match &**cause {
+            Error::Io {
+                path: Some(p),
+                source,
+            } => {
+                assert_eq!(source.raw_os_error(), Some(ENOSPC), "{what}: {cause}");
+                let name = p.to_string_lossy();
+                assert!(
+                    name.ends_with(".sst") || name.ends_with(".filter"),
+                    "{what}: {cause}"
+                );
+            }
+            other => panic!("{what}: cause {other}"),
+        }
+        assert!(e.to_string().contains("I/O error"), "{what}: {e}");
+        // Compaction runs on the background pool; a flush seals on the flush thread and
+        // writes its table and filter on the global pool.
+        if fired.contains("filterstore-bg") || fired.contains("filterstore-compact") {
+            compactions += 1;
+        } else {
+            flushes += 1;
+        }
+        // Reads keep working, and see every acknowledged write.
+        keys += check_store(&store, &model, &may, &what);
+        assert!(
+            matches!(store.put(b"later", b"x"), Err(Error::Poisoned { .. })),
+            "{what}: a write after the failure"
+        );
+        assert!(matches!(store.compact(), Err(Error::Poisoned { .. })));
+        drop(store);
+        // Space returns: a reopen (without faults) recovers everything acknowledged.
+        keys += check_recovery(&dir, &model, &may, &what);
+    }
+    assert!(flushes > 0, "no fault landed in a background flush");
+    assert!(
+        compactions > 0,
+        "no fault landed in a background compaction"
+    );
+    println!(
+        "disk full in background work: {points} fault points ({flushes} in flushes, \
+         {compactions} in compactions; first refused by {refused_by:?}), {keys} key checks"
+    );
+}

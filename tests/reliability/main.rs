@@ -1,14 +1,18 @@
 //! Reliability tests: crashes (SIGKILL), power cuts, injected I/O errors, corruption, hostile
-//! bytes and concurrency. Each test prints what it covered.
+//! bytes, torn log tails and concurrency. Each test prints what it covered.
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../fuzz/harness.rs"]
+mod fuzz_harness;
 
 mod concurrency;
 mod corruption;
 mod crash;
 mod faults;
 mod hostile;
+mod repair;
+mod torn;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

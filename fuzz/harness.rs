@@ -1,0 +1,143 @@
+//! What each decoder is fuzzed with, shared by the cargo-fuzz targets (`fuzz_targets/*.rs`)
+//! and the stable-Rust fuzz tests that CI runs (`tests/reliability/hostile.rs`), so the two
+//! exercise the same calls and check the same properties. Each function takes one input,
+//! panics when a property fails, and returns whether the decoder accepted the input.
+//!
+//! Properties, beyond "no panic, no hang" (and, in the tests, no allocation the input does not
+//! justify):
+//! - WAL: an accepted log's intact prefix and torn tail cover the file exactly; the prefix
+//!   alone replays to the same operations with nothing torn; an error is a corruption at an
+//!   offset inside the file (or at its end, for a batch cut short).
+//! - manifest: an accepted manifest re-encodes to bytes that decode to the same encoding.
+//!
+//! Checked-in inputs: `fuzz/corpus/<target>/` (seeds, and any input that once failed).
+#![allow(dead_code)] // each cargo-fuzz target uses one function
+
+use std::path::Path;
+
+use filterstore::filter::Filter;
+use filterstore::manifest::Manifest;
+use filterstore::table::block::Block;
+use filterstore::table::{Table, TableCounters};
+use filterstore::wal::replay_bytes;
+use filterstore::Error;
+
+/// Input names, as the cargo-fuzz targets and corpus directories are named.
+pub const TARGETS: [&str; 5] = ["wal", "block", "table", "filter", "manifest"];
+
+type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// A whole WAL file.
+pub fn wal(data: &[u8]) -> bool {
+    let mut ops: Ops = Vec::new();
+    let n = data.len() as u64;
+    match replay_bytes(data, |k, v| ops.push((k, v))) {
+        Ok(end) => {
+            match end.torn_tail {
+                Some(t) => assert!(
+                    t.offset == end.valid_len && t.len > 0 && t.offset + t.len == n,
+                    "torn tail {t:?} does not end a {n}-byte log at {}",
+                    end.valid_len
+                ),
+                None => assert_eq!(end.valid_len, n, "no torn tail, yet bytes left over"),
+            }
+            let prefix = data.get(..end.valid_len as usize).unwrap_or_default();
+            let mut again: Ops = Vec::new();
+            let e = replay_bytes(prefix, |k, v| again.push((k, v)))
+                .unwrap_or_else(|e| panic!("the intact prefix of a log is refused: {e}"));
+            assert!(
+                e.torn_tail.is_none() && e.records == end.records && again == ops,
+                "the intact prefix replays differently: {e:?} vs {end:?}"
+            );
+            true
+        }
+        // At most the file's length: a record cut inside its batch needs bytes at the end.
+        Err(Error::Corruption { offset, .. }) if offset <= n => false,
+        Err(e) => panic!("a {n}-byte log: not a corruption inside it: {e:?}"),
+    }
+}
+
+/// A block, after one byte that picks the length of a probe key (a prefix of the block).
+pub fn block(data: &[u8]) -> bool {
+    let Some((&n, bytes)) = data.split_first() else {
+        return false;
+    };
+    let Ok(b) = Block::new(bytes, 0) else {
+        return false;
+    };
+    let mut probes = vec![bytes[..(n as usize).min(bytes.len())].to_vec()];
+    let mut all = true;
+    for (i, e) in b.iter().take(100_000).enumerate() {
+        match e {
+            Ok((k, _)) if i % 16 == 0 && probes.len() < 16 => probes.push(k),
+            Ok(_) => {}
+            Err(_) => {
+                all = false;
+                break;
+            }
+        }
+    }
+    for k in &probes {
+        let _ = b.get(k);
+    }
+    all
+}
+
+/// A table file: written to `path`, opened both ways (positioned reads and a map), every
+/// block read, a few lookups, the padding checked.
+pub fn table(data: &[u8], path: &Path) -> bool {
+    std::fs::write(path, data).expect("write the scratch table file");
+    let counters = TableCounters::default();
+    let mut opened = false;
+    for mmap_reads in [false, true] {
+        let Ok(t) = Table::open(path, 1, mmap_reads) else {
+            continue;
+        };
+        opened = true;
+        let mut probes = vec![b"key".to_vec(), Vec::new()];
+        for i in 0..t.block_count() {
+            if let Ok(entries) = t.block_entries(i, &counters) {
+                probes.extend(entries.into_iter().step_by(37).map(|e| e.0));
+            }
+        }
+        for k in probes.iter().take(64) {
+            let _ = t.get(k, &counters);
+        }
+        let _ = t.check_padding();
+    }
+    opened
+}
+
+/// A filter block.
+pub fn filter(data: &[u8]) -> bool {
+    let Ok(f) = Filter::decode(data) else {
+        return false;
+    };
+    for h in [
+        0u64,
+        1,
+        u64::MAX,
+        0x9e37_79b9_7f4a_7c15,
+        0x1234_5678_9abc_def0,
+    ] {
+        f.may_contain(h);
+        f.touch(h);
+    }
+    let _ = f.theoretical_fpr();
+    true
+}
+
+/// A MANIFEST file.
+pub fn manifest(data: &[u8]) -> bool {
+    let Ok(m) = Manifest::decode(data) else {
+        return false;
+    };
+    let bytes = m.encode();
+    let again = Manifest::decode(&bytes)
+        .unwrap_or_else(|e| panic!("a decoded manifest re-encodes to bytes it refuses: {e}"));
+    assert!(
+        again.encode() == bytes,
+        "a decoded manifest does not survive encode, decode, encode"
+    );
+    true
+}
