@@ -852,55 +852,69 @@ impl BenchReport {
         s
     }
 
-    /// The report as JSON.
+    /// The report as JSON (NaN and infinities, which JSON cannot express, as `null`).
     pub fn to_json(&self) -> String {
-        let num = |x: f64| {
-            if x.is_finite() {
-                format!("{x}")
-            } else {
-                "null".into()
-            }
-        };
-        let opt = |x: Option<f64>| x.map_or("null".into(), num);
-        let mut s = String::from("{\n");
-        let _ = writeln!(
-            s,
-            "  \"machine\": \"{}\",",
-            self.machine.replace('\\', "\\\\").replace('"', "\\\"")
-        );
-        let _ = writeln!(
-            s,
-            "  \"keys\": {}, \"tables\": {}, \"lookups\": {}, \"mmap_reads\": {},",
-            self.keys, self.config.tables, self.config.lookups, self.config.mmap_reads
-        );
-        let _ = writeln!(
-            s,
-            "  \"baseline_reads_per_absent\": {}, \"outside_share\": {}, \"total_secs\": {},",
-            num(self.baseline_reads_per_absent),
-            num(self.outside_share),
-            num(self.total_secs)
-        );
-        if let Some(e) = &self.engine {
-            let _ = writeln!(s, "  \"engine\": {{\"load_puts_per_sec\": {}, \"load_buffered_puts_per_sec\": {}, \"reopen_ms\": {}, \"seal_keys\": {}, \"seal_1t_secs\": {}, \"seal_2t_secs\": {}, \"seal_speedup\": {}, \"seal_rounds\": {}, \"seal_fsync_secs\": {}}},",
-                num(e.load_puts_per_sec), num(e.load_buffered_puts_per_sec), num(e.reopen_ms), e.seal_keys, num(e.seal_1t_secs), num(e.seal_2t_secs), num(e.seal_speedup), e.seal_rounds, num(e.seal_fsync_secs));
-        }
-        s.push_str("  \"rows\": [\n");
-        for (i, r) in self.rows.iter().enumerate() {
-            let cold = r.cold.as_ref().map_or("null".into(), |c| {
-                format!(
-                    "{{\"lookups\": {}, \"reads\": {}, \"ns_absent\": {}}}",
-                    c.lookups,
-                    c.reads,
-                    num(c.ns_absent)
-                )
-            });
-            let _ = write!(s, "    {{\"kind\": \"{}\", \"fpr\": {}, \"lookups\": {}, \"bits_per_key\": {}, \"bits_per_halving\": {}, \"filter_bytes\": {}, \"build_secs\": {}, \"absent_probes\": {}, \"observed_fpr\": {}, \"theory_fpr\": {}, \"band\": [{}, {}], \"in_band\": {}, \"reads_per_absent\": {}, \"avoided\": {}, \"ns_absent\": {}, \"ns_present\": {}, \"reads_per_present\": {}, \"cold\": {}}}",
-                r.kind, opt(r.fpr), r.lookups, num(r.bits_per_key), opt(r.bits_per_halving()), r.filter_bytes, num(r.build_secs), r.absent_probes, opt(r.observed_fpr), num(r.theory_fpr),
-                num(r.band.0), num(r.band.1), r.in_band(), num(r.reads_per_absent), num(r.avoided), num(r.ns_absent), num(r.ns_present), num(r.reads_per_present), cold);
-            s.push_str(if i + 1 < self.rows.len() { ",\n" } else { "\n" });
-        }
-        s.push_str("  ]\n}\n");
-        s
+        use serde_json::{json, Value};
+        let num = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+        let opt = |x: Option<f64>| x.map_or(Value::Null, num);
+        let engine = self.engine.as_ref().map(|e| {
+            json!({
+                "load_puts_per_sec": num(e.load_puts_per_sec),
+                "load_buffered_puts_per_sec": num(e.load_buffered_puts_per_sec),
+                "reopen_ms": num(e.reopen_ms),
+                "seal_keys": e.seal_keys,
+                "seal_1t_secs": num(e.seal_1t_secs),
+                "seal_2t_secs": num(e.seal_2t_secs),
+                "seal_speedup": num(e.seal_speedup),
+                "seal_rounds": e.seal_rounds,
+                "seal_fsync_secs": num(e.seal_fsync_secs),
+            })
+        });
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "kind": r.kind.to_string(),
+                    "fpr": opt(r.fpr),
+                    "lookups": r.lookups,
+                    "bits_per_key": num(r.bits_per_key),
+                    "bits_per_halving": opt(r.bits_per_halving()),
+                    "filter_bytes": r.filter_bytes,
+                    "build_secs": num(r.build_secs),
+                    "absent_probes": r.absent_probes,
+                    "observed_fpr": opt(r.observed_fpr),
+                    "theory_fpr": num(r.theory_fpr),
+                    "band": [num(r.band.0), num(r.band.1)],
+                    "in_band": r.in_band(),
+                    "reads_per_absent": num(r.reads_per_absent),
+                    "avoided": num(r.avoided),
+                    "ns_absent": num(r.ns_absent),
+                    "ns_present": num(r.ns_present),
+                    "reads_per_present": num(r.reads_per_present),
+                    "cold": r.cold.as_ref().map(|c| json!({
+                        "lookups": c.lookups,
+                        "reads": c.reads,
+                        "ns_absent": num(c.ns_absent),
+                    })),
+                })
+            })
+            .collect();
+        let v = json!({
+            "machine": self.machine,
+            "keys": self.keys,
+            "tables": self.config.tables,
+            "lookups": self.config.lookups,
+            "mmap_reads": self.config.mmap_reads,
+            "baseline_reads_per_absent": num(self.baseline_reads_per_absent),
+            "outside_share": num(self.outside_share),
+            "total_secs": num(self.total_secs),
+            "engine": engine,
+            "rows": rows,
+        });
+        let mut out = serde_json::to_string_pretty(&v).unwrap_or_default();
+        out.push('\n');
+        out
     }
 
     /// An SVG with two panels: FPR against bits per key (points measured, lines theory) and
