@@ -42,6 +42,27 @@ pub(crate) fn prefix8(key: &[u8]) -> u64 {
     }
 }
 
+/// The little-endian u64 at `at`, or 0 when `b` is too short (callers check lengths
+/// first; this never panics).
+#[inline]
+pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
+/// The little-endian u32 at `at`, or 0 when `b` is too short.
+#[inline]
+pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        w.copy_from_slice(s);
+    }
+    u32::from_le_bytes(w)
+}
+
 /// A checked cursor over a byte slice. Every read that would run past the end returns a
 /// corruption error whose offset is `base + position`.
 #[derive(Clone, Debug)]

@@ -19,6 +19,7 @@ mod simd;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};
 use crate::hash::{HASH_SEED, HASH_XXH3_64};
 
@@ -290,24 +291,6 @@ impl Header {
         }
         Ok((h, body))
     }
-}
-
-#[inline]
-pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_le_bytes(w)
-}
-
-#[inline]
-pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        w.copy_from_slice(s);
-    }
-    u32::from_le_bytes(w)
 }
 
 /// Builds a filter block of `kind` over `hashes` (duplicates allowed) sized for `fpr`.

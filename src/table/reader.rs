@@ -11,7 +11,7 @@ use super::block::{self, Block, Entry};
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
 use super::index::{mapped_entry, Index};
 use super::{page_pad, TableCounters, TableMeta};
-use crate::codec::{check_crc, Cursor};
+use crate::codec::{check_crc, le_u32, Cursor};
 use crate::error::{Error, Result};
 
 thread_local! {
@@ -114,8 +114,8 @@ impl Table {
         let (index_bytes, rest) = tail.split_at(index_len as usize);
         let (index_crc, rest) = rest.split_at(4);
         let (meta_bytes, meta_crc) = rest.split_at(meta_len as usize);
-        check_crc(index_bytes, le32(index_crc), index_off, "index block")?;
-        check_crc(meta_bytes, le32(meta_crc), meta_off, "table meta")?;
+        check_crc(index_bytes, le_u32(index_crc, 0), index_off, "index block")?;
+        check_crc(meta_bytes, le_u32(meta_crc, 0), meta_off, "table meta")?;
         let mut index = Index::default();
         let mut prev_end = 0u64;
         for e in Block::new(index_bytes, index_off)?.iter() {
@@ -306,7 +306,7 @@ impl Table {
         counters.add_block_reads(1);
         counters.add_bytes_read(need as u64);
         let (data, crc) = raw.split_at(len as usize);
-        check_crc(data, le32(crc), offset, "data block")
+        check_crc(data, le_u32(crc, 0), offset, "data block")
             .map_err(|err| err.in_file(&self.path, 0))?;
         Ok(data)
     }
@@ -343,12 +343,6 @@ impl Table {
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.in_file(&self.path, 0))
     }
-}
-
-pub(crate) fn le32(b: &[u8]) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[..4]);
-    u32::from_le_bytes(w)
 }
 
 /// Bytes a [`TableCursor`] reads at once: several consecutive data blocks per system call.
@@ -473,7 +467,7 @@ impl TableCursor {
         self.counters.add_block_reads(1);
         self.counters.add_bytes_read(need as u64);
         let (data, crc) = self.chunk[start..start + need].split_at(len as usize);
-        check_crc(data, le32(crc), offset, "data block").map_err(|e| e.in_file(&t.path, 0))?;
+        check_crc(data, le_u32(crc, 0), offset, "data block").map_err(|e| e.in_file(&t.path, 0))?;
         let b = Block::new(data, offset).map_err(|e| e.in_file(&t.path, 0))?;
         self.block_start = start;
         self.entries_len = b.entries_len();
