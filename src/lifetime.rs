@@ -23,51 +23,10 @@ const VERSION: u32 = 1;
 const OFF_VERSION: usize = 8;
 const OFF_COUNT: usize = 12;
 const OFF_VALUES: usize = 16;
-/// Counters in a version-1 file.
-const COUNT: usize = 14;
+/// Counters in a version-1 file: the fields of `Lifetime`, in declaration order.
+const COUNT: usize = Lifetime::COUNT;
 /// The whole version-1 file: header, values, CRC.
 const FILE_LEN: usize = OFF_VALUES + 8 * COUNT + 4;
-
-/// The counters in file order (format.md lists the same order).
-fn fields(l: &Lifetime) -> [u64; COUNT] {
-    [
-        l.lookups,
-        l.filter_negatives,
-        l.filter_positives,
-        l.false_positives,
-        l.unfiltered_reads,
-        l.data_block_reads,
-        l.bytes_read,
-        l.user_bytes_written,
-        l.wal_bytes_written,
-        l.flush_bytes_written,
-        l.compaction_bytes_written,
-        l.compaction_bytes_read,
-        l.flushes,
-        l.compactions,
-    ]
-}
-
-fn from_fields(v: [u64; COUNT]) -> Lifetime {
-    let [lookups, filter_negatives, filter_positives, false_positives, unfiltered_reads, data_block_reads, bytes_read, user_bytes_written, wal_bytes_written, flush_bytes_written, compaction_bytes_written, compaction_bytes_read, flushes, compactions] =
-        v;
-    Lifetime {
-        lookups,
-        filter_negatives,
-        filter_positives,
-        false_positives,
-        unfiltered_reads,
-        data_block_reads,
-        bytes_read,
-        user_bytes_written,
-        wal_bytes_written,
-        flush_bytes_written,
-        compaction_bytes_written,
-        compaction_bytes_read,
-        flushes,
-        compactions,
-    }
-}
 
 /// The file's bytes for `l`.
 pub(crate) fn encode(l: &Lifetime) -> Vec<u8> {
@@ -75,7 +34,7 @@ pub(crate) fn encode(l: &Lifetime) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(COUNT as u32).to_le_bytes());
-    for v in fields(l) {
+    for v in l.to_array() {
         out.extend_from_slice(&v.to_le_bytes());
     }
     let crc = crc32fast::hash(&out);
@@ -124,7 +83,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Lifetime> {
             computed,
         ));
     }
-    Ok(from_fields(v))
+    Ok(Lifetime::from_array(v))
 }
 
 /// Reads the file of `dir`: `Ok(None)` when there is none.
@@ -155,7 +114,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Lifetime {
-        from_fields(std::array::from_fn(|i| (i as u64 + 1) * 1_000_003))
+        Lifetime::from_array(std::array::from_fn(|i| (i as u64 + 1) * 1_000_003))
     }
 
     /// `tests/fixtures/counters-v1.bin` was written from format.md by an independent script

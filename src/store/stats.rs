@@ -71,75 +71,67 @@ pub struct Stats {
     pub torn_tail_bytes_dropped: u64,
 }
 
-/// Counters summed over every process that has used the store (see [`Stats::lifetime`]);
-/// each field means what the [`Stats`] field of the same name means.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-#[allow(missing_docs)] // the fields are documented on `Stats`
-pub struct Lifetime {
-    pub lookups: u64,
-    pub filter_negatives: u64,
-    pub filter_positives: u64,
-    pub false_positives: u64,
-    pub unfiltered_reads: u64,
-    pub data_block_reads: u64,
-    pub bytes_read: u64,
-    pub user_bytes_written: u64,
-    pub wal_bytes_written: u64,
-    pub flush_bytes_written: u64,
-    pub compaction_bytes_written: u64,
-    pub compaction_bytes_read: u64,
-    pub flushes: u64,
-    pub compactions: u64,
+/// Defines [`Lifetime`] from one list of counter names, each a field of [`Stats`] too: the
+/// struct, the sum of two, the copy out of a `Stats`, and the array form that
+/// `src/lifetime.rs` writes in this order.
+macro_rules! lifetime_counters {
+    ($($field:ident),* $(,)?) => {
+        /// Counters summed over every process that has used the store (see
+        /// [`Stats::lifetime`]); each field means what the [`Stats`] field of the same name
+        /// means.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        #[allow(missing_docs)] // the fields are documented on `Stats`
+        pub struct Lifetime {
+            $(pub $field: u64,)*
+        }
+
+        impl Lifetime {
+            /// How many counters there are.
+            pub(crate) const COUNT: usize = [$(stringify!($field)),*].len();
+
+            /// The field-by-field sum (saturating).
+            fn plus(&self, o: &Lifetime) -> Lifetime {
+                Lifetime { $($field: self.$field.saturating_add(o.$field),)* }
+            }
+
+            /// The process-local counters of `s`.
+            fn of(s: &Stats) -> Lifetime {
+                Lifetime { $($field: s.$field,)* }
+            }
+
+            /// The counters in declaration order.
+            pub(crate) fn to_array(self) -> [u64; Self::COUNT] {
+                [$(self.$field),*]
+            }
+
+            /// The inverse of [`to_array`](Self::to_array).
+            pub(crate) fn from_array(a: [u64; Self::COUNT]) -> Lifetime {
+                let [$($field),*] = a;
+                Lifetime { $($field),* }
+            }
+        }
+    };
 }
 
-impl Lifetime {
-    /// The field-by-field sum (saturating).
-    fn plus(&self, o: &Lifetime) -> Lifetime {
-        Lifetime {
-            lookups: self.lookups.saturating_add(o.lookups),
-            filter_negatives: self.filter_negatives.saturating_add(o.filter_negatives),
-            filter_positives: self.filter_positives.saturating_add(o.filter_positives),
-            false_positives: self.false_positives.saturating_add(o.false_positives),
-            unfiltered_reads: self.unfiltered_reads.saturating_add(o.unfiltered_reads),
-            data_block_reads: self.data_block_reads.saturating_add(o.data_block_reads),
-            bytes_read: self.bytes_read.saturating_add(o.bytes_read),
-            user_bytes_written: self.user_bytes_written.saturating_add(o.user_bytes_written),
-            wal_bytes_written: self.wal_bytes_written.saturating_add(o.wal_bytes_written),
-            flush_bytes_written: self
-                .flush_bytes_written
-                .saturating_add(o.flush_bytes_written),
-            compaction_bytes_written: self
-                .compaction_bytes_written
-                .saturating_add(o.compaction_bytes_written),
-            compaction_bytes_read: self
-                .compaction_bytes_read
-                .saturating_add(o.compaction_bytes_read),
-            flushes: self.flushes.saturating_add(o.flushes),
-            compactions: self.compactions.saturating_add(o.compactions),
-        }
-    }
-
-    /// The process-local counters of `s`.
-    fn of(s: &Stats) -> Lifetime {
-        Lifetime {
-            lookups: s.lookups,
-            filter_negatives: s.filter_negatives,
-            filter_positives: s.filter_positives,
-            false_positives: s.false_positives,
-            unfiltered_reads: s.unfiltered_reads,
-            data_block_reads: s.data_block_reads,
-            bytes_read: s.bytes_read,
-            user_bytes_written: s.user_bytes_written,
-            wal_bytes_written: s.wal_bytes_written,
-            flush_bytes_written: s.flush_bytes_written,
-            compaction_bytes_written: s.compaction_bytes_written,
-            compaction_bytes_read: s.compaction_bytes_read,
-            flushes: s.flushes,
-            compactions: s.compactions,
-        }
-    }
-}
+// The COUNTERS file stores these in this order: changing the list changes the file, which
+// needs a new version in format.md (the fixture test fails until it has one).
+lifetime_counters!(
+    lookups,
+    filter_negatives,
+    filter_positives,
+    false_positives,
+    unfiltered_reads,
+    data_block_reads,
+    bytes_read,
+    user_bytes_written,
+    wal_bytes_written,
+    flush_bytes_written,
+    compaction_bytes_written,
+    compaction_bytes_read,
+    flushes,
+    compactions,
+);
 
 impl Stats {
     /// Filter probes (negatives + positives).
