@@ -547,7 +547,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         let start = Instant::now();
         for i in 0..m as usize {
             if store.get(absent.get(i))?.is_some() {
-                return Err(Error::InvalidArgument(
+                return Err(Error::Internal(
                     "an absent key was found: key sets overlap".into(),
                 ));
             }
@@ -558,7 +558,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         let start = Instant::now();
         for i in 0..m as usize {
             if store.get(present.get(i))?.is_none() {
-                return Err(Error::InvalidArgument("a present key was not found".into()));
+                return Err(Error::Internal("a present key was not found".into()));
             }
         }
         let ns_present = start.elapsed().as_nanos() as f64 / m as f64;
@@ -686,7 +686,7 @@ fn seal_time(keys: &FlatKeys, cfg: &BenchConfig, threads: usize) -> Result<(f64,
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        .map_err(|e| Error::Internal(format!("thread pool: {e}")))?;
     let start = Instant::now();
     pool.install(|| store.flush())?;
     Ok((start.elapsed().as_secs_f64(), rate))

@@ -59,6 +59,11 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// Something the library relies on did not hold: a benchmark or experiment whose
+    /// variants disagreed, a worker thread that stopped, a thread pool that could not be
+    /// built. A bug or an environment failure, reported instead of a panic.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// An earlier write, sync or background job (a flush or compaction) failed; the store
     /// refuses writes until it is reopened. Reads keep working, and nothing acknowledged is
     /// lost: what was not yet in a table is still in the logs and comes back at the next
@@ -170,6 +175,7 @@ impl Error {
             },
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::Internal(s) => Error::Internal(s.clone()),
             Error::TooLarge { what, len, max } => Error::TooLarge {
                 what,
                 len: *len,

@@ -416,7 +416,7 @@ impl Loader {
         // The writer stops receiving only after a failed write, which it reports.
         self.tx
             .send(chunk)
-            .map_err(|_| Error::InvalidArgument("the store stopped taking rows".into()))
+            .map_err(|_| Error::Internal("the store's writer thread stopped taking rows".into()))
     }
 }
 

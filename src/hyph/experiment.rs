@@ -363,18 +363,15 @@ pub fn run(
             };
             if let Some(first) = samples.first().and_then(|v| v.first()) {
                 if first.hyphens != s.hyphens || first.exceptions != s.exceptions {
-                    return Err(Error::corrupt(
-                        0,
-                        format!(
-                            "{} gave {} hyphens and {} exceptions, {} gave {} and {}",
-                            v.name(),
-                            s.hyphens,
-                            s.exceptions,
-                            variants[0].name(),
-                            first.hyphens,
-                            first.exceptions
-                        ),
-                    ));
+                    return Err(Error::Internal(format!(
+                        "{} gave {} hyphens and {} exceptions, {} gave {} and {}",
+                        v.name(),
+                        s.hyphens,
+                        s.exceptions,
+                        variants[0].name(),
+                        first.hyphens,
+                        first.exceptions
+                    )));
                 }
             }
             if let Some(slot) = samples.get_mut(i) {

@@ -280,7 +280,7 @@ impl Table {
         buf: &'b mut Vec<u8>,
     ) -> Result<&'b [u8]> {
         let Some((offset, len)) = self.index.handle(i) else {
-            return Err(Error::InvalidArgument(format!("block {i} out of range")));
+            return Err(Error::Internal(format!("block {i} out of range")));
         };
         let need = len as usize + 4;
         let raw: &'b [u8] = match &self.map {
@@ -436,7 +436,7 @@ impl TableCursor {
     fn load_block(&mut self, i: usize) -> Result<()> {
         let t = &self.table;
         let Some((offset, len)) = t.index.handle(i) else {
-            return Err(Error::InvalidArgument(format!("block {i} out of range")));
+            return Err(Error::Internal(format!("block {i} out of range")));
         };
         let need = len as usize + 4;
         let held = offset >= self.chunk_at
