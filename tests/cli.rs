@@ -616,16 +616,20 @@ fn garbage_appended_to_the_logs_is_a_torn_tail_not_a_dead_store() {
     );
 }
 
+/// Loads `key00000 .. key{n-1}` with values `"{value} {i}"` and seals them into one table.
+fn load_and_flush(d: &Path, n: usize, value: &str) {
+    let input: String = (0..n)
+        .map(|i| format!("key{i:05}\t{value} {i}\n"))
+        .collect();
+    ok(store_in(d, &["load"], input.as_bytes()));
+    ok(store(d, &["flush"]));
+}
+
 #[test]
 fn verify_finds_a_flipped_byte() {
     let t = tempfile::tempdir().unwrap();
     let d = db(&t);
-    let mut input = String::new();
-    for i in 0..2000 {
-        input.push_str(&format!("key{i:05}\tsome value number {i}\n"));
-    }
-    ok(store_in(&d, &["load"], input.as_bytes()));
-    ok(store(&d, &["flush"]));
+    load_and_flush(&d, 2000, "some value number");
     let out = ok(store(&d, &["verify"]));
     assert!(out.contains("intact"), "{out}");
     let ssts = files_with_ext(&d, "sst");
@@ -854,12 +858,7 @@ fn refilter_to_a_bits_per_key_budget() {
 fn repair_salvages_a_store_that_will_not_open() {
     let t = tempfile::tempdir().unwrap();
     let d = db(&t);
-    let mut input = String::new();
-    for i in 0..3000 {
-        input.push_str(&format!("key{i:05}\tvalue {i}\n"));
-    }
-    ok(store_in(&d, &["load"], input.as_bytes()));
-    ok(store(&d, &["flush"]));
+    load_and_flush(&d, 3000, "value");
     for i in 0..5 {
         ok(store(&d, &["put", &format!("late{i}"), "v"]));
     }
