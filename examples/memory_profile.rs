@@ -3,34 +3,17 @@
 //! peak of live heap bytes; /proc gives the peak resident set. The gap is memory the
 //! allocator holds but the store does not use.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 use filterstore::hash::mix64;
 use filterstore::{Options, Store};
 
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator and only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
-            PEAK.fetch_max(now, Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l);
-        LIVE.fetch_sub(l.size(), Relaxed);
-    }
-}
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{LIVE, PEAK};
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: counting_alloc::Counting = counting_alloc::Counting;
 
 fn status(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")

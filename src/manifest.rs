@@ -52,6 +52,34 @@ pub struct TableRecord {
     pub max_key: Vec<u8>,
 }
 
+impl TableRecord {
+    /// The record of a table just written as `number` at `level` (its file's `meta`), with
+    /// filter file `filter_no` of `kind` at `fpr` when `has_filter` (a filter was written),
+    /// else none.
+    pub(crate) fn written(
+        level: u32,
+        number: u64,
+        meta: crate::table::TableMeta,
+        filter_no: u64,
+        kind: FilterKind,
+        fpr: f64,
+        has_filter: bool,
+    ) -> TableRecord {
+        TableRecord {
+            level,
+            number,
+            filter_file: if has_filter { filter_no } else { 0 },
+            filter_kind: if has_filter { kind } else { FilterKind::None },
+            fpr,
+            entries: meta.entries,
+            tombstones: meta.tombstones,
+            file_bytes: meta.file_bytes,
+            min_key: meta.min_key,
+            max_key: meta.max_key,
+        }
+    }
+}
+
 /// The whole manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {

@@ -821,27 +821,16 @@ fn refilter_to_a_bits_per_key_budget() {
         assert_eq!(&std::fs::read(p).unwrap(), b, "refilter rewrote {p:?}");
     }
     // Uniform at the same budget; then again: nothing changes materially.
-    let out = ok(store(
-        &d,
-        &[
-            "refilter",
-            "--bits-per-key",
-            "10",
-            "--allocation",
-            "uniform",
-        ],
-    ));
+    let uniform = [
+        "refilter",
+        "--bits-per-key",
+        "10",
+        "--allocation",
+        "uniform",
+    ];
+    let out = ok(store(&d, &uniform));
     assert!(out.contains("refiltered 2 of 2"), "{out}");
-    let out = ok(store(
-        &d,
-        &[
-            "refilter",
-            "--bits-per-key",
-            "10",
-            "--allocation",
-            "uniform",
-        ],
-    ));
+    let out = ok(store(&d, &uniform));
     assert!(out.contains("refiltered 0 of 2"), "{out}");
     let text = ok(store(&d, &["stats"]));
     assert!(text.contains("expected wasted block reads"), "{text}");

@@ -92,6 +92,16 @@ impl Readers {
     }
 }
 
+/// Every key `i` of `keys` reads `v{i}`.
+fn assert_values(store: &Store, keys: impl Iterator<Item = u64>) {
+    for i in keys {
+        assert_eq!(
+            store.get(&key(i)).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+}
+
 fn opts(kind: FilterKind, fpr: f64) -> Options {
     Options {
         filter: Some(kind),
@@ -473,12 +483,7 @@ fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
         "L0 holds {} tables",
         s.levels[0].tables
     );
-    for i in (0..20_000u64).step_by(97) {
-        assert_eq!(
-            store.get(&key(i)).unwrap(),
-            Some(format!("v{i}").into_bytes())
-        );
-    }
+    assert_values(&store, (0..20_000u64).step_by(97));
 }
 
 #[test]
@@ -754,12 +759,7 @@ fn drop_waits_for_background_work() {
         }
     }
     let store = Store::open(dir.path(), o()).unwrap();
-    for i in (0..written).step_by(7) {
-        assert_eq!(
-            store.get(&key(i)).unwrap(),
-            Some(format!("v{i}").into_bytes())
-        );
-    }
+    assert_values(&store, (0..written).step_by(7));
 }
 
 /// The lifetime counters are read back at open and added to, across handles; a crash keeps

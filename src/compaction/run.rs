@@ -338,22 +338,15 @@ impl WriteSide<'_> {
         let filter_bytes = write_filter_file(self.out.fs, &fpath, kind, fpr, &self.hashes)?;
         self.hashes.clear();
         self.written += meta.file_bytes + filter_bytes.unwrap_or(0);
-        self.records.push(TableRecord {
-            level: self.out.level,
+        self.records.push(TableRecord::written(
+            self.out.level,
             number,
-            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
-            filter_kind: if filter_bytes.is_some() {
-                kind
-            } else {
-                FilterKind::None
-            },
+            meta,
+            filter_no,
+            kind,
             fpr,
-            entries: meta.entries,
-            tombstones: meta.tombstones,
-            file_bytes: meta.file_bytes,
-            min_key: meta.min_key,
-            max_key: meta.max_key,
-        });
+            filter_bytes.is_some(),
+        ));
         Ok(())
     }
 }

@@ -405,22 +405,15 @@ impl Inner {
         self.counters
             .flush_bytes
             .fetch_add(filter_bytes.unwrap_or(0), Relaxed);
-        Ok(Some(TableRecord {
-            level: 0,
-            number: table_no,
-            filter_file: if filter_bytes.is_some() { filter_no } else { 0 },
-            filter_kind: if filter_bytes.is_some() {
-                kind
-            } else {
-                FilterKind::None
-            },
+        Ok(Some(TableRecord::written(
+            0,
+            table_no,
+            meta,
+            filter_no,
+            kind,
             fpr,
-            entries: meta.entries,
-            tombstones: meta.tombstones,
-            file_bytes: meta.file_bytes,
-            min_key: meta.min_key,
-            max_key: meta.max_key,
-        }))
+            filter_bytes.is_some(),
+        )))
     }
 
     /// Publishes a change: the manifest naming the new table set is made durable, then the
