@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::Store;
 use crate::filter::FilterKind;
 use crate::verify::Warning;
+use crate::version::Version;
 
 /// Counters and sizes of the whole store.
 #[derive(Clone, Debug, Default)]
@@ -72,7 +73,7 @@ pub struct Stats {
 }
 
 /// Defines [`Lifetime`] from one list of counter names, each a field of [`Stats`] too: the
-/// struct, the sum of two, the copy out of a `Stats`, and the array form that
+/// struct, the sum of two, and the array form that
 /// `src/lifetime.rs` writes in this order.
 macro_rules! lifetime_counters {
     ($($field:ident),* $(,)?) => {
@@ -93,11 +94,6 @@ macro_rules! lifetime_counters {
             /// The field-by-field sum (saturating).
             fn plus(&self, o: &Lifetime) -> Lifetime {
                 Lifetime { $($field: self.$field.saturating_add(o.$field),)* }
-            }
-
-            /// The process-local counters of `s`.
-            fn of(s: &Stats) -> Lifetime {
-                Lifetime { $($field: s.$field,)* }
             }
 
             /// The counters in declaration order.
@@ -333,7 +329,40 @@ impl Store {
 impl super::Inner {
     /// The store's lifetime counters as of now: those read at open plus this process's.
     pub(super) fn lifetime_now(&self) -> Lifetime {
-        self.stats().lifetime
+        let version = self.read_state().current.clone();
+        self.lifetime_base.plus(&self.process_totals(&version))
+    }
+
+    /// This process's counters: the engine's, those of tables that left the live set, and
+    /// those of `version`'s tables.
+    fn process_totals(&self, version: &Version) -> Lifetime {
+        let (r, c) = (&self.retired, &self.counters);
+        let mut t = Lifetime {
+            lookups: c.lookups.get(0),
+            filter_negatives: r.negatives.load(Relaxed),
+            filter_positives: r.positives.load(Relaxed),
+            false_positives: r.false_positives.load(Relaxed),
+            unfiltered_reads: r.unfiltered_misses.load(Relaxed),
+            data_block_reads: r.block_reads.load(Relaxed),
+            bytes_read: r.bytes_read.load(Relaxed),
+            user_bytes_written: c.user_bytes.load(Relaxed),
+            wal_bytes_written: c.wal_bytes.load(Relaxed),
+            flush_bytes_written: c.flush_bytes.load(Relaxed),
+            compaction_bytes_written: c.compaction_bytes.load(Relaxed),
+            compaction_bytes_read: c.compaction_read_bytes.load(Relaxed),
+            flushes: c.flushes.load(Relaxed),
+            compactions: c.compactions.load(Relaxed),
+        };
+        for table in version.tables() {
+            let c = &table.counters;
+            t.filter_negatives += c.negatives();
+            t.filter_positives += c.positives();
+            t.false_positives += c.false_positives();
+            t.unfiltered_reads += c.unfiltered_misses();
+            t.data_block_reads += c.block_reads();
+            t.bytes_read += c.bytes_read();
+        }
+        t
     }
 
     /// Saves [`lifetime_now`](Self::lifetime_now) in the `COUNTERS` file. The counters are
@@ -362,33 +391,33 @@ impl super::Inner {
                 st.mem.approximate_bytes() as u64,
             )
         };
-        let r = &inner.retired;
+        let p = inner.process_totals(&version);
         let c = &inner.counters;
         let micros = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) / 1000;
         let mut s = Stats {
-            lookups: c.lookups.get(0),
+            lookups: p.lookups,
             memtable_entries: mem_entries,
             memtable_bytes: mem_bytes,
-            filter_negatives: r.negatives.load(Relaxed),
-            filter_positives: r.positives.load(Relaxed),
-            false_positives: r.false_positives.load(Relaxed),
-            unfiltered_reads: r.unfiltered_misses.load(Relaxed),
-            data_block_reads: r.block_reads.load(Relaxed),
-            bytes_read: r.bytes_read.load(Relaxed),
-            user_bytes_written: c.user_bytes.load(Relaxed),
-            wal_bytes_written: c.wal_bytes.load(Relaxed),
-            flush_bytes_written: c.flush_bytes.load(Relaxed),
-            compaction_bytes_written: c.compaction_bytes.load(Relaxed),
-            compaction_bytes_read: c.compaction_read_bytes.load(Relaxed),
-            flushes: c.flushes.load(Relaxed),
-            compactions: c.compactions.load(Relaxed),
+            filter_negatives: p.filter_negatives,
+            filter_positives: p.filter_positives,
+            false_positives: p.false_positives,
+            unfiltered_reads: p.unfiltered_reads,
+            data_block_reads: p.data_block_reads,
+            bytes_read: p.bytes_read,
+            user_bytes_written: p.user_bytes_written,
+            wal_bytes_written: p.wal_bytes_written,
+            flush_bytes_written: p.flush_bytes_written,
+            compaction_bytes_written: p.compaction_bytes_written,
+            compaction_bytes_read: p.compaction_bytes_read,
+            flushes: p.flushes,
+            compactions: p.compactions,
             trivial_moves: c.trivial_moves.load(Relaxed),
             slowdown_micros: micros(&c.slowdown_ns),
             stop_micros: micros(&c.stop_ns),
             memtable_wait_micros: micros(&c.memtable_wait_ns),
             tables: Vec::new(),
             levels: Vec::new(),
-            lifetime: Lifetime::default(),
+            lifetime: inner.lifetime_base.plus(&p),
             lifetime_problem: inner
                 .lifetime_problem
                 .lock()
@@ -450,12 +479,6 @@ impl super::Inner {
                 ls.filter_negatives += ts.filter_negatives;
                 ls.false_positives += ts.false_positives;
                 ls.data_block_reads += ts.data_block_reads;
-                s.filter_negatives += ts.filter_negatives;
-                s.filter_positives += ts.filter_positives;
-                s.false_positives += ts.false_positives;
-                s.unfiltered_reads += c.unfiltered_misses();
-                s.data_block_reads += ts.data_block_reads;
-                s.bytes_read += ts.bytes_read;
                 let n = ts.keys as f64;
                 ls.target_fpr += n * if ts.filter_kind == FilterKind::None {
                     1.0
@@ -477,7 +500,6 @@ impl super::Inner {
             }
             s.levels.push(ls);
         }
-        s.lifetime = inner.lifetime_base.plus(&Lifetime::of(&s));
         s
     }
 }
