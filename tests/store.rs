@@ -816,3 +816,71 @@ fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_las
     let s = Store::open(&live, o()).unwrap();
     assert_eq!(s.stats().lifetime.lookups, 280);
 }
+
+/// A store of three L0 tables (1,000 keys each, interleaved), below its trigger of 8.
+fn three_l0_tables(dir: &std::path::Path, idle_drain: Option<std::time::Duration>) -> Store {
+    let store = Store::open(
+        dir,
+        Options {
+            compaction_trigger: Some(8),
+            idle_drain,
+            ..opts(FilterKind::BlockedBloom, 0.01)
+        },
+    )
+    .unwrap();
+    for t in 0..3 {
+        for i in (t..3_000).step_by(3) {
+            store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    assert_eq!(store.stats().levels[0].tables, 3);
+    store
+}
+
+/// Absent lookups (odd numbers, inside every table's key range) in rounds of 1,000, until L0
+/// is empty or `rounds` have run; the rounds that ran.
+fn look_up_absent_keys(store: &Store, rounds: u64) -> u64 {
+    for r in 0..rounds {
+        if store.stats().levels[0].tables == 0 {
+            return r;
+        }
+        for i in 0..1_000 {
+            let mut k = key((r * 1_000 + i) % 2_999);
+            k.push(b'x'); // between two present keys
+            assert_eq!(store.get(&k).unwrap(), None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    rounds
+}
+
+/// Writes pause while lookups keep probing L0: the idle drain merges L0 into L1 below the
+/// trigger, once, and every key keeps its value. With no lookups, or with the drain off, L0
+/// stays as it is.
+#[test]
+fn lookups_after_writes_pause_drain_l0_into_l1() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let store = three_l0_tables(dir.path(), Some(Duration::from_millis(50)));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(store.stats().levels[0].tables, 3, "no lookups: no drain");
+    let rounds = look_up_absent_keys(&store, 2_000);
+    let s = store.stats();
+    assert_eq!(
+        s.levels[0].tables, 0,
+        "not drained after {rounds} rounds of lookups"
+    );
+    assert_eq!((s.idle_drains, s.compactions), (1, 1));
+    assert!(s.levels[1].tables >= 1);
+    assert_values(&store, 0..3_000);
+    drop(store);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = three_l0_tables(dir.path(), None);
+    look_up_absent_keys(&store, 40);
+    std::thread::sleep(Duration::from_millis(600));
+    let s = store.stats();
+    assert_eq!((s.levels[0].tables, s.idle_drains), (3, 0), "drain off");
+    assert_values(&store, 0..3_000);
+}

@@ -336,6 +336,7 @@ impl Run for BenchEngine {
         eprintln!("bench engine: {lookups_n} absent and {lookups_n} present lookups");
         let absent = lookups(&store, self.seed, n, lookups_n, true)?;
         let present = lookups(&store, self.seed, n, lookups_n, false)?;
+        let after_lookups = store.stats();
         let s = &loaded;
         let mut o = String::new();
         use std::fmt::Write as _;
@@ -369,14 +370,15 @@ impl Run for BenchEngine {
         let w = |b: u64| b as f64 / s.user_bytes_written.max(1) as f64;
         let _ = writeln!(
             o,
-            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves",
+            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves, {} idle L0 drains",
             s.write_amplification().unwrap_or(0.0),
             w(s.wal_bytes_written),
             w(s.flush_bytes_written),
             w(s.compaction_bytes_written),
             s.flushes,
             s.compactions,
-            s.trivial_moves
+            s.trivial_moves,
+            s.idle_drains
         );
         let _ = writeln!(
             o,
@@ -393,9 +395,10 @@ impl Run for BenchEngine {
         );
         let _ = writeln!(
             o,
-            "levels:     at the end of the load {}; at reopen {}{}",
+            "levels:     at the end of the load {}; at reopen {}; after the lookups {}{}",
             levels_line(&loaded),
             levels_line(&after_open),
+            levels_line(&after_lookups),
             if self.settle {
                 format!(" (compactions settled in {:.1} s)", settle.as_secs_f64())
             } else {

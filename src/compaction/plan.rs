@@ -9,6 +9,8 @@
 //! - **Ln → Ln+1** takes one Ln table, the first whose smallest key lies past the level's
 //!   cursor (the largest key of the table its previous compaction took; round robin, back
 //!   to the first table at the end), and the Ln+1 tables it overlaps.
+//! - **Idle L0 drain** ([`plan_l0_drain`]): the same L0 → L1 task below the trigger, which
+//!   the compaction thread runs when writes have paused while lookups probe L0.
 //! - **Trivial move.** One input table and nothing overlapping below: the table changes
 //!   level without being rewritten.
 //! - **Tombstones** are dropped by the merge only where no level below the output holds a
@@ -149,7 +151,6 @@ pub(crate) fn plan<T: TableInfo>(
     if best < 1.0 {
         return None;
     }
-    let next = levels.get(level + 1).copied().unwrap_or(&[]);
     let picked: Vec<&T> = if level == 0 {
         levels[0].iter().collect()
     } else {
@@ -159,6 +160,23 @@ pub(crate) fn plan<T: TableInfo>(
             .or_else(|| levels[level].first())?;
         vec![t]
     };
+    task_from(levels, level, &picked)
+}
+
+/// The L0 → L1 compaction whatever L0's size, or `None` when L0 is empty or automatic
+/// compaction is off: what the compaction thread runs when writes have paused while lookups
+/// keep probing L0 tables (see `docs/engine.md`, "Idle L0 drain"). Each L0 table costs every
+/// absent lookup a filter probe; after this an absent lookup probes one table per level.
+pub(crate) fn plan_l0_drain<T: TableInfo>(levels: &[&[T]], shape: &Shape) -> Option<Task> {
+    shape.l0_trigger?;
+    let picked: Vec<&T> = levels.first()?.iter().collect();
+    task_from(levels, 0, &picked)
+}
+
+/// The task that compacts `picked` (tables of `level`) into `level + 1`: a trivial move for
+/// one table that overlaps nothing below, else a merge with the overlapped tables below.
+fn task_from<T: TableInfo>(levels: &[&[T]], level: usize, picked: &[&T]) -> Option<Task> {
+    let next = levels.get(level + 1).copied().unwrap_or(&[]);
     let min = picked.iter().map(|t| t.min_key()).min()?;
     let max = picked.iter().map(|t| t.max_key()).max()?;
     let below = overlapping(next, min, max);
@@ -331,6 +349,39 @@ mod tests {
             },
             "every L0 table, newest first, then the overlapped L1 tables (not x..z)"
         );
+    }
+
+    #[test]
+    fn an_l0_drain_takes_every_l0_table_below_the_trigger() {
+        let l1 = vec![t(10, 100, "a", "c"), t(12, 100, "x", "z")];
+        let l0 = vec![t(3, 50, "b", "e"), t(2, 50, "c", "d")];
+        assert_eq!(plan(&levels(&[l0.clone(), l1.clone()]), &[], &SHAPE), None);
+        assert_eq!(
+            plan_l0_drain(&levels(&[l0, l1.clone()]), &SHAPE),
+            Some(Task::Merge {
+                from: 0,
+                inputs: vec![3, 2, 10],
+                output: 1,
+                cursor: None,
+            })
+        );
+        let alone = vec![t(4, 50, "m", "n")];
+        assert_eq!(
+            plan_l0_drain(&levels(&[alone, l1.clone()]), &SHAPE),
+            Some(Task::Move {
+                table: 4,
+                from: 0,
+                cursor: None,
+            }),
+            "one L0 table that overlaps nothing in L1 moves without a rewrite"
+        );
+        assert_eq!(plan_l0_drain(&levels(&[vec![], l1.clone()]), &SHAPE), None);
+        let off = Shape {
+            l0_trigger: None,
+            ..SHAPE
+        };
+        let l0 = vec![t(3, 50, "b", "e")];
+        assert_eq!(plan_l0_drain(&levels(&[l0, l1]), &off), None);
     }
 
     #[test]

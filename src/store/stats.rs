@@ -45,6 +45,9 @@ pub struct Stats {
     pub compactions: u64,
     /// Compactions that moved a table down a level without rewriting it.
     pub trivial_moves: u64,
+    /// Idle L0 drains (see [`Options::idle_drain`](crate::Options::idle_drain)): L0 → L1
+    /// compactions run below the trigger because writes paused while lookups probed L0.
+    pub idle_drains: u64,
     /// Time writes spent slowed down because L0 held `l0_slowdown` tables or more.
     pub slowdown_micros: u64,
     /// Time writes spent stopped because L0 held `l0_stop` tables or more.
@@ -412,6 +415,7 @@ impl super::Inner {
             flushes: p.flushes,
             compactions: p.compactions,
             trivial_moves: c.trivial_moves.load(Relaxed),
+            idle_drains: c.idle_drains.load(Relaxed),
             slowdown_micros: micros(&c.slowdown_ns),
             stop_micros: micros(&c.stop_ns),
             memtable_wait_micros: micros(&c.memtable_wait_ns),

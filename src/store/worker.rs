@@ -15,9 +15,10 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::{filter_path, table_path, wal_path, Imm, Inner, Store};
-use crate::compaction::plan::{plan, plan_full, tombstone_droppable, Task};
+use super::{filter_path, table_path, wal_path, Imm, Inner, Store, IDLE_DRAIN_PROBES};
+use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::{Error, Result};
 use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
@@ -116,17 +117,44 @@ fn flush_loop(inner: Arc<Inner>) {
     }
 }
 
+/// How often the compaction thread looks for an idle L0 drain while L0 holds tables.
+const IDLE_POLL: Duration = Duration::from_millis(250);
+
 fn compaction_loop(inner: Arc<Inner>) {
+    let mut idle = IdleWatch::new();
+    let drain_after = inner
+        .opts
+        .idle_drain
+        .filter(|_| inner.opts.compaction_trigger.is_some());
     loop {
+        let mut drain = false;
         {
             let mut bg = inner.lock_bg();
             while !bg.compaction_wanted && !inner.shutdown.load(SeqCst) {
-                bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+                match drain_after {
+                    Some(after) if inner.read_state().current.l0_count() > 0 => {
+                        let (g, _) = inner
+                            .bg_cv
+                            .wait_timeout(bg, IDLE_POLL.min(after))
+                            .unwrap_or_else(|p| p.into_inner());
+                        bg = g;
+                        if !bg.compaction_wanted && bg.error.is_none() && idle.due(&inner, after) {
+                            drain = true;
+                            break;
+                        }
+                    }
+                    _ => bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner()),
+                }
             }
             if inner.shutdown.load(SeqCst) {
                 return;
             }
             bg.compaction_wanted = false;
+        }
+        if drain {
+            if let Err(e) = inner.drain_l0() {
+                inner.poison(&e);
+            }
         }
         while !inner.shutdown.load(SeqCst) && !inner.poisoned.load(SeqCst) {
             match inner.compact_once() {
@@ -138,6 +166,65 @@ fn compaction_loop(inner: Arc<Inner>) {
                 }
             }
         }
+    }
+}
+
+/// Watches for writes pausing while lookups probe L0 (see [`Options::idle_drain`]).
+///
+/// [`Options::idle_drain`]: super::Options::idle_drain
+struct IdleWatch {
+    /// The store's count of bytes written when writes were last seen to pause.
+    written: u64,
+    /// Filter probes (and unfiltered misses) of the L0 tables then.
+    l0_probes: u64,
+    since: Instant,
+}
+
+impl IdleWatch {
+    fn new() -> IdleWatch {
+        IdleWatch {
+            written: u64::MAX,
+            l0_probes: 0,
+            since: Instant::now(),
+        }
+    }
+
+    /// Whether no write has arrived for `after` while L0's tables took at least
+    /// [`IDLE_DRAIN_PROBES`] probes. Any write, or a change of L0, starts the watch again.
+    fn due(&mut self, inner: &Inner, after: Duration) -> bool {
+        let written = inner.counters.user_bytes.load(Relaxed);
+        let v = inner.current();
+        let l0 = v.levels()[0].tables();
+        let probes: u64 = l0
+            .iter()
+            .map(|t| {
+                let c = &t.counters;
+                c.negatives() + c.positives() + c.unfiltered_misses()
+            })
+            .sum();
+        if l0.is_empty() || written != self.written || probes < self.l0_probes {
+            *self = IdleWatch {
+                written,
+                l0_probes: probes,
+                since: Instant::now(),
+            };
+            return false;
+        }
+        self.since.elapsed() >= after && probes - self.l0_probes >= IDLE_DRAIN_PROBES
+    }
+}
+
+impl Inner {
+    /// Merges L0 into L1 whatever L0's size (the idle drain); `false` when L0 was empty.
+    fn drain_l0(&self) -> Result<bool> {
+        let _c = self.lock_compaction();
+        let v = self.current();
+        let Some(task) = plan_l0_drain(&level_slices(&v), &self.opts.shape()) else {
+            return Ok(false);
+        };
+        in_background(|| self.run_task(&v, task))?;
+        self.counters.idle_drains.fetch_add(1, Relaxed);
+        Ok(true)
     }
 }
 
