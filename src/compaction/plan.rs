@@ -1,8 +1,10 @@
 //! Compaction planning: a pure function of the table set and the options, no I/O.
 //!
 //! Policy (leveled, as LevelDB):
-//! - **Scores.** L0 scores its table count ÷ the L0 trigger; a level n ≥ 1 scores its bytes
-//!   ÷ its target, `l1_bytes × ratio^(n−1)`. The last level never scores (it has no level
+//! - **Scores.** L0 scores its table count ÷ the L0 trigger, or, from half the trigger on, its
+//!   bytes ÷ the bytes of the L1 tables it overlaps, if higher (a merge that writes at most
+//!   two bytes per L0 byte is worth running early); a level n ≥ 1 scores its bytes ÷ its
+//!   target, `l1_bytes × ratio^(n−1)`. The last level never scores (it has no level
 //!   below). The highest score ≥ 1 is compacted; on a tie the upper level goes first.
 //! - **L0 → L1** takes every L0 table and the L1 tables their key range overlaps (taking all
 //!   of L0 is what keeps "newest wins" true without sequence numbers; see `version.rs`).
@@ -119,15 +121,39 @@ pub(crate) fn scores<T: TableInfo>(levels: &[&[T]], shape: &Shape) -> Vec<f64> {
             if n >= last {
                 0.0
             } else if n == 0 {
-                shape
-                    .l0_trigger
-                    .map_or(0.0, |t| levels[0].len() as f64 / t.max(1) as f64)
+                shape.l0_trigger.map_or(0.0, |t| {
+                    let by_count = levels[0].len() as f64 / t.max(1) as f64;
+                    by_count.max(l0_cost_score(levels, t))
+                })
             } else {
                 let bytes: u64 = levels[n].iter().map(|t| t.bytes()).sum();
                 bytes as f64 / shape.target(n) as f64
             }
         })
         .collect()
+}
+
+/// L0's bytes ÷ the bytes of the L1 tables their key range overlaps, once L0 holds half
+/// the trigger's tables (at least two; else 0): at least 1 when merging L0 into L1 writes at
+/// most two bytes per L0 byte. At the trigger, with L1 near its target, such a merge costs
+/// more than that; so while L1 is small L0 is merged early, at no more cost per byte, and
+/// absent lookups probe fewer L0 tables. Half the trigger bounds the number of L0
+/// compactions at twice what the trigger alone would run.
+fn l0_cost_score<T: TableInfo>(levels: &[&[T]], trigger: usize) -> f64 {
+    let l0 = levels[0];
+    if l0.len() < (trigger / 2).max(2) {
+        return 0.0;
+    }
+    let (Some(min), Some(max)) = (
+        l0.iter().map(|t| t.min_key()).min(),
+        l0.iter().map(|t| t.max_key()).max(),
+    ) else {
+        return 0.0;
+    };
+    let l0_bytes: u64 = l0.iter().map(|t| t.bytes()).sum();
+    let next = levels.get(1).copied().unwrap_or(&[]);
+    let below: u64 = overlapping(next, min, max).iter().map(|t| t.bytes()).sum();
+    (l0_bytes as f64 / below.max(1) as f64).min(1e6)
 }
 
 /// The next compaction, if any level scores ≥ 1. `cursors[n]` is level n's round-robin
@@ -352,8 +378,57 @@ mod tests {
     }
 
     #[test]
+    fn l0_compacts_below_its_trigger_when_l1_is_no_bigger() {
+        let l1 = vec![
+            t(10, 60, "a", "c"),
+            t(11, 40, "d", "f"),
+            t(12, 500, "x", "z"),
+        ];
+        let l0 = vec![t(3, 50, "b", "e"), t(2, 40, "c", "d")];
+        assert_eq!(
+            plan(&levels(&[l0.clone(), l1.clone()]), &[], &SHAPE),
+            None,
+            "90 bytes of L0 over 100 overlapped in L1"
+        );
+        let mut bigger = l0.clone();
+        bigger[0].bytes = 60;
+        assert_eq!(
+            plan(&levels(&[bigger, l1.clone()]), &[], &SHAPE),
+            Some(Task::Merge {
+                from: 0,
+                inputs: vec![3, 2, 10, 11],
+                output: 1,
+                cursor: None,
+            }),
+            "100 bytes of L0 over 100: two bytes written per L0 byte"
+        );
+        let one = vec![t(3, 500, "b", "e")];
+        assert_eq!(
+            plan(&levels(&[one, vec![]]), &[], &SHAPE),
+            None,
+            "one table waits"
+        );
+        let eight = Shape {
+            l0_trigger: Some(8),
+            ..SHAPE
+        };
+        let three: Vec<T> = (0..3).map(|i| t(i, 500, "b", "e")).collect();
+        assert_eq!(
+            plan(&levels(&[three.clone(), vec![]]), &[], &eight),
+            None,
+            "fewer than half the trigger's tables wait"
+        );
+        let four = [three, vec![t(3, 500, "b", "e")]].concat();
+        assert!(plan(&levels(&[four, vec![]]), &[], &eight).is_some());
+        assert!(
+            scores(&levels(&[l0, vec![]]), &SHAPE)[0] >= 1.0,
+            "an empty L1 costs nothing to merge into"
+        );
+    }
+
+    #[test]
     fn an_l0_drain_takes_every_l0_table_below_the_trigger() {
-        let l1 = vec![t(10, 100, "a", "c"), t(12, 100, "x", "z")];
+        let l1 = vec![t(10, 200, "a", "c"), t(12, 100, "x", "z")];
         let l0 = vec![t(3, 50, "b", "e"), t(2, 50, "c", "d")];
         assert_eq!(plan(&levels(&[l0.clone(), l1.clone()]), &[], &SHAPE), None);
         assert_eq!(
