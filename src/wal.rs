@@ -464,6 +464,7 @@ fn check_record(bytes: &[u8], pos: usize) -> Check<'_> {
 
 /// Whether a valid record starts at `at`: header CRC, plausible length, the record inside the
 /// file, payload CRC. The test the scan after a damaged record applies at each offset.
+#[cfg(any(test, feature = "internals"))]
 pub fn record_at(bytes: &[u8], at: usize) -> bool {
     matches!(check_record(bytes, at), Check::Valid(_))
 }
