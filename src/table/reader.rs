@@ -11,7 +11,7 @@ use super::block::{self, Block, Entry};
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
 use super::index::{mapped_entry, Index};
 use super::{page_pad, TableCounters, TableMeta};
-use crate::codec::{check_crc, le_u32, Cursor};
+use crate::codec::{check_crc, le_u32, le_u64, Cursor};
 use crate::error::{Error, Result};
 
 thread_local! {
@@ -115,8 +115,7 @@ impl Table {
             let v = v.filter(|v| v.len() == 12).ok_or_else(|| {
                 Error::corrupt(index_off, "index entry without a 12-byte block handle")
             })?;
-            let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
-            let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
+            let (offset, len) = (le_u64(&v, 0), le_u32(&v, 8));
             let block_end = offset.saturating_add(len as u64 + 4);
             if !follows(prev_end, offset) || block_end > index_off {
                 return Err(Error::corrupt(
