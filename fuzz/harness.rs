@@ -90,7 +90,7 @@ pub fn table(data: &[u8], path: &Path) -> bool {
     let counters = TableCounters::default();
     let mut opened = false;
     for mmap_reads in [false, true] {
-        let Ok(t) = Table::open(path, 1, mmap_reads) else {
+        let Ok(t) = Table::open(path, mmap_reads) else {
             continue;
         };
         opened = true;

@@ -36,7 +36,7 @@ pub mod bench_export;
 pub(crate) mod codec;
 mod compaction;
 pub(crate) mod counters;
-pub mod error;
+mod error;
 #[cfg(feature = "parquet")]
 pub mod export;
 pub mod filter;
@@ -47,7 +47,11 @@ pub mod hyph;
 pub mod import;
 pub mod io;
 mod lifetime;
+// The on-disk decoders are public only with `internals`, for tests and fuzz targets.
+#[cfg(feature = "internals")]
 pub mod manifest;
+#[cfg(not(feature = "internals"))]
+mod manifest;
 pub(crate) mod memtable;
 mod merge;
 mod mmap;
@@ -55,10 +59,18 @@ mod mmap;
 pub(crate) mod plot;
 pub mod repair;
 pub mod store;
+// The on-disk decoders are public only with `internals`, for tests and fuzz targets.
+#[cfg(feature = "internals")]
 pub mod table;
+#[cfg(not(feature = "internals"))]
+mod table;
 pub mod verify;
 mod version;
+// The on-disk decoders are public only with `internals`, for tests and fuzz targets.
+#[cfg(feature = "internals")]
 pub mod wal;
+#[cfg(not(feature = "internals"))]
+mod wal;
 
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;

@@ -447,9 +447,9 @@ impl Repair<'_> {
         self.finish_moves()
     }
 
-    /// Reads every block of table `c.number`: the entries of the good ones.
-    fn read_table(&mut self, path: &Path, number: u64) -> Option<Salvaged> {
-        let table = match Table::open(path, number, false) {
+    /// Reads every block of the table at `path`: the entries of the good ones.
+    fn read_table(&mut self, path: &Path) -> Option<Salvaged> {
+        let table = match Table::open(path, false) {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 self.drop_err(path, &e);
@@ -558,7 +558,7 @@ impl Repair<'_> {
             }
             return Ok(None);
         }
-        let Some(s) = self.read_table(&path, c.number) else {
+        let Some(s) = self.read_table(&path) else {
             self.lose(&path)?;
             if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
                 self.lose(&filter_path(dir, c.filter_file))?;
@@ -603,7 +603,7 @@ impl Repair<'_> {
                 from: Some(path.clone()),
             });
         } else {
-            let t = Table::open(&path, c.number, false)?;
+            let t = Table::open(&path, false)?;
             record.entries = t.meta.entries;
             record.tombstones = t.meta.tombstones;
             record.file_bytes = t.meta.file_bytes;

@@ -104,7 +104,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     check_levels(dir, &manifest, &mut r);
     for t in &manifest.tables {
         let path = dir.join(format!("{:06}.sst", t.number));
-        if let Err(e) = check_table(&path, t.number, &t.min_key, &t.max_key, t.entries, &mut r) {
+        if let Err(e) = check_table(&path, &t.min_key, &t.max_key, t.entries, &mut r) {
             r.problems.push(e);
         }
         if t.filter_file != 0 {
@@ -186,14 +186,13 @@ fn check_levels(dir: &Path, m: &Manifest, r: &mut VerifyReport) {
 
 fn check_table(
     path: &Path,
-    number: u64,
     min: &[u8],
     max: &[u8],
     entries: u64,
     r: &mut VerifyReport,
 ) -> Result<()> {
     r.files += 1;
-    let table = Arc::new(Table::open(path, number, false)?);
+    let table = Arc::new(Table::open(path, false)?);
     let counters = TableCounters::default();
     let mut prev: Option<Vec<u8>> = None;
     let mut count = 0u64;

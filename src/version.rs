@@ -92,12 +92,12 @@ impl TableHandle {
     /// is left out (the table is read without it) and the reason kept in `filter_problem`.
     pub(crate) fn open(dir: &Path, record: TableRecord, mmap_reads: bool) -> Result<TableHandle> {
         let path = crate::store::table_path(dir, record.number);
-        let table = Arc::new(Table::open(&path, record.number, mmap_reads)?);
+        let table = Arc::new(Table::open(&path, mmap_reads)?);
         let (filter, filter_problem) = if record.filter_file == 0 {
             (None, None)
         } else {
             let fpath = crate::store::filter_path(dir, record.filter_file);
-            match MappedFilter::open(&fpath, record.filter_file) {
+            match MappedFilter::open(&fpath) {
                 Ok(f) => (Some(Arc::new(f)), None),
                 // A damaged filter must never hide a key: the table is read without it.
                 Err(e) => (None, Some(e.to_string())),

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::codec::{put_varint, Cursor};
+use crate::codec::{le_u32, put_varint, Cursor};
 use crate::error::{Error, Result};
 use crate::io::{Fs, WritableFile};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -31,6 +31,15 @@ pub const RECORD_HEADER_LEN: usize = 12;
 pub const WAL_HEADER_LEN: usize = 8;
 /// Largest record payload accepted.
 pub const MAX_RECORD_LEN: usize = 1 << 30;
+
+/// Where the file header's fields sit: magic at 0, then the version byte, then reserved
+/// zero bytes up to [`WAL_HEADER_LEN`].
+const VERSION_AT: usize = 4;
+const RESERVED_AT: usize = 5;
+/// Where a record header's fields sit: payload length at 0, then the payload CRC, then the
+/// CRC of the bytes before it.
+const PAYLOAD_CRC_AT: usize = 4;
+const HEADER_CRC_AT: usize = 8;
 
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
@@ -105,10 +114,10 @@ pub(crate) fn encode_record<'a>(
         });
     }
     let crc = crc32fast::hash(&out[RECORD_HEADER_LEN..]);
-    out[..4].copy_from_slice(&(len as u32).to_le_bytes());
-    out[4..8].copy_from_slice(&crc.to_le_bytes());
-    let header_crc = crc32fast::hash(&out[..8]);
-    out[8..12].copy_from_slice(&header_crc.to_le_bytes());
+    out[..PAYLOAD_CRC_AT].copy_from_slice(&(len as u32).to_le_bytes());
+    out[PAYLOAD_CRC_AT..HEADER_CRC_AT].copy_from_slice(&crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&out[..HEADER_CRC_AT]);
+    out[HEADER_CRC_AT..RECORD_HEADER_LEN].copy_from_slice(&header_crc.to_le_bytes());
     Ok(())
 }
 
@@ -135,7 +144,8 @@ impl WalWriter {
         let mut file = fs.create(path).map_err(io)?;
         let mut head = Vec::with_capacity(WAL_HEADER_LEN);
         head.extend_from_slice(&WAL_MAGIC);
-        head.extend_from_slice(&[WAL_VERSION, 0, 0, 0]);
+        head.push(WAL_VERSION);
+        head.resize(WAL_HEADER_LEN, 0);
         file.write_all(&head).map_err(io)?;
         Ok(WalWriter {
             file,
@@ -250,7 +260,7 @@ pub fn replay_bytes(
         // A record needs more bytes than that: nothing can be lost with them.
         return Ok(torn(0, 0, "log header cut short"));
     };
-    if head[..4] != WAL_MAGIC {
+    if head[..VERSION_AT] != WAL_MAGIC {
         // A header that never reached the disk (the log is created unsynced) reads as zeros
         // or garbage; it is a torn log, unless a record follows.
         return match next_record(bytes, 1, bytes.len()) {
@@ -261,16 +271,19 @@ pub fn replay_bytes(
             )),
         };
     }
-    if head[4] != WAL_VERSION {
+    if head[VERSION_AT] != WAL_VERSION {
         // A real header of another version: its records must not be dropped unread.
         return Err(Error::corrupt(
-            4,
-            format!("unsupported WAL version {}", head[4]),
+            VERSION_AT as u64,
+            format!("unsupported WAL version {}", head[VERSION_AT]),
         ));
     }
-    if head[5..].iter().any(|&b| b != 0) {
+    if head[RESERVED_AT..].iter().any(|&b| b != 0) {
         // A real header (magic and version hold) with a flipped reserved bit.
-        return Err(Error::corrupt(5, "WAL header reserved bytes are not zero"));
+        return Err(Error::corrupt(
+            RESERVED_AT as u64,
+            "WAL header reserved bytes are not zero",
+        ));
     }
     let mut pos = WAL_HEADER_LEN;
     let mut records = 0u64;
@@ -352,7 +365,9 @@ pub fn salvage_bytes(
         });
     };
     let head_ok = bytes.get(..WAL_HEADER_LEN).is_some_and(|h| {
-        h[..4] == WAL_MAGIC && h[4] == WAL_VERSION && h[5..].iter().all(|&b| b == 0)
+        h[..VERSION_AT] == WAL_MAGIC
+            && h[VERSION_AT] == WAL_VERSION
+            && h[RESERVED_AT..].iter().all(|&b| b == 0)
     });
     let pos0 = WAL_HEADER_LEN.min(n);
     if !head_ok && n > 0 {
@@ -406,14 +421,9 @@ enum Check<'a> {
 
 /// A record header's fields: payload length and payload CRC, when its own CRC holds.
 fn header(h: &[u8; RECORD_HEADER_LEN]) -> Option<(usize, u32)> {
-    let [l0, l1, l2, l3, p0, p1, p2, p3, c0, c1, c2, c3] = *h;
-    let stored = u32::from_le_bytes([c0, c1, c2, c3]);
-    (crc32fast::hash(&h[..8]) == stored).then(|| {
-        (
-            u32::from_le_bytes([l0, l1, l2, l3]) as usize,
-            u32::from_le_bytes([p0, p1, p2, p3]),
-        )
-    })
+    let stored = le_u32(h, HEADER_CRC_AT);
+    (crc32fast::hash(&h[..HEADER_CRC_AT]) == stored)
+        .then(|| (le_u32(h, 0) as usize, le_u32(h, PAYLOAD_CRC_AT)))
 }
 
 /// A payload length a writer can produce: every batch encodes at least its count.
@@ -464,6 +474,7 @@ fn check_record(bytes: &[u8], pos: usize) -> Check<'_> {
 
 /// Whether a valid record starts at `at`: header CRC, plausible length, the record inside the
 /// file, payload CRC. The test the scan after a damaged record applies at each offset.
+#[cfg(any(test, feature = "internals"))]
 pub fn record_at(bytes: &[u8], at: usize) -> bool {
     matches!(check_record(bytes, at), Check::Valid(_))
 }
@@ -489,7 +500,7 @@ fn next_record(bytes: &[u8], from: usize, direct_budget: usize) -> Option<usize>
         let Some(h) = w.first_chunk::<RECORD_HEADER_LEN>() else {
             continue;
         };
-        let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        let len = le_u32(h, 0) as usize;
         if !plausible_len(len) || len > n - at - RECORD_HEADER_LEN {
             continue;
         }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use filterstore::filter::alloc::FilterPolicy;
 use filterstore::hash::mix64;
 use filterstore::io::NoSyncFs;
+use filterstore::FilterPolicy;
 use filterstore::{FilterKind, Options, Stats, Store};
 
 const KIND: FilterKind = FilterKind::BlockedBloom;

@@ -29,8 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use filterstore::manifest::Manifest;
-use filterstore::manifest::MANIFEST_NAME;
+use filterstore::store::{stored_default_filter, MANIFEST_NAME};
 use filterstore::{filter::check_fpr, FilterKind, FilterPolicy, Options, Store, SyncPolicy};
 
 const LONG_ABOUT: &str = "\
@@ -334,10 +333,10 @@ impl Global {
     /// creation), else the default of a new store.
     pub fn kind(&self) -> FilterKind {
         self.filter.unwrap_or_else(|| {
-            Manifest::load(&self.dir())
+            stored_default_filter(&self.dir())
                 .ok()
                 .flatten()
-                .map_or(filterstore::store::DEFAULT_FILTER, |m| m.default_kind)
+                .unwrap_or(filterstore::store::DEFAULT_FILTER)
         })
     }
 

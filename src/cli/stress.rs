@@ -502,7 +502,7 @@ impl Stress {
 /// Reopens the store in `dir` and checks every key of `must` (a key of `may` may instead
 /// read its in-flight value), a full scan, and `verify`.
 fn check_reopened(dir: &Path, must: &Model, may: &Model, t: &mut Tally) -> Result<(), CliError> {
-    if !dir.join(filterstore::manifest::MANIFEST_NAME).exists() {
+    if !dir.join(filterstore::store::MANIFEST_NAME).exists() {
         if must.values().any(Option::is_some) {
             t.problem("the MANIFEST is gone after acknowledged writes".to_string());
         }

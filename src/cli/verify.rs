@@ -1,7 +1,7 @@
 //! `verify`: a full checksum pass over the store's files.
 
 use clap::Args;
-use filterstore::manifest::MANIFEST_NAME;
+use filterstore::store::MANIFEST_NAME;
 use filterstore::verify::verify_dir;
 use filterstore::Error;
 

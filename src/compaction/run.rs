@@ -458,7 +458,7 @@ mod tests {
                 .collect();
             let path = crate::store::table_path(dir.path(), 100 + t);
             write_table(&RealFs, &path, entries.as_slice()).unwrap();
-            tables.push(Arc::new(Table::open(&path, 100 + t, false).unwrap()));
+            tables.push(Arc::new(Table::open(&path, false).unwrap()));
         }
         let mut outputs: Vec<Vec<Vec<u8>>> = Vec::new();
         for threads in [1, 3] {

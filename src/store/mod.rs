@@ -38,6 +38,7 @@ use crate::wal::{replay_file, WalWriter};
 pub use self::read::{prefix_successor, Reader, Scan};
 pub use self::stats::{LevelStats, Lifetime, Stats, TableStats};
 pub use self::worker::Rebalanced;
+pub use crate::manifest::MANIFEST_NAME;
 
 /// When WAL appends are fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +180,24 @@ pub const IDLE_DRAIN_PROBES: u64 = 10_000;
 pub const DEFAULT_FILTER: FilterKind = FilterKind::BlockedBloom;
 /// Default target false-positive rate of a new store.
 pub const DEFAULT_FPR: f64 = 0.01;
+
+/// The filter kind the store in `dir` was created with (kept in its manifest, see
+/// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
+/// written. `Ok(None)` when `dir` holds no manifest.
+///
+/// ```
+/// use filterstore::{store::stored_default_filter, FilterKind, Options, Store};
+/// # fn main() -> filterstore::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// assert_eq!(stored_default_filter(dir.path())?, None);
+/// let opts = Options { filter: Some(FilterKind::Cuckoo), ..Options::default() };
+/// drop(Store::open(dir.path(), opts)?);
+/// assert_eq!(stored_default_filter(dir.path())?, Some(FilterKind::Cuckoo));
+/// # Ok(()) }
+/// ```
+pub fn stored_default_filter(dir: &Path) -> Result<Option<FilterKind>> {
+    Ok(Manifest::load(dir)?.map(|m| m.default_kind))
+}
 
 /// A memtable that is full and waits to be sealed, with the log that holds its writes.
 pub(crate) struct Imm {

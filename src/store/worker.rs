@@ -828,7 +828,7 @@ impl Inner {
         record.filter_kind = kind;
         record.fpr = fpr;
         let filter = match bytes {
-            Some(_) => Some(Arc::new(MappedFilter::open(&fpath, filter_no)?)),
+            Some(_) => Some(Arc::new(MappedFilter::open(&fpath)?)),
             None => None,
         };
         Ok(Arc::new(TableHandle::new(

@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use crate::codec::{prefix8, put_varint, Cursor};
+use crate::codec::{le_u32, le_u64, prefix8, put_varint, Cursor};
 use crate::error::{Error, Result};
 
 /// Entries between restart points.
@@ -22,8 +22,7 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let mut i = 0;
     while i + 8 <= n {
-        let x = u64::from_le_bytes(a[i..i + 8].try_into().unwrap_or([0; 8]));
-        let y = u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let (x, y) = (le_u64(a, i), le_u64(b, i));
         if x != y {
             return i + ((x ^ y).trailing_zeros() / 8) as usize;
         }
@@ -165,8 +164,7 @@ impl<'a> Block<'a> {
                 format!("block of {n} bytes has no restart count"),
             ));
         }
-        let r =
-            u32::from_le_bytes([bytes[n - 4], bytes[n - 3], bytes[n - 2], bytes[n - 1]]) as usize;
+        let r = le_u32(bytes, n - 4) as usize;
         let data_end = r
             .checked_mul(4)
             .and_then(|x| x.checked_add(4))
@@ -208,8 +206,7 @@ impl<'a> Block<'a> {
     }
 
     pub(crate) fn restart(&self, i: usize) -> u32 {
-        let b = &self.restarts[4 * i..4 * i + 4];
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        le_u32(self.restarts, 4 * i)
     }
 
     pub(crate) fn restart_count(&self) -> usize {

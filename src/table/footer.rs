@@ -29,7 +29,7 @@ const END_MAGIC_AT: usize = 60;
 /// A table footer's fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footer {
-    /// Format version (1 or 2).
+    /// Format version, 1 to [`TABLE_VERSION`].
     pub version: u32,
     /// Offset of the index block.
     pub index_offset: u64,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use super::block;
+use crate::codec::{le_u32, le_u64};
 
 /// The index. The search structure is over the blocks' "heads": for block `i`, the 8 bytes
 /// of its last key after the prefix `lcp` that all last keys share, as a big-endian `u64`
@@ -77,8 +78,7 @@ pub(crate) fn mapped_entry(bytes: &[u8], at: usize) -> Option<(&[u8], (u64, u32)
     }
     let key = rest.get(..klen)?;
     let h = rest.get(klen..klen + 12)?;
-    let offset = u64::from_le_bytes(h[..8].try_into().ok()?);
-    let len = u32::from_le_bytes(h[8..].try_into().ok()?);
+    let (offset, len) = (le_u64(h, 0), le_u32(h, 8));
     Some((key, (offset, len)))
 }
 
@@ -132,7 +132,7 @@ impl Index {
     #[inline]
     fn mapped(map: &Mmap, block: usize, restarts: usize, i: usize) -> Option<(&[u8], (u64, u32))> {
         let at = restarts.checked_add(4 * i)?;
-        let r = u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?) as usize;
+        let r = le_u32(map.get(at..at + 4)?, 0) as usize;
         mapped_entry(map, block.checked_add(r)?)
     }
 

@@ -20,6 +20,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
+#[cfg(feature = "internals")]
 pub use self::footer::{
     decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
 };
@@ -29,7 +30,7 @@ pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilde
 pub use self::writer::{write_table, SortedEntries};
 pub use crate::counters::TableCounters;
 use crate::error::{Error, Result};
-use crate::filter::{self, Filter, FilterKind, Header};
+use crate::filter::{self, Filter, FilterKind};
 use crate::io::Fs;
 
 /// Page size of the table layout: a data block and its CRC fit in one page unless a single
@@ -73,8 +74,6 @@ pub const PREFETCH_AHEAD: usize = 16;
 /// A filter file mapped into memory; queried in place.
 #[derive(Debug)]
 pub struct MappedFilter {
-    /// File number of the filter file.
-    pub number: u64,
     map: Mmap,
     /// The decoded, checked filter, rebound to `&[]`; queried over `map` with
     /// [`Filter::may_contain_in`].
@@ -88,7 +87,7 @@ impl MappedFilter {
     /// into this process only as queries touch them, so filters that are not queried (all
     /// of them during a bulk load or a compaction) stay in the page cache, outside the
     /// store's resident memory.
-    pub fn open(path: &Path, number: u64) -> Result<MappedFilter> {
+    pub fn open(path: &Path) -> Result<MappedFilter> {
         let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| Error::io(path, e))?;
@@ -102,11 +101,7 @@ impl MappedFilter {
                 Error::corrupt(0, "filter file changed while it was opened").in_file(path, 0)
             );
         }
-        Ok(MappedFilter {
-            number,
-            map,
-            checked,
-        })
+        Ok(MappedFilter { map, checked })
     }
 
     /// False means the key is certainly not in the table.
@@ -142,11 +137,6 @@ impl MappedFilter {
                 maybe.push(i);
             }
         }
-    }
-
-    /// The filter's header.
-    pub fn header(&self) -> &Header {
-        self.checked.header()
     }
 
     /// Size of the filter block in bytes.
@@ -224,7 +214,7 @@ mod tests {
                 .collect();
             let path = dir.path().join(format!("{n}.sst"));
             write_table(&RealFs, &path, entries.as_slice()).unwrap();
-            let t = Table::open(&path, 1, false).unwrap();
+            let t = Table::open(&path, false).unwrap();
             let c = TableCounters::default();
             check_layout(&t, &c, &format!("set {n}"));
             let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
@@ -246,14 +236,14 @@ mod tests {
     fn check_layout(t: &Table, c: &TableCounters, what: &str) {
         let n = t.block_count();
         for i in 0..n {
-            let (offset, len) = t.block_handle(i).unwrap();
+            let (offset, len) = t.block_span(i).unwrap();
             let single = t.block_entries(i, c).unwrap().len() == 1;
             assert!(
                 single || len as usize + 4 <= BLOCK_SIZE,
                 "{what} block {i}: {len}"
             );
             let end = offset + len as u64 + 4;
-            let next = t.block_handle(i + 1).map_or(t.index_offset, |h| h.0);
+            let next = t.block_span(i + 1).map_or(t.index_offset, |h| h.0);
             if next == end {
                 let pad = page_pad(end);
                 assert!(pad == 0 || pad > MAX_PAD, "{what} block {i}: not padded");
@@ -288,11 +278,11 @@ mod tests {
             pool.install(|| write_table(&RealFs, &path, entries.as_slice()))
                 .unwrap();
             files.push(std::fs::read(&path).unwrap());
-            let t = Table::open(&path, 1, false).unwrap();
+            let t = Table::open(&path, false).unwrap();
             check_layout(&t, &TableCounters::default(), &format!("{threads} threads"));
             // 100-byte values: every block starts on a page.
             for i in 0..t.block_count() {
-                assert_eq!(t.block_handle(i).unwrap().0 % BLOCK_SIZE as u64, 0);
+                assert_eq!(t.block_span(i).unwrap().0 % BLOCK_SIZE as u64, 0);
             }
         }
         assert!(
@@ -318,7 +308,7 @@ mod tests {
                 ratio < 1.05,
                 "{value_len}-byte values: file / payload = {ratio:.3}"
             );
-            let t = Table::open(&path, 1, false).unwrap();
+            let t = Table::open(&path, false).unwrap();
             check_layout(&t, &TableCounters::default(), &format!("{value_len} B"));
         }
     }

@@ -11,7 +11,7 @@ use super::block::{self, Block, Entry};
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
 use super::index::{mapped_entry, Index};
 use super::{page_pad, TableCounters, TableMeta};
-use crate::codec::{check_crc, le_u32, Cursor};
+use crate::codec::{check_crc, le_u32, le_u64, Cursor};
 use crate::error::{Error, Result};
 
 thread_local! {
@@ -25,15 +25,12 @@ thread_local! {
 /// per-thread buffer, or, when the table was opened with `mmap_reads`, in place from the map.
 #[derive(Debug)]
 pub struct Table {
-    /// File number.
-    pub number: u64,
     path: PathBuf,
     file: File,
     /// The whole file, mapped read-only (for a version 3 index, or `mmap_reads`).
     map: Option<Arc<Mmap>>,
     /// Data blocks are read from `map` rather than with `pread`.
     map_data: bool,
-    version: u32,
     /// Where the data blocks (and their padding) end.
     pub(crate) index_offset: u64,
     pub(crate) index: Index,
@@ -45,11 +42,11 @@ impl Table {
     /// Opens and checks footer, index and meta of the table at `path`. With `mmap_reads`,
     /// data blocks are read in place from a map of the file (advised for random access, so a
     /// block that is not cached faults in only its own pages) instead of with `pread`.
-    pub fn open(path: &Path, number: u64, mmap_reads: bool) -> Result<Table> {
+    pub fn open(path: &Path, mmap_reads: bool) -> Result<Table> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
         let (mut table, restarts) =
-            Self::open_file(file, size, number, path).map_err(|e| e.in_file(path, 0))?;
+            Self::open_file(file, size, path).map_err(|e| e.in_file(path, 0))?;
         if mmap_reads || restarts.is_some() {
             let map = crate::mmap::map_readonly(&table.file).map_err(|e| Error::io(path, e))?;
             if (map.len() as u64) < size {
@@ -72,12 +69,7 @@ impl Table {
 
     /// Opens and checks the table in `file`; for a version 3 table also returns where its
     /// index block's restart array starts (the index is then read in place from a map).
-    fn open_file(
-        file: File,
-        size: u64,
-        number: u64,
-        path: &Path,
-    ) -> Result<(Table, Option<usize>)> {
+    fn open_file(file: File, size: u64, path: &Path) -> Result<(Table, Option<usize>)> {
         if size < FOOTER_LEN as u64 {
             return Err(Error::corrupt(
                 0,
@@ -123,8 +115,7 @@ impl Table {
             let v = v.filter(|v| v.len() == 12).ok_or_else(|| {
                 Error::corrupt(index_off, "index entry without a 12-byte block handle")
             })?;
-            let offset = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
-            let len = u32::from_le_bytes(v[8..].try_into().unwrap_or_default());
+            let (offset, len) = (le_u64(&v, 0), le_u32(&v, 8));
             let block_end = offset.saturating_add(len as u64 + 4);
             if !follows(prev_end, offset) || block_end > index_off {
                 return Err(Error::corrupt(
@@ -202,12 +193,10 @@ impl Table {
         }
         Ok((
             Table {
-                number,
                 path: path.to_path_buf(),
                 file,
                 map: None,
                 map_data: false,
-                version,
                 index_offset: index_off,
                 index,
                 meta,
@@ -222,11 +211,6 @@ impl Table {
         self.index.heap_bytes() as u64
     }
 
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Number of data blocks.
     pub fn block_count(&self) -> usize {
         self.index.len()
@@ -234,16 +218,6 @@ impl Table {
 
     /// File offset and length (its CRC not included) of data block `i`, as the index says.
     pub fn block_span(&self, i: usize) -> Option<(u64, u32)> {
-        self.index.handle(i)
-    }
-
-    /// The footer's format version.
-    pub fn version(&self) -> u32 {
-        self.version
-    }
-
-    /// Offset and length (without CRC) of data block `i`.
-    pub fn block_handle(&self, i: usize) -> Option<(u64, u32)> {
         self.index.handle(i)
     }
 
