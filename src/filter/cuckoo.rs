@@ -274,8 +274,6 @@ pub struct CuckooView {
     lo: u128,
     /// 1 at the highest bit of each slot.
     hi: u128,
-    /// Every bit of a bucket (4f ones).
-    mask: u128,
     /// Bits per bucket, 4f.
     bucket_bits: u64,
     /// 2^f − 1 (see [`fingerprint`]).
@@ -346,14 +344,16 @@ macro_rules! word {
 word!(u64);
 word!(u128);
 
-/// True when one of the f-bit fields of `v` is zero (`lo`: the lowest bit of each field,
-/// `hi`: the highest; `v` has no bits above the fields). Subtracting 1 from every field
-/// borrows out of a field's top bit only where the field was zero or a borrow came in from a
-/// zero field below: the lowest zero field always shows, fields above it may too, which
-/// changes "which" but never "whether".
+/// The top bit of each f-bit field of `v` that may be zero (`lo`: the lowest bit of each
+/// field, `hi`: the highest): nonzero exactly when one of the fields is zero. Subtracting 1
+/// from every field borrows out of a field's top bit only where the field was zero or a
+/// borrow came in from a zero field below: the lowest zero field always shows, fields above
+/// it may too, which changes "which" but never "whether". Borrows only move up, so bits of
+/// `v` above the fields (the next bucket's, read by the same load) change nothing below them,
+/// and `hi` leaves them out: no mask is needed.
 #[inline(always)]
-fn has_zero_field<T: Word>(v: T, lo: T, hi: T) -> bool {
-    v.wrapping_sub(lo) & !v & hi != T::ZERO
+fn zero_fields<T: Word>(v: T, lo: T, hi: T) -> T {
+    v.wrapping_sub(lo) & !v & hi
 }
 
 impl CuckooView {
@@ -394,26 +394,29 @@ impl CuckooView {
             fp_bits: f,
             lo,
             hi: lo << (f - 1),
-            mask: (1u128 << (SLOTS * f)) - 1,
             bucket_bits: (SLOTS * f) as u64,
             fp_scale: (1 << f) - 1,
         })
     }
 
-    /// Bucket `i` read into a `T`, shifted down to bit 0 (slot s at bits s·f .. (s+1)·f),
-    /// bits above the bucket cleared.
+    /// Bucket `i` read into a `T`, shifted down to bit 0 (slot s at bits s·f .. (s+1)·f);
+    /// the bits above the bucket are the next bucket's (see [`zero_fields`]).
     #[inline(always)]
     fn bucket<T: Word, const SHIFT: bool>(&self, body: &[u8], i: u64) -> T {
         let bit = i * self.bucket_bits;
         let raw = T::load(body, (bit / 8) as usize);
         // With f even a bucket (4f bits) starts on a byte: no shift.
-        let raw = if SHIFT { raw >> (bit % 8) as u32 } else { raw };
-        raw & T::truncate(self.mask)
+        if SHIFT {
+            raw >> (bit % 8) as u32
+        } else {
+            raw
+        }
     }
 
     /// Algorithm 4 over the packed body, with no data-dependent branch: both buckets are
     /// loaded (their cache misses overlap), then each is compared with the fingerprint in all
-    /// four slots at once (XOR with the fingerprint in every slot, then a zero-field test).
+    /// four slots at once (XOR with the fingerprint in every slot, then one zero-field test
+    /// over both). Few instructions wait on the loads, so more queries' loads are in flight.
     #[inline(always)]
     fn query_with<T: Word, const SHIFT: bool>(&self, body: &[u8], hash: u64) -> bool {
         let fp = (((hash & 0xffff_ffff) * self.fp_scale) >> 32) as u32 + 1;
@@ -423,7 +426,7 @@ impl CuckooView {
         let b2: T = self.bucket::<T, SHIFT>(body, i2);
         let (lo, hi) = (T::truncate(self.lo), T::truncate(self.hi));
         let want = lo.wrapping_mul(T::truncate(fp as u128));
-        has_zero_field(b1 ^ want, lo, hi) | has_zero_field(b2 ^ want, lo, hi)
+        zero_fields(b1 ^ want, lo, hi) | zero_fields(b2 ^ want, lo, hi) != T::ZERO
     }
 
     /// The query kernel for this fingerprint width (see `Filter::may_contain`): a bucket (4f
