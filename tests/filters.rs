@@ -566,9 +566,9 @@ const FIXTURES: &[Fixture] = &[
         current: true,
     },
     // 996, not 1000: four keys share fingerprint and bucket pair with another key and are
-    // stored once (the builder uses set semantics).
+    // stored once (the builder uses set semantics). Written by the builder before version 2.
     Fixture {
-        file: "filter-cuckoo.bin",
+        file: "filter-cuckoo-v1.bin",
         kind: FilterKind::Cuckoo,
         version: 1,
         fpr: 0.01,
@@ -578,6 +578,20 @@ const FIXTURES: &[Fixture] = &[
         p3: 4,
         body_len: 1328,
         positives: 69,
+        current: false,
+    },
+    Fixture {
+        file: "filter-cuckoo-v2.bin",
+        kind: FilterKind::Cuckoo,
+        version: 2,
+        fpr: 0.01,
+        // Six keys share fingerprint and bucket pair with another key.
+        n: 994,
+        p1: 262,
+        p2: 10,
+        p3: 4,
+        body_len: 1328,
+        positives: 76,
         current: true,
     },
 ];

@@ -25,7 +25,8 @@ use crate::hash::{HASH_SEED, HASH_XXH3_64};
 
 /// Magic at the start of every filter block.
 pub const FILTER_MAGIC: [u8; 4] = *b"FSFL";
-/// Version of the bloom and cuckoo layouts, and of blocked-bloom's first layout. The header's
+/// Version of the bloom and binary-fuse layouts, and of blocked-bloom's and cuckoo's first
+/// layouts. The header's
 /// version byte is the version of the kind's layout (see [`FilterKind::versions`]).
 pub const FILTER_VERSION: u8 = 1;
 /// Size of the filter block header; the body starts here (64-byte aligned in a file).
@@ -75,12 +76,13 @@ impl FilterKind {
 
     /// The layout versions a reader accepts for this kind, oldest first; builders write the
     /// last. Blocked-bloom version 2 derives its probes with 32-bit multiplications (one SIMD
-    /// instruction for eight probes); version 1 blocks are still read.
+    /// instruction for eight probes); cuckoo version 2 derives the alternate bucket with one
+    /// multiplication instead of a mixer; version 1 blocks of both are still read.
     pub fn versions(self) -> &'static [u8] {
         match self {
             FilterKind::None => &[],
-            FilterKind::Bloom | FilterKind::Cuckoo | FilterKind::BinaryFuse => &[1],
-            FilterKind::BlockedBloom => &[1, 2],
+            FilterKind::Bloom | FilterKind::BinaryFuse => &[1],
+            FilterKind::BlockedBloom | FilterKind::Cuckoo => &[1, 2],
         }
     }
 
