@@ -216,6 +216,16 @@ pub struct BlockedView {
     probe: Probe,
     /// What the SIMD kernel reads in place of k (see `simd::blocked_v2`); k otherwise.
     pub(super) arg: u32,
+    /// The AVX2 kernel's eight multipliers for one round (see [`lane_mults`]).
+    pub(super) mults: [u32; 8],
+}
+
+/// Lane i's multiplier for one round of eight probes: `POW[i mod k]` for k ≤ 8, so lanes past
+/// k repeat a probe already made (testing a bit twice changes no answer) and no lane needs
+/// masking; `POW[i]` for k > 8 (the first round of several).
+pub(super) fn lane_mults(k: u32) -> [u32; 8] {
+    let k = k.clamp(1, MAX_K) as usize;
+    std::array::from_fn(|i| POW[if k <= 8 { i % k } else { i }])
 }
 
 impl std::fmt::Debug for BlockedView {
@@ -280,6 +290,7 @@ impl BlockedView {
             k: h.p2,
             probe,
             arg,
+            mults: lane_mults(h.p2),
         })
     }
 
@@ -473,6 +484,7 @@ mod tests {
                             k,
                             probe: Probe::V2Simd,
                             arg: *arg,
+                            mults: lane_mults(k),
                         });
                         // SAFETY: `simd` returned these kernels, so the CPU has their features.
                         #[allow(unsafe_code)]

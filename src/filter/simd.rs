@@ -115,10 +115,11 @@ mod x86 {
     /// Eight probes per round: lane i computes x·POW[8r + i] (one `vpmulld`), whose top 4
     /// bits pick one of the block's sixteen 32-bit words and next 5 bits the bit in it (the
     /// version 2 bit p = product >> 23 is bit p mod 32 of word p / 32). The words are fetched
-    /// from the two 256-bit halves with `vpermd` and blended by the top bit; lanes at or past
-    /// k are masked out; one `vptest` answers the round (the scheme of RocksDB's
-    /// FastLocalBloom). `ONE_ROUND` (k ≤ 8) drops the loop; otherwise a key rejected by a
-    /// round is not probed further.
+    /// from the two 256-bit halves with `vpermd` and blended by the top bit; one `vptest`
+    /// answers the round (the scheme of RocksDB's FastLocalBloom). `ONE_ROUND` (k ≤ 8) drops
+    /// the loop and takes the view's multipliers, whose lanes past k repeat earlier probes, so
+    /// nothing is masked (five fewer instructions per query); otherwise lanes at or past k
+    /// are masked out, and a key rejected by a round is not probed further.
     #[target_feature(enable = "avx2")]
     pub(super) fn blocked_v2_avx2<const ONE_ROUND: bool>(
         view: &View,
@@ -136,6 +137,19 @@ mod x86 {
         // SAFETY: `block` is 64 readable bytes, the two loads read bytes 0..32 and 32..64,
         // and `loadu` has no alignment requirement.
         let (lo, hi) = unsafe { (_mm256_loadu_si256(ptr), _mm256_loadu_si256(ptr.add(1))) };
+        if ONE_ROUND {
+            // SAFETY: `mults` is 8 u32s (32 bytes); `loadu` has no alignment requirement.
+            let mults = unsafe { _mm256_loadu_si256(v.mults.as_ptr().cast()) };
+            let prod = _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), mults);
+            let word = _mm256_srli_epi32::<28>(prod);
+            let from_lo = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(lo, word));
+            let from_hi = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(hi, word));
+            // `blendv_ps` picks by each 32-bit lane's top bit: the product's, set for words 8..16.
+            let words = _mm256_blendv_ps(from_lo, from_hi, _mm256_castsi256_ps(prod));
+            let bit = _mm256_srli_epi32::<27>(_mm256_slli_epi32::<4>(prod));
+            let mask = _mm256_sllv_epi32(_mm256_set1_epi32(1), bit);
+            return _mm256_testc_si256(_mm256_castps_si256(words), mask) != 0;
+        }
         let mults = _mm256_setr_epi32(
             POW[0] as i32,
             POW[1] as i32,
