@@ -459,6 +459,62 @@ impl<'a> Filter<'a> {
         }
     }
 
+    /// Pushes onto `maybe`, in order, each of `keys` (indices into `hashes`) whose hash
+    /// [`may_contain_in`](Self::may_contain_in) over `block` accepts, prefetching the lines
+    /// of the key `ahead` places further on before each query ([`prefetch_in`](Self::prefetch_in)),
+    /// so that many cache misses are on their way while one key is tested. The kind is
+    /// dispatched once per call, not once per key: the loop is compiled per kind, with its
+    /// prefetch inline. Never panics on the bytes.
+    ///
+    /// # Panics
+    /// If an index in `keys` is out of bounds for `hashes`.
+    pub fn retain_maybe_in(
+        &self,
+        block: &[u8],
+        keys: &[u32],
+        hashes: &[u64],
+        ahead: usize,
+        maybe: &mut Vec<u32>,
+    ) {
+        let body = body_of(block);
+        match &self.view {
+            View::Bloom(v) => {
+                self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
+            }
+            View::Blocked(v) => {
+                self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
+            }
+            View::Cuckoo(v) => {
+                self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
+            }
+            View::Fuse(v) => self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h)),
+        }
+    }
+
+    /// [`retain_maybe_in`](Self::retain_maybe_in) with the kind's prefetch.
+    #[inline(always)]
+    fn retain(
+        &self,
+        body: &[u8],
+        keys: &[u32],
+        hashes: &[u64],
+        ahead: usize,
+        maybe: &mut Vec<u32>,
+        prefetch: impl Fn(u64),
+    ) {
+        for &i in keys.iter().take(ahead) {
+            prefetch(hashes[i as usize]);
+        }
+        for (j, &i) in keys.iter().enumerate() {
+            if let Some(&next) = keys.get(j + ahead) {
+                prefetch(hashes[next as usize]);
+            }
+            if self.query(body, hashes[i as usize]) {
+                maybe.push(i);
+            }
+        }
+    }
+
     #[inline]
     fn touch_body(&self, body: &[u8], hash: u64) -> u8 {
         match &self.view {
