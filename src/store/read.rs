@@ -134,7 +134,7 @@ impl Inner {
             }
             st.current.clone()
         };
-        Ok(version.get(key, hash)?.flatten())
+        version.get(key, hash)
     }
 
     pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -251,7 +251,7 @@ impl Reader<'_> {
         match &*self.snapshot() {
             Some(s) if s.tables_only => {
                 inner.counters.lookups.add(0, 1);
-                Ok(s.version.get(key, hash)?.flatten())
+                s.version.get(key, hash)
             }
             _ => inner.get_with_hash(key, hash),
         }
