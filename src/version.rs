@@ -136,13 +136,24 @@ impl TableHandle {
     }
 
     /// Asks the filter, then (on "maybe") the table. The caller checked the key range.
+    /// Inlined up to the filter's answer: most probes end there.
+    #[inline]
     fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
-        let c = &self.counters;
         if let Some(f) = &self.filter {
             if !f.may_contain(hash) {
-                c.add_negatives(1);
+                self.counters.add_negatives(1);
                 return Ok(Probe::Skip);
             }
+        }
+        self.read(key)
+    }
+
+    /// The rest of [`probe`](Self::probe) after a "maybe" (or without a filter): the table
+    /// itself.
+    #[inline(never)]
+    fn read(&self, key: &[u8]) -> Result<Probe> {
+        let c = &self.counters;
+        if self.filter.is_some() {
             c.add_positives(1);
         }
         match self.table.get(key, c)? {
