@@ -337,6 +337,11 @@ pub struct Filter<'a> {
 /// `simd` hands those out, after checking. Every other kernel is safe to call.
 type Run = unsafe fn(&View, &[u8], u64) -> bool;
 
+/// A batch kernel: [`Filter::retain_maybe_in`] over a body for the view it was chosen for
+/// (keys, their hashes, the prefetch distance, the output). `unsafe` for the same reason as
+/// [`Run`].
+type RunBatch = unsafe fn(&View, &[u8], &[u32], &[u64], usize, &mut Vec<u32>);
+
 /// A kind's checked parameters (no bytes: the body is passed to every query).
 #[derive(Clone, Copy, Debug)]
 #[repr(u8)]
@@ -481,9 +486,13 @@ impl<'a> Filter<'a> {
             View::Bloom(v) => {
                 self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
             }
-            View::Blocked(v) => {
-                self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
-            }
+            View::Blocked(v) => match v.batch {
+                // SAFETY: `batch` was chosen for this view by `BlockedView::new` from what
+                // `simd` returned, only after checking that this CPU has its instructions.
+                #[allow(unsafe_code)]
+                Some(batch) => unsafe { batch(&self.view, body, keys, hashes, ahead, maybe) },
+                None => self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h)),
+            },
             View::Cuckoo(v) => {
                 self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
             }
