@@ -136,13 +136,24 @@ impl TableHandle {
     }
 
     /// Asks the filter, then (on "maybe") the table. The caller checked the key range.
+    /// Inlined up to the filter's answer: most probes end there.
+    #[inline]
     fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
-        let c = &self.counters;
         if let Some(f) = &self.filter {
             if !f.may_contain(hash) {
-                c.add_negatives(1);
+                self.counters.add_negatives(1);
                 return Ok(Probe::Skip);
             }
+        }
+        self.read(key)
+    }
+
+    /// The rest of [`probe`](Self::probe) after a "maybe" (or without a filter): the table
+    /// itself.
+    #[inline(never)]
+    fn read(&self, key: &[u8]) -> Result<Probe> {
+        let c = &self.counters;
+        if self.filter.is_some() {
             c.add_positives(1);
         }
         match self.table.get(key, c)? {
@@ -318,6 +329,8 @@ impl Level {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Version {
     levels: Vec<Level>,
+    /// Bit l set: level l ≥ 1 holds a table (a lookup visits only those levels).
+    deep: u32,
 }
 
 /// A change to a [`Version`]: tables leave, tables join.
@@ -334,6 +347,16 @@ pub(crate) struct Edit {
 }
 
 impl Version {
+    fn of_levels(levels: Vec<Vec<Arc<TableHandle>>>) -> Version {
+        let deep = (1..levels.len().min(32))
+            .filter(|&l| !levels[l].is_empty())
+            .fold(0, |d, l| d | 1 << l);
+        Version {
+            levels: levels.into_iter().map(Level::new).collect(),
+            deep,
+        }
+    }
+
     /// A version from handles whose records carry their level; L0 in the order given
     /// (newest first), deeper levels sorted by key.
     pub(crate) fn new(handles: Vec<Arc<TableHandle>>) -> Version {
@@ -345,9 +368,7 @@ impl Version {
         for l in levels.iter_mut().skip(1) {
             l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
         }
-        Version {
-            levels: levels.into_iter().map(Level::new).collect(),
-        }
+        Version::of_levels(levels)
     }
 
     /// The levels, L0 first (always [`MAX_LEVELS`] of them, some empty).
@@ -411,52 +432,74 @@ impl Version {
         for l in levels.iter_mut().skip(1) {
             l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
         }
-        Version {
-            levels: levels.into_iter().map(Level::new).collect(),
-        }
+        Version::of_levels(levels)
     }
 
     /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table
-    /// holds it; `Some(None)`: the newest version is a tombstone.
-    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Option<Vec<u8>>>> {
+    /// holds it, or its newest version is a tombstone.
+    #[inline]
+    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let p = prefix8(key);
         let l0 = &self.levels[0].tables;
-        // Pass 1: touch the filter line(s) of every table the key can be in. These loads do
-        // not depend on each other, so their cache misses overlap; pass 2 then finds its
-        // lines in cache instead of taking one miss after another.
-        let mut acc = 0u8;
+        // Which L0 tables' ranges hold the key, checked once: bit i for table i (tables past
+        // the 64th are checked again where they are used).
+        let mut in_range = 0u64;
         let mut candidates = 0usize;
-        for t in l0 {
-            if let Some(f) = &t.filter {
-                if t.in_range(key, p) {
-                    acc ^= f.touch(hash);
-                    candidates += 1;
-                }
-            }
-        }
-        let mut found: [Option<&Arc<TableHandle>>; MAX_LEVELS] = [None; MAX_LEVELS];
-        for (l, level) in self.levels.iter().enumerate().skip(1) {
-            if let Some(t) = level.table_for(key, p) {
-                if let Some(f) = &t.filter {
-                    acc ^= f.touch(hash);
-                }
+        for (i, t) in l0.iter().enumerate() {
+            if t.in_range(key, p) {
                 candidates += 1;
-                found[l] = Some(t);
+                in_range |= u64::from(i < 64) << (i % 64);
             }
         }
+        let beyond = l0.get(64..).unwrap_or(&[]);
+        let mut found: [Option<&Arc<TableHandle>>; MAX_LEVELS] = [None; MAX_LEVELS];
+        let mut deep = self.deep;
+        while deep != 0 {
+            let l = deep.trailing_zeros() as usize;
+            deep &= deep - 1;
+            if let (Some(level), Some(slot)) = (self.levels.get(l), found.get_mut(l)) {
+                if let Some(t) = level.table_for(key, p) {
+                    candidates += 1;
+                    *slot = Some(t);
+                }
+            }
+        }
+        // With several tables to ask, touch their filter lines first: these loads do not
+        // depend on each other, so their cache misses overlap, and the probes below find
+        // their lines in cache instead of taking one miss after another. With one table
+        // there is nothing to overlap, and the lookup goes straight to its probe.
         if candidates > 1 {
+            let mut acc = 0u8;
+            let touch = |t: &TableHandle| t.filter.as_ref().map_or(0, |f| f.touch(hash));
+            let mut bits = in_range;
+            while bits != 0 {
+                acc ^= touch(&l0[bits.trailing_zeros() as usize]);
+                bits &= bits - 1;
+            }
+            for t in beyond.iter().filter(|t| t.in_range(key, p)) {
+                acc ^= touch(t);
+            }
+            for t in found.iter().flatten() {
+                acc ^= touch(t);
+            }
             std::hint::black_box(acc);
         }
-        for t in l0 {
-            if t.in_range(key, p) {
-                if let Probe::Found(v) = t.probe(key, hash)? {
-                    return Ok(Some(v));
-                }
+        let mut bits = in_range;
+        while bits != 0 {
+            let t = &l0[bits.trailing_zeros() as usize];
+            bits &= bits - 1;
+            if let Probe::Found(v) = t.probe(key, hash)? {
+                return Ok(v);
+            }
+        }
+        for t in beyond.iter().filter(|t| t.in_range(key, p)) {
+            if let Probe::Found(v) = t.probe(key, hash)? {
+                return Ok(v);
             }
         }
         for t in found.iter().flatten() {
             if let Probe::Found(v) = t.probe(key, hash)? {
-                return Ok(Some(v));
+                return Ok(v);
             }
         }
         Ok(None)

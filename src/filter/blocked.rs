@@ -15,7 +15,7 @@
 
 use rayon::prelude::*;
 
-use super::{FilterKind, Header, Run, View};
+use super::{FilterKind, Header, Run, RunBatch, View};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
 
@@ -216,6 +216,18 @@ pub struct BlockedView {
     probe: Probe,
     /// What the SIMD kernel reads in place of k (see `simd::blocked_v2`); k otherwise.
     pub(super) arg: u32,
+    /// The AVX2 kernel's eight multipliers for one round (see [`lane_mults`]).
+    pub(super) mults: [u32; 8],
+    /// The SIMD kernel's batched query (`Filter::retain_maybe_in`); `None` without SIMD.
+    pub(super) batch: Option<RunBatch>,
+}
+
+/// Lane i's multiplier for one round of eight probes: `POW[i mod k]` for k ≤ 8, so lanes past
+/// k repeat a probe already made (testing a bit twice changes no answer) and no lane needs
+/// masking; `POW[i]` for k > 8 (the first round of several).
+pub(super) fn lane_mults(k: u32) -> [u32; 8] {
+    let k = k.clamp(1, MAX_K) as usize;
+    std::array::from_fn(|i| POW[if k <= 8 { i % k } else { i }])
 }
 
 impl std::fmt::Debug for BlockedView {
@@ -237,6 +249,7 @@ impl BlockedView {
         BlockedView {
             probe,
             arg: self.k,
+            batch: None,
             ..self
         }
     }
@@ -267,19 +280,21 @@ impl BlockedView {
                 ),
             ));
         }
-        let probe = match h.version {
-            1 => Probe::V1,
-            _ if super::simd::blocked_v2(h.p2).is_some() => Probe::V2Simd,
-            _ => Probe::V2Portable,
+        let simd = match h.version {
+            1 => None,
+            _ => super::simd::blocked_v2(h.p2),
         };
-        let arg = match probe {
-            Probe::V2Simd => super::simd::blocked_v2(h.p2).map_or(h.p2, |(_, arg)| arg),
-            _ => h.p2,
+        let probe = match (h.version, simd) {
+            (1, _) => Probe::V1,
+            (_, Some(_)) => Probe::V2Simd,
+            (_, None) => Probe::V2Portable,
         };
         Ok(BlockedView {
             k: h.p2,
             probe,
-            arg,
+            arg: simd.map_or(h.p2, |s| s.arg),
+            mults: lane_mults(h.p2),
+            batch: simd.map(|s| s.batch),
         })
     }
 
@@ -292,7 +307,7 @@ impl BlockedView {
                 _ => true,
             },
             Probe::V2Portable => run_portable,
-            Probe::V2Simd => super::simd::blocked_v2(self.k).map_or(run_portable, |(run, _)| run),
+            Probe::V2Simd => super::simd::blocked_v2(self.k).map_or(run_portable, |s| s.run),
         }
     }
 
@@ -446,7 +461,7 @@ mod tests {
 
     /// Every k from 1 to 30 (several SIMD rounds, partial last rounds): the portable and the
     /// dispatched (SIMD where the CPU has it) queries agree on every hash, present or not,
-    /// on full and sparse blocks.
+    /// on full and sparse blocks; so do the SIMD kernels' batched queries.
     #[test]
     fn portable_and_simd_agree_for_every_k() {
         let mut x = 0x1234_5678_9abc_def0u64;
@@ -459,33 +474,56 @@ mod tests {
                     insert(&mut block, x, k);
                     keys.push(x);
                 }
-                let kernels: Vec<(&str, (Run, u32))> = [
+                let kernels: Vec<(&str, super::super::simd::Kernel)> = [
                     ("avx2", super::super::simd::blocked_v2_avx2(k)),
                     ("avx512", super::super::simd::blocked_v2_avx512(k)),
                 ]
                 .into_iter()
                 .filter_map(|(name, q)| Some((name, q?)))
                 .collect();
+                let view = |kernel: &super::super::simd::Kernel| {
+                    View::Blocked(BlockedView {
+                        k,
+                        probe: Probe::V2Simd,
+                        arg: kernel.arg,
+                        mults: lane_mults(k),
+                        batch: Some(kernel.batch),
+                    })
+                };
                 let check = |h: u64, want: bool| {
                     assert_eq!(query_v2(&block, h as u32, k), want, "k={k} fill={fill}");
-                    for (name, (q, arg)) in &kernels {
-                        let view = View::Blocked(BlockedView {
-                            k,
-                            probe: Probe::V2Simd,
-                            arg: *arg,
-                        });
+                    for (name, kernel) in &kernels {
                         // SAFETY: `simd` returned these kernels, so the CPU has their features.
                         #[allow(unsafe_code)]
-                        let got = unsafe { q(&view, &block, h) };
+                        let got = unsafe { (kernel.run)(&view(kernel), &block, h) };
                         assert_eq!(got, want, "{name} k={k} fill={fill}");
                     }
                 };
+                let mut hashes = keys.clone();
                 for &h in &keys {
                     check(h, true);
                 }
                 for _ in 0..2000 {
                     x = mix64(x);
                     check(x, query_v2(&block, x as u32, k));
+                    hashes.push(x);
+                }
+                let all: Vec<u32> = (0..hashes.len() as u32).rev().collect();
+                let want: Vec<u32> = all
+                    .iter()
+                    .copied()
+                    .filter(|&i| query_v2(&block, hashes[i as usize] as u32, k))
+                    .collect();
+                for (name, kernel) in &kernels {
+                    for ahead in [0, 16, 5000] {
+                        let mut got = Vec::new();
+                        // SAFETY: as above.
+                        #[allow(unsafe_code)]
+                        unsafe {
+                            (kernel.batch)(&view(kernel), &block, &all, &hashes, ahead, &mut got)
+                        };
+                        assert_eq!(got, want, "{name} batch k={k} fill={fill} ahead {ahead}");
+                    }
                 }
             }
         }

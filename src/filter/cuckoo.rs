@@ -3,7 +3,9 @@
 //!
 //! For a key hash h: primary bucket i₁ = fastrange(h, B); fingerprint
 //! fp = ((h mod 2³²)·(2^f − 1)) >> 32) + 1, uniform over 1..2^f (0 marks an empty slot); alternate bucket alt(i, fp) = (H(fp) − i) mod B with
-//! H(fp) = fastrange(mix64(fp), B). `alt` is an involution for *any* B, so no power-of-two
+//! H(fp) = fastrange(fp · 0x9e3779b97f4a7c15 mod 2⁶⁴, B) (layout version 2; version 1, still
+//! read, took H(fp) = fastrange(mix64(fp), B), whose two dependent multiplications delayed
+//! the second bucket's load). `alt` is an involution for *any* B, so no power-of-two
 //! rounding is needed: alt(alt(i)) = H − (H − i) = i.
 //!
 //! Body: the 4·B slots packed as a little-endian bit stream, f bits each (slot s of bucket i
@@ -67,11 +69,25 @@ fn fingerprint(hash: u64, fp_bits: u32) -> u32 {
     (((hash & 0xffff_ffff) * ((1u64 << fp_bits) - 1)) >> 32) as u32 + 1
 }
 
-/// (H(fp) − i) mod B, without a branch (the comparison is a coin flip per key, and a
-/// mispredicted branch here would stall the second bucket's load).
-#[inline]
-fn alt_bucket(i: u64, fp: u32, buckets: u64) -> u64 {
-    let h = fastrange(mix64(fp as u64), buckets);
+/// Version 2's multiplier for H(fp) (64-bit golden ratio: fp · M over consecutive fp spreads
+/// evenly over 2⁶⁴, so its high bits, which fastrange keeps, are well mixed).
+const ALT_MULT: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// H(fp) of layout version `V` (1: fastrange of mix64(fp); 2: fastrange of fp · [`ALT_MULT`]).
+#[inline(always)]
+fn alt_hash<const V: u8>(fp: u32, buckets: u64) -> u64 {
+    if V == 1 {
+        fastrange(mix64(fp as u64), buckets)
+    } else {
+        fastrange((fp as u64).wrapping_mul(ALT_MULT), buckets)
+    }
+}
+
+/// (H(fp) − i) mod B for layout version `V`, without a branch (the comparison is a coin flip
+/// per key, and a mispredicted branch here would stall the second bucket's load).
+#[inline(always)]
+fn alt_bucket<const V: u8>(i: u64, fp: u32, buckets: u64) -> u64 {
+    let h = alt_hash::<V>(fp, buckets);
     h.wrapping_sub(i)
         .wrapping_add(buckets & ((h < i) as u64).wrapping_neg())
 }
@@ -82,6 +98,9 @@ pub struct CuckooBuilder {
     slots: Vec<u32>,
     buckets: u64,
     fp_bits: u32,
+    /// Layout version, which fixes the alternate bucket: the current one for a new filter,
+    /// the block's for one made by [`CuckooView::to_builder`].
+    version: u8,
     fpr: f64,
     len: u64,
     rng: u64,
@@ -99,6 +118,7 @@ impl CuckooBuilder {
             slots: vec![0; (buckets * SLOTS as u64) as usize],
             buckets,
             fp_bits: fingerprint_bits(fpr),
+            version: FilterKind::Cuckoo.version(),
             fpr,
             len: 0,
             rng: 0x9e37_79b9_7f4a_7c15 ^ buckets,
@@ -140,6 +160,15 @@ impl CuckooBuilder {
         }
     }
 
+    /// The other bucket of `fp` in bucket `i`, by this filter's layout version.
+    fn alt(&self, i: u64, fp: u32) -> u64 {
+        if self.version == 1 {
+            alt_bucket::<1>(i, fp, self.buckets)
+        } else {
+            alt_bucket::<2>(i, fp, self.buckets)
+        }
+    }
+
     fn next_rand(&mut self) -> u64 {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
@@ -167,7 +196,7 @@ impl CuckooBuilder {
     fn insert_inner(&mut self, hash: u64, unique: bool) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
-        let i2 = alt_bucket(i1, fp, self.buckets);
+        let i2 = self.alt(i1, fp);
         if unique && (self.bucket_has(i1, fp) || self.bucket_has(i2, fp)) {
             return true;
         }
@@ -184,7 +213,7 @@ impl CuckooBuilder {
             let idx = (i * SLOTS as u64) as usize + s;
             undo.push((idx, self.slots[idx]));
             std::mem::swap(&mut fp, &mut self.slots[idx]);
-            i = alt_bucket(i, fp, self.buckets);
+            i = self.alt(i, fp);
             if self.place(i, fp) {
                 self.len += 1;
                 return true;
@@ -200,7 +229,7 @@ impl CuckooBuilder {
     pub fn contains(&self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
-        self.bucket_has(i1, fp) || self.bucket_has(alt_bucket(i1, fp, self.buckets), fp)
+        self.bucket_has(i1, fp) || self.bucket_has(self.alt(i1, fp), fp)
     }
 
     /// Algorithm 5. Removes one copy of the key's fingerprint; only call it for keys inserted
@@ -209,7 +238,7 @@ impl CuckooBuilder {
     pub fn delete(&mut self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
-        let i2 = alt_bucket(i1, fp, self.buckets);
+        let i2 = self.alt(i1, fp);
         for i in [i1, i2] {
             if let Some(slot) = self.bucket(i).iter_mut().find(|s| **s == fp) {
                 *slot = 0;
@@ -237,7 +266,7 @@ impl CuckooBuilder {
         }
         Header {
             kind: FilterKind::Cuckoo,
-            version: FilterKind::Cuckoo.version(),
+            version: self.version,
             n: self.len,
             target_fpr: self.fpr,
             p1: self.buckets,
@@ -270,12 +299,12 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
 pub struct CuckooView {
     buckets: u64,
     fp_bits: u32,
+    /// Layout version (1 or 2): which H(fp) the alternate bucket takes.
+    version: u8,
     /// 1 at the lowest bit of each of the 4 slots of a bucket.
     lo: u128,
     /// 1 at the highest bit of each slot.
     hi: u128,
-    /// Every bit of a bucket (4f ones).
-    mask: u128,
     /// Bits per bucket, 4f.
     bucket_bits: u64,
     /// 2^f − 1 (see [`fingerprint`]).
@@ -287,6 +316,7 @@ impl std::fmt::Debug for CuckooView {
         f.debug_struct("CuckooView")
             .field("buckets", &self.buckets)
             .field("fp_bits", &self.fp_bits)
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -346,14 +376,16 @@ macro_rules! word {
 word!(u64);
 word!(u128);
 
-/// True when one of the f-bit fields of `v` is zero (`lo`: the lowest bit of each field,
-/// `hi`: the highest; `v` has no bits above the fields). Subtracting 1 from every field
-/// borrows out of a field's top bit only where the field was zero or a borrow came in from a
-/// zero field below: the lowest zero field always shows, fields above it may too, which
-/// changes "which" but never "whether".
+/// The top bit of each f-bit field of `v` that may be zero (`lo`: the lowest bit of each
+/// field, `hi`: the highest): nonzero exactly when one of the fields is zero. Subtracting 1
+/// from every field borrows out of a field's top bit only where the field was zero or a
+/// borrow came in from a zero field below: the lowest zero field always shows, fields above
+/// it may too, which changes "which" but never "whether". Borrows only move up, so bits of
+/// `v` above the fields (the next bucket's, read by the same load) change nothing below them,
+/// and `hi` leaves them out: no mask is needed.
 #[inline(always)]
-fn has_zero_field<T: Word>(v: T, lo: T, hi: T) -> bool {
-    v.wrapping_sub(lo) & !v & hi != T::ZERO
+fn zero_fields<T: Word>(v: T, lo: T, hi: T) -> T {
+    v.wrapping_sub(lo) & !v & hi
 }
 
 impl CuckooView {
@@ -392,60 +424,75 @@ impl CuckooView {
         Ok(CuckooView {
             buckets: h.p1,
             fp_bits: f,
+            version: h.version,
             lo,
             hi: lo << (f - 1),
-            mask: (1u128 << (SLOTS * f)) - 1,
             bucket_bits: (SLOTS * f) as u64,
             fp_scale: (1 << f) - 1,
         })
     }
 
-    /// Bucket `i` read into a `T`, shifted down to bit 0 (slot s at bits s·f .. (s+1)·f),
-    /// bits above the bucket cleared.
+    /// Bucket `i` read into a `T`, shifted down to bit 0 (slot s at bits s·f .. (s+1)·f);
+    /// the bits above the bucket are the next bucket's (see [`zero_fields`]).
     #[inline(always)]
     fn bucket<T: Word, const SHIFT: bool>(&self, body: &[u8], i: u64) -> T {
         let bit = i * self.bucket_bits;
         let raw = T::load(body, (bit / 8) as usize);
         // With f even a bucket (4f bits) starts on a byte: no shift.
-        let raw = if SHIFT { raw >> (bit % 8) as u32 } else { raw };
-        raw & T::truncate(self.mask)
+        if SHIFT {
+            raw >> (bit % 8) as u32
+        } else {
+            raw
+        }
     }
 
     /// Algorithm 4 over the packed body, with no data-dependent branch: both buckets are
     /// loaded (their cache misses overlap), then each is compared with the fingerprint in all
-    /// four slots at once (XOR with the fingerprint in every slot, then a zero-field test).
+    /// four slots at once (XOR with the fingerprint in every slot, then one zero-field test
+    /// over both). Few instructions wait on the loads, so more queries' loads are in flight.
     #[inline(always)]
-    fn query_with<T: Word, const SHIFT: bool>(&self, body: &[u8], hash: u64) -> bool {
+    fn query_with<T: Word, const SHIFT: bool, const V: u8>(&self, body: &[u8], hash: u64) -> bool {
         let fp = (((hash & 0xffff_ffff) * self.fp_scale) >> 32) as u32 + 1;
         let i1 = fastrange(hash, self.buckets);
-        let i2 = alt_bucket(i1, fp, self.buckets);
+        let i2 = alt_bucket::<V>(i1, fp, self.buckets);
         let b1: T = self.bucket::<T, SHIFT>(body, i1);
         let b2: T = self.bucket::<T, SHIFT>(body, i2);
         let (lo, hi) = (T::truncate(self.lo), T::truncate(self.hi));
         let want = lo.wrapping_mul(T::truncate(fp as u128));
-        has_zero_field(b1 ^ want, lo, hi) | has_zero_field(b2 ^ want, lo, hi)
+        zero_fields(b1 ^ want, lo, hi) | zero_fields(b2 ^ want, lo, hi) != T::ZERO
     }
 
-    /// The query kernel for this fingerprint width (see `Filter::may_contain`): a bucket (4f
-    /// bits) starts anywhere in its first byte, so it fits a 64-bit load at that byte when
-    /// 4f + 7 ≤ 64, and a 128-bit load always (f ≤ 30); with f even it starts on a byte.
+    /// The query kernel for this fingerprint width and layout version (see
+    /// `Filter::may_contain`): a bucket (4f bits) starts anywhere in its first byte, so it
+    /// fits a 64-bit load at that byte when 4f + 7 ≤ 64, and a 128-bit load always (f ≤ 30);
+    /// with f even it starts on a byte.
     pub(super) fn run(&self) -> Run {
+        macro_rules! kernel {
+            ($t:ty, $shift:literal, $v:literal) => {
+                |v, body, hash| match v {
+                    View::Cuckoo(c) => c.query_with::<$t, $shift, $v>(body, hash),
+                    _ => true,
+                }
+            };
+        }
         let f = self.fp_bits;
-        if SLOTS * f + 7 > 64 {
-            |v, body, hash| match v {
-                View::Cuckoo(c) => c.query_with::<u128, true>(body, hash),
-                _ => true,
-            }
-        } else if f % 2 == 1 {
-            |v, body, hash| match v {
-                View::Cuckoo(c) => c.query_with::<u64, true>(body, hash),
-                _ => true,
-            }
+        match (SLOTS * f + 7 > 64, f % 2 == 1, self.version) {
+            (true, _, 1) => kernel!(u128, true, 1),
+            (true, _, _) => kernel!(u128, true, 2),
+            (false, true, 1) => kernel!(u64, true, 1),
+            (false, true, _) => kernel!(u64, true, 2),
+            (false, false, 1) => kernel!(u64, false, 1),
+            (false, false, _) => kernel!(u64, false, 2),
+        }
+    }
+
+    /// The other bucket of `fp` in bucket `i`, by this block's layout version.
+    #[inline]
+    fn alt(&self, i: u64, fp: u32) -> u64 {
+        if self.version == 1 {
+            alt_bucket::<1>(i, fp, self.buckets)
         } else {
-            |v, body, hash| match v {
-                View::Cuckoo(c) => c.query_with::<u64, false>(body, hash),
-                _ => true,
-            }
+            alt_bucket::<2>(i, fp, self.buckets)
         }
     }
 
@@ -454,7 +501,7 @@ impl CuckooView {
     pub fn touch(&self, body: &[u8], hash: u64) -> u8 {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
-        let i2 = alt_bucket(i1, fp, self.buckets);
+        let i2 = self.alt(i1, fp);
         let first = |i: u64| {
             let byte = i * (SLOTS * self.fp_bits) as u64 / 8;
             body.get(byte as usize).copied().unwrap_or(0)
@@ -467,7 +514,7 @@ impl CuckooView {
     pub fn prefetch(&self, body: &[u8], hash: u64) {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
-        let i2 = alt_bucket(i1, fp, self.buckets);
+        let i2 = self.alt(i1, fp);
         for i in [i1, i2] {
             let byte = i * (SLOTS * self.fp_bits) as u64 / 8;
             super::simd::prefetch(body, byte as usize);
@@ -479,6 +526,7 @@ impl CuckooView {
     pub fn to_builder(&self, body: &[u8], fpr: f64) -> CuckooBuilder {
         let mut b = CuckooBuilder::with_buckets(self.buckets, fpr);
         b.fp_bits = self.fp_bits;
+        b.version = self.version;
         let f = self.fp_bits as usize;
         let mask = (1u128 << f) - 1;
         for s in 0..b.slots.len() {
@@ -514,9 +562,16 @@ mod tests {
                 let h = mix64(t.wrapping_mul(0x9e37_79b9) ^ b);
                 let fp = fingerprint(h, 13);
                 let i = fastrange(h, b);
-                let j = alt_bucket(i, fp, b);
-                assert!(j < b, "alt {j} outside 0..{b}");
-                assert_eq!(alt_bucket(j, fp, b), i, "b={b} i={i} fp={fp}");
+                for (j, back) in [
+                    (
+                        alt_bucket::<1>(i, fp, b),
+                        alt_bucket::<1> as fn(u64, u32, u64) -> u64,
+                    ),
+                    (alt_bucket::<2>(i, fp, b), alt_bucket::<2>),
+                ] {
+                    assert!(j < b, "alt {j} outside 0..{b}");
+                    assert_eq!(back(j, fp, b), i, "b={b} i={i} fp={fp}");
+                }
             }
         }
     }
@@ -639,16 +694,17 @@ mod tests {
     }
 
     /// The packed, branch-free query (64-bit words for f ≤ 14, 128-bit above) answers exactly
-    /// as the builder's slot-by-slot `contains`, for every fingerprint width, on tables from
-    /// nearly empty to full, for inserted keys and random ones.
+    /// as the builder's slot-by-slot `contains`, for every fingerprint width and both layout
+    /// versions, on tables from nearly empty to full, for inserted keys and random ones.
     #[test]
     fn packed_query_equals_slot_by_slot_lookup() {
         let mut x = 7u64;
-        for f in MIN_FP_BITS..=MAX_FP_BITS {
+        for (f, version) in (MIN_FP_BITS..=MAX_FP_BITS).flat_map(|f| [(f, 1), (f, 2)]) {
             // ε giving exactly f bits: ⌈log2(8/ε)⌉ = f.
             let fpr = 8.0 / 2f64.powf(f as f64 - 0.5);
             for fill in [3u64, 200, 1000] {
                 let mut b = CuckooBuilder::new(1000, fpr);
+                b.version = version;
                 assert_eq!(b.fp_bits, f);
                 let mut keys = Vec::new();
                 for _ in 0..fill {
@@ -659,6 +715,7 @@ mod tests {
                 }
                 let block = b.finish();
                 let view = crate::filter::Filter::decode(&block).expect("decode");
+                assert_eq!(view.header().version, version);
                 for &k in &keys {
                     assert!(view.may_contain(k), "f={f}: lost a key");
                 }
@@ -683,14 +740,30 @@ mod tests {
         }
     }
 
+    /// A view's builder keeps the block's layout version: inserting into a version 1 filter
+    /// keeps every key it held, and finishing without changes gives the same bytes.
     #[test]
     fn to_builder_round_trips() {
         let hashes: Vec<u64> = (0..5000u64).map(mix64).collect();
-        let block = build(0.001, &hashes);
-        let (h, body) = Header::decode(&block).expect("decode");
-        let v = CuckooView::new(&h, body).expect("view");
-        let b = v.to_builder(body, 0.001);
-        assert_eq!(b.len(), h.n);
-        assert_eq!(b.finish(), block);
+        for version in [1, 2] {
+            let mut b = CuckooBuilder::new(hashes.len() as u64, 0.001);
+            b.version = version;
+            assert!(hashes[..4000].iter().all(|&h| b.insert_unique(h)));
+            let block = b.finish();
+            let (h, body) = Header::decode(&block).expect("decode");
+            assert_eq!(h.version, version);
+            let v = CuckooView::new(&h, body).expect("view");
+            let mut b = v.to_builder(body, 0.001);
+            assert_eq!(b.len(), h.n);
+            assert_eq!(b.finish(), block);
+            assert!(hashes[4000..].iter().all(|&h| b.insert_unique(h)));
+            let grown = b.finish();
+            let f = crate::filter::Filter::decode(&grown).expect("decode");
+            assert_eq!(f.header().version, version);
+            assert!(
+                hashes.iter().all(|&h| f.may_contain(h)),
+                "version {version}"
+            );
+        }
     }
 }

@@ -25,7 +25,8 @@ use crate::hash::{HASH_SEED, HASH_XXH3_64};
 
 /// Magic at the start of every filter block.
 pub const FILTER_MAGIC: [u8; 4] = *b"FSFL";
-/// Version of the bloom and cuckoo layouts, and of blocked-bloom's first layout. The header's
+/// Version of the bloom and binary-fuse layouts, and of blocked-bloom's and cuckoo's first
+/// layouts. The header's
 /// version byte is the version of the kind's layout (see [`FilterKind::versions`]).
 pub const FILTER_VERSION: u8 = 1;
 /// Size of the filter block header; the body starts here (64-byte aligned in a file).
@@ -75,12 +76,13 @@ impl FilterKind {
 
     /// The layout versions a reader accepts for this kind, oldest first; builders write the
     /// last. Blocked-bloom version 2 derives its probes with 32-bit multiplications (one SIMD
-    /// instruction for eight probes); version 1 blocks are still read.
+    /// instruction for eight probes); cuckoo version 2 derives the alternate bucket with one
+    /// multiplication instead of a mixer; version 1 blocks of both are still read.
     pub fn versions(self) -> &'static [u8] {
         match self {
             FilterKind::None => &[],
-            FilterKind::Bloom | FilterKind::Cuckoo | FilterKind::BinaryFuse => &[1],
-            FilterKind::BlockedBloom => &[1, 2],
+            FilterKind::Bloom | FilterKind::BinaryFuse => &[1],
+            FilterKind::BlockedBloom | FilterKind::Cuckoo => &[1, 2],
         }
     }
 
@@ -335,6 +337,11 @@ pub struct Filter<'a> {
 /// `simd` hands those out, after checking. Every other kernel is safe to call.
 type Run = unsafe fn(&View, &[u8], u64) -> bool;
 
+/// A batch kernel: [`Filter::retain_maybe_in`] over a body for the view it was chosen for
+/// (keys, their hashes, the prefetch distance, the output). `unsafe` for the same reason as
+/// [`Run`].
+type RunBatch = unsafe fn(&View, &[u8], &[u32], &[u64], usize, &mut Vec<u32>);
+
 /// A kind's checked parameters (no bytes: the body is passed to every query).
 #[derive(Clone, Copy, Debug)]
 #[repr(u8)]
@@ -454,6 +461,66 @@ impl<'a> Filter<'a> {
             View::Blocked(v) => v.prefetch(body, hash),
             View::Cuckoo(v) => v.prefetch(body, hash),
             View::Fuse(v) => v.prefetch(body, hash),
+        }
+    }
+
+    /// Pushes onto `maybe`, in order, each of `keys` (indices into `hashes`) whose hash
+    /// [`may_contain_in`](Self::may_contain_in) over `block` accepts, prefetching the lines
+    /// of the key `ahead` places further on before each query ([`prefetch_in`](Self::prefetch_in)),
+    /// so that many cache misses are on their way while one key is tested. The kind is
+    /// dispatched once per call, not once per key: the loop is compiled per kind, with its
+    /// prefetch inline. Never panics on the bytes.
+    ///
+    /// # Panics
+    /// If an index in `keys` is out of bounds for `hashes`.
+    pub fn retain_maybe_in(
+        &self,
+        block: &[u8],
+        keys: &[u32],
+        hashes: &[u64],
+        ahead: usize,
+        maybe: &mut Vec<u32>,
+    ) {
+        let body = body_of(block);
+        match &self.view {
+            View::Bloom(v) => {
+                self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
+            }
+            View::Blocked(v) => match v.batch {
+                // SAFETY: `batch` was chosen for this view by `BlockedView::new` from what
+                // `simd` returned, only after checking that this CPU has its instructions.
+                #[allow(unsafe_code)]
+                Some(batch) => unsafe { batch(&self.view, body, keys, hashes, ahead, maybe) },
+                None => self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h)),
+            },
+            View::Cuckoo(v) => {
+                self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h))
+            }
+            View::Fuse(v) => self.retain(body, keys, hashes, ahead, maybe, |h| v.prefetch(body, h)),
+        }
+    }
+
+    /// [`retain_maybe_in`](Self::retain_maybe_in) with the kind's prefetch.
+    #[inline(always)]
+    fn retain(
+        &self,
+        body: &[u8],
+        keys: &[u32],
+        hashes: &[u64],
+        ahead: usize,
+        maybe: &mut Vec<u32>,
+        prefetch: impl Fn(u64),
+    ) {
+        for &i in keys.iter().take(ahead) {
+            prefetch(hashes[i as usize]);
+        }
+        for (j, &i) in keys.iter().enumerate() {
+            if let Some(&next) = keys.get(j + ahead) {
+                prefetch(hashes[next as usize]);
+            }
+            if self.query(body, hashes[i as usize]) {
+                maybe.push(i);
+            }
         }
     }
 

@@ -134,7 +134,7 @@ impl Inner {
             }
             st.current.clone()
         };
-        Ok(version.get(key, hash)?.flatten())
+        version.get(key, hash)
     }
 
     pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -251,7 +251,7 @@ impl Reader<'_> {
         match &*self.snapshot() {
             Some(s) if s.tables_only => {
                 inner.counters.lookups.add(0, 1);
-                Ok(s.version.get(key, hash)?.flatten())
+                s.version.get(key, hash)
             }
             _ => inner.get_with_hash(key, hash),
         }
@@ -286,19 +286,31 @@ impl Reader<'_> {
     }
 
     /// The snapshot, taken again if the store changed since it was taken.
+    #[inline]
     fn snapshot(&self) -> std::cell::RefMut<'_, Option<ReadSnapshot>> {
-        let inner = &*self.store.inner;
-        let epoch = inner.epoch.load(std::sync::atomic::Ordering::SeqCst);
+        let epoch = self
+            .store
+            .inner
+            .epoch
+            .load(std::sync::atomic::Ordering::SeqCst);
         let mut snap = self.snap.borrow_mut();
         if snap.as_ref().is_none_or(|s| s.epoch != epoch) {
-            let st = inner.read_state();
-            *snap = Some(ReadSnapshot {
-                epoch: inner.epoch.load(std::sync::atomic::Ordering::SeqCst),
-                version: st.current.clone(),
-                tables_only: st.mem.is_empty() && st.imm.is_none(),
-            });
+            self.retake(&mut snap);
         }
         snap
+    }
+
+    /// Takes the snapshot again (out of line: once per change of the store, not per lookup).
+    #[cold]
+    #[inline(never)]
+    fn retake(&self, snap: &mut Option<ReadSnapshot>) {
+        let inner = &*self.store.inner;
+        let st = inner.read_state();
+        *snap = Some(ReadSnapshot {
+            epoch: inner.epoch.load(std::sync::atomic::Ordering::SeqCst),
+            version: st.current.clone(),
+            tables_only: st.mem.is_empty() && st.imm.is_none(),
+        });
     }
 }
 

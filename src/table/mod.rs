@@ -119,24 +119,15 @@ impl MappedFilter {
     /// Pushes onto `maybe`, in order, each of `keys` (indices into `hashes`) whose hash the
     /// filter may contain: the answers of [`may_contain`](Self::may_contain), with the
     /// filter's cache misses overlapped. Before each query the lines of the key
-    /// [`PREFETCH_AHEAD`] places further on are prefetched ([`Filter::prefetch_in`]), so
+    /// [`PREFETCH_AHEAD`] places further on are prefetched ([`Filter::retain_maybe_in`]), so
     /// that many misses are on their way while this key is tested, and the queries find
     /// their lines in cache.
     ///
     /// # Panics
     /// If an index in `keys` is out of bounds for `hashes`.
     pub fn retain_maybe(&self, keys: &[u32], hashes: &[u64], maybe: &mut Vec<u32>) {
-        for &i in keys.iter().take(PREFETCH_AHEAD) {
-            self.checked.prefetch_in(&self.map, hashes[i as usize]);
-        }
-        for (j, &i) in keys.iter().enumerate() {
-            if let Some(&ahead) = keys.get(j + PREFETCH_AHEAD) {
-                self.checked.prefetch_in(&self.map, hashes[ahead as usize]);
-            }
-            if self.may_contain(hashes[i as usize]) {
-                maybe.push(i);
-            }
-        }
+        self.checked
+            .retain_maybe_in(&self.map, keys, hashes, PREFETCH_AHEAD, maybe);
     }
 
     /// Size of the filter block in bytes.
