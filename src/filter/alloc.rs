@@ -26,7 +26,7 @@ pub enum FilterPolicy {
         fpr: f64,
     },
     /// A memory budget of `bits_per_key` × keys in tables, split across the runs an absent
-    /// lookup probes as Monkey prescribes ([`monkey`]).
+    /// lookup probes as Monkey prescribes (`filter::alloc::monkey`, see `docs/engine.md`).
     Budget {
         /// Filter kind.
         kind: FilterKind,
@@ -198,6 +198,7 @@ pub fn monkey(keys: &[u64], bits_per_key: f64, model: SizeModel) -> Vec<f64> {
 }
 
 /// `Σ keys[i] · model.bits(eps[i])`: the memory an allocation spends, in bits.
+#[cfg(test)]
 pub fn memory_bits(keys: &[u64], eps: &[f64], model: SizeModel) -> f64 {
     keys.iter()
         .zip(eps)
@@ -206,6 +207,7 @@ pub fn memory_bits(keys: &[u64], eps: &[f64], model: SizeModel) -> f64 {
 }
 
 /// The expected wasted reads per absent lookup of an allocation: `Σ εᵢ` over runs with keys.
+#[cfg(test)]
 pub fn summed_fpr(keys: &[u64], eps: &[f64]) -> f64 {
     keys.iter()
         .zip(eps)

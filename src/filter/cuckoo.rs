@@ -126,18 +126,9 @@ impl CuckooBuilder {
     }
 
     /// Number of fingerprints stored.
+    #[cfg(test)]
     pub fn len(&self) -> u64 {
         self.len
-    }
-
-    /// True when nothing is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Number of buckets.
-    pub fn buckets(&self) -> u64 {
-        self.buckets
     }
 
     fn bucket(&mut self, i: u64) -> &mut [u32] {
@@ -182,6 +173,7 @@ impl CuckooBuilder {
     /// that another key, colliding on fingerprint and bucket pair, relies on. A bucket pair holds
     /// at most 8 copies of one fingerprint. Returns false when the table is too full: the filter
     /// is then unchanged.
+    #[cfg(test)]
     pub fn insert(&mut self, hash: u64) -> bool {
         self.insert_inner(hash, false)
     }
@@ -226,6 +218,7 @@ impl CuckooBuilder {
     }
 
     /// Algorithm 4.
+    #[cfg(test)]
     pub fn contains(&self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
@@ -235,6 +228,7 @@ impl CuckooBuilder {
     /// Algorithm 5. Removes one copy of the key's fingerprint; only call it for keys inserted
     /// with [`insert`](Self::insert) (a filter filled by [`insert_unique`](Self::insert_unique)
     /// or [`build`] may share one copy between colliding keys).
+    #[cfg(test)]
     pub fn delete(&mut self, hash: u64) -> bool {
         let fp = fingerprint(hash, self.fp_bits);
         let i1 = fastrange(hash, self.buckets);
@@ -523,6 +517,8 @@ impl CuckooView {
 
     /// Reconstructs a mutable filter from this view's body (to insert or delete without the
     /// keys).
+    #[cfg(test)]
+    #[allow(clippy::wrong_self_convention)]
     pub fn to_builder(&self, body: &[u8], fpr: f64) -> CuckooBuilder {
         let mut b = CuckooBuilder::with_buckets(self.buckets, fpr);
         b.fp_bits = self.fp_bits;

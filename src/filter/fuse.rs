@@ -566,11 +566,6 @@ impl FuseView {
             super::simd::prefetch(body, h.saturating_mul(w) as usize);
         }
     }
-
-    /// The fingerprint width.
-    pub fn fingerprint_bits(&self) -> u32 {
-        self.fp_bits
-    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@
 //! | header (64 bytes) | body (body_len bytes, little-endian) |
 //! ```
 
-pub mod alloc;
-pub mod blocked;
-pub mod bloom;
-pub mod cuckoo;
-pub mod fuse;
+pub(crate) mod alloc;
+pub(crate) mod blocked;
+pub(crate) mod bloom;
+pub(crate) mod cuckoo;
+pub(crate) mod fuse;
 mod simd;
 
 use std::fmt;

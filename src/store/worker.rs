@@ -294,7 +294,7 @@ impl Store {
 
     /// Recomputes what every table's filter should be under `policy` for the levels as they
     /// are now, and rebuilds only the filters that changed materially (another kind, or a
-    /// size that differs by more than [`alloc::MATERIAL`], 5 %, from the one the table's
+    /// size that differs by more than 5 % (`alloc::MATERIAL`) from the one the table's
     /// recorded rate gives), without rewriting any data. A budget's allocation moves as the
     /// levels grow; this is how a store follows it. Table files are never touched.
     pub fn rebalance(&self, policy: FilterPolicy) -> Result<Rebalanced> {
