@@ -197,6 +197,9 @@ impl ExceptionDict {
             batch.put(DIGEST_KEY, digest.as_bytes());
             store.write(batch)?;
             store.flush()?;
+            // The compactions this change made due run now, not in the background under the
+            // lookups (or beside a refilter) that follow; a small change stays a small table.
+            store.wait_for_compaction()?;
         }
         if kind.is_some() || fpr.is_some() {
             let (k, e) = store.filter();
