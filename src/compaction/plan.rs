@@ -144,15 +144,12 @@ fn l0_cost_score<T: TableInfo>(levels: &[&[T]], trigger: usize) -> f64 {
     if l0.len() < (trigger / 2).max(2) {
         return 0.0;
     }
-    let (Some(min), Some(max)) = (
-        l0.iter().map(|t| t.min_key()).min(),
-        l0.iter().map(|t| t.max_key()).max(),
-    ) else {
+    let picked: Vec<&T> = l0.iter().collect();
+    let Some((_, below)) = max_and_below(levels, 0, &picked) else {
         return 0.0;
     };
     let l0_bytes: u64 = l0.iter().map(|t| t.bytes()).sum();
-    let next = levels.get(1).copied().unwrap_or(&[]);
-    let below: u64 = overlapping(next, min, max).iter().map(|t| t.bytes()).sum();
+    let below: u64 = below.iter().map(|t| t.bytes()).sum();
     (l0_bytes as f64 / below.max(1) as f64).min(1e6)
 }
 
@@ -199,13 +196,23 @@ pub(crate) fn plan_l0_drain<T: TableInfo>(levels: &[&[T]], shape: &Shape) -> Opt
     task_from(levels, 0, &picked)
 }
 
-/// The task that compacts `picked` (tables of `level`) into `level + 1`: a trivial move for
-/// one table that overlaps nothing below, else a merge with the overlapped tables below.
-fn task_from<T: TableInfo>(levels: &[&[T]], level: usize, picked: &[&T]) -> Option<Task> {
+/// The largest key of `picked` (tables of `level`), and the tables of `level + 1` their key
+/// range overlaps; `None` when `picked` is empty.
+fn max_and_below<'a, T: TableInfo>(
+    levels: &[&'a [T]],
+    level: usize,
+    picked: &[&'a T],
+) -> Option<(&'a [u8], Vec<&'a T>)> {
     let next = levels.get(level + 1).copied().unwrap_or(&[]);
     let min = picked.iter().map(|t| t.min_key()).min()?;
     let max = picked.iter().map(|t| t.max_key()).max()?;
-    let below = overlapping(next, min, max);
+    Some((max, overlapping(next, min, max)))
+}
+
+/// The task that compacts `picked` (tables of `level`) into `level + 1`: a trivial move for
+/// one table that overlaps nothing below, else a merge with the overlapped tables below.
+fn task_from<T: TableInfo>(levels: &[&[T]], level: usize, picked: &[&T]) -> Option<Task> {
+    let (max, below) = max_and_below(levels, level, picked)?;
     let cursor = (level > 0).then(|| max.to_vec());
     if picked.len() == 1 && below.is_empty() {
         return Some(Task::Move {
