@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::filename::{FileName, Numbered};
 use crate::filter::{blocked, bloom, cuckoo, fuse, FilterKind};
 use crate::plot::{kind_color, render, Chart, Series, Style};
 use crate::store::{Options, Stats, Store, SyncPolicy};
@@ -342,7 +343,11 @@ fn make_keys(cfg: &BenchConfig) -> Result<Keys> {
 pub fn evict_tables(dir: &Path) -> Result<()> {
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let p = e.map_err(|e| Error::io(dir, e))?.path();
-        if p.extension().is_some_and(|x| x == "sst") {
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(FileName::parse);
+        if matches!(name, Some(FileName::Numbered(Numbered::Table, _))) {
             let f = std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?;
             rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
                 .map_err(|e| Error::io(&p, e.into()))?;

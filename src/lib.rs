@@ -39,6 +39,7 @@ pub(crate) mod counters;
 mod error;
 #[cfg(feature = "parquet")]
 pub mod export;
+pub mod filename;
 pub mod filter;
 pub mod hash;
 #[cfg(feature = "showcase")]

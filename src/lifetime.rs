@@ -11,12 +11,10 @@ use std::path::Path;
 
 use crate::codec::Cursor;
 use crate::error::{Error, Result};
+use crate::filename::FileName;
 use crate::io::Fs;
 use crate::store::Lifetime;
 
-/// The file's name in the store directory.
-pub(crate) const NAME: &str = "COUNTERS";
-const TMP_NAME: &str = "COUNTERS.tmp";
 const MAGIC: &[u8; 8] = b"FSCOUNTR";
 const VERSION: u32 = 1;
 /// Offsets of the header fields.
@@ -88,7 +86,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Lifetime> {
 
 /// Reads the file of `dir`: `Ok(None)` when there is none.
 pub(crate) fn load(dir: &Path) -> Result<Option<Lifetime>> {
-    let path = dir.join(NAME);
+    let path = FileName::Counters.path(dir);
     match std::fs::read(&path) {
         Ok(b) => decode(&b).map(Some).map_err(|e| e.in_file(&path, 0)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -99,8 +97,8 @@ pub(crate) fn load(dir: &Path) -> Result<Option<Lifetime>> {
 /// Replaces the file of `dir` with `l`: written to a temporary file, fsynced, renamed over,
 /// and the directory fsynced, so a crash after it returns keeps these counts.
 pub(crate) fn store(fs: &dyn Fs, dir: &Path, l: &Lifetime) -> Result<()> {
-    let tmp = dir.join(TMP_NAME);
-    let path = dir.join(NAME);
+    let tmp = FileName::CountersTmp.path(dir);
+    let path = FileName::Counters.path(dir);
     let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
     f.write_all(&encode(l)).map_err(|e| Error::io(&tmp, e))?;
     f.sync().map_err(|e| Error::io(&tmp, e))?;

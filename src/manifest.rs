@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::codec::{check_crc, put_varint, Cursor};
 use crate::error::{Error, Result};
+use crate::filename::FileName;
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::version::MAX_LEVELS;
@@ -22,9 +23,6 @@ pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
 /// Manifest format version written (version 1, still read, had no levels: its tables are
 /// all level 0, newest first).
 pub const MANIFEST_VERSION: u32 = 2;
-/// The manifest's file name.
-pub const MANIFEST_NAME: &str = "MANIFEST";
-const MANIFEST_TMP: &str = "MANIFEST.tmp";
 const MAX_MANIFEST_BODY: usize = 1 << 30;
 
 /// One live table as the manifest records it.
@@ -239,7 +237,7 @@ impl Manifest {
 
     /// Reads `dir/MANIFEST`; `Ok(None)` when there is none.
     pub fn load(dir: &Path) -> Result<Option<Manifest>> {
-        let path = dir.join(MANIFEST_NAME);
+        let path = FileName::Manifest.path(dir);
         match std::fs::read(&path) {
             Ok(b) => Manifest::decode(&b)
                 .map(Some)
@@ -251,8 +249,8 @@ impl Manifest {
 
     /// Atomically replaces `dir/MANIFEST` with this manifest.
     pub fn store(&self, fs: &dyn Fs, dir: &Path) -> Result<()> {
-        let tmp = dir.join(MANIFEST_TMP);
-        let path = dir.join(MANIFEST_NAME);
+        let tmp = FileName::ManifestTmp.path(dir);
+        let path = FileName::Manifest.path(dir);
         let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(&self.encode())
             .map_err(|e| Error::io(&tmp, e))?;

@@ -22,18 +22,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::filename::{filter_path, numbered_files, table_path, wal_path, FileName, Numbered};
 use crate::filter::{Filter, FilterKind};
 use crate::io::{Fs, RealFs};
-use crate::manifest::{Manifest, TableRecord, MANIFEST_NAME};
-use crate::store::{
-    filter_path, lock_dir, numbered_files, table_path, wal_path, DEFAULT_FILTER, DEFAULT_FPR,
-};
+use crate::manifest::{Manifest, TableRecord};
+use crate::store::{lock_dir, DEFAULT_FILTER, DEFAULT_FPR};
 use crate::table::{write_filter_file, write_table, Table, TableCounters};
 use crate::verify::{verify_dir, VerifyReport};
 use crate::wal::{encode_record, salvage_bytes, WalWriter};
 
-/// The directory, inside the store's, that repair moves what it cannot use into.
-pub const LOST_DIR: &str = "lost";
+pub use crate::filename::LOST_DIR;
 
 /// What [`repair`] did.
 #[derive(Debug, Default)]
@@ -206,15 +204,18 @@ pub fn repair_with(dir: &Path, fs: &dyn Fs) -> Result<RepairReport> {
         Err(e) => return Err(Error::io(dir, e)),
     }
     let files = numbered_files(dir)?;
-    let has_data = files.iter().any(|(_, e)| e == "sst" || e == "wal");
-    if !dir.join(MANIFEST_NAME).exists() && !has_data {
+    let has_data = files
+        .iter()
+        .any(|(_, k)| matches!(k, Some(Numbered::Table | Numbered::Wal)));
+    let manifest = FileName::Manifest.path(dir);
+    if !manifest.exists() && !has_data {
         return Err(Error::InvalidArgument(format!(
             "no store at {} (no MANIFEST and no table or log files)",
             dir.display()
         )));
     }
     let _lock = lock_dir(dir)?;
-    if dir.join(MANIFEST_NAME).exists() {
+    if manifest.exists() {
         let v = verify_dir(dir)?;
         if v.is_intact() {
             return Ok(RepairReport {
@@ -295,7 +296,7 @@ impl Repair<'_> {
         if self.report.moved.iter().any(|(from, _)| from == path) {
             return Ok(());
         }
-        let lost = self.dir.join(LOST_DIR);
+        let lost = FileName::Lost.path(self.dir);
         std::fs::create_dir_all(&lost).map_err(|e| Error::io(&lost, e))?;
         let name = path
             .file_name()
@@ -319,7 +320,7 @@ impl Repair<'_> {
     /// Unlinks what [`Repair::lose`] linked into `lost/` (the manifest excepted: the new one
     /// replaced it).
     fn finish_moves(&mut self) -> Result<()> {
-        let manifest = self.dir.join(MANIFEST_NAME);
+        let manifest = FileName::Manifest.path(self.dir);
         for p in std::mem::take(&mut self.unlink_later) {
             if p != manifest {
                 self.fs.remove(&p).map_err(|e| Error::io(&p, e))?;
@@ -330,9 +331,9 @@ impl Repair<'_> {
             .map_err(|e| Error::io(self.dir, e))
     }
 
-    fn run(&mut self, files: &[(u64, String)]) -> Result<()> {
+    fn run(&mut self, files: &[(u64, Option<Numbered>)]) -> Result<()> {
         let dir = self.dir;
-        let manifest_path = dir.join(MANIFEST_NAME);
+        let manifest_path = FileName::Manifest.path(dir);
         let old = match Manifest::load(dir) {
             Ok(Some(m)) => Some(m),
             Ok(None) => {
@@ -362,7 +363,7 @@ impl Repair<'_> {
             None => files
                 .iter()
                 .rev()
-                .filter(|(_, e)| e == "sst")
+                .filter(|(_, k)| *k == Some(Numbered::Table))
                 .map(|&(number, _)| TableRecord {
                     level: 0,
                     number,
@@ -378,12 +379,12 @@ impl Repair<'_> {
                 .collect(),
         };
         let rebuild_all_filters = old.is_none();
-        let mut named: HashSet<(u64, &str)> = HashSet::new();
+        let mut named: HashSet<(u64, Numbered)> = HashSet::new();
         let mut tables = Vec::new();
         for c in candidates {
-            named.insert((c.number, "sst"));
+            named.insert((c.number, Numbered::Table));
             if c.filter_file != 0 {
-                named.insert((c.filter_file, "filter"));
+                named.insert((c.filter_file, Numbered::Filter));
             }
             if let Some(t) = self.table(c, rebuild_all_filters)? {
                 tables.push(t);
@@ -391,19 +392,20 @@ impl Repair<'_> {
         }
         // Files no usable manifest names: unfinished outputs (or, with the manifest lost,
         // filters that cannot be matched to their tables): kept in lost/, not deleted.
-        for (n, ext) in files {
-            let orphan = match ext.as_str() {
-                "sst" => old.is_some() && !named.contains(&(*n, "sst")),
-                "filter" => !named.contains(&(*n, "filter")),
-                _ => false,
+        for &(n, kind) in files {
+            let Some(kind) = kind else { continue };
+            let orphan = match kind {
+                Numbered::Table => old.is_some() && !named.contains(&(n, kind)),
+                Numbered::Filter => !named.contains(&(n, kind)),
+                Numbered::Wal => false,
             };
-            let p = dir.join(format!("{n:06}.{ext}"));
+            let p = kind.path(dir, n);
             if orphan && p.exists() {
                 self.lose(&p)?;
             }
         }
         let log_number = self.logs(files, old.as_ref().map_or(0, |m| m.log_number))?;
-        let counters = dir.join(crate::lifetime::NAME);
+        let counters = FileName::Counters.path(dir);
         if counters.exists() {
             if let Err(e) = crate::lifetime::load(dir) {
                 self.drop_err(&counters, &e);
@@ -438,7 +440,7 @@ impl Repair<'_> {
         }
         // New files and the links in lost/ are durable before the manifest names the new set;
         // the old files leave the directory only after it is.
-        let lost = dir.join(LOST_DIR);
+        let lost = FileName::Lost.path(dir);
         if lost.exists() {
             self.fs.sync_dir(&lost).map_err(|e| Error::io(&lost, e))?;
         }
@@ -672,11 +674,11 @@ impl Repair<'_> {
     }
 
     /// Salvages the logs numbered `log_number` and up; the manifest's new `log_number`.
-    fn logs(&mut self, files: &[(u64, String)], log_number: u64) -> Result<u64> {
+    fn logs(&mut self, files: &[(u64, Option<Numbered>)], log_number: u64) -> Result<u64> {
         let dir = self.dir;
         let logs: Vec<PathBuf> = files
             .iter()
-            .filter(|(n, e)| e == "wal" && *n >= log_number)
+            .filter(|&&(n, k)| k == Some(Numbered::Wal) && n >= log_number)
             .map(|(n, _)| wal_path(dir, *n))
             .collect();
         let mut batches = Vec::new();

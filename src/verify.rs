@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::filename::{filter_path, numbered_files, table_path, wal_path, FileName, Numbered};
 use crate::filter::Filter;
 use crate::manifest::Manifest;
 use crate::table::{Table, TableCounters};
@@ -81,7 +82,7 @@ impl fmt::Display for Warning {
 /// directory) are returned as `Err`; damage is collected in the report.
 pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     let mut r = VerifyReport::default();
-    if !dir.join(crate::manifest::MANIFEST_NAME).exists() {
+    if !FileName::Manifest.path(dir).exists() {
         return Err(Error::InvalidArgument(format!(
             "no store at {} (no MANIFEST)",
             dir.display()
@@ -103,12 +104,12 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     r.files += 1;
     check_levels(dir, &manifest, &mut r);
     for t in &manifest.tables {
-        let path = dir.join(format!("{:06}.sst", t.number));
+        let path = table_path(dir, t.number);
         if let Err(e) = check_table(&path, &t.min_key, &t.max_key, t.entries, &mut r) {
             r.problems.push(e);
         }
         if t.filter_file != 0 {
-            let fpath = dir.join(format!("{:06}.filter", t.filter_file));
+            let fpath = filter_path(dir, t.filter_file);
             r.files += 1;
             match std::fs::read(&fpath) {
                 Ok(b) => {
@@ -121,29 +122,17 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     }
     // The lifetime counters: advisory (a damaged file never stops the store), but damage.
-    if dir.join(crate::lifetime::NAME).exists() {
+    if FileName::Counters.path(dir).exists() {
         r.files += 1;
         if let Err(e) = crate::lifetime::load(dir) {
             r.problems.push(e);
         }
     }
-    let mut wals: Vec<(u64, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let p = e.map_err(|e| Error::io(dir, e))?.path();
-        if p.extension().is_some_and(|x| x == "wal") {
-            if let Some(n) = p
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .and_then(|s| s.parse().ok())
-            {
-                if n >= manifest.log_number {
-                    wals.push((n, p));
-                }
-            }
-        }
-    }
-    wals.sort();
-    for (_, p) in wals {
+    let wals = numbered_files(dir)?
+        .into_iter()
+        .filter(|&(n, k)| k == Some(Numbered::Wal) && n >= manifest.log_number)
+        .map(|(n, _)| wal_path(dir, n));
+    for p in wals {
         r.files += 1;
         match crate::wal::replay_file(&p, |_, _| {}) {
             Ok(end) => {
@@ -177,7 +166,7 @@ fn check_levels(dir: &Path, m: &Manifest, r: &mut VerifyReport) {
                             w[0].number, w[1].number
                         ),
                     )
-                    .in_file(dir.join(crate::manifest::MANIFEST_NAME), 0),
+                    .in_file(FileName::Manifest.path(dir), 0),
                 );
             }
         }

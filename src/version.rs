@@ -21,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::filename::{filter_path, table_path};
 use crate::manifest::TableRecord;
 use crate::table::block::Entry;
 use crate::table::{MappedFilter, Table, TableCounters};
@@ -91,12 +92,12 @@ impl TableHandle {
     /// Opens the table and filter files `record` names. A filter that fails to open or check
     /// is left out (the table is read without it) and the reason kept in `filter_problem`.
     pub(crate) fn open(dir: &Path, record: TableRecord, mmap_reads: bool) -> Result<TableHandle> {
-        let path = crate::store::table_path(dir, record.number);
+        let path = table_path(dir, record.number);
         let table = Arc::new(Table::open(&path, mmap_reads)?);
         let (filter, filter_problem) = if record.filter_file == 0 {
             (None, None)
         } else {
-            let fpath = crate::store::filter_path(dir, record.filter_file);
+            let fpath = filter_path(dir, record.filter_file);
             match MappedFilter::open(&fpath) {
                 Ok(f) => (Some(Arc::new(f)), None),
                 // A damaged filter must never hide a key: the table is read without it.

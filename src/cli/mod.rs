@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use filterstore::filename::has_data_files;
 use filterstore::store::{stored_default_filter, MANIFEST_NAME};
 use filterstore::{filter::check_fpr, FilterKind, FilterPolicy, Options, Store, SyncPolicy};
 
@@ -430,16 +431,6 @@ pub fn rate(x: f64) -> String {
     } else {
         format!("{x:e}")
     }
-}
-
-/// True when `dir` holds table or log files (`NNNNNN.sst`, `NNNNNN.wal`).
-pub fn has_data_files(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            let p = e.path();
-            p.extension().is_some_and(|x| x == "sst" || x == "wal")
-        })
-    })
 }
 
 /// Buffered, locked stdout; remember to `flush` it (errors become exit 2).

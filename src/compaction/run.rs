@@ -303,7 +303,7 @@ impl WriteSide<'_> {
             if !part.hashes.is_empty() {
                 if self.table.is_none() {
                     let n = (self.out.alloc)();
-                    let path = crate::store::table_path(self.out.dir, n);
+                    let path = crate::filename::table_path(self.out.dir, n);
                     self.created.push(path.clone());
                     self.table = Some((n, TableBuilder::create(self.out.fs, &path)?));
                 }
@@ -331,7 +331,7 @@ impl WriteSide<'_> {
         } else {
             (self.out.alloc)()
         };
-        let fpath = crate::store::filter_path(self.out.dir, filter_no);
+        let fpath = crate::filename::filter_path(self.out.dir, filter_no);
         if filter_no != 0 {
             self.created.push(fpath.clone());
         }
@@ -456,7 +456,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, k)| (k.as_slice(), (i % 13 != t as usize).then_some(&value[..])))
                 .collect();
-            let path = crate::store::table_path(dir.path(), 100 + t);
+            let path = crate::filename::table_path(dir.path(), 100 + t);
             write_table(&RealFs, &path, entries.as_slice()).unwrap();
             tables.push(Arc::new(Table::open(&path, false).unwrap()));
         }

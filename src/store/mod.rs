@@ -26,6 +26,7 @@ use std::time::Duration;
 use crate::compaction::plan::Shape;
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
+use crate::filename::{numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
@@ -38,7 +39,7 @@ use crate::wal::{replay_file, WalWriter};
 pub use self::read::{prefix_successor, Reader, Scan};
 pub use self::stats::{LevelStats, Lifetime, Stats, TableStats};
 pub use self::worker::Rebalanced;
-pub use crate::manifest::MANIFEST_NAME;
+pub use crate::filename::MANIFEST_NAME;
 
 /// When WAL appends are fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,35 +330,8 @@ impl std::fmt::Debug for Store {
     }
 }
 
-pub(crate) fn table_path(dir: &Path, n: u64) -> PathBuf {
-    dir.join(format!("{n:06}.sst"))
-}
-pub(crate) fn filter_path(dir: &Path, n: u64) -> PathBuf {
-    dir.join(format!("{n:06}.filter"))
-}
-pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
-    dir.join(format!("{n:06}.wal"))
-}
-
-/// The numbered files of a directory: (number, extension).
-pub(crate) fn numbered_files(dir: &Path) -> Result<Vec<(u64, String)>> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let e = e.map_err(|e| Error::io(dir, e))?;
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some((num, ext)) = name.split_once('.') {
-            if let Ok(n) = num.parse::<u64>() {
-                out.push((n, ext.to_string()));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
-    let path = dir.join("LOCK");
+    let path = FileName::Lock.path(dir);
     let f = OpenOptions::new()
         .read(true)
         .write(true)
@@ -403,9 +377,12 @@ impl Store {
         let manifest = match Manifest::load(&dir)? {
             Some(m) => m,
             None => {
-                if files.iter().any(|(_, ext)| ext == "sst" || ext == "wal") {
+                if files
+                    .iter()
+                    .any(|(_, k)| matches!(k, Some(Numbered::Table | Numbered::Wal)))
+                {
                     return Err(Error::corrupt(0, "data files present but no MANIFEST")
-                        .in_file(dir.join("MANIFEST"), 0));
+                        .in_file(FileName::Manifest.path(&dir), 0));
                 }
                 if !opts.create_if_missing {
                     return Err(Error::InvalidArgument(format!(
@@ -444,14 +421,14 @@ impl Store {
         if let Some((level, a, b)) = version.check_sorted() {
             return Err(
                 Error::corrupt(0, format!("tables {a} and {b} of level {level} overlap"))
-                    .in_file(dir.join("MANIFEST"), 0),
+                    .in_file(FileName::Manifest.path(&dir), 0),
             );
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
         let mut dropped_at_open = Vec::new();
-        for (n, ext) in &files {
-            if ext == "wal" && *n >= manifest.log_number {
+        for (n, kind) in &files {
+            if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
                 let end = replay_file(&path, |k, v| {
                     mem.insert(&k, v.as_deref());
@@ -468,18 +445,18 @@ impl Store {
             .iter()
             .flat_map(|t| [t.number, t.filter_file])
             .collect();
-        for (n, ext) in &files {
-            let dead = match ext.as_str() {
-                "sst" | "filter" => !live.contains(n),
-                "wal" => *n < manifest.log_number,
-                _ => false,
+        for &(n, kind) in &files {
+            let Some(kind) = kind else { continue };
+            let dead = match kind {
+                Numbered::Wal => n < manifest.log_number,
+                k => k.per_table() && !live.contains(&n),
             };
             if dead {
-                let _ = fs.remove(&dir.join(format!("{n:06}.{ext}")));
+                let _ = fs.remove(&kind.path(&dir, n));
             }
         }
-        let _ = fs.remove(&dir.join("MANIFEST.tmp"));
-        let _ = fs.remove(&dir.join("COUNTERS.tmp"));
+        let _ = fs.remove(&FileName::ManifestTmp.path(&dir));
+        let _ = fs.remove(&FileName::CountersTmp.path(&dir));
         let (lifetime_base, lifetime_problem) = match crate::lifetime::load(&dir) {
             Ok(l) => (l.unwrap_or_default(), None),
             Err(e) => (Lifetime::default(), Some(e.to_string())),

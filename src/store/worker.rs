@@ -17,10 +17,11 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{filter_path, table_path, wal_path, Imm, Inner, Store, IDLE_DRAIN_PROBES};
+use super::{Imm, Inner, Store, IDLE_DRAIN_PROBES};
 use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::{Error, Result};
+use crate::filename::{filter_path, table_path, wal_path};
 use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
 use crate::filter::{check_fpr, FilterKind};
 use crate::manifest::{Manifest, TableRecord};

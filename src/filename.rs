@@ -1,0 +1,308 @@
+//! Every name in a store directory, and the parser that reads them back (as LevelDB's
+//! `db/filename.{h,cc}`): nothing else in the crate spells a store file's name.
+//!
+//! ```text
+//! NNNNNN.sst     a table                                 ┐ numbered: one counter
+//! NNNNNN.filter  a table's filter                        │ (the manifest's next_file),
+//! NNNNNN.wal     a write-ahead log                       ┘ six or more decimal digits
+//! MANIFEST       the live tables, levels and filter files
+//! MANIFEST.tmp   the next MANIFEST, until it is renamed over it
+//! COUNTERS       the lifetime counters
+//! COUNTERS.tmp   the next COUNTERS, until it is renamed over it
+//! LOCK           held with an exclusive flock while the store is open
+//! lost/          what `store repair` could not use
+//! ```
+//! `format.md` ("Store directory") says what each holds. A new kind of numbered file is one
+//! line of the [`numbered_kinds!`] list below.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Defines [`Numbered`] from one line per kind of numbered file: its name, its extension,
+/// whether it belongs to one table (removed at open when no manifest names it, and moved to
+/// `lost/` by repair), and what it holds.
+macro_rules! numbered_kinds {
+    ($($kind:ident $ext:literal $per_table:literal $what:literal;)*) => {
+        /// The kinds of numbered file (`NNNNNN.EXT`) in a store directory.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Numbered {
+            $(#[doc = $what] $kind,)*
+        }
+
+        impl Numbered {
+            /// Every kind.
+            pub const ALL: &'static [Numbered] = &[$(Numbered::$kind),*];
+
+            /// The file name extension, without the dot.
+            pub const fn extension(self) -> &'static str {
+                match self {
+                    $(Numbered::$kind => $ext,)*
+                }
+            }
+
+            /// True for the files that belong to one table (the manifest names them in the
+            /// table's record); false for the logs.
+            pub const fn per_table(self) -> bool {
+                match self {
+                    $(Numbered::$kind => $per_table,)*
+                }
+            }
+        }
+    };
+}
+
+numbered_kinds! {
+    // kind  extension  per table  what it holds
+    Table    "sst"      true       "`NNNNNN.sst`: a table (sorted data, index, meta, footer).";
+    Filter   "filter"   true       "`NNNNNN.filter`: one filter block, for one table.";
+    Wal      "wal"      false      "`NNNNNN.wal`: a write-ahead log.";
+}
+
+impl Numbered {
+    /// The kind whose extension is `ext`.
+    pub fn from_extension(ext: &str) -> Option<Numbered> {
+        Numbered::ALL.iter().copied().find(|k| k.extension() == ext)
+    }
+
+    /// `dir/NNNNNN.EXT` for file number `n`.
+    pub fn path(self, dir: &Path, n: u64) -> PathBuf {
+        FileName::Numbered(self, n).path(dir)
+    }
+}
+
+/// A name in a store directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FileName {
+    /// `NNNNNN.EXT`: file number `n` of a [`Numbered`] kind.
+    Numbered(Numbered, u64),
+    /// `MANIFEST`.
+    Manifest,
+    /// `MANIFEST.tmp`.
+    ManifestTmp,
+    /// `COUNTERS`.
+    Counters,
+    /// `COUNTERS.tmp`.
+    CountersTmp,
+    /// `LOCK`.
+    Lock,
+    /// `lost/`, the directory repair moves what it cannot use into.
+    Lost,
+}
+
+/// The manifest's file name.
+pub const MANIFEST_NAME: &str = "MANIFEST";
+/// The directory, inside the store's, that repair moves what it cannot use into.
+pub const LOST_DIR: &str = "lost";
+
+/// The fixed names, with what they parse to.
+const FIXED: [(&str, FileName); 6] = [
+    (MANIFEST_NAME, FileName::Manifest),
+    ("MANIFEST.tmp", FileName::ManifestTmp),
+    ("COUNTERS", FileName::Counters),
+    ("COUNTERS.tmp", FileName::CountersTmp),
+    ("LOCK", FileName::Lock),
+    (LOST_DIR, FileName::Lost),
+];
+
+impl FileName {
+    /// What `name` (a directory entry's name, no directory) is in a store; `None` for a
+    /// name the store does not use.
+    ///
+    /// ```
+    /// use filterstore::filename::{FileName, Numbered};
+    /// assert_eq!(FileName::parse("000042.sst"), Some(FileName::Numbered(Numbered::Table, 42)));
+    /// assert_eq!(FileName::parse("1234567.wal"), Some(FileName::Numbered(Numbered::Wal, 1234567)));
+    /// assert_eq!(FileName::parse("MANIFEST"), Some(FileName::Manifest));
+    /// assert_eq!(FileName::parse("notes.txt"), None);
+    /// ```
+    pub fn parse(name: &str) -> Option<FileName> {
+        if let Some(&(_, f)) = FIXED.iter().find(|(n, _)| *n == name) {
+            return Some(f);
+        }
+        let (n, ext) = parse_numbered(name)?;
+        Some(FileName::Numbered(Numbered::from_extension(ext)?, n))
+    }
+
+    /// `dir` joined with this name.
+    pub fn path(self, dir: &Path) -> PathBuf {
+        dir.join(self.to_string())
+    }
+}
+
+impl fmt::Display for FileName {
+    /// The name as it is on disk: `000042.sst`, `MANIFEST`, `lost`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileName::Numbered(kind, n) => write!(f, "{n:06}.{}", kind.extension()),
+            other => {
+                let name = FIXED
+                    .iter()
+                    .find(|(_, x)| x == other)
+                    .map_or("", |(n, _)| n);
+                f.write_str(name)
+            }
+        }
+    }
+}
+
+/// A numbered name split into its number and extension (whatever the extension): the part
+/// before the first dot must be decimal digits.
+fn parse_numbered(name: &str) -> Option<(u64, &str)> {
+    let (num, ext) = name.split_once('.')?;
+    if !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((num.parse().ok()?, ext))
+}
+
+/// `dir/NNNNNN.sst`.
+pub(crate) fn table_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::Table.path(dir, n)
+}
+
+/// `dir/NNNNNN.filter`.
+pub(crate) fn filter_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::Filter.path(dir, n)
+}
+
+/// `dir/NNNNNN.wal`.
+pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::Wal.path(dir, n)
+}
+
+/// The numbered files of `dir`, sorted by number: (number, kind), the kind `None` for an
+/// extension this build does not know (its number is still taken: numbers are never
+/// reused).
+pub(crate) fn numbered_files(dir: &Path) -> Result<Vec<(u64, Option<Numbered>)>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some((n, ext)) = parse_numbered(name) {
+            out.push((n, Numbered::from_extension(ext)));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Whether `dir` holds a table or a log (`NNNNNN.sst`, `NNNNNN.wal`): data that a store
+/// without a manifest would have lost track of.
+pub fn has_data_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(FileName::parse)
+                .is_some_and(|f| {
+                    matches!(f, FileName::Numbered(Numbered::Table | Numbered::Wal, _))
+                })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_fixed_and_numbered() -> Vec<FileName> {
+        let mut all: Vec<FileName> = FIXED.iter().map(|&(_, f)| f).collect();
+        for &k in Numbered::ALL {
+            for n in [0, 1, 42, 999_999, 1_000_000, u64::MAX] {
+                all.push(FileName::Numbered(k, n));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_name_parses_back() {
+        for f in every_fixed_and_numbered() {
+            assert_eq!(FileName::parse(&f.to_string()), Some(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn the_names_are_those_of_format_md() {
+        let dir = Path::new("d");
+        assert_eq!(table_path(dir, 7), dir.join("000007.sst"));
+        assert_eq!(filter_path(dir, 7), dir.join("000007.filter"));
+        assert_eq!(wal_path(dir, 1_234_567), dir.join("1234567.wal"));
+        let names: Vec<String> = FIXED.iter().map(|(_, f)| f.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "MANIFEST",
+                "MANIFEST.tmp",
+                "COUNTERS",
+                "COUNTERS.tmp",
+                "LOCK",
+                "lost"
+            ]
+        );
+        let exts: Vec<&str> = Numbered::ALL.iter().map(|k| k.extension()).collect();
+        assert_eq!(exts, ["sst", "filter", "wal"]);
+        let per_table: Vec<bool> = Numbered::ALL.iter().map(|k| k.per_table()).collect();
+        assert_eq!(per_table, [true, true, false]);
+    }
+
+    #[test]
+    fn other_names_are_not_the_stores() {
+        for name in [
+            "",
+            ".",
+            "..",
+            "sst",
+            ".sst",
+            "x.sst",
+            "00001x.sst",
+            "000001.SST",
+            "000001.tmp",
+            "000001",
+            "+5.sst",
+            "-5.sst",
+            "manifest",
+            "MANIFEST.",
+            "LOCK.tmp",
+            "lost.1",
+            "18446744073709551616.sst",
+        ] {
+            assert_eq!(FileName::parse(name), None, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn a_listing_keeps_every_number_and_knows_the_kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "000003.wal",
+            "000001.sst",
+            "000002.filter",
+            "000009.sst.part",
+            "MANIFEST",
+            "LOCK",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        std::fs::create_dir(dir.path().join(LOST_DIR)).unwrap();
+        assert_eq!(
+            numbered_files(dir.path()).unwrap(),
+            [
+                (1, Some(Numbered::Table)),
+                (2, Some(Numbered::Filter)),
+                (3, Some(Numbered::Wal)),
+                (9, None),
+            ]
+        );
+        assert!(has_data_files(dir.path()));
+        std::fs::remove_file(dir.path().join("000001.sst")).unwrap();
+        std::fs::remove_file(dir.path().join("000003.wal")).unwrap();
+        assert!(!has_data_files(dir.path()), "a filter alone is not data");
+    }
+}
