@@ -7,6 +7,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::error::{Error, Result};
+use crate::filename::FileName;
+
 /// A file opened for writing.
 pub trait WritableFile: Send {
     /// Appends all of `buf`.
@@ -25,6 +28,27 @@ pub trait Fs: Send + Sync + Debug {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// Replaces `dir/name` with `bytes` atomically, through `fs`: written to `dir/tmp`, fsynced,
+/// renamed over `dir/name`, and the directory fsynced. A crash leaves the old file or the
+/// new one, never a mix; once it returns, the new one is durable. Errors name the file (or
+/// the directory) of the step that failed.
+pub(crate) fn replace_file(
+    fs: &dyn Fs,
+    dir: &Path,
+    tmp: FileName,
+    name: FileName,
+    bytes: &[u8],
+) -> Result<()> {
+    let tmp = tmp.path(dir);
+    let path = name.path(dir);
+    let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+    f.sync().map_err(|e| Error::io(&tmp, e))?;
+    drop(f);
+    fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
 }
 
 /// The real file system.
@@ -405,5 +429,50 @@ impl Fs for NoSyncFs {
     }
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The steps in their order (create, write, fsync, rename, directory fsync), each failure
+    /// an error naming its file, and `MANIFEST` whole, old or new, whichever step failed.
+    #[test]
+    fn replace_file_steps_in_order_and_never_leaves_a_mix() {
+        let (tmp, name) = (FileName::ManifestTmp, FileName::Manifest);
+        for fail in 0..6u64 {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            std::fs::write(name.path(d), b"old").unwrap();
+            let fs = FaultFs::new();
+            fs.fail_at(fail, EIO, false);
+            let r = replace_file(&fs, d, tmp, name, b"new bytes");
+            let now = std::fs::read(name.path(d)).unwrap();
+            let names = [
+                tmp.path(d),
+                tmp.path(d),
+                tmp.path(d),
+                name.path(d),
+                d.to_path_buf(),
+            ];
+            match names.get(fail as usize) {
+                Some(path) => {
+                    let e = r.unwrap_err();
+                    assert!(
+                        matches!(&e, Error::Io { path: Some(p), .. } if p == path),
+                        "{fail}: {e}"
+                    );
+                    let want: &[u8] = if fail < 4 { b"old" } else { b"new bytes" };
+                    assert_eq!(now, want, "step {fail} failed");
+                }
+                None => {
+                    r.unwrap();
+                    assert_eq!(now, b"new bytes");
+                    assert_eq!(fs.sync_log(), [tmp.path(d), d.to_path_buf()]);
+                    assert_eq!(fs.ops(), 5);
+                }
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::codec::Cursor;
 use crate::error::{Error, Result};
 use crate::filename::FileName;
-use crate::io::Fs;
+use crate::io::{replace_file, Fs};
 use crate::store::Lifetime;
 
 const MAGIC: &[u8; 8] = b"FSCOUNTR";
@@ -94,17 +94,16 @@ pub(crate) fn load(dir: &Path) -> Result<Option<Lifetime>> {
     }
 }
 
-/// Replaces the file of `dir` with `l`: written to a temporary file, fsynced, renamed over,
-/// and the directory fsynced, so a crash after it returns keeps these counts.
+/// Replaces the file of `dir` with `l` atomically (through `COUNTERS.tmp`, see
+/// [`replace_file`]), so a crash after it returns keeps these counts.
 pub(crate) fn store(fs: &dyn Fs, dir: &Path, l: &Lifetime) -> Result<()> {
-    let tmp = FileName::CountersTmp.path(dir);
-    let path = FileName::Counters.path(dir);
-    let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(&encode(l)).map_err(|e| Error::io(&tmp, e))?;
-    f.sync().map_err(|e| Error::io(&tmp, e))?;
-    drop(f);
-    fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-    fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+    replace_file(
+        fs,
+        dir,
+        FileName::CountersTmp,
+        FileName::Counters,
+        &encode(l),
+    )
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::codec::{check_crc, put_varint, Cursor};
 use crate::error::{Error, Result};
 use crate::filename::FileName;
 use crate::filter::FilterKind;
-use crate::io::Fs;
+use crate::io::{replace_file, Fs};
 use crate::version::MAX_LEVELS;
 
 /// Magic at the start of the manifest.
@@ -247,16 +247,15 @@ impl Manifest {
         }
     }
 
-    /// Atomically replaces `dir/MANIFEST` with this manifest.
+    /// Atomically replaces `dir/MANIFEST` with this manifest (through `MANIFEST.tmp`, see
+    /// [`replace_file`]).
     pub fn store(&self, fs: &dyn Fs, dir: &Path) -> Result<()> {
-        let tmp = FileName::ManifestTmp.path(dir);
-        let path = FileName::Manifest.path(dir);
-        let mut f = fs.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&self.encode())
-            .map_err(|e| Error::io(&tmp, e))?;
-        f.sync().map_err(|e| Error::io(&tmp, e))?;
-        drop(f);
-        fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-        fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+        replace_file(
+            fs,
+            dir,
+            FileName::ManifestTmp,
+            FileName::Manifest,
+            &self.encode(),
+        )
     }
 }
