@@ -13,7 +13,7 @@
 //! lost/          what `store repair` could not use
 //! ```
 //! `format.md` ("Store directory") says what each holds. A new kind of numbered file is one
-//! line of the [`numbered_kinds!`] list below.
+//! line of the `numbered_kinds!` list below.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::filename::FileName;
 use crate::filter::FilterKind;
 use crate::io::{replace_file, Fs};
-use crate::version::MAX_LEVELS;
 
 /// Magic at the start of the manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
@@ -24,6 +23,9 @@ pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
 /// all level 0, newest first).
 pub const MANIFEST_VERSION: u32 = 2;
 const MAX_MANIFEST_BODY: usize = 1 << 30;
+/// Levels a store can have: L0 and L1..L6 (a manifest naming a deeper level is refused).
+/// With T = 10 and a 256 MiB L1 the last level holds 256 TiB.
+pub const MAX_LEVELS: usize = 7;
 
 /// One live table as the manifest records it.
 #[derive(Clone, Debug, PartialEq)]

@@ -22,13 +22,9 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::filename::{filter_path, table_path};
-use crate::manifest::TableRecord;
+use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::block::Entry;
 use crate::table::{MappedFilter, Table, TableCounters};
-
-/// Levels a store can have: L0 and L1..L6. With T = 10 and a 256 MiB L1 the last level
-/// holds 256 TiB.
-pub const MAX_LEVELS: usize = 7;
 
 /// A live table with its current filter and counters.
 #[derive(Debug)]

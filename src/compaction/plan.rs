@@ -18,7 +18,7 @@
 //! - **Tombstones** are dropped by the merge only where no level below the output holds a
 //!   table whose key range contains the key ([`tombstone_droppable`]).
 
-use crate::version::MAX_LEVELS;
+use crate::manifest::MAX_LEVELS;
 
 /// What the planner needs to know of a table.
 pub(crate) trait TableInfo {

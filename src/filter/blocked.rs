@@ -15,31 +15,16 @@
 
 use rayon::prelude::*;
 
+use super::blocked_layout::{block_of, POW};
+pub use super::blocked_layout::{BLOCK_BITS, MAX_K};
 use super::{FilterKind, Header, Run, RunBatch, View};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
 
-/// Bits per block.
-pub const BLOCK_BITS: u64 = 512;
-/// Largest number of probes accepted from disk.
-pub const MAX_K: u32 = 30;
 /// The builder aims the theoretical rate at this fraction of ε, so the observed rate meets ε.
 const AIM: f64 = 0.98;
 /// Version 1's probe multiplier (64-bit golden ratio).
 const MULT: u64 = 0x9e37_79b9_7f4a_7c15;
-/// Version 2's probe multiplier (32-bit golden ratio).
-const MULT32: u32 = 0x9e37_79b9;
-
-/// `POW[i]` = 0x9e3779b9^i mod 2³²: probe i of version 2 is `(x · POW[i]) >> 23`.
-pub(super) const POW: [u32; MAX_K as usize + 2] = {
-    let mut t = [1u32; MAX_K as usize + 2];
-    let mut i = 1;
-    while i < t.len() {
-        t[i] = t[i - 1].wrapping_mul(MULT32);
-        i += 1;
-    }
-    t
-};
 
 /// Σⱼ Pois(j; n/B)·(1 − (1 − 1/512)^(k·j))^k: the false-positive rate of `blocks` blocks,
 /// `k` probes and `n` keys.
@@ -198,15 +183,6 @@ enum Probe {
     V2Portable,
     /// Version 2 with the best SIMD kernel the CPU has (see [`super::simd::blocked_v2`]).
     V2Simd,
-}
-
-/// The 64-byte block of `hash` in `body` (`None` only for a body shorter than a block, which
-/// a checked view never has). The body's length gives the block count, so nothing but the
-/// body is needed.
-#[inline(always)]
-pub(super) fn block_of(body: &[u8], hash: u64) -> Option<&[u8; 64]> {
-    let lines = body.as_chunks::<64>().0;
-    lines.get(fastrange(hash, lines.len() as u64) as usize)
 }
 
 /// The checked parameters of a blocked Bloom body (queries take the body).

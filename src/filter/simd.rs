@@ -135,7 +135,7 @@ pub(super) fn blocked_v2_avx512(k: u32) -> Option<Kernel> {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::super::blocked::{block_of, POW};
+    use super::super::blocked_layout::{block_of, POW};
     use super::super::View;
     use crate::hash::fastrange;
 

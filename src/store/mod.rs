@@ -30,16 +30,17 @@ use crate::filename::{numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, MAX_LEVELS};
 use crate::memtable::Memtable;
 use crate::verify::Warning;
-use crate::version::{TableHandle, Version, MAX_LEVELS};
+use crate::version::{TableHandle, Version};
 use crate::wal::{replay_file, WalWriter};
 
 pub use self::read::{prefix_successor, Reader, Scan};
-pub use self::stats::{LevelStats, Lifetime, Stats, TableStats};
+pub use self::stats::{LevelStats, Stats, TableStats};
 pub use self::worker::Rebalanced;
 pub use crate::filename::MANIFEST_NAME;
+pub use crate::lifetime::Lifetime;
 
 /// When WAL appends are fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

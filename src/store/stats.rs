@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::Store;
 use crate::filter::FilterKind;
+use crate::lifetime::Lifetime;
 use crate::verify::Warning;
 use crate::version::Version;
 
@@ -74,63 +75,6 @@ pub struct Stats {
     /// Bytes of those torn tails.
     pub torn_tail_bytes_dropped: u64,
 }
-
-/// Defines [`Lifetime`] from one list of counter names, each a field of [`Stats`] too: the
-/// struct, the sum of two, and the array form that
-/// `src/lifetime.rs` writes in this order.
-macro_rules! lifetime_counters {
-    ($($field:ident),* $(,)?) => {
-        /// Counters summed over every process that has used the store (see
-        /// [`Stats::lifetime`]); each field means what the [`Stats`] field of the same name
-        /// means.
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        #[non_exhaustive]
-        #[allow(missing_docs)] // the fields are documented on `Stats`
-        pub struct Lifetime {
-            $(pub $field: u64,)*
-        }
-
-        impl Lifetime {
-            /// How many counters there are.
-            pub(crate) const COUNT: usize = [$(stringify!($field)),*].len();
-
-            /// The field-by-field sum (saturating).
-            fn plus(&self, o: &Lifetime) -> Lifetime {
-                Lifetime { $($field: self.$field.saturating_add(o.$field),)* }
-            }
-
-            /// The counters in declaration order.
-            pub(crate) fn to_array(self) -> [u64; Self::COUNT] {
-                [$(self.$field),*]
-            }
-
-            /// The inverse of [`to_array`](Self::to_array).
-            pub(crate) fn from_array(a: [u64; Self::COUNT]) -> Lifetime {
-                let [$($field),*] = a;
-                Lifetime { $($field),* }
-            }
-        }
-    };
-}
-
-// The COUNTERS file stores these in this order: changing the list changes the file, which
-// needs a new version in format.md (the fixture test fails until it has one).
-lifetime_counters!(
-    lookups,
-    filter_negatives,
-    filter_positives,
-    false_positives,
-    unfiltered_reads,
-    data_block_reads,
-    bytes_read,
-    user_bytes_written,
-    wal_bytes_written,
-    flush_bytes_written,
-    compaction_bytes_written,
-    compaction_bytes_read,
-    flushes,
-    compactions,
-);
 
 impl Stats {
     /// Filter probes (negatives + positives).
