@@ -20,6 +20,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
 use crate::filename::{filter_path, table_path};
 use crate::manifest::{TableRecord, MAX_LEVELS};
@@ -330,17 +331,26 @@ pub(crate) struct Version {
     deep: u32,
 }
 
-/// A change to a [`Version`]: tables leave, tables join.
-#[derive(Default)]
-pub(crate) struct Edit {
-    /// Table numbers that leave.
-    pub remove: Vec<u64>,
-    /// Tables that join: a level-0 table goes in front of L0 (it is the newest), a deeper
-    /// one into its place in key order.
-    pub add: Vec<Arc<TableHandle>>,
-    /// Handles that replace the live handle of the same table number at the same level
-    /// (a new filter).
-    pub replace: Vec<Arc<TableHandle>>,
+/// A change to a [`Version`]: tables leave, tables join, tables get a new filter (see
+/// [`compaction::plan::apply`](crate::compaction::plan::apply)).
+pub(crate) type Edit = crate::compaction::plan::Edit<Arc<TableHandle>>;
+
+impl TableInfo for Arc<TableHandle> {
+    fn number(&self) -> u64 {
+        self.record.number
+    }
+    fn bytes(&self) -> u64 {
+        self.record.file_bytes
+    }
+    fn tombstones(&self) -> u64 {
+        self.record.tombstones
+    }
+    fn min_key(&self) -> &[u8] {
+        TableHandle::min_key(self)
+    }
+    fn max_key(&self) -> &[u8] {
+        TableHandle::max_key(self)
+    }
 }
 
 impl Version {
@@ -354,18 +364,18 @@ impl Version {
         }
     }
 
-    /// A version from handles whose records carry their level; L0 in the order given
-    /// (newest first), deeper levels sorted by key.
+    /// A version from handles whose records carry their level (a manifest's tables, at
+    /// open): the empty version with every handle added ([`apply`]), so L0 keeps the order
+    /// given (newest first) and deeper levels are sorted by key.
     pub(crate) fn new(handles: Vec<Arc<TableHandle>>) -> Version {
-        let mut levels: Vec<Vec<Arc<TableHandle>>> = vec![Vec::new(); MAX_LEVELS];
-        for h in handles {
-            let l = (h.record.level as usize).min(MAX_LEVELS - 1);
-            levels[l].push(h);
-        }
-        for l in levels.iter_mut().skip(1) {
-            l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
-        }
-        Version::of_levels(levels)
+        let add = handles
+            .into_iter()
+            .map(|h| (h.record.level as usize, h))
+            .collect();
+        Version::default().apply(&Edit {
+            add,
+            ..Edit::default()
+        })
     }
 
     /// The levels, L0 first (always [`MAX_LEVELS`] of them, some empty).
@@ -395,40 +405,15 @@ impl Version {
         None
     }
 
-    /// This version with `edit` applied: removals first, then replacements, then additions
-    /// (so a trivial move is the table's removal and its addition at the next level).
+    /// The levels as slices of tables, L0 first (what the planner reads).
+    pub(crate) fn level_slices(&self) -> Vec<&[Arc<TableHandle>]> {
+        self.levels.iter().map(|l| l.tables()).collect()
+    }
+
+    /// This version with `edit` applied ([`apply`]).
     pub(crate) fn apply(&self, edit: &Edit) -> Version {
-        let mut levels: Vec<Vec<Arc<TableHandle>>> = self
-            .levels
-            .iter()
-            .map(|l| {
-                l.tables
-                    .iter()
-                    .filter(|t| !edit.remove.contains(&t.record.number))
-                    .map(|t| {
-                        edit.replace
-                            .iter()
-                            .find(|r| r.record.number == t.record.number)
-                            .unwrap_or(t)
-                            .clone()
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut l0_new: Vec<Arc<TableHandle>> = Vec::new();
-        for t in &edit.add {
-            match (t.record.level as usize).min(MAX_LEVELS - 1) {
-                0 => l0_new.push(t.clone()),
-                l => levels[l].push(t.clone()),
-            }
-        }
-        if !l0_new.is_empty() {
-            l0_new.append(&mut levels[0]);
-            levels[0] = l0_new;
-        }
-        for l in levels.iter_mut().skip(1) {
-            l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
-        }
+        let mut levels = apply(&self.level_slices(), edit);
+        levels.resize_with(MAX_LEVELS, Vec::new);
         Version::of_levels(levels)
     }
 

@@ -17,6 +17,10 @@
 //!   level without being rewritten.
 //! - **Tombstones** are dropped by the merge only where no level below the output holds a
 //!   table whose key range contains the key ([`tombstone_droppable`]).
+//!
+//! A finished task changes the levels through [`Task::edit`] and [`apply`], pure functions
+//! too: the engine installs every new table set with them (`Version::apply`), and the
+//! simulation test below drives the planner with the same code.
 
 use crate::manifest::MAX_LEVELS;
 
@@ -32,24 +36,6 @@ pub(crate) trait TableInfo {
     fn min_key(&self) -> &[u8];
     /// Largest key.
     fn max_key(&self) -> &[u8];
-}
-
-impl TableInfo for std::sync::Arc<crate::version::TableHandle> {
-    fn number(&self) -> u64 {
-        self.record.number
-    }
-    fn bytes(&self) -> u64 {
-        self.record.file_bytes
-    }
-    fn tombstones(&self) -> u64 {
-        self.record.tombstones
-    }
-    fn min_key(&self) -> &[u8] {
-        crate::version::TableHandle::min_key(self)
-    }
-    fn max_key(&self) -> &[u8] {
-        crate::version::TableHandle::max_key(self)
-    }
 }
 
 /// The shape of the level tree.
@@ -98,6 +84,111 @@ pub(crate) enum Task {
         /// The cursor to store for `from` afterwards, if it changes.
         cursor: Option<Vec<u8>>,
     },
+}
+
+impl Task {
+    /// The change that installs this task's result (for [`apply`]): its inputs leave (a
+    /// move's table, a merge's inputs from every level) and `outputs` join at its
+    /// [`output_level`](Self::output_level). A move's one output is its table at the next
+    /// level, unchanged; a merge's are the tables it wrote.
+    pub(crate) fn edit<T>(&self, outputs: Vec<T>) -> Edit<T> {
+        let remove = match self {
+            Task::Move { table, .. } => vec![*table],
+            Task::Merge { inputs, .. } => inputs.clone(),
+        };
+        let level = self.output_level();
+        Edit {
+            remove,
+            add: outputs.into_iter().map(|t| (level, t)).collect(),
+            replace: Vec::new(),
+        }
+    }
+
+    /// The level the task's output goes to.
+    pub(crate) fn output_level(&self) -> usize {
+        match self {
+            Task::Move { from, .. } => from + 1,
+            Task::Merge { output, .. } => *output,
+        }
+    }
+
+    /// The round-robin cursor this task leaves: (level, key), if it changes one.
+    pub(crate) fn cursor(&self) -> Option<(usize, Vec<u8>)> {
+        match self {
+            Task::Move { from, cursor, .. } | Task::Merge { from, cursor, .. } => {
+                cursor.clone().map(|c| (*from, c))
+            }
+        }
+    }
+}
+
+/// A change to the levels: tables that leave (by number), tables that join (each with its
+/// level), and tables that take the place of the live table with the same number (a new
+/// filter for the same data).
+#[derive(Clone, Debug)]
+pub(crate) struct Edit<T> {
+    /// Table numbers that leave.
+    pub remove: Vec<u64>,
+    /// Tables that join, with their levels.
+    pub add: Vec<(usize, T)>,
+    /// Tables that replace the live table of the same number, where it is.
+    pub replace: Vec<T>,
+}
+
+impl<T> Default for Edit<T> {
+    fn default() -> Self {
+        Edit {
+            remove: Vec::new(),
+            add: Vec::new(),
+            replace: Vec::new(),
+        }
+    }
+}
+
+/// `levels` with `edit` applied: the one place the levels change (a flush, a finished
+/// compaction task, a refilter). Removals first, then replacements, then additions, so a
+/// trivial move is the table's removal and its addition at the next level. Tables added to
+/// L0 go in front of it in the order given (they are the newest); a table added deeper goes
+/// into its level in key order. A level past the last is the last.
+pub(crate) fn apply<T: TableInfo + Clone>(levels: &[&[T]], edit: &Edit<T>) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = levels
+        .iter()
+        .map(|l| {
+            l.iter()
+                .filter(|t| !edit.remove.contains(&t.number()))
+                .map(|t| {
+                    edit.replace
+                        .iter()
+                        .find(|r| r.number() == t.number())
+                        .unwrap_or(t)
+                        .clone()
+                })
+                .collect()
+        })
+        .collect();
+    let mut l0_new: Vec<T> = Vec::new();
+    for (level, t) in &edit.add {
+        match (*level).min(MAX_LEVELS - 1) {
+            0 => l0_new.push(t.clone()),
+            l => {
+                if out.len() <= l {
+                    out.resize_with(l + 1, Vec::new);
+                }
+                out[l].push(t.clone());
+            }
+        }
+    }
+    if !l0_new.is_empty() {
+        if out.is_empty() {
+            out.push(Vec::new());
+        }
+        l0_new.append(&mut out[0]);
+        out[0] = l0_new;
+    }
+    for l in out.iter_mut().skip(1) {
+        l.sort_by(|a, b| a.min_key().cmp(b.min_key()));
+    }
+    out
 }
 
 /// Whether `[a_min, a_max]` and `[b_min, b_max]` share a key.
@@ -303,6 +394,8 @@ mod tests {
         tomb: u64,
         min: Vec<u8>,
         max: Vec<u8>,
+        /// The simulation's sampled keys (empty elsewhere).
+        keys: Vec<u64>,
     }
 
     impl TableInfo for T {
@@ -330,6 +423,7 @@ mod tests {
             tomb: 0,
             min: min.as_bytes().to_vec(),
             max: max.as_bytes().to_vec(),
+            keys: Vec::new(),
         }
     }
 
@@ -637,11 +731,75 @@ mod tests {
         assert_eq!(plan_full(&levels(&[Vec::<T>::new()]), &SHAPE), None);
     }
 
+    fn numbers(lv: &[Vec<T>]) -> Vec<Vec<u64>> {
+        lv.iter().map(|l| l.iter().map(|t| t.n).collect()).collect()
+    }
+
+    #[test]
+    fn an_edit_adds_l0_in_front_deeper_in_key_order_and_replaces_in_place() {
+        let lv = [
+            vec![t(3, 10, "a", "z"), t(2, 10, "b", "c")],
+            vec![t(10, 10, "a", "c"), t(12, 10, "m", "p")],
+        ];
+        let mut fresh = t(12, 99, "m", "p");
+        fresh.tomb = 7;
+        let edit = Edit {
+            remove: vec![2],
+            add: vec![
+                (0, t(5, 10, "c", "d")),
+                (0, t(4, 10, "e", "f")),
+                (1, t(11, 10, "d", "k")),
+                (MAX_LEVELS + 3, t(60, 10, "a", "b")),
+            ],
+            replace: vec![fresh],
+        };
+        let out = apply(&levels(&lv), &edit);
+        let mut want = vec![vec![5, 4, 3], vec![10, 11, 12]];
+        want.resize(MAX_LEVELS, Vec::new());
+        want[MAX_LEVELS - 1] = vec![60];
+        assert_eq!(
+            numbers(&out),
+            want,
+            "new L0 tables in front, in the order given"
+        );
+        assert_eq!(
+            (out[1][2].bytes, out[1][2].tomb),
+            (99, 7),
+            "replaced where it was"
+        );
+    }
+
+    #[test]
+    fn a_task_edit_moves_or_replaces_its_inputs() {
+        let lv = [
+            vec![t(3, 10, "a", "c")],
+            vec![t(10, 10, "a", "b"), t(11, 10, "x", "z")],
+            vec![],
+        ];
+        let shape = Shape {
+            l0_trigger: Some(1),
+            ..SHAPE
+        };
+        let merge = plan(&levels(&lv), &[], &shape).unwrap();
+        assert_eq!(merge.output_level(), 1);
+        let out = apply(&levels(&lv), &merge.edit(vec![t(20, 20, "a", "c")]));
+        assert_eq!(numbers(&out)[..3], [vec![], vec![20, 11], vec![]]);
+        let mv = Task::Move {
+            table: 11,
+            from: 1,
+            cursor: Some(b"z".to_vec()),
+        };
+        assert_eq!(mv.cursor(), Some((1, b"z".to_vec())));
+        let out = apply(&levels(&out), &mv.edit(vec![out[1][1].clone()]));
+        assert_eq!(numbers(&out)[..3], [vec![], vec![20], vec![11]]);
+    }
+
     /// Drives the planner through a simulated load of uniformly random keys (no I/O): each
     /// table is a sorted list of samples standing for equal numbers of bytes, a merge merges
-    /// them and cuts the output at the table size. Checks the invariants every version must
-    /// keep (sorted levels disjoint; L0 bounded when compaction keeps up; every level near its
-    /// target at the end) and prints the write amplification the policy costs.
+    /// them and cuts the output at the table size, and every task's result is installed by
+    /// [`Task::edit`] and [`apply`], as the engine installs it. Checks the invariants every
+    /// version must keep (sorted levels disjoint; L0 bounded when compaction keeps up; every
+    /// level near its target at the end) and prints the write amplification the policy costs.
     #[test]
     fn a_simulated_load_keeps_the_levels_in_shape() {
         let shape = Shape {
@@ -651,15 +809,16 @@ mod tests {
         };
         let (table, flush) = (64u64, 32u64); // samples per table / per flush
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut lv: Vec<Vec<(u64, Vec<u64>)>> = vec![Vec::new(); MAX_LEVELS];
+        let mut lv: Vec<Vec<T>> = vec![Vec::new(); MAX_LEVELS];
         let mut cursors: Vec<Option<Vec<u8>>> = vec![None; MAX_LEVELS];
         let (mut next_no, mut written, mut ingested) = (1u64, 0u64, 0u64);
-        let as_t = |(n, keys): &(u64, Vec<u64>)| T {
-            n: *n,
+        let sim = |n: u64, keys: Vec<u64>| T {
+            n,
             bytes: keys.len() as u64,
             tomb: 0,
             min: keys[0].to_be_bytes().to_vec(),
             max: keys[keys.len() - 1].to_be_bytes().to_vec(),
+            keys,
         };
         for _ in 0..2000 {
             let mut keys: Vec<u64> = (0..flush)
@@ -669,75 +828,59 @@ mod tests {
                 })
                 .collect();
             keys.sort_unstable();
-            lv[0].insert(0, (next_no, keys));
+            let flushed = Edit {
+                add: vec![(0, sim(next_no, keys))],
+                ..Edit::default()
+            };
+            lv = apply(&levels(&lv), &flushed);
             next_no += 1;
             ingested += flush;
             written += flush;
             // Compaction keeps up: run tasks until none is due.
-            loop {
-                let ts: Vec<Vec<T>> = lv.iter().map(|l| l.iter().map(as_t).collect()).collect();
-                let Some(task) = plan(&levels(&ts), &cursors, &shape) else {
-                    break;
-                };
-                match task {
-                    Task::Move {
-                        table,
-                        from,
-                        cursor,
-                    } => {
-                        let i = lv[from].iter().position(|t| t.0 == table).unwrap();
-                        let t = lv[from].remove(i);
-                        lv[from + 1].push(t);
-                        lv[from + 1].sort_by_key(|t| t.1[0]);
-                        if let Some(c) = cursor {
-                            cursors[from] = Some(c);
-                        }
+            while let Some(task) = plan(&levels(&lv), &cursors, &shape) {
+                let outputs = match &task {
+                    Task::Move { table, from, .. } => {
+                        vec![lv[*from].iter().find(|t| t.n == *table).unwrap().clone()]
                     }
-                    Task::Merge {
-                        from,
-                        inputs,
-                        output,
-                        cursor,
-                    } => {
-                        let mut merged = Vec::new();
-                        for l in lv.iter_mut() {
-                            l.retain(|t| {
-                                let hit = inputs.contains(&t.0);
-                                if hit {
-                                    merged.extend_from_slice(&t.1);
-                                }
-                                !hit
-                            });
-                        }
+                    Task::Merge { inputs, .. } => {
+                        let mut merged: Vec<u64> = lv
+                            .iter()
+                            .flatten()
+                            .filter(|t| inputs.contains(&t.n))
+                            .flat_map(|t| t.keys.iter().copied())
+                            .collect();
                         merged.sort_unstable();
                         written += merged.len() as u64;
-                        for c in merged.chunks(table as usize) {
-                            lv[output].push((next_no, c.to_vec()));
-                            next_no += 1;
-                        }
-                        lv[output].sort_by_key(|t| t.1[0]);
-                        if let Some(c) = cursor {
-                            cursors[from] = Some(c);
-                        }
+                        merged
+                            .chunks(table as usize)
+                            .map(|c| {
+                                next_no += 1;
+                                sim(next_no - 1, c.to_vec())
+                            })
+                            .collect()
                     }
+                };
+                lv = apply(&levels(&lv), &task.edit(outputs));
+                if let Some((l, c)) = task.cursor() {
+                    cursors[l] = Some(c);
                 }
                 for (l, level) in lv.iter().enumerate().skip(1) {
                     for w in level.windows(2) {
-                        assert!(w[0].1.last() < w[1].1.first(), "L{l} overlaps");
+                        assert!(w[0].keys.last() < w[1].keys.first(), "L{l} overlaps");
                     }
                 }
             }
             assert!(lv[0].len() < 4, "L0 left at its trigger");
         }
         for (n, level) in lv.iter().enumerate().take(MAX_LEVELS - 1).skip(1) {
-            let bytes: u64 = level.iter().map(|t| t.1.len() as u64).sum();
+            let bytes: u64 = level.iter().map(|t| t.keys.len() as u64).sum();
             assert!(
                 bytes <= shape.target(n),
                 "L{n}: {bytes} > {}",
                 shape.target(n)
             );
         }
-        let total: usize = lv.iter().flatten().map(|t| t.1.len()).sum();
+        let total: usize = lv.iter().flatten().map(|t| t.keys.len()).sum();
         assert_eq!(total as u64, ingested, "no sample lost or duplicated");
         println!(
             "simulated write amplification (tables only): {:.2}; levels: {:?}",

@@ -10,6 +10,8 @@
 //! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing,
 //! compaction, installing a new version), `stats.rs` (counters). See `docs/engine.md`.
 
+mod compact;
+mod filters;
 mod read;
 mod stats;
 mod worker;
@@ -36,9 +38,9 @@ use crate::verify::Warning;
 use crate::version::{TableHandle, Version};
 use crate::wal::{replay_file, WalWriter};
 
+pub use self::filters::Rebalanced;
 pub use self::read::{prefix_successor, Reader, Scan};
 pub use self::stats::{LevelStats, Stats, TableStats};
-pub use self::worker::Rebalanced;
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
 
@@ -155,7 +157,7 @@ impl Options {
             check_fpr(f)?;
         }
         if let Some(p) = &self.policy {
-            worker::check_policy(p)?;
+            filters::check_policy(p)?;
         }
         let bad = |what: &str| Err(Error::InvalidArgument(what.to_string()));
         if self.compaction_trigger == Some(0) {

@@ -1,0 +1,199 @@
+//! The compaction driver: plans a task on the live levels ([`crate::compaction::plan`]),
+//! runs it (a trivial move, or the streaming merge of [`crate::compaction::run`] on the
+//! background pool) and installs the result ([`Inner::install`]), one task at a time under
+//! the compaction lock. The compaction thread (`worker.rs`) calls [`Inner::compact_once`]
+//! until nothing is due; [`Store::compact`] runs a full compaction, the idle drain an
+//! early L0 → L1 one.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::Arc;
+
+use super::worker::{in_background, Install};
+use super::{Inner, Store};
+use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
+use crate::compaction::run::{merge, Output, Source};
+use crate::error::Result;
+use crate::filename::{filter_path, table_path};
+use crate::table::TableCounters;
+use crate::version::{TableHandle, Version};
+
+impl Inner {
+    /// Merges L0 into L1 whatever L0's size (the idle drain); `false` when L0 was empty.
+    pub(super) fn drain_l0(&self) -> Result<bool> {
+        let _c = self.lock_compaction();
+        let v = self.current();
+        let Some(task) = plan_l0_drain(&v.level_slices(), &self.opts.shape()) else {
+            return Ok(false);
+        };
+        in_background(|| self.run_task(&v, task))?;
+        self.counters.idle_drains.fetch_add(1, Relaxed);
+        Ok(true)
+    }
+}
+
+impl Store {
+    /// Merges every table into one sorted run (dropping overwritten values and
+    /// tombstones) through the same streaming merge as background compaction, waiting for a
+    /// background compaction in progress first. Readers are never blocked. The memtable is
+    /// not flushed (call [`Store::flush`] first for that).
+    pub fn compact(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let _c = inner.lock_compaction();
+        let v = inner.current();
+        let Some(task) = plan_full(&v.level_slices(), &inner.opts.shape()) else {
+            return Ok(());
+        };
+        let r = in_background(|| inner.run_task(&v, task));
+        inner.poison_on_err(r)?;
+        drop(_c);
+        inner.want_compaction();
+        Ok(())
+    }
+
+    /// Runs compactions in this thread until the planner finds none due (with automatic
+    /// compaction off, none ever is): the levels are then in shape. For a bulk load that
+    /// wants its store settled before it returns.
+    pub fn wait_for_compaction(&self) -> Result<()> {
+        let inner = &self.inner;
+        loop {
+            inner.check_writable()?;
+            match inner.compact_once() {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => {
+                    inner.poison(&e);
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Plans and runs one compaction if one is due. `Ok(false)`: none is.
+    pub(super) fn compact_once(&self) -> Result<bool> {
+        let _c = self.lock_compaction();
+        let v = self.current();
+        let cursors = self.lock_versions().cursors.clone();
+        let Some(task) = plan(&v.level_slices(), &cursors, &self.opts.shape()) else {
+            return Ok(false);
+        };
+        in_background(|| self.run_task(&v, task))?;
+        Ok(true)
+    }
+
+    /// Runs `task`, planned on `v` (which the caller keeps live by holding the compaction
+    /// lock: only flushes, which add L0 tables in front, change the set meanwhile), and
+    /// installs its result ([`Task::edit`]).
+    fn run_task(&self, v: &Version, task: Task) -> Result<()> {
+        match &task {
+            Task::Move { table, from, .. } => {
+                let Some(t) = v.levels()[*from]
+                    .tables()
+                    .iter()
+                    .find(|t| t.record.number == *table)
+                else {
+                    // Not possible under the compaction lock; if it were, replanning is right.
+                    return Ok(());
+                };
+                let moved = Arc::new(t.at_level(task.output_level() as u32));
+                self.install(Install {
+                    edit: task.edit(vec![moved]),
+                    cursor: task.cursor(),
+                    ..Install::default()
+                })?;
+                self.counters.trivial_moves.fetch_add(1, Relaxed);
+                Ok(())
+            }
+            Task::Merge { inputs, output, .. } => self.run_merge(v, &task, inputs, *output),
+        }
+    }
+
+    /// Merges the tables `inputs` of `v` into new tables at level `output` and installs
+    /// them in their place (`task`'s edit); the inputs' files are removed once the manifest
+    /// that no longer names them is durable.
+    fn run_merge(&self, v: &Version, task: &Task, inputs: &[u64], output: usize) -> Result<()> {
+        let scratch = Arc::new(TableCounters::default());
+        let levels = v.level_slices();
+        let mut sources = Vec::new();
+        let mut input_bytes = 0;
+        let mut doomed: Vec<PathBuf> = Vec::new();
+        for (l, level) in levels.iter().enumerate() {
+            let picked: Vec<&Arc<TableHandle>> = level
+                .iter()
+                .filter(|t| inputs.contains(&t.record.number))
+                .collect();
+            for t in &picked {
+                input_bytes += t.record.file_bytes;
+                doomed.push(table_path(&self.dir, t.record.number));
+                if t.record.filter_file != 0 {
+                    doomed.push(filter_path(&self.dir, t.record.filter_file));
+                }
+            }
+            let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
+            if l == 0 {
+                // Each L0 table is a source of its own, newest first.
+                for t in tables {
+                    sources.push(Source::new(vec![t], scratch.clone())?);
+                }
+            } else if !tables.is_empty() {
+                sources.push(Source::new(tables, scratch.clone())?);
+            }
+        }
+        let input_keys = levels
+            .iter()
+            .flat_map(|l| l.iter())
+            .filter(|t| inputs.contains(&t.record.number))
+            .map(|t| t.record.entries)
+            .sum();
+        let filter = self.filter_for(v, inputs, output, input_keys);
+        let drop_tombstone = |k: &[u8]| tombstone_droppable(&levels, output, k);
+        let alloc = || self.alloc_file();
+        let out = Output {
+            fs: &*self.fs,
+            dir: &self.dir,
+            level: output as u32,
+            table_bytes: self.opts.table_bytes,
+            filter,
+            alloc: &alloc,
+        };
+        let result = merge(sources, &drop_tombstone, &out)?;
+        let mut add = Vec::with_capacity(result.records.len());
+        let opened: Result<()> = (|| {
+            for r in &result.records {
+                add.push(Arc::new(TableHandle::open(
+                    &self.dir,
+                    r.clone(),
+                    self.opts.mmap_reads,
+                )?));
+            }
+            Ok(())
+        })();
+        let installed = opened.and_then(|()| {
+            self.install(Install {
+                edit: task.edit(add),
+                cursor: task.cursor(),
+                ..Install::default()
+            })
+        });
+        if let Err(e) = installed {
+            if !self.poisoned.load(SeqCst) {
+                for r in &result.records {
+                    let _ = self.fs.remove(&table_path(&self.dir, r.number));
+                    let _ = self.fs.remove(&filter_path(&self.dir, r.filter_file));
+                }
+            }
+            return Err(e);
+        }
+        for p in doomed {
+            let _ = self.fs.remove(&p);
+        }
+        let c = &self.counters;
+        c.compactions.fetch_add(1, Relaxed);
+        c.compaction_bytes.fetch_add(result.bytes_written, Relaxed);
+        c.compaction_read_bytes.fetch_add(input_bytes, Relaxed);
+        Ok(())
+    }
+}

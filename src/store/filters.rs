@@ -1,0 +1,286 @@
+//! Which filter each table gets, and new filters for the same data.
+//!
+//! A new table's filter ([`Inner::filter_for`]) follows the handle's [`FilterPolicy`]: one
+//! kind and rate for every table, or under a budget the rate of its run in Monkey's
+//! allocation (`filter::alloc`). [`Store::refilter`], [`Store::rebalance`] and
+//! [`Store::refilter_to`] rebuild the filters of existing tables from their keys, publish
+//! them in one manifest swap and never touch a table file.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+
+use super::worker::{in_background, Install};
+use super::{Inner, Store};
+use crate::error::{Error, Result};
+use crate::filename::filter_path;
+use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
+use crate::filter::{check_fpr, FilterKind};
+use crate::table::{write_filter_file, MappedFilter, TableCounters, TableCursor};
+use crate::version::{Edit, TableHandle, Version};
+
+impl Store {
+    /// Rebuilds the filter of every table as `kind` at `fpr` without rewriting any data:
+    /// new filter files are written, the manifest is swapped atomically, old filters removed.
+    ///
+    /// ```
+    /// use filterstore::{FilterKind, Store};
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// store.put(b"k", b"v")?;
+    /// store.flush()?;
+    /// store.refilter(FilterKind::BinaryFuse, 0.001)?;
+    /// let t = &store.stats().tables[0];
+    /// assert_eq!((t.filter_kind, t.target_fpr), (FilterKind::BinaryFuse, 0.001));
+    /// assert_eq!(store.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn refilter(&self, kind: FilterKind, fpr: f64) -> Result<()> {
+        check_fpr(fpr)?;
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let _c = inner.lock_compaction();
+        let v = inner.current();
+        let jobs = v.tables().map(|t| (t.clone(), kind, fpr)).collect();
+        inner.replace_filters(jobs)
+    }
+
+    /// Recomputes what every table's filter should be under `policy` for the levels as they
+    /// are now, and rebuilds only the filters that changed materially (another kind, or a
+    /// size that differs by more than 5 % (`alloc::MATERIAL`) from the one the table's
+    /// recorded rate gives), without rewriting any data. A budget's allocation moves as the
+    /// levels grow; this is how a store follows it. Table files are never touched.
+    pub fn rebalance(&self, policy: FilterPolicy) -> Result<Rebalanced> {
+        self.refilter_with(policy, true)
+    }
+
+    /// Rebuilds every table's filter to what `policy` gives it for the levels as they are
+    /// now, material change or not (to compare allocations exactly; [`Store::rebalance`]
+    /// is the economical one). No data is rewritten.
+    pub fn refilter_to(&self, policy: FilterPolicy) -> Result<Rebalanced> {
+        self.refilter_with(policy, false)
+    }
+
+    fn refilter_with(&self, policy: FilterPolicy, only_material: bool) -> Result<Rebalanced> {
+        check_policy(&policy)?;
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let _c = inner.lock_compaction();
+        let v = inner.current();
+        let targets = filter_targets(&v, &policy);
+        let mut jobs = Vec::new();
+        let mut kept = 0;
+        for (t, (kind, fpr)) in v.tables().zip(targets) {
+            let r = &t.record;
+            let changed = if !only_material || kind != r.filter_kind {
+                true
+            } else if kind == FilterKind::None {
+                false
+            } else {
+                t.filter.is_none() || alloc::material(SizeModel::of(kind), r.fpr, fpr)
+            };
+            if changed {
+                jobs.push((t.clone(), kind, fpr));
+            } else {
+                kept += 1;
+            }
+        }
+        let rebuilt = jobs.iter().map(|(t, _, _)| t.record.number).collect();
+        if !jobs.is_empty() {
+            inner.replace_filters(jobs)?;
+        }
+        Ok(Rebalanced { rebuilt, kept })
+    }
+}
+
+/// What [`Store::rebalance`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Rebalanced {
+    /// Numbers of the tables whose filter was rebuilt.
+    pub rebuilt: Vec<u64>,
+    /// Tables whose filter was kept.
+    pub kept: usize,
+}
+
+pub(super) fn check_policy(policy: &FilterPolicy) -> Result<()> {
+    match *policy {
+        FilterPolicy::Uniform { kind, fpr } if kind != FilterKind::None => check_fpr(fpr),
+        FilterPolicy::Budget { bits_per_key, .. }
+            if !(bits_per_key.is_finite() && bits_per_key >= 0.0) =>
+        {
+            Err(Error::InvalidArgument(format!(
+                "bits per key {bits_per_key} must be a finite number ≥ 0"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Keys of the runs an absent lookup probes in `v`, without the tables numbered in `gone`:
+/// each L0 table (newest first), and each level 1.. as one run (0 when empty).
+fn run_keys(v: &Version, gone: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    let keys = |ts: &[Arc<TableHandle>]| -> Vec<u64> {
+        ts.iter()
+            .filter(|t| !gone.contains(&t.record.number))
+            .map(|t| t.record.entries)
+            .collect()
+    };
+    let levels = v.levels();
+    let l0 = levels.first().map_or_else(Vec::new, |l| keys(l.tables()));
+    let deeper = levels
+        .iter()
+        .skip(1)
+        .map(|l| keys(l.tables()).iter().sum())
+        .collect();
+    (l0, deeper)
+}
+
+/// A budget's rate as a filter: none at all when the allocation gives it no memory.
+fn as_filter(kind: FilterKind, eps: f64) -> (FilterKind, f64) {
+    if kind == FilterKind::None || eps >= MAX_FPR {
+        (FilterKind::None, 1.0)
+    } else {
+        (kind, eps)
+    }
+}
+
+/// The filter every table of `v` should have under `policy`, in `v.tables()` order.
+pub(super) fn filter_targets(v: &Version, policy: &FilterPolicy) -> Vec<(FilterKind, f64)> {
+    match *policy {
+        FilterPolicy::Uniform { kind, fpr } => v.tables().map(|_| (kind, fpr)).collect(),
+        FilterPolicy::Budget { kind, bits_per_key } => {
+            let (l0, deeper) = run_keys(v, &[]);
+            let n0 = l0.len();
+            let runs: Vec<u64> = l0.into_iter().chain(deeper).collect();
+            let eps = alloc::monkey(&runs, bits_per_key, SizeModel::of(kind));
+            let mut out = Vec::new();
+            for (l, level) in v.levels().iter().enumerate() {
+                for (i, _) in level.tables().iter().enumerate() {
+                    let run = if l == 0 { i } else { n0 + l - 1 };
+                    out.push(as_filter(kind, eps.get(run).copied().unwrap_or(1.0)));
+                }
+            }
+            out
+        }
+    }
+}
+
+impl Inner {
+    /// The filter a new table of `keys` keys at `level` gets: under a budget, the rate of its
+    /// run in Monkey's allocation for `v` without the tables `gone` (a compaction's inputs),
+    /// with the new keys added (a new L0 table is a run of its own; deeper, the keys join
+    /// the level's run).
+    pub(super) fn filter_for(
+        &self,
+        v: &Version,
+        gone: &[u64],
+        level: usize,
+        keys: u64,
+    ) -> (FilterKind, f64) {
+        let FilterPolicy::Budget { kind, bits_per_key } = self.policy else {
+            return (self.policy.kind(), self.fpr_of_policy());
+        };
+        let (mut l0, mut deeper) = run_keys(v, gone);
+        let run = if level == 0 {
+            l0.insert(0, keys);
+            0
+        } else {
+            if let Some(n) = deeper.get_mut(level - 1) {
+                *n += keys;
+            }
+            l0.len() + level - 1
+        };
+        let runs: Vec<u64> = l0.into_iter().chain(deeper).collect();
+        let eps = alloc::monkey(&runs, bits_per_key, SizeModel::of(kind));
+        as_filter(kind, eps.get(run).copied().unwrap_or(1.0))
+    }
+
+    fn fpr_of_policy(&self) -> f64 {
+        match self.policy {
+            FilterPolicy::Uniform { fpr, .. } => fpr,
+            FilterPolicy::Budget { .. } => self.fpr,
+        }
+    }
+
+    /// Gives each table of `jobs` a new filter of its kind at its rate, then publishes them
+    /// in one manifest swap and removes the old filter files. The caller holds the
+    /// compaction lock.
+    fn replace_filters(&self, jobs: Vec<(Arc<TableHandle>, FilterKind, f64)>) -> Result<()> {
+        let mut fresh: Vec<Arc<TableHandle>> = Vec::new();
+        let cleanup = |fresh: &[Arc<TableHandle>]| {
+            for h in fresh {
+                if h.record.filter_file != 0 {
+                    let _ = self
+                        .fs
+                        .remove(&filter_path(&self.dir, h.record.filter_file));
+                }
+            }
+        };
+        for (t, kind, fpr) in &jobs {
+            match in_background(|| self.rebuild_filter(t, *kind, *fpr)) {
+                Ok(h) => fresh.push(h),
+                Err(e) => {
+                    cleanup(&fresh);
+                    return Err(e);
+                }
+            }
+        }
+        let old: Vec<u64> = jobs.iter().map(|(t, _, _)| t.record.filter_file).collect();
+        let r = self.install(Install {
+            edit: Edit {
+                replace: fresh.clone(),
+                ..Edit::default()
+            },
+            ..Install::default()
+        });
+        if let Err(e) = r {
+            // A failed manifest replacement (the store is poisoned then) may have renamed the
+            // new manifest into place: the filter files it names must stay.
+            if !self.poisoned.load(SeqCst) {
+                cleanup(&fresh);
+            }
+            return Err(e);
+        }
+        for n in old.into_iter().filter(|&n| n != 0) {
+            let _ = self.fs.remove(&filter_path(&self.dir, n));
+        }
+        Ok(())
+    }
+
+    /// A handle for table `t` with a new filter of `kind` at `fpr` (built from its keys).
+    fn rebuild_filter(
+        &self,
+        t: &Arc<TableHandle>,
+        kind: FilterKind,
+        fpr: f64,
+    ) -> Result<Arc<TableHandle>> {
+        let scratch = Arc::new(TableCounters::default());
+        let mut hashes = Vec::with_capacity(t.record.entries as usize);
+        let mut c = TableCursor::new(t.table.clone(), scratch)?;
+        while c.valid() {
+            hashes.push(crate::hash::key_hash(c.key()));
+            c.advance()?;
+        }
+        let filter_no = if kind == FilterKind::None {
+            0
+        } else {
+            self.alloc_file()
+        };
+        let fpath = filter_path(&self.dir, filter_no);
+        let bytes = write_filter_file(&*self.fs, &fpath, kind, fpr, &hashes)?;
+        let mut record = t.record.clone();
+        record.filter_file = if bytes.is_some() { filter_no } else { 0 };
+        record.filter_kind = kind;
+        record.fpr = fpr;
+        let filter = match bytes {
+            Some(_) => Some(Arc::new(MappedFilter::open(&fpath)?)),
+            None => None,
+        };
+        Ok(Arc::new(TableHandle::new(
+            t.table.clone(),
+            filter,
+            record,
+            None,
+        )))
+    }
+}
