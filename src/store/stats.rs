@@ -76,6 +76,15 @@ pub struct Stats {
     pub torn_tail_bytes_dropped: u64,
 }
 
+/// The observed false-positive rate of filters that answered "maybe" `false_positives`
+/// times for keys their tables did not hold and "absent" `negatives` times: false positives
+/// ÷ (false positives + negatives), every probe for a key the table does not hold; `None`
+/// before any.
+fn observed_fpr(false_positives: u64, negatives: u64) -> Option<f64> {
+    let d = false_positives + negatives;
+    (d > 0).then(|| false_positives as f64 / d as f64)
+}
+
 impl Stats {
     /// Filter probes (negatives + positives).
     pub fn filter_probes(&self) -> u64 {
@@ -83,8 +92,7 @@ impl Stats {
     }
     /// false positives / (false positives + negatives); `None` before any absent probe.
     pub fn observed_fpr(&self) -> Option<f64> {
-        let d = self.false_positives + self.filter_negatives;
-        (d > 0).then(|| self.false_positives as f64 / d as f64)
+        observed_fpr(self.false_positives, self.filter_negatives)
     }
     /// Keys in tables (tombstones included).
     pub fn table_keys(&self) -> u64 {
@@ -180,10 +188,9 @@ impl LevelStats {
             self.filter_bytes as f64 * 8.0 / self.keys as f64
         }
     }
-    /// Observed false-positive rate of the level's filters.
+    /// Observed false-positive rate of the level's filters (see [`Stats::observed_fpr`]).
     pub fn observed_fpr(&self) -> Option<f64> {
-        let d = self.false_positives + self.filter_negatives;
-        (d > 0).then(|| self.false_positives as f64 / d as f64)
+        observed_fpr(self.false_positives, self.filter_negatives)
     }
 }
 
@@ -240,10 +247,9 @@ impl TableStats {
             self.filter_bytes as f64 * 8.0 / self.keys as f64
         }
     }
-    /// Observed false-positive rate of this table's filter.
+    /// Observed false-positive rate of this table's filter (see [`Stats::observed_fpr`]).
     pub fn observed_fpr(&self) -> Option<f64> {
-        let d = self.false_positives + self.filter_negatives;
-        (d > 0).then(|| self.false_positives as f64 / d as f64)
+        observed_fpr(self.false_positives, self.filter_negatives)
     }
 }
 
