@@ -9,9 +9,10 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
+use super::options::check_policy;
 use super::worker::{in_background, Install};
 use super::{Inner, Store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filename::filter_path;
 use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
 use crate::filter::{check_fpr, FilterKind};
@@ -100,20 +101,6 @@ pub struct Rebalanced {
     pub rebuilt: Vec<u64>,
     /// Tables whose filter was kept.
     pub kept: usize,
-}
-
-pub(super) fn check_policy(policy: &FilterPolicy) -> Result<()> {
-    match *policy {
-        FilterPolicy::Uniform { kind, fpr } if kind != FilterKind::None => check_fpr(fpr),
-        FilterPolicy::Budget { bits_per_key, .. }
-            if !(bits_per_key.is_finite() && bits_per_key >= 0.0) =>
-        {
-            Err(Error::InvalidArgument(format!(
-                "bits per key {bits_per_key} must be a finite number ≥ 0"
-            )))
-        }
-        _ => Ok(()),
-    }
 }
 
 /// Keys of the runs an absent lookup probes in `v`, without the tables numbered in `gone`:

@@ -1,0 +1,296 @@
+//! Opening a store: the directory lock, the manifest and its tables, the logs replayed and
+//! what they held put back (recovery), and the files no manifest names removed.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+use super::options::{DEFAULT_FILTER, DEFAULT_FPR};
+use super::{
+    worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
+    Writer,
+};
+use crate::error::{Error, Result};
+use crate::filename::{numbered_files, wal_path, FileName, Numbered};
+use crate::filter::alloc::FilterPolicy;
+use crate::filter::{check_fpr, FilterKind};
+use crate::lifetime::Lifetime;
+use crate::manifest::{Manifest, MAX_LEVELS};
+use crate::memtable::Memtable;
+use crate::verify::Warning;
+use crate::version::{TableHandle, Version};
+use crate::wal::{replay_file, WalWriter};
+
+/// The filter kind the store in `dir` was created with (kept in its manifest, see
+/// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
+/// written. `Ok(None)` when `dir` holds no manifest.
+///
+/// ```
+/// use filterstore::{store::stored_default_filter, FilterKind, Options, Store};
+/// # fn main() -> filterstore::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// assert_eq!(stored_default_filter(dir.path())?, None);
+/// let opts = Options { filter: Some(FilterKind::Cuckoo), ..Options::default() };
+/// drop(Store::open(dir.path(), opts)?);
+/// assert_eq!(stored_default_filter(dir.path())?, Some(FilterKind::Cuckoo));
+/// # Ok(()) }
+/// ```
+pub fn stored_default_filter(dir: &Path) -> Result<Option<FilterKind>> {
+    Ok(Manifest::load(dir)?.map(|m| m.default_kind))
+}
+
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
+    let path = FileName::Lock.path(dir);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // The lock belongs to the open file description, so a second open of the same directory
+    // in this process is refused just like one from another process.
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`, replaying its logs, and starts its background
+    /// threads.
+    ///
+    /// Recovered writes do not stay in the old logs: they are written into one new log (or,
+    /// when they fill half a memtable, sealed into an L0 table) and the old logs are removed,
+    /// so however often a store is opened it keeps at most two logs.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        opts.check()?;
+        let dir = dir.as_ref().to_path_buf();
+        match fs::metadata(&dir) {
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} exists and is not a directory",
+                    dir.display()
+                )))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create_if_missing => {
+                fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            }
+            Err(e) => return Err(Error::io(&dir, e)),
+        }
+        let lock = lock_dir(&dir)?;
+        let fs = opts.fs.clone();
+        let files = numbered_files(&dir)?;
+        let manifest = match Manifest::load(&dir)? {
+            Some(m) => m,
+            None => {
+                if files
+                    .iter()
+                    .any(|(_, k)| matches!(k, Some(Numbered::Table | Numbered::Wal)))
+                {
+                    return Err(Error::corrupt(0, "data files present but no MANIFEST")
+                        .in_file(FileName::Manifest.path(&dir), 0));
+                }
+                if !opts.create_if_missing {
+                    return Err(Error::InvalidArgument(format!(
+                        "no store at {}",
+                        dir.display()
+                    )));
+                }
+                let m = Manifest {
+                    next_file: 1,
+                    log_number: 0,
+                    default_kind: opts.filter.unwrap_or(DEFAULT_FILTER),
+                    default_fpr: opts.fpr.unwrap_or(DEFAULT_FPR),
+                    tables: Vec::new(),
+                    cursors: Vec::new(),
+                };
+                m.store(&*fs, &dir)?;
+                m
+            }
+        };
+        let kind = opts.filter.unwrap_or(manifest.default_kind);
+        let fpr = opts.fpr.unwrap_or(manifest.default_fpr);
+        check_fpr(fpr)?;
+        // Never reuse a number that a file (even an orphan) already has.
+        let max_seen = files.iter().map(|(n, _)| *n).max().unwrap_or(0);
+        let next_file = manifest.next_file.max(max_seen + 1);
+
+        let mut handles = Vec::with_capacity(manifest.tables.len());
+        for r in &manifest.tables {
+            handles.push(Arc::new(TableHandle::open(
+                &dir,
+                r.clone(),
+                opts.mmap_reads,
+            )?));
+        }
+        let version = Version::new(handles);
+        if let Some((level, a, b)) = version.check_sorted() {
+            return Err(
+                Error::corrupt(0, format!("tables {a} and {b} of level {level} overlap"))
+                    .in_file(FileName::Manifest.path(&dir), 0),
+            );
+        }
+        let mut mem = Memtable::new();
+        let mut replayed = Vec::new();
+        let mut dropped_at_open = Vec::new();
+        for (n, kind) in &files {
+            if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
+                let path = wal_path(&dir, *n);
+                let end = replay_file(&path, |k, v| {
+                    mem.insert(&k, v.as_deref());
+                })?;
+                if let Some(tail) = end.torn_tail {
+                    dropped_at_open.push(Warning::torn_tail(path, tail));
+                }
+                replayed.push(*n);
+            }
+        }
+        // Remove what no manifest names: unfinished outputs and obsolete logs.
+        let live: HashSet<u64> = manifest
+            .tables
+            .iter()
+            .flat_map(|t| [t.number, t.filter_file])
+            .collect();
+        for &(n, kind) in &files {
+            let Some(kind) = kind else { continue };
+            let dead = match kind {
+                Numbered::Wal => n < manifest.log_number,
+                k => k.per_table() && !live.contains(&n),
+            };
+            if dead {
+                let _ = fs.remove(&kind.path(&dir, n));
+            }
+        }
+        let _ = fs.remove(&FileName::ManifestTmp.path(&dir));
+        let _ = fs.remove(&FileName::CountersTmp.path(&dir));
+        let (lifetime_base, lifetime_problem) = match crate::lifetime::load(&dir) {
+            Ok(l) => (l.unwrap_or_default(), None),
+            Err(e) => (Lifetime::default(), Some(e.to_string())),
+        };
+
+        let mut cursors = vec![None; MAX_LEVELS];
+        for (l, k) in &manifest.cursors {
+            if let Some(c) = cursors.get_mut(*l as usize) {
+                *c = Some(k.clone());
+            }
+        }
+        let policy = opts.policy.unwrap_or(FilterPolicy::Uniform { kind, fpr });
+        let inner = Arc::new(Inner {
+            dir,
+            fs,
+            kind,
+            fpr,
+            policy,
+            _lock: lock,
+            state: RwLock::new(State {
+                mem: Memtable::new(),
+                imm: None,
+                current: Arc::new(version),
+            }),
+            epoch: AtomicU64::new(0),
+            writer: Mutex::new(Writer {
+                wal: None,
+                wal_number: 0,
+                wal_dir_synced: false,
+                record: Vec::new(),
+                delay_debt_ns: 0.0,
+            }),
+            versions: Mutex::new(VersionSet {
+                log_number: manifest.log_number,
+                default_kind: manifest.default_kind,
+                default_fpr: manifest.default_fpr,
+                cursors,
+            }),
+            compaction: Mutex::new(()),
+            bg: Mutex::new(Bg::default()),
+            bg_cv: Condvar::new(),
+            next_file: AtomicU64::new(next_file),
+            poisoned: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            counters: EngineCounters::default(),
+            retired: Retired::default(),
+            lifetime_base,
+            lifetime_problem: Mutex::new(lifetime_problem),
+            dropped_at_open,
+            opts,
+        });
+        inner.recover(mem, &replayed)?;
+        let threads = worker::spawn(&inner)?;
+        inner.want_compaction();
+        Ok(Store { inner, threads })
+    }
+}
+
+impl Inner {
+    /// Puts what the logs held back into the store (see [`Store::open`]).
+    fn recover(&self, mem: Memtable, replayed: &[u64]) -> Result<()> {
+        if mem.is_empty() {
+            // The logs held no record: nothing to keep.
+            for &n in replayed {
+                let _ = self.fs.remove(&wal_path(&self.dir, n));
+            }
+            return Ok(());
+        }
+        if mem.approximate_bytes() >= self.opts.memtable_bytes / 2 {
+            // Enough for a table of its own: seal it now, behind every replayed log.
+            let log = replayed.last().copied().unwrap_or(0);
+            let imm = Imm {
+                mem,
+                log,
+                wal: Mutex::new(None),
+                seq: 0,
+            };
+            self.seal(&imm)?;
+            for &n in replayed {
+                let _ = self.fs.remove(&wal_path(&self.dir, n));
+            }
+            return Ok(());
+        }
+        // Few writes: copy them into one new log, make it durable, then drop the old ones.
+        let n = self.alloc_file();
+        let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
+        wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
+        let mut record = Vec::new();
+        let sorted = mem.sorted();
+        let mut at = 0;
+        use crate::table::SortedEntries;
+        while at < sorted.len() {
+            // Records of about 1 MiB.
+            let mut end = at;
+            let mut bytes = 0;
+            while end < sorted.len() && (end == at || bytes < 1 << 20) {
+                let (k, v) = sorted.entry(end);
+                bytes += k.len() + v.map_or(0, <[u8]>::len);
+                end += 1;
+            }
+            crate::wal::encode_record(&mut record, end - at, (at..end).map(|i| sorted.entry(i)))?;
+            wal.append(&record, false)?;
+            at = end;
+        }
+        drop(sorted);
+        wal.sync()?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
+        self.install(worker::Install {
+            log_number: Some(n),
+            ..Default::default()
+        })?;
+        for &old in replayed {
+            let _ = self.fs.remove(&wal_path(&self.dir, old));
+        }
+        let mut w = self.lock_writer();
+        w.wal = Some(wal);
+        w.wal_number = n;
+        w.wal_dir_synced = true;
+        drop(w);
+        let mut st = self.state_mut();
+        st.mem = mem;
+        Ok(())
+    }
+}

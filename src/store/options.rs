@@ -1,0 +1,167 @@
+//! How a store is opened: [`Options`], [`SyncPolicy`], and the defaults of a new store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::compaction::plan::Shape;
+use crate::error::{Error, Result};
+use crate::filter::alloc::FilterPolicy;
+use crate::filter::{check_fpr, FilterKind};
+use crate::io::{Fs, RealFs};
+
+/// When WAL appends are fsynced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Every write is fsynced before it returns (the command line's choice).
+    EveryWrite,
+    /// Writes reach the operating system before they return (they survive a process crash)
+    /// and are fsynced at `flush`, `sync` and drop (the library default).
+    OnFlush,
+    /// Writes collect in a 1 MiB buffer that reaches the operating system when full and at
+    /// `flush`, `sync`, a memtable switch and drop: fastest for bulk loads, but a process
+    /// crash can lose the unwritten buffer (up to 1 MiB of acknowledged writes). fsynced like
+    /// `OnFlush`.
+    Buffered,
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Filter for tables written from now on; `None` uses the store's default (the choice
+    /// made when it was created, `blocked-bloom` if none was made).
+    pub filter: Option<FilterKind>,
+    /// Target false-positive rate for new filters; `None` uses the store's default (1 %).
+    pub fpr: Option<f64>,
+    /// How new filters are sized; `None` is `FilterPolicy::Uniform` at [`Options::filter`]
+    /// and [`Options::fpr`] (each table at the same rate, as before budgets existed). With
+    /// `FilterPolicy::Budget`, a new table gets the rate its level should have under
+    /// Monkey's allocation of `bits_per_key` × keys in tables (see `docs/engine.md`, "Filter
+    /// memory across levels"), and `filter`/`fpr` are not used for new tables. Not stored in
+    /// the manifest: give it at every open.
+    pub policy: Option<FilterPolicy>,
+    /// A memtable becomes immutable (and is sealed into an L0 table in the background) once
+    /// it takes this many bytes of memory (keys, values, and its per-entry slot and index).
+    /// At most one immutable memtable waits, so memtables take up to about twice this.
+    pub memtable_bytes: usize,
+    /// When WAL appends are fsynced.
+    pub sync: SyncPolicy,
+    /// L0 tables that start a compaction of L0 into L1; `None` turns automatic compaction
+    /// off (and with it the L0 write slowdown and stop; `compact()` still works).
+    pub compaction_trigger: Option<usize>,
+    /// With this many L0 tables, writes are slowed down to [`Options::slowdown_bytes_per_sec`]
+    /// so that compaction can catch up.
+    pub l0_slowdown: usize,
+    /// With this many L0 tables, writes wait until a compaction brings L0 below it.
+    pub l0_stop: usize,
+    /// The rate writes are held to while L0 is at or above its slowdown size.
+    pub slowdown_bytes_per_sec: u64,
+    /// Compaction starts a new output table once the current one holds this many bytes of
+    /// keys and values.
+    pub table_bytes: u64,
+    /// Target size of L1; level n ≥ 2 targets `l1_bytes × level_ratio^(n−1)`.
+    pub l1_bytes: u64,
+    /// Each level's target size is this many times the one above it (T).
+    pub level_ratio: u64,
+    /// Idle L0 drain: once no write has arrived for this long while lookups keep probing L0
+    /// tables (at least [`IDLE_DRAIN_PROBES`] filter probes of L0 since writes paused), L0 is
+    /// merged into L1 even below [`Options::compaction_trigger`], so that an absent lookup
+    /// probes one table per level instead of every L0 table as well. Costs one L0 → L1
+    /// compaction per pause in writing; a store that is written and never read, or written
+    /// without pauses, never pays it. `None` turns it off (as does `compaction_trigger: None`).
+    pub idle_drain: Option<Duration>,
+    /// Create the directory and an empty store when missing.
+    pub create_if_missing: bool,
+    /// Read data blocks in place from a read-only map of each table file instead of with
+    /// `pread` (off by default). Faster on a warm cache: no system call and no copy (about
+    /// 20–30 % of a present-key `get`). Every read is still counted and its CRC checked.
+    /// The price is the usual one of mapped files: an I/O error while reading a block (a
+    /// failing disk, or a table file truncated behind the store's back) arrives as a `SIGBUS`
+    /// that ends the process, where `pread` returns an error. The maps are advised for random
+    /// access (a point lookup on a cold table reads only its block's page), so a scan of a
+    /// table that is not in the page cache also reads one page at a time, without readahead.
+    pub mmap_reads: bool,
+    /// The file system writes go through (a fault-injecting one in tests).
+    pub fs: Arc<dyn Fs>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            filter: None,
+            fpr: None,
+            policy: None,
+            memtable_bytes: 32 << 20,
+            sync: SyncPolicy::OnFlush,
+            compaction_trigger: Some(8),
+            l0_slowdown: 12,
+            l0_stop: 20,
+            slowdown_bytes_per_sec: 16 << 20,
+            table_bytes: 64 << 20,
+            l1_bytes: 256 << 20,
+            level_ratio: 10,
+            idle_drain: Some(Duration::from_secs(1)),
+            create_if_missing: true,
+            mmap_reads: false,
+            fs: Arc::new(RealFs),
+        }
+    }
+}
+
+impl Options {
+    /// The level tree these options describe.
+    pub(crate) fn shape(&self) -> Shape {
+        Shape {
+            l0_trigger: self.compaction_trigger,
+            l1_bytes: self.l1_bytes,
+            ratio: self.level_ratio,
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<()> {
+        if let Some(f) = self.fpr {
+            check_fpr(f)?;
+        }
+        if let Some(p) = &self.policy {
+            check_policy(p)?;
+        }
+        let bad = |what: &str| Err(Error::InvalidArgument(what.to_string()));
+        if self.compaction_trigger == Some(0) {
+            return bad("compaction_trigger must be at least 1");
+        }
+        if self.l0_stop == 0 || self.l0_slowdown > self.l0_stop {
+            return bad("l0_slowdown must not exceed l0_stop, which must be at least 1");
+        }
+        if self.level_ratio < 2 {
+            return bad("level_ratio must be at least 2");
+        }
+        if self.table_bytes == 0 || self.l1_bytes == 0 || self.slowdown_bytes_per_sec == 0 {
+            return bad("table_bytes, l1_bytes and slowdown_bytes_per_sec must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// Filter probes of L0 tables since writes paused that, with [`Options::idle_drain`], show
+/// that lookups are paying for L0 (about 2,500 absent lookups over 4 L0 tables).
+pub const IDLE_DRAIN_PROBES: u64 = 10_000;
+
+/// Default filter of a new store.
+pub const DEFAULT_FILTER: FilterKind = FilterKind::BlockedBloom;
+/// Default target false-positive rate of a new store.
+pub const DEFAULT_FPR: f64 = 0.01;
+
+/// Checks a filter policy given as an option: a rate for uniform filters, a finite,
+/// non-negative budget.
+pub(super) fn check_policy(policy: &FilterPolicy) -> Result<()> {
+    match *policy {
+        FilterPolicy::Uniform { kind, fpr } if kind != FilterKind::None => check_fpr(fpr),
+        FilterPolicy::Budget { bits_per_key, .. }
+            if !(bits_per_key.is_finite() && bits_per_key >= 0.0) =>
+        {
+            Err(Error::InvalidArgument(format!(
+                "bits per key {bits_per_key} must be a finite number ≥ 0"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
