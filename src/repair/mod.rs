@@ -1,0 +1,320 @@
+//! `repair`: salvages a store that refuses to open (LevelDB's `RepairDB`, RocksDB's
+//! `ldb repair`), and leaves one that needs no repair untouched.
+//!
+//! ```text
+//! MANIFEST decodes? ── yes: its tables, levels, filters, log_number, defaults
+//!                  └── no:  every NNNNNN.sst at L0, newest (highest number) first,
+//!                           filters rebuilt at the store's default kind
+//! each table:  footer/index/meta check out?  no ─► lost/
+//!              every block checks out?       no ─► good blocks rewritten into a new table,
+//!                                                  the damaged file ─► lost/
+//!              filter decodes?               no ─► rebuilt from the table's keys, old ─► lost/
+//! logs (≥ log_number, in order): damage anywhere but a torn tail ─► every record that
+//!              checks out, before and after it, copied into one new log; old logs ─► lost/
+//! a new MANIFEST (the old one ─► lost/), the directory fsynced, then a full verify
+//! ```
+//! Nothing is deleted: whatever repair does not use is renamed into `lost/` (`format.md`,
+//! "Store directory"). `docs/reliability.md` says what repair can lose.
+//!
+//! The jobs are spread over files: the driver here (what to keep, `lost/`, the new
+//! manifest), the salvage of a table and its filter in `table.rs`, of the logs in
+//! `logs.rs`, and what repair reports in `report.rs`.
+
+mod logs;
+mod report;
+mod table;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::filename::{numbered_files, FileName, Numbered};
+use crate::io::{Fs, RealFs};
+use crate::manifest::{Manifest, TableRecord};
+use crate::store::{lock_dir, DEFAULT_FILTER, DEFAULT_FPR};
+use crate::verify::verify_dir;
+
+pub use self::report::{Dropped, Kept, KeyGap, RepairReport};
+pub use crate::filename::LOST_DIR;
+
+/// Repairs the store in `dir` (see the module documentation) and reports what it did. A
+/// store that [`verify_dir`] finds intact is left byte for byte as it is (torn log tails
+/// included: opening drops them). Takes the store's lock, so the store must not be open.
+///
+/// `Err` only for what stops the repair itself: no store in `dir`, the lock held, an I/O
+/// error. Damage is never an `Err`: it is what the report's `dropped` lists.
+pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport> {
+    repair_with(dir.as_ref(), &RealFs)
+}
+
+/// [`repair`] writing through `fs` (a fault-injecting one in tests).
+pub fn repair_with(dir: &Path, fs: &dyn Fs) -> Result<RepairReport> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a directory",
+                dir.display()
+            )))
+        }
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    let files = numbered_files(dir)?;
+    let has_data = files
+        .iter()
+        .any(|(_, k)| matches!(k, Some(Numbered::Table | Numbered::Wal)));
+    let manifest = FileName::Manifest.path(dir);
+    if !manifest.exists() && !has_data {
+        return Err(Error::InvalidArgument(format!(
+            "no store at {} (no MANIFEST and no table or log files)",
+            dir.display()
+        )));
+    }
+    let _lock = lock_dir(dir)?;
+    if manifest.exists() {
+        let v = verify_dir(dir)?;
+        if v.is_intact() {
+            return Ok(RepairReport {
+                needed: false,
+                verify: v,
+                ..RepairReport::default()
+            });
+        }
+    }
+    let mut r = Repair {
+        dir,
+        fs,
+        report: RepairReport {
+            needed: true,
+            ..RepairReport::default()
+        },
+        next_file: files.iter().map(|(n, _)| n + 1).max().unwrap_or(1),
+        unlink_later: Vec::new(),
+    };
+    r.run(&files)?;
+    r.report.verify = verify_dir(dir)?;
+    Ok(r.report)
+}
+
+struct Repair<'a> {
+    dir: &'a Path,
+    fs: &'a dyn Fs,
+    report: RepairReport,
+    next_file: u64,
+    /// Files linked into `lost/`, to unlink once the new manifest is durable.
+    unlink_later: Vec<PathBuf>,
+}
+
+impl Repair<'_> {
+    fn alloc(&mut self) -> u64 {
+        let n = self.next_file;
+        self.next_file += 1;
+        n
+    }
+
+    fn drop_file(&mut self, file: &Path, offset: u64, len: Option<u64>, reason: String) {
+        self.report.dropped.push(Dropped {
+            file: file.to_path_buf(),
+            offset,
+            len,
+            reason,
+            keys_between: None,
+        });
+    }
+
+    fn drop_err(&mut self, file: &Path, e: &Error) {
+        match e {
+            Error::Corruption {
+                file: f,
+                offset,
+                reason,
+                ..
+            } => {
+                let f = if f.as_os_str().is_empty() { file } else { f };
+                self.drop_file(f, *offset, None, reason.clone());
+            }
+            other => self.drop_file(file, 0, None, other.to_string()),
+        }
+    }
+
+    /// Puts `path` into `lost/` (under a free name) and records it. The file is linked there
+    /// now and unlinked from the store's directory only once the new manifest is durable
+    /// ([`Repair::finish_moves`]): a crash before that leaves the store as it was (a rerun
+    /// starts again), a crash after leaves the old file in `lost/` whatever a later open
+    /// removes. Where links are refused, it is renamed at once.
+    fn lose(&mut self, path: &Path) -> Result<()> {
+        if self.report.moved.iter().any(|(from, _)| from == path) {
+            return Ok(());
+        }
+        let lost = FileName::Lost.path(self.dir);
+        std::fs::create_dir_all(&lost).map_err(|e| Error::io(&lost, e))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut to = lost.join(&name);
+        let mut i = 1;
+        while to.exists() {
+            to = lost.join(format!("{name}.{i}"));
+            i += 1;
+        }
+        if std::fs::hard_link(path, &to).is_ok() {
+            self.unlink_later.push(path.to_path_buf());
+        } else {
+            self.fs.rename(path, &to).map_err(|e| Error::io(path, e))?;
+        }
+        self.report.moved.push((path.to_path_buf(), to));
+        Ok(())
+    }
+
+    /// Unlinks what [`Repair::lose`] linked into `lost/` (the manifest excepted: the new one
+    /// replaced it).
+    fn finish_moves(&mut self) -> Result<()> {
+        let manifest = FileName::Manifest.path(self.dir);
+        for p in std::mem::take(&mut self.unlink_later) {
+            if p != manifest {
+                self.fs.remove(&p).map_err(|e| Error::io(&p, e))?;
+            }
+        }
+        self.fs
+            .sync_dir(self.dir)
+            .map_err(|e| Error::io(self.dir, e))
+    }
+
+    fn run(&mut self, files: &[(u64, Option<Numbered>)]) -> Result<()> {
+        let dir = self.dir;
+        let manifest_path = FileName::Manifest.path(dir);
+        let old = match Manifest::load(dir) {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => {
+                self.drop_file(
+                    &manifest_path,
+                    0,
+                    None,
+                    "MANIFEST missing; rebuilt from the table files".to_string(),
+                );
+                None
+            }
+            Err(e) => {
+                self.drop_err(&manifest_path, &e);
+                None
+            }
+        };
+        if let Some(m) = &old {
+            self.next_file = self.next_file.max(m.next_file);
+        }
+        let (default_kind, default_fpr) = old.as_ref().map_or((DEFAULT_FILTER, DEFAULT_FPR), |m| {
+            (m.default_kind, m.default_fpr)
+        });
+        // The tables to try: the manifest's (L0 newest first, then by level), or every table
+        // file at L0 from the highest number down.
+        let candidates: Vec<TableRecord> = match &old {
+            Some(m) => m.tables.clone(),
+            None => files
+                .iter()
+                .rev()
+                .filter(|(_, k)| *k == Some(Numbered::Table))
+                .map(|&(number, _)| TableRecord {
+                    level: 0,
+                    number,
+                    filter_file: 0,
+                    filter_kind: default_kind,
+                    fpr: default_fpr,
+                    entries: 0,
+                    tombstones: 0,
+                    file_bytes: 0,
+                    min_key: Vec::new(),
+                    max_key: Vec::new(),
+                })
+                .collect(),
+        };
+        let rebuild_all_filters = old.is_none();
+        let mut named: HashSet<(u64, Numbered)> = HashSet::new();
+        let mut tables = Vec::new();
+        for c in candidates {
+            named.insert((c.number, Numbered::Table));
+            if c.filter_file != 0 {
+                named.insert((c.filter_file, Numbered::Filter));
+            }
+            if let Some(t) = self.table(c, rebuild_all_filters)? {
+                tables.push(t);
+            }
+        }
+        // Files no usable manifest names: unfinished outputs (or, with the manifest lost,
+        // filters that cannot be matched to their tables): kept in lost/, not deleted.
+        for &(n, kind) in files {
+            let Some(kind) = kind else { continue };
+            let orphan = match kind {
+                Numbered::Table => old.is_some() && !named.contains(&(n, kind)),
+                Numbered::Filter => !named.contains(&(n, kind)),
+                Numbered::Wal => false,
+            };
+            let p = kind.path(dir, n);
+            if orphan && p.exists() {
+                self.lose(&p)?;
+            }
+        }
+        let log_number = self.logs(files, old.as_ref().map_or(0, |m| m.log_number))?;
+        let counters = FileName::Counters.path(dir);
+        if counters.exists() {
+            if let Err(e) = crate::lifetime::load(dir) {
+                self.drop_err(&counters, &e);
+                self.lose(&counters)?;
+            }
+        }
+        if let Some((level, a, b)) = levels_overlap(&tables) {
+            // The manifest's levels overlap (the tables' own key ranges are used): every
+            // table goes to L0, in the manifest's order (L0 newest first, then the deeper,
+            // older levels), where overlap is allowed.
+            self.drop_file(
+                &manifest_path,
+                0,
+                None,
+                format!("tables {a} and {b} of level {level} overlap; all tables placed in L0"),
+            );
+            for t in &mut tables {
+                t.level = 0;
+            }
+        }
+        let cursors = old.as_ref().map_or_else(Vec::new, |m| m.cursors.clone());
+        let manifest = Manifest {
+            next_file: self.next_file,
+            log_number,
+            default_kind,
+            default_fpr,
+            tables,
+            cursors,
+        };
+        if manifest_path.exists() {
+            self.lose(&manifest_path)?;
+        }
+        // New files and the links in lost/ are durable before the manifest names the new set;
+        // the old files leave the directory only after it is.
+        let lost = FileName::Lost.path(dir);
+        if lost.exists() {
+            self.fs.sync_dir(&lost).map_err(|e| Error::io(&lost, e))?;
+        }
+        self.fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        manifest.store(self.fs, dir)?;
+        self.finish_moves()
+    }
+}
+
+/// The first level (≥ 1) where two of `tables` overlap: (level, table, table).
+fn levels_overlap(tables: &[TableRecord]) -> Option<(u32, u64, u64)> {
+    let mut by_level: BTreeMap<u32, Vec<&TableRecord>> = BTreeMap::new();
+    for t in tables.iter().filter(|t| t.level > 0) {
+        by_level.entry(t.level).or_default().push(t);
+    }
+    for (level, mut ts) in by_level {
+        ts.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+        for w in ts.windows(2) {
+            if let [a, b] = w {
+                if a.max_key >= b.min_key {
+                    return Some((level, a.number, b.number));
+                }
+            }
+        }
+    }
+    None
+}

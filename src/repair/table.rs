@@ -1,0 +1,249 @@
+//! Salvaging one table: its good blocks kept (rewritten into a new table when any block is
+//! damaged), its filter kept when it decodes and the table is kept as it was, else rebuilt
+//! from the table's keys.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Kept, KeyGap, Repair};
+use crate::error::{Error, Result};
+use crate::filename::{filter_path, table_path};
+use crate::filter::{Filter, FilterKind};
+use crate::manifest::TableRecord;
+use crate::table::{write_filter_file, write_table, Table, TableCounters};
+
+/// The entries of a table's good blocks, and whether anything was wrong with it.
+struct Salvaged {
+    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    damaged: bool,
+}
+
+impl Repair<'_> {
+    /// Reads every block of the table at `path`: the entries of the good ones.
+    fn read_table(&mut self, path: &Path) -> Option<Salvaged> {
+        let table = match Table::open(path, false) {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                self.drop_err(path, &e);
+                return None;
+            }
+        };
+        let counters = TableCounters::default();
+        let mut out = Salvaged {
+            entries: Vec::new(),
+            damaged: false,
+        };
+        // Blocks whose damage is reported once the next good key is known.
+        let mut pending: Vec<(u64, Option<u64>, String)> = Vec::new();
+        let report_pending = |me: &mut Self,
+                              pending: &mut Vec<(u64, Option<u64>, String)>,
+                              after: Option<&[u8]>,
+                              before: Option<&[u8]>| {
+            for (off, len, why) in pending.drain(..) {
+                let show = |k: Option<&[u8]>, none: &str| {
+                    k.map_or(none.to_string(), |k| {
+                        format!("{:?}", k.escape_ascii().to_string())
+                    })
+                };
+                me.drop_file(
+                    path,
+                    off,
+                    len,
+                    format!(
+                        "data block dropped ({why}); it held keys after {} and before {}",
+                        show(after, "the start"),
+                        show(before, "the end")
+                    ),
+                );
+                if let Some(d) = me.report.dropped.last_mut() {
+                    d.keys_between = Some(KeyGap {
+                        after: after.map(<[u8]>::to_vec),
+                        before: before.map(<[u8]>::to_vec),
+                    });
+                }
+            }
+        };
+        for i in 0..table.block_count() {
+            let span = table.block_span(i);
+            let (off, len) = span.map_or((0, None), |(o, l)| (o, Some(u64::from(l) + 4)));
+            match table.block_entries(i, &counters) {
+                Ok(block) => {
+                    let last = out.entries.last().map(|(k, _)| k.clone());
+                    let mut prev = last.clone();
+                    let sorted = block.iter().all(|(k, _)| {
+                        let ok = prev.as_ref().is_none_or(|p| p < k);
+                        prev = Some(k.clone());
+                        ok
+                    });
+                    if !sorted {
+                        out.damaged = true;
+                        pending.push((off, len, "keys out of order".to_string()));
+                        continue;
+                    }
+                    if let Some((first, _)) = block.first() {
+                        report_pending(self, &mut pending, last.as_deref(), Some(first));
+                    }
+                    out.entries.extend(block);
+                }
+                Err(e) => {
+                    out.damaged = true;
+                    let why = match &e {
+                        Error::Corruption { reason, .. } => reason.clone(),
+                        other => other.to_string(),
+                    };
+                    pending.push((off, len, why));
+                }
+            }
+        }
+        let last = out.entries.last().map(|(k, _)| k.clone());
+        report_pending(self, &mut pending, last.as_deref(), None);
+        if let Err(e) = table.check_padding() {
+            // The data is whole; the file is rewritten so that verify passes.
+            self.drop_err(path, &e);
+            out.damaged = true;
+        }
+        let m = &table.meta;
+        if !out.damaged
+            && (out.entries.len() as u64 != m.entries
+                || out.entries.first().map(|e| &e.0) != Some(&m.min_key)
+                || out.entries.last().map(|e| &e.0) != Some(&m.max_key))
+        {
+            self.drop_file(
+                path,
+                0,
+                None,
+                "table meta disagrees with its blocks; the blocks are kept".to_string(),
+            );
+            out.damaged = true;
+        }
+        Some(out)
+    }
+
+    /// Keeps, rewrites or loses one table; the record for the new manifest, if any.
+    pub(super) fn table(
+        &mut self,
+        c: TableRecord,
+        rebuild_filter: bool,
+    ) -> Result<Option<TableRecord>> {
+        let dir = self.dir;
+        let path = table_path(dir, c.number);
+        if !path.exists() {
+            self.drop_file(&path, 0, None, "table file missing".to_string());
+            if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
+                self.lose(&filter_path(dir, c.filter_file))?;
+            }
+            return Ok(None);
+        }
+        let Some(s) = self.read_table(&path) else {
+            self.lose(&path)?;
+            if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
+                self.lose(&filter_path(dir, c.filter_file))?;
+            }
+            return Ok(None);
+        };
+        let hashes = || -> Vec<u64> {
+            s.entries
+                .iter()
+                .map(|(k, _)| crate::hash::key_hash(k))
+                .collect()
+        };
+        let mut record = c.clone();
+        let old_filter = (c.filter_file != 0).then(|| filter_path(dir, c.filter_file));
+        if s.damaged {
+            if s.entries.is_empty() {
+                self.lose(&path)?;
+                if let Some(f) = old_filter.filter(|f| f.exists()) {
+                    self.lose(&f)?;
+                }
+                return Ok(None);
+            }
+            let number = self.alloc();
+            let new_path = table_path(dir, number);
+            let view: Vec<(&[u8], Option<&[u8]>)> = s
+                .entries
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .collect();
+            let meta = write_table(self.fs, &new_path, view.as_slice())?;
+            record.number = number;
+            record.entries = meta.entries;
+            record.tombstones = meta.tombstones;
+            record.file_bytes = meta.file_bytes;
+            record.min_key = meta.min_key;
+            record.max_key = meta.max_key;
+            self.lose(&path)?;
+            self.report.kept.push(Kept::Table {
+                file: new_path,
+                level: record.level,
+                entries: record.entries,
+                from: Some(path.clone()),
+            });
+        } else {
+            let t = Table::open(&path, false)?;
+            record.entries = t.meta.entries;
+            record.tombstones = t.meta.tombstones;
+            record.file_bytes = t.meta.file_bytes;
+            record.min_key = t.meta.min_key.clone();
+            record.max_key = t.meta.max_key.clone();
+            self.report.kept.push(Kept::Table {
+                file: path.clone(),
+                level: record.level,
+                entries: record.entries,
+                from: None,
+            });
+        }
+        // The filter: kept when it decodes and the table was kept as it was; else rebuilt.
+        let filter_ok = !s.damaged
+            && !rebuild_filter
+            && old_filter
+                .as_ref()
+                .is_some_and(|f| std::fs::read(f).is_ok_and(|b| Filter::decode(&b).is_ok()));
+        if filter_ok {
+            if let Some(f) = old_filter {
+                self.report.kept.push(Kept::Filter {
+                    file: f,
+                    kind: record.filter_kind,
+                    rebuilt: false,
+                });
+            }
+            return Ok(Some(record));
+        }
+        if let Some(f) = old_filter {
+            if f.exists() {
+                if !s.damaged && !rebuild_filter {
+                    let e = match std::fs::read(&f) {
+                        Ok(b) => Filter::decode(&b).err().map(|e| e.in_file(&f, 0)),
+                        Err(e) => Some(Error::io(&f, e)),
+                    };
+                    if let Some(e) = e {
+                        self.drop_err(&f, &e);
+                    }
+                }
+                self.lose(&f)?;
+            } else {
+                self.drop_file(&f, 0, None, "filter file missing".to_string());
+            }
+        }
+        let kind = if c.filter_file == 0 && !rebuild_filter {
+            FilterKind::None
+        } else {
+            record.filter_kind
+        };
+        record.filter_file = 0;
+        record.filter_kind = FilterKind::None;
+        if kind != FilterKind::None {
+            let number = self.alloc();
+            let fpath = filter_path(dir, number);
+            if write_filter_file(self.fs, &fpath, kind, record.fpr, &hashes())?.is_some() {
+                record.filter_file = number;
+                record.filter_kind = kind;
+                self.report.kept.push(Kept::Filter {
+                    file: fpath,
+                    kind,
+                    rebuilt: true,
+                });
+            }
+        }
+        Ok(Some(record))
+    }
+}
