@@ -179,8 +179,11 @@ impl FaultState {
             return Err((EIO, false));
         }
         if let Some((left, errno)) = &mut self.fail_tables {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.ends_with(".sst") || name.ends_with(".filter") {
+            let name = path.file_name().and_then(|n| n.to_str());
+            let per_table = name
+                .and_then(FileName::parse)
+                .is_some_and(|f| matches!(f, FileName::Numbered(kind, _) if kind.per_table()));
+            if per_table {
                 if *left > 0 {
                     *left -= 1;
                 } else {
@@ -255,7 +258,8 @@ impl FaultFs {
     }
 
     /// A disk that fills up while tables are written: after `skip` more operations on table
-    /// and filter files (`.sst`, `.filter`: create, write, fsync, remove), every one fails
+    /// and filter files (`NNNNNN.sst`, `NNNNNN.filter`, every per-table kind of
+    /// [`Numbered`](crate::filename::Numbered): create, write, fsync, remove), every one fails
     /// with `errno` (a failed write lands half its bytes), while logs and the manifest still
     /// work. Flushes and compactions meet it; the write path does not.
     pub fn fail_table_files_after(&self, skip: u64, errno: i32) {
