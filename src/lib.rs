@@ -59,6 +59,7 @@ mod mmap;
 #[cfg(feature = "showcase")]
 pub(crate) mod plot;
 pub mod repair;
+mod scan;
 pub mod store;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]

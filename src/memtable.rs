@@ -1,33 +1,68 @@
 //! The memtable: the newest writes, in memory, until they are sealed into a table.
 //!
 //! ```text
-//! arena:  | key | value | key | value | ... |   1 MiB chunks, append-only, never moved
-//! slots:  | hash | prefix | key at | klen | value at | vlen |   one per distinct key, insertion order
+//! arena:  | key | value | key | value | older | value | ... |   1 MiB chunks, append-only, never moved
+//! slots:  | hash | prefix | key at | klen | value at | vlen |     one per distinct key, insertion order
 //! index:  hash table of slot numbers (hashbrown), keyed by the slot's xxh3 key hash
-//! order:  slot numbers sorted by key, built on demand and extended (sort + merge) for new keys
+//! runs:   | (prefix, slot) sorted: 4,100 | 700 | 96 | 9 |        key order, built on demand
 //! ```
 //! A put costs one hash-table probe and one append (no allocation per entry, no tree walk);
-//! an overwrite appends only the new value. Ordered access (scans, sealing) sorts the slots on
-//! demand by their first eight key bytes (big-endian, then the whole key on a tie), and keeps
-//! that order: keys are never removed, so a later scan only sorts and merges the keys added
-//! since. Sealing sorts in parallel on the current rayon pool and hands the filter the key
-//! hashes computed at insert time.
+//! an overwrite appends only the new value; a get is one probe. Sealing sorts in parallel on
+//! the current rayon pool and hands the filter the key hashes computed at insert time.
+//!
+//! **Key order** is kept as sorted runs of `(first eight key bytes big-endian, slot number)`,
+//! built when a scan or the seal asks for it, never by a put. Keys are never removed, so the
+//! order of the slots already sorted never changes: a scan sorts only the keys added since
+//! the last one into a new run, and merges the newest run into the one before it while that
+//! one is at most [`RUN_RATIO`] times larger. Run sizes therefore fall geometrically (at most
+//! log₄ n + 1 runs), a key is moved O(log n) times over the memtable's life, and a scan right
+//! after one put sorts one key and, amortised, merges O(log n) entries, where re-merging the
+//! whole order would cost O(n). Each run is an immutable `Arc`'d vector: a scan's copy of
+//! the order is a clone of one `Arc`. Sealing merges the runs into one.
+//!
+//! **Snapshots.** A scan reads the memtable as it was when the scan started, while writes go
+//! on (the scan takes the store's lock only for the moment it copies its next few entries
+//! into its own buffer, see `scan.rs`). A [`MemCursor`] keeps the runs of that moment (keys
+//! added later are only in runs it never sees) and the arena position writes had reached.
+//! Every write appends at least one byte, so positions are distinct and increasing: a
+//! version is older than the scan exactly when its value lies below that position. An
+//! overwrite or delete replaces the slot's value in place; while any scan of this memtable
+//! is open (`readers`), it first appends a 12-byte link to the version it replaces, so the
+//! scan walks back from a newer version to the one it must see. With no scan open nothing is
+//! kept: a scan started later sees the newer version anyway.
+//!
+//! Why not a skip list (RocksDB's and fjall's memtable, with a sequence number in every
+//! key): its insert walks a tower of pointers, a cache miss per level, and its get a search
+//! of O(log n) misses, where this memtable's put and get are one hash probe. The runs give
+//! scans ordered access at a cost paid by scans, amortised over the keys they sort, and
+//! snapshots cost a put nothing unless a scan is open while it overwrites a key.
 
 use std::cmp::Ordering;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use hashbrown::hash_table::{Entry, HashTable};
 
+use crate::codec::prefix8;
 use crate::hash::key_hash;
 use crate::table::SortedEntries;
 
 /// Bytes per arena chunk (a larger entry gets a chunk of its own size).
 const CHUNK: usize = 1 << 20;
-/// `vlen` of a tombstone.
-const TOMBSTONE: u32 = u32::MAX;
+/// Value length (the low 31 bits of `vlen`) of a tombstone.
+const TOMBSTONE: u32 = u32::MAX >> 1;
+/// `vlen` flag: the value is preceded in the arena by a link to the version it replaced.
+const OLDER: u32 = 1 << 31;
+/// Bytes of that link: the older version's value position (u64) and `vlen` (u32), little-endian.
+const OLDER_LEN: usize = 12;
 /// Sorts of at least this many slots run on the rayon pool.
 const PAR_SORT_MIN: usize = 1 << 15;
+/// The newest run is merged into the one before it while that one holds at most this many
+/// times as many keys.
+pub(crate) const RUN_RATIO: usize = 4;
+/// A cursor stops filling a buffer once it holds this many bytes (and at least one entry).
+const FILL_BYTES: usize = 64 << 10;
 
 /// One arena chunk, in an anonymous memory map: dropping a sealed memtable gives its
 /// memory back to the operating system at once (heap buffers of this size are often kept by
@@ -89,23 +124,28 @@ struct Slot {
     /// Arena position of the key (chunk << 32 | offset); the value follows it when it was
     /// written with the key.
     key_at: u64,
-    /// Arena position of the value.
+    /// Arena position of the current value.
     val_at: u64,
     klen: u32,
-    /// Value length, or [`TOMBSTONE`].
+    /// Value length (or [`TOMBSTONE`]) in the low 31 bits; [`OLDER`] when a link precedes it.
     vlen: u32,
 }
 
-/// `(prefix, slot number)` of the first `covered` slots, sorted by key: the prefix inline
-/// decides most comparisons without touching the slots or the arena.
+/// `(prefix, slot number)` pairs sorted by key: the prefix inline decides most comparisons
+/// without touching the slots or the arena.
+type Run = Arc<Vec<(u64, u32)>>;
+
+/// The sorted runs of the first `covered` slots, largest (oldest) first; their keys are
+/// disjoint.
 #[derive(Debug, Default)]
 struct Order {
     covered: usize,
-    slots: Arc<Vec<(u64, u32)>>,
+    runs: Arc<Vec<Run>>,
 }
 
 /// The memtable. Not synchronized: the store keeps it under its state lock (`&mut self` to
-/// insert, `&self` to read; the cached order has its own small lock).
+/// insert, `&self` to read; the runs have their own small lock, and the count of open scans
+/// is shared with them).
 #[derive(Debug, Default)]
 pub struct Memtable {
     chunks: Vec<Chunk>,
@@ -113,6 +153,8 @@ pub struct Memtable {
     index: HashTable<u32>,
     order: Mutex<Order>,
     arena_bytes: usize,
+    /// Cursors of scans open on this memtable while it takes writes (see the module docs).
+    readers: Arc<AtomicUsize>,
 }
 
 impl Memtable {
@@ -141,7 +183,7 @@ impl Memtable {
         self.slots.is_empty()
     }
 
-    /// Bytes held: arena (overwritten values included), slots and index.
+    /// Bytes held: arena (overwritten values and their links included), slots and index.
     pub fn approximate_bytes(&self) -> usize {
         self.arena_bytes
             + self.slots.capacity() * std::mem::size_of::<Slot>()
@@ -157,8 +199,32 @@ impl Memtable {
         self.bytes(s.key_at, s.klen)
     }
 
+    /// The version written at `at` with length field `vlen` (`None`: a tombstone).
+    fn version(&self, at: u64, vlen: u32) -> Option<&[u8]> {
+        let len = vlen & !OLDER;
+        (len != TOMBSTONE).then(|| self.bytes(at, len))
+    }
+
     fn value(&self, s: &Slot) -> Option<&[u8]> {
-        (s.vlen != TOMBSTONE).then(|| self.bytes(s.val_at, s.vlen))
+        self.version(s.val_at, s.vlen)
+    }
+
+    /// The version that the one at `at` (whose `vlen` has [`OLDER`]) replaced: its
+    /// position and `vlen`, from the link just before it.
+    fn older(&self, at: u64) -> (u64, u32) {
+        let link = self.bytes(at - OLDER_LEN as u64, OLDER_LEN as u32);
+        let (pos, vlen) = link.split_at(8);
+        (
+            u64::from_le_bytes(pos.try_into().unwrap_or_default()),
+            u32::from_le_bytes(vlen.try_into().unwrap_or_default()),
+        )
+    }
+
+    /// The arena position the next write will start at or after.
+    fn end_pos(&self) -> u64 {
+        self.chunks
+            .last()
+            .map_or(0, |c| ((self.chunks.len() as u64 - 1) << 32) | c.len as u64)
     }
 
     /// Appends `parts` contiguously to the arena and returns the position of the first.
@@ -192,6 +258,9 @@ impl Memtable {
         );
         let vlen = value.map_or(TOMBSTONE, |v| v.len() as u32);
         let v = value.unwrap_or(&[]);
+        // Every write appends at least one byte after its value's position, so that write
+        // positions are distinct and increasing (see the module docs, "Snapshots").
+        let pad: &[u8] = if v.is_empty() { &[0] } else { &[] };
         let found = {
             let (slots, chunks) = (&self.slots, &self.chunks);
             let eq = |&i: &u32| {
@@ -209,16 +278,26 @@ impl Memtable {
         };
         match found {
             Some(i) => {
-                let val_at = self.append(&[v]);
+                let old = self.slots[i as usize];
+                let (val_at, vlen) = if self.readers.load(Relaxed) > 0 {
+                    // An open scan may need the version this write replaces: link it.
+                    let mut link = [0u8; OLDER_LEN];
+                    link[..8].copy_from_slice(&old.val_at.to_le_bytes());
+                    link[8..].copy_from_slice(&old.vlen.to_le_bytes());
+                    let at = self.append(&[&link, v, pad]);
+                    (at + OLDER_LEN as u64, vlen | OLDER)
+                } else {
+                    (self.append(&[v, pad]), vlen)
+                };
                 let s = &mut self.slots[i as usize];
                 s.val_at = val_at;
                 s.vlen = vlen;
             }
             None => {
-                let key_at = self.append(&[key, v]);
+                let key_at = self.append(&[key, v, pad]);
                 self.slots.push(Slot {
                     hash,
-                    prefix: crate::codec::prefix8(key),
+                    prefix: prefix8(key),
                     key_at,
                     val_at: key_at + key.len() as u64,
                     klen: key.len() as u32,
@@ -250,13 +329,30 @@ impl Memtable {
         })
     }
 
-    /// `(prefix, slot number)` of every key in key order (cached; extended for keys added
-    /// since).
-    fn order(&self) -> Arc<Vec<(u64, u32)>> {
-        let mut o = self.order.lock().unwrap_or_else(|p| p.into_inner());
+    /// Merges two runs into one (their keys are distinct, so the order never ties).
+    fn merge(&self, a: &[(u64, u32)], b: &[(u64, u32)]) -> Vec<(u64, u32)> {
+        let mut m = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if self.cmp_slots(&a[i], &b[j]) == Ordering::Less {
+                m.push(a[i]);
+                i += 1;
+            } else {
+                m.push(b[j]);
+                j += 1;
+            }
+        }
+        m.extend_from_slice(&a[i..]);
+        m.extend_from_slice(&b[j..]);
+        m
+    }
+
+    /// Sorts the slots added since the order was last extended into a new run, and merges
+    /// runs as the module docs say.
+    fn extend_order(&self, o: &mut Order) {
         let n = self.slots.len();
         if o.covered == n {
-            return o.slots.clone();
+            return;
         }
         let pair = |i: usize| (self.slots[i].prefix, i as u32);
         let fresh: Vec<(u64, u32)> = if n - o.covered >= PAR_SORT_MIN {
@@ -265,53 +361,89 @@ impl Memtable {
         } else {
             (o.covered..n).map(pair).collect()
         };
-        let cmp = |a: &(u64, u32), b: &(u64, u32)| self.cmp_slots(a, b);
-        let fresh = sort_by_prefix(fresh, cmp);
-        let merged = if o.slots.is_empty() {
-            fresh
-        } else {
-            let old = &o.slots;
-            let mut m = Vec::with_capacity(n);
-            let (mut i, mut j) = (0, 0);
-            while i < old.len() && j < fresh.len() {
-                // Keys are distinct, so the order never ties.
-                if self.cmp_slots(&old[i], &fresh[j]) == Ordering::Less {
-                    m.push(old[i]);
-                    i += 1;
-                } else {
-                    m.push(fresh[j]);
-                    j += 1;
-                }
+        let fresh = sort_by_prefix(fresh, |a, b| self.cmp_slots(a, b));
+        let mut runs: Vec<Run> = o.runs.as_ref().clone();
+        runs.push(Arc::new(fresh));
+        while let [.., a, b] = runs.as_slice() {
+            if a.len() > RUN_RATIO * b.len() {
+                break;
             }
-            m.extend_from_slice(&old[i..]);
-            m.extend_from_slice(&fresh[j..]);
-            m
-        };
-        o.slots = Arc::new(merged);
+            let merged = self.merge(a, b);
+            runs.truncate(runs.len() - 2);
+            runs.push(Arc::new(merged));
+        }
+        o.runs = Arc::new(runs);
         o.covered = n;
-        o.slots.clone()
     }
 
-    /// The entries whose keys lie in `range`, in key order.
-    pub fn range<'a, R: RangeBounds<[u8]>>(&'a self, range: R) -> Range<'a> {
-        let order = self.order();
-        let key_at = |i: usize| self.key(&self.slots[order[i].1 as usize]);
-        let start = match range.start_bound() {
-            Bound::Included(s) => lower(&order, key_at, s, false),
-            Bound::Excluded(s) => lower(&order, key_at, s, true),
-            Bound::Unbounded => 0,
-        };
-        let end = match range.end_bound() {
-            Bound::Included(e) => lower(&order, key_at, e, true),
-            Bound::Excluded(e) => lower(&order, key_at, e, false),
-            Bound::Unbounded => order.len(),
-        };
-        Range {
-            mem: self,
-            pos: start,
-            end: end.max(start),
-            order,
+    fn lock_order(&self) -> std::sync::MutexGuard<'_, Order> {
+        self.order.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sorted runs of every key (extended for keys added since the last call).
+    fn runs(&self) -> Arc<Vec<Run>> {
+        let mut o = self.lock_order();
+        self.extend_order(&mut o);
+        o.runs.clone()
+    }
+
+    /// Every key in one sorted run (the runs merged, newest first, and kept merged).
+    fn merged(&self) -> Run {
+        let mut o = self.lock_order();
+        self.extend_order(&mut o);
+        if o.runs.len() > 1 {
+            let mut runs = o.runs.iter().rev();
+            let mut acc: Vec<(u64, u32)> = runs.next().map(|r| r.to_vec()).unwrap_or_default();
+            for r in runs {
+                acc = self.merge(r, &acc);
+            }
+            o.runs = Arc::new(vec![Arc::new(acc)]);
         }
+        o.runs.first().cloned().unwrap_or_default()
+    }
+
+    /// Index of the first pair of `run` whose key is >= `bound` (> `bound` with `after`).
+    fn seek_run(&self, run: &[(u64, u32)], bound: &[u8], after: bool) -> usize {
+        let p = prefix8(bound);
+        run.partition_point(|&(q, s)| {
+            q < p
+                || (q == p && {
+                    let k = self.key(&self.slots[s as usize]);
+                    k < bound || (after && k == bound)
+                })
+        })
+    }
+
+    /// A cursor over the entries from `start` on, as they are at this moment (see the module
+    /// docs, "Snapshots"). `live`: the memtable still takes writes, so the cursor counts as
+    /// an open scan until it is released or dropped, and overwrites keep the versions it
+    /// may need. The cursor must only be filled from this memtable.
+    pub(crate) fn cursor(&self, start: Bound<&[u8]>, live: bool) -> MemCursor {
+        let runs = self.runs();
+        let pos = runs
+            .iter()
+            .map(|r| match start {
+                Bound::Included(s) => self.seek_run(r, s, false),
+                Bound::Excluded(s) => self.seek_run(r, s, true),
+                Bound::Unbounded => 0,
+            })
+            .collect();
+        let reader = live.then(|| {
+            self.readers.fetch_add(1, Relaxed);
+            ReaderGuard(self.readers.clone())
+        });
+        MemCursor {
+            runs,
+            pos,
+            snap: if live { self.end_pos() } else { u64::MAX },
+            reader,
+        }
+    }
+
+    /// Number of sorted runs (for tests of the merge policy).
+    #[cfg(test)]
+    fn run_count(&self) -> usize {
+        self.lock_order().runs.len()
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the
@@ -319,7 +451,7 @@ impl Memtable {
     pub fn sorted(&self) -> Sorted<'_> {
         Sorted {
             mem: self,
-            order: self.order(),
+            order: self.merged(),
         }
     }
 
@@ -330,10 +462,122 @@ impl Memtable {
     }
 }
 
+/// Counts an open scan of a memtable that takes writes, until dropped.
+#[derive(Debug)]
+struct ReaderGuard(Arc<AtomicUsize>);
+
+impl Drop for ReaderGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A scan's position in one memtable, and the snapshot it reads (see the module docs):
+/// [`fill`](Self::fill) copies the next entries, in key order, into an [`EntryBuf`].
+#[derive(Debug)]
+pub(crate) struct MemCursor {
+    runs: Arc<Vec<Run>>,
+    /// The next position in each run.
+    pos: Vec<usize>,
+    /// Arena position writes had reached when the cursor was made (`u64::MAX`: the
+    /// memtable takes no more writes, every version is visible).
+    snap: u64,
+    reader: Option<ReaderGuard>,
+}
+
+impl MemCursor {
+    /// Replaces `out`'s entries with the next ones, in key order, as the snapshot saw them
+    /// (tombstones included): up to `max` entries or about [`FILL_BYTES`] (at least one).
+    /// `mem` must be the memtable the cursor was made from. Returns false once the cursor
+    /// has nothing left after these.
+    pub(crate) fn fill(&mut self, mem: &Memtable, out: &mut EntryBuf, max: usize) -> bool {
+        out.clear();
+        loop {
+            // The run whose next key is the smallest (the runs' keys are disjoint).
+            let mut best: Option<(usize, (u64, u32))> = None;
+            for (r, run) in self.runs.iter().enumerate() {
+                if let Some(&p) = run.get(self.pos[r]) {
+                    if best.is_none_or(|(_, b)| mem.cmp_slots(&p, &b) == Ordering::Less) {
+                        best = Some((r, p));
+                    }
+                }
+            }
+            let Some((r, (_, slot))) = best else {
+                self.release();
+                return false;
+            };
+            if out.len() >= max.max(1) || out.bytes.len() >= FILL_BYTES {
+                return true;
+            }
+            self.pos[r] += 1;
+            let s = &mem.slots[slot as usize];
+            let (mut at, mut vlen) = (s.val_at, s.vlen);
+            // Back to the newest version written before the snapshot. Every version this
+            // cursor may need is linked: overwrites link while `reader` is held.
+            while at >= self.snap && vlen & OLDER != 0 {
+                (at, vlen) = mem.older(at);
+            }
+            debug_assert!(at < self.snap, "a version a scan needs was not linked");
+            out.push(mem.key(s), mem.version(at, vlen));
+        }
+    }
+
+    /// The memtable takes no more writes (it was made immutable), or the cursor is done:
+    /// overwrites need not keep versions for it any more.
+    pub(crate) fn release(&mut self) {
+        self.reader = None;
+    }
+}
+
+/// Entries copied out of a memtable: keys and values in one buffer, reused from fill to
+/// fill, so copying allocates nothing once it has grown.
+#[derive(Debug, Default)]
+pub(crate) struct EntryBuf {
+    bytes: Vec<u8>,
+    /// Per entry: where its key starts, where its key ends (and its value starts), where its
+    /// value ends, and whether it is a tombstone.
+    entries: Vec<(usize, usize, usize, bool)>,
+}
+
+impl EntryBuf {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+    }
+
+    fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        self.bytes.extend_from_slice(value.unwrap_or_default());
+        self.entries
+            .push((start, key_end, self.bytes.len(), value.is_none()));
+    }
+
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Key of entry `i`.
+    #[inline]
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        let (s, k, _, _) = self.entries[i];
+        &self.bytes[s..k]
+    }
+
+    /// Value of entry `i` (`None`: a tombstone).
+    #[inline]
+    pub(crate) fn value(&self, i: usize) -> Option<&[u8]> {
+        let (_, k, e, tomb) = self.entries[i];
+        (!tomb).then(|| &self.bytes[k..e])
+    }
+}
+
 /// A memtable's entries in key order, by position.
 pub struct Sorted<'a> {
     mem: &'a Memtable,
-    order: Arc<Vec<(u64, u32)>>,
+    order: Run,
 }
 
 impl SortedEntries for Sorted<'_> {
@@ -432,59 +676,47 @@ fn sort_by_prefix(
     out
 }
 
-/// Number of ordered positions whose key is < `bound` (or <= `bound` with `or_equal`).
-fn lower<'a>(
-    order: &[(u64, u32)],
-    key_at: impl Fn(usize) -> &'a [u8],
-    bound: &[u8],
-    or_equal: bool,
-) -> usize {
-    let (mut lo, mut hi) = (0, order.len());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let below = match key_at(mid).cmp(bound) {
-            Ordering::Less => true,
-            Ordering::Equal => or_equal,
-            Ordering::Greater => false,
-        };
-        if below {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
-/// Entries of a key range in order: `(key, None)` is a tombstone.
-pub struct Range<'a> {
-    mem: &'a Memtable,
-    order: Arc<Vec<(u64, u32)>>,
-    pos: usize,
-    end: usize,
-}
-
-impl<'a> Iterator for Range<'a> {
-    type Item = (&'a [u8], Option<&'a [u8]>);
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.pos >= self.end {
-            return None;
-        }
-        let s = &self.mem.slots[self.order[self.pos].1 as usize];
-        self.pos += 1;
-        Some((self.mem.key(s), self.mem.value(s)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::table::block::Entry;
-    use std::collections::BTreeMap;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, VecDeque};
 
-    fn keys(m: &Memtable, r: (Bound<&[u8]>, Bound<&[u8]>)) -> Vec<Vec<u8>> {
-        m.range::<(Bound<&[u8]>, Bound<&[u8]>)>(r)
-            .map(|(k, _)| k.to_vec())
+    /// Everything `c` yields from where it stands, filled `batch` entries at a time.
+    fn drain(c: &mut MemCursor, m: &Memtable, batch: usize) -> Vec<Entry> {
+        let (mut out, mut buf) = (Vec::new(), EntryBuf::default());
+        loop {
+            let more = c.fill(m, &mut buf, batch);
+            assert!(buf.len() <= batch.max(1));
+            out.extend(
+                (0..buf.len()).map(|i| (buf.key(i).to_vec(), buf.value(i).map(<[u8]>::to_vec))),
+            );
+            if !more {
+                return out;
+            }
+        }
+    }
+
+    /// The entries of a range, through a cursor from its start.
+    fn range(m: &Memtable, s: Bound<&[u8]>, e: Bound<&[u8]>) -> Vec<Entry> {
+        let mut all = drain(&mut m.cursor(s, false), m, 5);
+        all.retain(|(k, _)| match e {
+            Bound::Included(e) => k.as_slice() <= e,
+            Bound::Excluded(e) => k.as_slice() < e,
+            Bound::Unbounded => true,
+        });
+        all
+    }
+
+    fn model_range(
+        model: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        s: Bound<&[u8]>,
+        e: Bound<&[u8]>,
+    ) -> Vec<Entry> {
+        model
+            .range::<[u8], _>((s, e))
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
 
@@ -504,13 +736,9 @@ mod tests {
             m.insert(&key, value.as_deref());
             model.insert(key, value);
             if step % 997 == 0 {
-                // Scans interleaved with inserts exercise the sort + merge of the order.
-                let all: Vec<_> = m.range::<std::ops::RangeFull>(..).collect();
-                let want: Vec<_> = model
-                    .iter()
-                    .map(|(k, v)| (k.as_slice(), v.as_deref()))
-                    .collect();
-                assert_eq!(all, want);
+                // Scans interleaved with inserts exercise the runs' sorts and merges.
+                let all = range(&m, Bound::Unbounded, Bound::Unbounded);
+                assert_eq!(all, model_range(&model, Bound::Unbounded, Bound::Unbounded));
             }
         }
         assert_eq!(m.len(), model.len());
@@ -539,11 +767,7 @@ mod tests {
                     {
                         continue;
                     }
-                    let want: Vec<Vec<u8>> = model
-                        .range::<[u8], _>((s, e))
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    assert_eq!(keys(&m, (s, e)), want, "{s:?} {e:?}");
+                    assert_eq!(range(&m, s, e), model_range(&model, s, e), "{s:?} {e:?}");
                 }
             }
         }
@@ -558,11 +782,37 @@ mod tests {
                 .collect::<Vec<_>>(),
             want
         );
+        assert_eq!(m.run_count(), 1, "sealing merges the runs into one");
         let mut hashes = m.hashes();
         hashes.sort_unstable();
         let mut want: Vec<u64> = model.keys().map(|k| key_hash(k)).collect();
         want.sort_unstable();
         assert_eq!(hashes, want);
+    }
+
+    /// A scan after every put: the runs stay few (their sizes fall by at least
+    /// `RUN_RATIO` from one to the next) and the entries moved by merges stay O(log n) per key.
+    #[test]
+    fn runs_stay_few_when_every_put_is_followed_by_a_scan() {
+        let mut m = Memtable::new();
+        let mut x = 3u64;
+        let mut most = 0;
+        for n in 1..=20_000usize {
+            x = crate::hash::mix64(x);
+            m.insert(&x.to_be_bytes(), Some(b"v"));
+            let runs = m.runs();
+            for w in runs.windows(2) {
+                assert!(
+                    w[0].len() > RUN_RATIO * w[1].len(),
+                    "{:?}",
+                    runs.iter().map(|r| r.len()).collect::<Vec<_>>()
+                );
+            }
+            assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), n);
+            most = most.max(runs.len());
+        }
+        // log4(20,000) = 7.1
+        assert!(most <= 8, "{most} runs");
     }
 
     #[test]
@@ -616,5 +866,125 @@ mod tests {
         assert_eq!(m.get(b"b"), Some(Some(big.as_slice())));
         assert_eq!(m.get(b"a"), Some(None));
         assert!(m.approximate_bytes() >= 3 * CHUNK);
+    }
+
+    /// Overwrites link the replaced version only while a scan is open.
+    #[test]
+    fn overwrites_keep_old_versions_only_for_open_scans() {
+        let mut m = Memtable::new();
+        m.insert(b"k", Some(b"v1"));
+        let before = m.approximate_bytes();
+        m.insert(b"k", Some(b"v2"));
+        assert_eq!(m.approximate_bytes() - before, 2, "no link without a scan");
+        let mut c = m.cursor(Bound::Unbounded, true);
+        let before = m.approximate_bytes();
+        m.insert(b"k", None);
+        m.insert(b"k", Some(b"v3"));
+        // A tombstone (one pad byte) and a value, each after a link.
+        assert_eq!(m.approximate_bytes() - before, 2 * OLDER_LEN + 1 + 2);
+        assert_eq!(m.get(b"k"), Some(Some(&b"v3"[..])));
+        assert_eq!(
+            drain(&mut c, &m, 1),
+            [(b"k".to_vec(), Some(b"v2".to_vec()))]
+        );
+        assert_eq!(
+            m.readers.load(Relaxed),
+            0,
+            "a finished cursor no longer counts"
+        );
+        drop(c);
+        assert_eq!(m.readers.load(Relaxed), 0);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Key number, and a value length (`None`: a delete).
+        Put(u8, Option<u8>),
+        /// A cursor from a key number (`None`: unbounded), after it when `true`.
+        Open(Option<u8>, bool),
+        /// Fill (cursor number modulo the open ones, batch size).
+        Fill(usize, usize),
+        /// Drop a cursor before it is done.
+        Close(usize),
+    }
+
+    /// Short keys over a tiny alphabet: shared prefixes, zero bytes, the empty key, keys of
+    /// 8+ bytes with equal prefixes.
+    fn key_of(k: u8) -> Vec<u8> {
+        let len = (k % 11) as usize;
+        (0..len).map(|j| (k >> (j % 3)) & 3).collect()
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (any::<u8>(), prop::option::weighted(0.8, 0u8..20)).prop_map(|(k, v)| Op::Put(k, v)),
+            1 => (prop::option::of(any::<u8>()), any::<bool>()).prop_map(|(k, x)| Op::Open(k, x)),
+            3 => (any::<usize>(), 1usize..6).prop_map(|(c, n)| Op::Fill(c, n)),
+            1 => any::<usize>().prop_map(Op::Close),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Cursors opened between writes yield exactly the model as it was when they opened,
+        /// however the writes after that (new keys, overwrites, deletes) interleave with
+        /// their fills; the runs stay sorted and few; the seal order is the model's.
+        #[test]
+        fn cursors_see_their_snapshot(ops in prop::collection::vec(op(), 1..300)) {
+            let mut m = Memtable::new();
+            let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            let mut open: Vec<(MemCursor, VecDeque<Entry>, EntryBuf)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        let key = key_of(k);
+                        let value = v.map(|n| vec![k ^ n; n as usize]);
+                        m.insert(&key, value.as_deref());
+                        model.insert(key, value);
+                    }
+                    Op::Open(k, after) => {
+                        let key = k.map(key_of);
+                        let start = match (&key, after) {
+                            (None, _) => Bound::Unbounded,
+                            (Some(k), false) => Bound::Included(k.as_slice()),
+                            (Some(k), true) => Bound::Excluded(k.as_slice()),
+                        };
+                        let want = model_range(&model, start, Bound::Unbounded).into();
+                        open.push((m.cursor(start, true), want, EntryBuf::default()));
+                    }
+                    Op::Fill(i, n) if !open.is_empty() => {
+                        let i = i % open.len();
+                        let (c, want, buf) = &mut open[i];
+                        let more = c.fill(&m, buf, n);
+                        prop_assert!(buf.len() <= n);
+                        for j in 0..buf.len() {
+                            let got = (buf.key(j).to_vec(), buf.value(j).map(<[u8]>::to_vec));
+                            prop_assert_eq!(Some(got), want.pop_front());
+                        }
+                        prop_assert_eq!(more, !want.is_empty());
+                        if !more {
+                            open.remove(i);
+                        }
+                    }
+                    Op::Close(i) if !open.is_empty() => {
+                        open.remove(i % open.len());
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(m.readers.load(Relaxed), open.len());
+            }
+            for (mut c, want, _) in open.drain(..) {
+                prop_assert_eq!(drain(&mut c, &m, 3), Vec::from(want));
+            }
+            prop_assert_eq!(m.readers.load(Relaxed), 0);
+            let n = m.len().max(1) as f64;
+            prop_assert!(m.run_count() as f64 <= n.log(RUN_RATIO as f64).floor() + 1.0);
+            let s = m.sorted();
+            let sealed: Vec<Entry> = (0..s.len())
+                .map(|i| { let (k, v) = s.entry(i); (k.to_vec(), v.map(<[u8]>::to_vec)) })
+                .collect();
+            prop_assert_eq!(sealed, model_range(&model, Bound::Unbounded, Bound::Unbounded));
+        }
     }
 }

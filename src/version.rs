@@ -16,7 +16,6 @@
 //! holding the key (L0 newest to oldest, then one table per level) finds the newest version.
 //! Only one compaction runs at a time.
 
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,7 +23,6 @@ use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
 use crate::filename::{filter_path, table_path};
 use crate::manifest::{TableRecord, MAX_LEVELS};
-use crate::table::block::Entry;
 use crate::table::{MappedFilter, Table, TableCounters};
 
 /// A live table with its current filter and counters.
@@ -306,7 +304,7 @@ impl Level {
 
     /// Index of the first table whose largest key is >= `key` (`len` when there is none).
     #[inline]
-    fn first_not_below(&self, key: &[u8], p: u64) -> usize {
+    pub(crate) fn first_not_below(&self, key: &[u8], p: u64) -> usize {
         // Prefixes order the tables except within a run of equal prefixes.
         let mut i = self.his.partition_point(|&h| h < p);
         while i < self.tables.len() && self.his[i] == p && self.tables[i].max_key() < key {
@@ -542,126 +540,6 @@ impl Version {
             batch.retire(found);
         }
         Ok(())
-    }
-}
-
-/// Streams one table's entries from the block that may hold `start`, one block at a time.
-pub(crate) struct TableIter {
-    table: Arc<TableHandle>,
-    next_block: usize,
-    buf: std::vec::IntoIter<Entry>,
-    start: Bound<Vec<u8>>,
-    counters: Option<Arc<TableCounters>>,
-    done: bool,
-}
-
-impl TableIter {
-    /// Entries of `table` from `start`; block reads are counted in `counters`, or in the
-    /// table's own counters when `None`.
-    pub(crate) fn new(
-        table: Arc<TableHandle>,
-        start: Bound<Vec<u8>>,
-        counters: Option<Arc<TableCounters>>,
-    ) -> Self {
-        let next_block = match &start {
-            Bound::Included(k) | Bound::Excluded(k) => {
-                table.table.block_for(k).unwrap_or(usize::MAX)
-            }
-            Bound::Unbounded => 0,
-        };
-        TableIter {
-            table,
-            next_block,
-            buf: Vec::new().into_iter(),
-            start,
-            counters,
-            done: false,
-        }
-    }
-}
-
-impl Iterator for TableIter {
-    type Item = Result<Entry>;
-    fn next(&mut self) -> Option<Result<Entry>> {
-        loop {
-            if self.done {
-                return None;
-            }
-            for e in self.buf.by_ref() {
-                let before = match &self.start {
-                    Bound::Included(s) => e.0 < *s,
-                    Bound::Excluded(s) => e.0 <= *s,
-                    Bound::Unbounded => false,
-                };
-                if !before {
-                    self.start = Bound::Unbounded;
-                    return Some(Ok(e));
-                }
-            }
-            if self.next_block >= self.table.table.block_count() {
-                self.done = true;
-                return None;
-            }
-            let counters = self.counters.as_deref().unwrap_or(&self.table.counters);
-            match self.table.table.block_entries(self.next_block, counters) {
-                Ok(v) => self.buf = v.into_iter(),
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
-            self.next_block += 1;
-        }
-    }
-}
-
-/// Streams a sorted level's entries from `start`: its tables one after another, each opened
-/// only when the previous one is done.
-pub(crate) struct LevelIter {
-    tables: Vec<Arc<TableHandle>>,
-    next_table: usize,
-    current: Option<TableIter>,
-    start: Bound<Vec<u8>>,
-    counters: Option<Arc<TableCounters>>,
-}
-
-impl LevelIter {
-    /// Entries of a sorted level's `tables` (in key order) from `start`.
-    pub(crate) fn new(
-        level: &Level,
-        start: Bound<Vec<u8>>,
-        counters: Option<Arc<TableCounters>>,
-    ) -> LevelIter {
-        let first = match &start {
-            Bound::Included(k) | Bound::Excluded(k) => level.first_not_below(k, prefix8(k)),
-            Bound::Unbounded => 0,
-        };
-        LevelIter {
-            tables: level.tables[first.min(level.tables.len())..].to_vec(),
-            next_table: 0,
-            current: None,
-            start,
-            counters,
-        }
-    }
-}
-
-impl Iterator for LevelIter {
-    type Item = Result<Entry>;
-    fn next(&mut self) -> Option<Result<Entry>> {
-        loop {
-            if let Some(it) = &mut self.current {
-                match it.next() {
-                    Some(e) => return Some(e),
-                    None => self.current = None,
-                }
-            }
-            let t = self.tables.get(self.next_table)?.clone();
-            self.next_table += 1;
-            // Only the first table can hold keys before `start`.
-            let start = std::mem::replace(&mut self.start, Bound::Unbounded);
-            self.current = Some(TableIter::new(t, start, self.counters.clone()));
-        }
     }
 }
 

@@ -25,7 +25,9 @@ mod write;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 use std::thread::JoinHandle;
 
 use crate::counters::Sharded;
@@ -50,7 +52,7 @@ pub use crate::lifetime::Lifetime;
 
 /// A memtable that is full and waits to be sealed, with the log that holds its writes.
 pub(crate) struct Imm {
-    mem: Memtable,
+    mem: Arc<Memtable>,
     /// Number of the log that holds exactly this memtable's writes.
     log: u64,
     /// That log, kept open so `sync` can still fsync it until the table is durable.
@@ -62,6 +64,9 @@ pub(crate) struct Imm {
 /// What readers and writers share, under `Inner::state`.
 pub(crate) struct State {
     mem: Memtable,
+    /// Set to `mem` when it is made immutable: scans that started on it read it from here
+    /// (see `scan.rs`). A new memtable gets a new slot.
+    mem_frozen: Arc<OnceLock<Arc<Memtable>>>,
     imm: Option<Arc<Imm>>,
     current: Arc<Version>,
 }
@@ -137,7 +142,8 @@ pub(crate) struct Inner {
     /// How new filters are sized (`opts.policy`, else uniform at `kind` and `fpr`).
     policy: FilterPolicy,
     _lock: File,
-    state: RwLock<State>,
+    /// Shared with scans, which take it briefly to copy memtable entries (see `scan.rs`).
+    state: Arc<RwLock<State>>,
     /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
     epoch: AtomicU64,
     writer: Mutex<Writer>,

@@ -187,11 +187,12 @@ impl Store {
             fpr,
             policy,
             _lock: lock,
-            state: RwLock::new(State {
+            state: Arc::new(RwLock::new(State {
                 mem: Memtable::new(),
+                mem_frozen: Arc::default(),
                 imm: None,
                 current: Arc::new(version),
-            }),
+            })),
             epoch: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 wal: None,
@@ -240,7 +241,7 @@ impl Inner {
             // Enough for a table of its own: seal it now, behind every replayed log.
             let log = replayed.last().copied().unwrap_or(0);
             let imm = Imm {
-                mem,
+                mem: Arc::new(mem),
                 log,
                 wal: Mutex::new(None),
                 seq: 0,

@@ -3,16 +3,15 @@
 
 use std::cell::RefCell;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 
-use super::{Inner, Store};
+use super::{Inner, State, Store};
 use crate::error::Result;
 use crate::hash::key_hash;
 use crate::memtable::Memtable;
-use crate::merge::{MergeIter, Source};
-use crate::table::block::Entry;
-use crate::table::TableCounters;
-use crate::version::{Batch, LevelIter, TableIter, Version};
+pub use crate::scan::Scan;
+use crate::scan::{table_sources, LiveMemtable, MemSource, ScanSource};
+use crate::version::{Batch, Version};
 
 impl Store {
     /// Looks `key` up.
@@ -110,14 +109,14 @@ impl Store {
             Bound::Unbounded => Bound::Unbounded,
         };
         self.inner
-            .scan_bounds(own(range.start_bound()), own(range.end_bound()), None)
+            .scan_bounds(own(range.start_bound()), own(range.end_bound()))
     }
 
     /// Iterates over the keys that start with `prefix`.
     pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
         let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
         self.inner
-            .scan_bounds(Bound::Included(prefix.to_vec()), end, None)
+            .scan_bounds(Bound::Included(prefix.to_vec()), end)
     }
 }
 
@@ -158,61 +157,59 @@ impl Inner {
         Ok(batch.into_values())
     }
 
-    /// A scan whose table reads are counted in `counters` (or in each table's own).
-    pub(crate) fn scan_bounds(
-        &self,
-        start: Bound<Vec<u8>>,
-        end: Bound<Vec<u8>>,
-        counters: Option<Arc<TableCounters>>,
-    ) -> Scan {
+    /// A scan of `start..end` as the store is now (see `scan.rs`).
+    pub(crate) fn scan_bounds(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Scan {
         if range_is_empty(&start, &end) {
             // BTreeMap-style ranges panic when inverted; there is nothing to return.
-            return Scan {
-                merge: MergeIter::new(Vec::new()),
-                end,
-                done: true,
-            };
+            return Scan::empty();
         }
-        let st = self.read_state();
-        let mut sources: Vec<Source> = Vec::new();
-        let range = (start.clone(), end.clone());
-        let snap = |m: &Memtable| -> Source {
-            let v: Vec<Entry> = m
-                .range((
-                    range.0.as_ref().map(Vec::as_slice),
-                    range.1.as_ref().map(Vec::as_slice),
-                ))
-                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
-                .collect();
-            Box::new(v.into_iter().map(Ok))
-        };
-        sources.push(snap(&st.mem));
-        if let Some(imm) = &st.imm {
-            sources.push(snap(&imm.mem));
-        }
-        let version: Arc<Version> = st.current.clone();
-        drop(st);
-        let levels = version.levels();
-        for t in levels[0].tables() {
-            sources.push(Box::new(TableIter::new(
-                t.clone(),
-                start.clone(),
-                counters.clone(),
-            )));
-        }
-        for level in levels.iter().skip(1) {
-            if !level.tables().is_empty() {
-                sources.push(Box::new(LevelIter::new(
-                    level,
-                    start.clone(),
-                    counters.clone(),
+        let (from, to) = (
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        );
+        let mut sources = Vec::new();
+        let version = {
+            let st = self.read_state();
+            if !st.mem.is_empty() {
+                let live = LiveMem {
+                    state: self.state.clone(),
+                    frozen: st.mem_frozen.clone(),
+                };
+                sources.push(ScanSource::Mem(MemSource::live(
+                    &st.mem,
+                    from,
+                    Box::new(live),
                 )));
             }
-        }
-        Scan {
-            merge: MergeIter::new(sources),
-            end,
-            done: false,
+            if let Some(imm) = &st.imm {
+                sources.push(ScanSource::Mem(MemSource::frozen(imm.mem.clone(), from)));
+            }
+            st.current.clone()
+        };
+        table_sources(&version, from, to, &mut sources);
+        Scan::new(sources, start, end)
+    }
+}
+
+/// The memtable a scan started on, while it may still take writes: read under the store's
+/// state lock, or, once it was made immutable, from the slot the switch filled.
+struct LiveMem {
+    state: Arc<RwLock<State>>,
+    frozen: Arc<OnceLock<Arc<Memtable>>>,
+}
+
+impl LiveMemtable for LiveMem {
+    fn frozen(&self) -> Option<Arc<Memtable>> {
+        self.frozen.get().cloned()
+    }
+
+    fn with(&self, f: &mut dyn FnMut(&Memtable)) {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        // Under the lock: either the memtable is still `st.mem`, or the switch that made it
+        // immutable filled the slot before letting the lock go.
+        match self.frozen.get() {
+            Some(m) => f(m),
+            None => f(&st.mem),
         }
     }
 }
@@ -336,46 +333,4 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
         }
     }
     None
-}
-
-/// An iterator over a key range; items are `Result`s so a damaged block is reported.
-pub struct Scan {
-    merge: MergeIter,
-    end: Bound<Vec<u8>>,
-    done: bool,
-}
-
-impl std::fmt::Debug for Scan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scan").finish_non_exhaustive()
-    }
-}
-
-impl Iterator for Scan {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-    fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            match self.merge.next()? {
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Ok((k, v)) => {
-                    let past = match &self.end {
-                        Bound::Included(e) => k > *e,
-                        Bound::Excluded(e) => k >= *e,
-                        Bound::Unbounded => false,
-                    };
-                    if past {
-                        self.done = true;
-                        return None;
-                    }
-                    if let Some(v) = v {
-                        return Some(Ok((k, v)));
-                    }
-                }
-            }
-        }
-        None
-    }
 }

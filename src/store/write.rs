@@ -252,7 +252,12 @@ impl Inner {
             // The next memtable will likely hold as many entries as this one: room for them
             // up front (plus an eighth), so no put pays for a growth.
             let room = st.mem.len() + st.mem.len() / 8;
-            let mem = std::mem::replace(&mut st.mem, Memtable::with_capacity(room));
+            let mem = Arc::new(std::mem::replace(
+                &mut st.mem,
+                Memtable::with_capacity(room),
+            ));
+            // Scans that started on this memtable read it from here on (see `scan.rs`).
+            let _ = std::mem::take(&mut st.mem_frozen).set(mem.clone());
             st.imm = Some(Arc::new(Imm {
                 mem,
                 log: old_no,

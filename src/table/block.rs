@@ -388,6 +388,169 @@ pub(crate) fn lcp_cmp(a: &[u8], b: &[u8]) -> (usize, Ordering) {
     (n, a.len().cmp(&b.len()))
 }
 
+/// A position in one block, decoded in place: [`seek`](Self::seek) to the first key at or
+/// after a target (a binary search over the restart points, then at most one interval read
+/// forward), then [`advance`](Self::advance) entry by entry. The current key is rebuilt in
+/// one buffer that [`reset`](Self::reset) keeps from block to block, and the value is a
+/// slice of the block's own bytes: nothing is allocated per entry. `B` holds the block's
+/// bytes (entries and restart array, as [`Block::new`] takes them).
+///
+/// Bytes that do not decode are an error at their offset (`base` is the block's offset in
+/// its file); the cursor is then invalid.
+#[derive(Debug)]
+pub struct BlockCursor<B> {
+    bytes: B,
+    /// Where the restart array starts: the entries are `bytes[..entries_len]`.
+    entries_len: usize,
+    base: u64,
+    /// Offset of the entry after the current one.
+    next: usize,
+    key: Vec<u8>,
+    /// The current value's place in `bytes` (`None`: a tombstone).
+    value: Option<(usize, usize)>,
+    valid: bool,
+}
+
+impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
+    /// A cursor over `bytes` (checked as [`Block::new`] checks them), before its first
+    /// entry: not valid until a seek.
+    pub fn new(bytes: B, base: u64) -> Result<BlockCursor<B>> {
+        let entries_len = Block::new(&bytes, base)?.entries_len();
+        Ok(BlockCursor {
+            bytes,
+            entries_len,
+            base,
+            next: 0,
+            key: Vec::new(),
+            value: None,
+            valid: false,
+        })
+    }
+
+    /// Moves the cursor to another block (keeping its key buffer), before its first entry.
+    pub fn reset(&mut self, bytes: B, base: u64) -> Result<()> {
+        self.valid = false;
+        self.entries_len = Block::new(&bytes, base)?.entries_len();
+        self.bytes = bytes;
+        self.base = base;
+        Ok(())
+    }
+
+    /// The block, as [`Block::new`] checked it when the cursor took it.
+    fn block(&self) -> Block<'_> {
+        let n = self.bytes.len();
+        Block {
+            data: &self.bytes[..self.entries_len],
+            restarts: &self.bytes[self.entries_len..n - 4],
+            base: self.base,
+        }
+    }
+
+    /// True while the cursor stands on an entry.
+    #[inline]
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key (valid cursors only).
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The current value, `None` for a tombstone (valid cursors only).
+    #[inline]
+    pub fn value(&self) -> Option<&[u8]> {
+        self.value.map(|(a, b)| &self.bytes[a..b])
+    }
+
+    /// Decodes the entry at `pos`, after the key in `self.key`, and stands on it.
+    #[inline]
+    fn read_at(&mut self, pos: usize) -> Result<()> {
+        self.valid = false;
+        let (shared, suffix, value, end) = {
+            let b = self.block();
+            let e = b.entry_at(pos, self.key.len())?;
+            let at = |s: &[u8]| s.as_ptr() as usize - self.bytes.as_ptr() as usize;
+            let value = e.value.map(|v| (at(v), at(v) + v.len()));
+            (
+                e.shared,
+                (at(e.suffix), at(e.suffix) + e.suffix.len()),
+                value,
+                e.end,
+            )
+        };
+        self.key.truncate(shared);
+        self.key.extend_from_slice(&self.bytes[suffix.0..suffix.1]);
+        self.value = value;
+        self.next = end;
+        self.valid = true;
+        Ok(())
+    }
+
+    /// Stands on the first entry (invalid for an empty block).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.key.clear();
+        self.valid = false;
+        if self.entries_len == 0 {
+            return Ok(());
+        }
+        self.read_at(0)
+    }
+
+    /// Stands on the first entry whose key is >= `target` (> `target` with `after`), or
+    /// becomes invalid when the block has none.
+    pub fn seek(&mut self, target: &[u8], after: bool) -> Result<()> {
+        let before = |k: &[u8]| match k.cmp(target) {
+            Ordering::Less => true,
+            Ordering::Equal => after,
+            Ordering::Greater => false,
+        };
+        self.key.clear();
+        self.valid = false;
+        let restarts = self.block().restart_count();
+        if restarts == 0 {
+            return Ok(());
+        }
+        // Restarts whose key is before the target: a prefix of the array in a sorted block
+        // (in an unsorted one, the search lands somewhere and the reads below stay checked).
+        let (mut lo, mut hi) = (0usize, restarts);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if before(self.block().restart_key(mid)?) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        // The last restart before the target (or the first), then forward.
+        let mut pos = self.block().restart(lo.saturating_sub(1)) as usize;
+        loop {
+            self.read_at(pos)?;
+            if !before(&self.key) {
+                return Ok(());
+            }
+            pos = self.next;
+            if pos >= self.entries_len {
+                self.valid = false;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Moves to the next entry (invalid past the last one).
+    pub fn advance(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        if self.next >= self.entries_len {
+            self.valid = false;
+            return Ok(());
+        }
+        self.read_at(self.next)
+    }
+}
+
 /// Iterator over a block's entries; stops after the first error.
 #[derive(Debug, Clone)]
 pub struct BlockIter<'a> {
@@ -576,6 +739,66 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// The cursor reads every entry as the iterator does, and a seek lands on the first key
+    /// at or after (or strictly after) the probe, from where it reads on in order; `reset`
+    /// moves it from block to block.
+    #[test]
+    fn cursor_agrees_with_iteration_and_seeks() {
+        let mut reused: Option<BlockCursor<Vec<u8>>> = None;
+        let mut seeks = 0;
+        for set in adversarial_key_sets() {
+            for chunk in [1usize, 5, 16, 17, 33, 200, usize::MAX] {
+                for keys in set.chunks(chunk.min(set.len()).max(1)).take(4) {
+                    let mut b = BlockBuilder::default();
+                    for (i, k) in keys.iter().enumerate() {
+                        let mut v: Vec<u8> = k.iter().rev().copied().collect();
+                        v.resize(v.len() + i * 37 % 300, i as u8);
+                        b.add(k, (i % 5 != 3).then_some(v.as_slice()));
+                    }
+                    let bytes = b.finish();
+                    let all: Vec<Entry> = Block::new(&bytes, 0)
+                        .unwrap()
+                        .iter()
+                        .collect::<Result<_>>()
+                        .unwrap();
+                    let c = match &mut reused {
+                        Some(c) => {
+                            c.reset(bytes, 0).unwrap();
+                            c
+                        }
+                        None => reused.insert(BlockCursor::new(bytes, 0).unwrap()),
+                    };
+                    assert!(!c.valid());
+                    let read = |c: &mut BlockCursor<Vec<u8>>, most: usize| {
+                        let mut got = Vec::new();
+                        while c.valid() && got.len() < most {
+                            got.push((c.key().to_vec(), c.value().map(<[u8]>::to_vec)));
+                            c.advance().unwrap();
+                        }
+                        got
+                    };
+                    c.seek_to_first().unwrap();
+                    assert_eq!(read(c, usize::MAX), all);
+                    for p in probes(keys) {
+                        for after in [false, true] {
+                            c.seek(&p, after).unwrap();
+                            seeks += 1;
+                            let from = all.partition_point(|e| e.0 < p || (after && e.0 == p));
+                            let want = &all[from..all.len().min(from + 3)];
+                            assert_eq!(read(c, 3), want, "seek {p:?} after={after}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(seeks > 10_000, "{seeks} seeks");
+        let mut c = BlockCursor::new(BlockBuilder::default().finish(), 0).unwrap();
+        c.seek_to_first().unwrap();
+        assert!(!c.valid());
+        c.seek(b"a", false).unwrap();
+        assert!(!c.valid());
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use self::footer::{
     decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
 };
 pub use self::reader::Table;
-pub(crate) use self::reader::TableCursor;
+pub(crate) use self::reader::{BlockBytes, TableCursor};
 pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilder};
 pub use self::writer::{write_table, SortedEntries};
 pub use crate::counters::TableCounters;

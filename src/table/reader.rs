@@ -19,6 +19,19 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A data block's verified bytes (entries and restart array, decompressed), shared by the
+/// block cache and the lookups and scans that hold it. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct BlockBytes(Arc<[u8]>);
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// An open table file: the meta and the index's search structure stay in memory (a
 /// version 3 table's index entries are read in place from a map of the file), data blocks
 /// are read on demand, each read counted and its CRC checked: with a positioned read into a
@@ -221,6 +234,11 @@ impl Table {
         self.index.handle(i)
     }
 
+    /// The path this table was opened from.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Checks that the padding between data blocks (and before the index) is all zeros.
     /// Readers never look at it; `verify` does, so damage there is still found.
     pub fn check_padding(&self) -> Result<()> {
@@ -283,6 +301,22 @@ impl Table {
         check_crc(data, le_u32(crc, 0), offset, "data block")
             .map_err(|err| err.in_file(&self.path, 0))?;
         Ok(data)
+    }
+
+    /// Data block `i`, verified: read from the file, CRC-checked and counted (the cache
+    /// version also looks it up in the store's block cache and inserts it when `fill_cache`).
+    pub(crate) fn block(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        fill_cache: bool,
+    ) -> Result<BlockBytes> {
+        let _ = fill_cache; // no block cache yet: every block is read
+        READ_BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let data = self.read_block_into(i, counters, &mut buf)?;
+            Ok(BlockBytes(Arc::from(data)))
+        })
     }
 
     /// The index of the only block that can hold `key` (the first whose last key >= key).

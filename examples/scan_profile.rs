@@ -1,0 +1,88 @@
+//! Short scans on a loaded store, in the shape of YCSB workload E, for profiling:
+//! `scan_profile load DIR N` loads N keys (16 bytes, random order, 100-byte values) and
+//! flushes; `scan_profile scan DIR N OPS [mmap]` reopens it (with `mmap_reads` when asked) and
+//! runs OPS operations: 95 % scans of 1..=100 entries from a random loaded key, 5 % puts of
+//! new keys. Prints the time per operation and per scan (median of 5 rounds) and the data
+//! blocks read per scan.
+
+use std::time::Instant;
+
+use filterstore::hash::mix64;
+use filterstore::{Options, Store};
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&mix64(i ^ 42).to_be_bytes());
+    k[8..].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let n: u64 = a[2].parse().unwrap();
+    let v = [7u8; 100];
+    match a[0].as_str() {
+        "load" => {
+            let store = Store::open(&a[1], Options::default()).unwrap();
+            for i in 0..n {
+                store.put(&key(i), &v).unwrap(); // key order is random: key(i) starts with a hash
+            }
+            store.flush().unwrap();
+            let s = store.stats();
+            println!(
+                "loaded; levels {:?}",
+                s.levels.iter().map(|l| l.tables).collect::<Vec<_>>()
+            );
+        }
+        _ => {
+            let ops: u64 = a[3].parse().unwrap();
+            let mmap_reads = a.get(4).is_some_and(|m| m == "mmap");
+            let opts = Options {
+                mmap_reads,
+                ..Options::default()
+            };
+            let store = Store::open(&a[1], opts).unwrap();
+            let s = store.stats();
+            println!(
+                "levels {:?}",
+                s.levels.iter().map(|l| l.tables).collect::<Vec<_>>()
+            );
+            let mut rounds = Vec::new();
+            let mut next_new = 2 * n;
+            for round in 0..5u64 {
+                let (mut scans, mut entries, mut scan_ns) = (0u64, 0u64, 0u128);
+                let before = store.stats().data_block_reads;
+                let t = Instant::now();
+                for j in 0..ops {
+                    let r = mix64(j ^ (round << 40) ^ 0x5ca7);
+                    if r.is_multiple_of(20) {
+                        store.put(&key(next_new), &v).unwrap();
+                        next_new += 1;
+                        continue;
+                    }
+                    let start = key(mix64(r) % n);
+                    let limit = 1 + (r >> 32) as usize % 100;
+                    let t0 = Instant::now();
+                    for item in store.scan::<&[u8]>(start.as_slice()..).take(limit) {
+                        let (k, _) = item.unwrap();
+                        entries += k.len() as u64 / 16;
+                    }
+                    scan_ns += t0.elapsed().as_nanos();
+                    scans += 1;
+                }
+                let total = t.elapsed().as_nanos() as f64;
+                let reads = store.stats().data_block_reads - before;
+                println!(
+                    "round {round}: {:.0} ns/op, {:.0} ns/scan, {:.1} entries/scan, {:.2} block reads/scan",
+                    total / ops as f64,
+                    scan_ns as f64 / scans as f64,
+                    entries as f64 / scans as f64,
+                    reads as f64 / scans as f64
+                );
+                rounds.push(scan_ns as f64 / scans as f64);
+            }
+            rounds.sort_by(f64::total_cmp);
+            println!("median {:.0} ns/scan", rounds[2]);
+        }
+    }
+}

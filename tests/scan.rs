@@ -1,0 +1,365 @@
+//! Scans: a snapshot as of their start, held open across writes, flushes and compactions;
+//! checked against a `BTreeMap` model. And what a short scan reads: about one block per
+//! source, not the table.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use common::{NoSyncFs, Rng};
+use filterstore::{Options, Scan, Store};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn tiny(rng: &mut Rng) -> Options {
+    Options {
+        memtable_bytes: 2048 + rng.below(8192) as usize,
+        compaction_trigger: Some(2 + rng.below(3) as usize),
+        l0_slowdown: 8,
+        l0_stop: 12,
+        table_bytes: 2048 + rng.below(8192),
+        l1_bytes: 8192 + rng.below(16384),
+        level_ratio: 2 + rng.below(3),
+        mmap_reads: rng.below(2) == 0,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    }
+}
+
+fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
+    format!("k{:05}", rng.below(space)).into_bytes()
+}
+
+/// An open scan and what it must still yield: the model's range when it started.
+struct Open {
+    scan: Scan,
+    want: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    /// The writes and the flushes or compactions made before it started.
+    writes: u64,
+    maintenance: u64,
+}
+
+impl Open {
+    fn new(
+        store: &Store,
+        model: &Model,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        c: &Counts,
+    ) -> Open {
+        let want: Vec<_> = model
+            .range((lo.clone(), hi.clone()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Open {
+            scan: store.scan::<Vec<u8>>((lo, hi)),
+            want: want.into_iter(),
+            writes: c.writes,
+            maintenance: c.maintenance,
+        }
+    }
+
+    /// Reads `n` entries (or to the end); false once the scan is done.
+    fn read(&mut self, n: usize, what: &str) -> bool {
+        for _ in 0..n {
+            let got = self.scan.next().map(|r| r.expect("scan"));
+            let want = self.want.next();
+            assert_eq!(got, want, "{what}");
+            if got.is_none() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// What a run did.
+#[derive(Default)]
+struct Counts {
+    writes: u64,
+    maintenance: u64,
+    scans: u64,
+    /// Entries read from a scan after a write, and after a flush or compaction, since the
+    /// scan started.
+    after_writes: u64,
+    after_maintenance: u64,
+}
+
+/// Scans opened at random moments and read a few entries at a time, while puts, overwrites,
+/// deletes, flushes and compactions go on (in the background too, on tiny tables): each
+/// yields exactly the model as it was when the scan started.
+fn run(seed: u64, steps: usize, c: &mut Counts) {
+    let mut rng = Rng::new(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), tiny(&mut rng)).unwrap();
+    let mut model = Model::new();
+    let mut open: Vec<Open> = Vec::new();
+    let space = 100 + rng.below(400);
+    for step in 0..steps {
+        let what = format!("seed {seed} step {step}");
+        match rng.below(100) {
+            0..=44 => {
+                let (k, v) = (key(&mut rng, space), rng.bytes(30));
+                store.put(&k, &v).unwrap();
+                model.insert(k, v);
+                c.writes += 1;
+            }
+            45..=59 => {
+                let k = key(&mut rng, space);
+                store.delete(&k).unwrap();
+                model.remove(&k);
+                c.writes += 1;
+            }
+            60..=67 => {
+                let a = key(&mut rng, space);
+                let lo = match rng.below(3) {
+                    0 => Bound::Unbounded,
+                    1 => Bound::Included(a),
+                    _ => Bound::Excluded(a),
+                };
+                let hi = match rng.below(3) {
+                    0 => Bound::Unbounded,
+                    _ => Bound::Excluded(key(&mut rng, space + 10)),
+                };
+                let empty = matches!((&lo, &hi), (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b)) if a >= b);
+                if empty {
+                    assert_eq!(store.scan::<Vec<u8>>((lo, hi)).count(), 0, "{what}");
+                } else {
+                    open.push(Open::new(&store, &model, lo, hi, c));
+                    c.scans += 1;
+                }
+            }
+            68..=89 if !open.is_empty() => {
+                let i = rng.below(open.len() as u64) as usize;
+                let n = 1 + rng.below(20) as usize;
+                let o = &mut open[i];
+                let (before, wrote, maintained) = (
+                    o.want.len(),
+                    o.writes < c.writes,
+                    o.maintenance < c.maintenance,
+                );
+                let more = o.read(n, &what);
+                let read = (before - o.want.len()) as u64;
+                c.after_writes += if wrote { read } else { 0 };
+                c.after_maintenance += if maintained { read } else { 0 };
+                if !more {
+                    open.swap_remove(i);
+                }
+            }
+            90..=93 => {
+                store.flush().unwrap();
+                c.maintenance += 1;
+            }
+            94..=95 => {
+                store.compact().unwrap();
+                c.maintenance += 1;
+            }
+            96 if !open.is_empty() => {
+                open.swap_remove(rng.below(open.len() as u64) as usize);
+            }
+            _ => {}
+        }
+    }
+    for mut o in open {
+        while o.read(50, &format!("seed {seed} at the end")) {}
+    }
+}
+
+#[test]
+fn held_scans_see_the_store_as_of_their_start() {
+    let mut c = Counts::default();
+    for seed in 1..=8 {
+        run(seed, 3000, &mut c);
+    }
+    println!(
+        "{} scans; {} entries read after writes since the scan started, {} after flushes or \
+         compactions",
+        c.scans, c.after_writes, c.after_maintenance
+    );
+    assert!(c.scans > 1000, "{} scans", c.scans);
+    assert!(c.after_writes > 10_000 && c.after_maintenance > 2_000);
+}
+
+/// A scan that started on the memtable keeps reading it after the memtable was made
+/// immutable and sealed into a table, and after that table was compacted away: it sees the
+/// memtable's entries as they were, not the writes made since.
+#[test]
+fn a_scan_outlives_the_switch_and_flush_of_its_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for i in 0..1000u32 {
+        store.put(format!("k{i:04}").as_bytes(), b"old").unwrap();
+    }
+    let mut scan = store.scan::<&[u8]>(..);
+    let first: Vec<_> = scan.by_ref().take(10).map(Result::unwrap).collect();
+    assert_eq!(first[0], (b"k0000".to_vec(), b"old".to_vec()));
+    // Overwrites, deletes and new keys after the start; then the memtable is sealed, and
+    // the resulting table merged with the next ones.
+    for i in 0..1000u32 {
+        match i % 3 {
+            0 => store.put(format!("k{i:04}").as_bytes(), b"new").unwrap(),
+            1 => store.delete(format!("k{i:04}").as_bytes()).unwrap(),
+            _ => store.put(format!("k{i:04}x").as_bytes(), b"new").unwrap(),
+        }
+    }
+    store.flush().unwrap();
+    store.put(b"k0500", b"newer").unwrap();
+    store.flush().unwrap();
+    store.compact().unwrap();
+    assert_eq!(store.stats().tables.len(), 1);
+    let rest: Vec<_> = scan.map(Result::unwrap).collect();
+    assert_eq!(rest.len(), 990);
+    assert!(rest.iter().all(|(k, v)| k.len() == 5 && v == b"old"));
+    // A new scan sees the new state.
+    let now: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    assert_eq!(now.len(), 334 + 333 + 333);
+    assert_eq!(store.get(b"k0500").unwrap(), Some(b"newer".to_vec()));
+}
+
+/// A scan started before a compaction keeps reading the tables it started with after the
+/// compaction replaced them and removed their files.
+#[test]
+fn a_scan_reads_tables_a_compaction_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        compaction_trigger: None,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    for round in 0..4u32 {
+        for i in 0..5000u32 {
+            let k = format!("k{:05}", i * 4 + round);
+            store.put(k.as_bytes(), &[round as u8; 100]).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let tables = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".sst"))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = tables(dir.path());
+    assert_eq!(before.len(), 4);
+    let mut scan = store.scan::<&[u8]>(..);
+    assert_eq!(scan.next().unwrap().unwrap().0, b"k00000");
+    store.compact().unwrap();
+    let after = tables(dir.path());
+    assert!(
+        before.iter().all(|t| !after.contains(t)),
+        "the old tables' files are gone: {before:?} {after:?}"
+    );
+    let rest: Vec<_> = scan.map(Result::unwrap).collect();
+    assert_eq!(rest.len(), 19_999);
+    for (i, (k, v)) in rest.iter().enumerate() {
+        let n = i as u32 + 1;
+        assert_eq!(k, format!("k{n:05}").as_bytes());
+        assert_eq!(v, &[(n % 4) as u8; 100]);
+    }
+}
+
+/// A scan of a few entries from a key reads about one block per source (plus the blocks its
+/// entries fill), however large the tables are; a source whose range starts after the
+/// scan's last key is never read.
+#[test]
+fn a_short_scan_reads_a_block_per_source_not_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        compaction_trigger: None,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    // Four overlapping L0 tables of 25,000 entries (about 900 blocks each).
+    for round in 0..4u32 {
+        for i in 0..25_000u32 {
+            let k = format!("k{:06}", i * 4 + round);
+            store.put(k.as_bytes(), &[7u8; 100]).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    // And a fifth that starts far beyond the scans below.
+    for i in 0..1000u32 {
+        store.put(format!("z{i:06}").as_bytes(), b"v").unwrap();
+    }
+    store.flush().unwrap();
+    let tables = store.stats().tables;
+    assert_eq!(tables.len(), 5);
+    let bytes: u64 = tables.iter().map(|t| t.file_bytes).sum();
+    assert!(bytes > 2000 * 4096, "{bytes} bytes of tables");
+    let reads = || store.stats().data_block_reads;
+    for (from, limit) in [
+        ("k000000", 1),
+        ("k050001", 10),
+        ("k077777", 100),
+        ("k099990", 50),
+    ] {
+        let before = reads();
+        let got: Vec<_> = store
+            .scan::<&[u8]>(from.as_bytes()..)
+            .take(limit)
+            .map(Result::unwrap)
+            .collect();
+        let read = reads() - before;
+        assert_eq!(got.len(), limit);
+        assert_eq!(got[0].0, from.as_bytes());
+        // Each of the 4 overlapping tables: the block holding the start, and one more per
+        // ~35 entries it contributes (a quarter of `limit`); the `z` table: none.
+        let most = 4 * (1 + (limit as u64 / 4).div_ceil(30) + 1);
+        assert!(
+            read <= most,
+            "scan of {limit} from {from}: {read} block reads, at most {most}"
+        );
+        // The tables whose smallest key lies below the start are read; the others only once
+        // the scan reaches their smallest key: a scan of one entry from the very first key
+        // reads one table.
+        let least = if from == "k000000" { 1 } else { 4 };
+        assert!(
+            read >= least,
+            "scan of {limit} from {from}: {read} block reads"
+        );
+        if limit == 1 {
+            assert_eq!(read, 1);
+        }
+    }
+    // A scan past every `k` key reads the `z` table only.
+    let before = reads();
+    assert_eq!(store.scan::<&[u8]>(b"y".as_slice()..).take(3).count(), 3);
+    assert_eq!(reads() - before, 1);
+}
+
+/// A thread can write while it iterates: the scan holds no lock between items.
+#[test]
+fn writing_while_iterating_from_the_same_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        memtable_bytes: 64 << 10,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    for i in 0..2000u32 {
+        store.put(format!("k{i:05}").as_bytes(), b"1").unwrap();
+    }
+    let mut seen = 0;
+    for item in store.scan::<&[u8]>(..) {
+        let (k, v) = item.unwrap();
+        assert_eq!(v, b"1");
+        // Overwrite what was read, delete what comes next, add keys in between: memtables
+        // fill and switch while the scan goes on.
+        store.put(&k, b"2").unwrap();
+        let mut next = k.clone();
+        next.push(b'~');
+        store.put(&next, &[3u8; 200]).unwrap();
+        seen += 1;
+    }
+    assert_eq!(seen, 2000);
+    assert!(
+        store.stats().flushes > 0,
+        "the memtable never switched under the scan"
+    );
+    assert_eq!(store.scan::<&[u8]>(..).count(), 4000);
+}
