@@ -9,6 +9,8 @@
 //!   alone replays to the same operations with nothing torn; an error is a corruption at an
 //!   offset inside the file (or at its end, for a batch cut short).
 //! - manifest: an accepted manifest re-encodes to bytes that decode to the same encoding.
+//! - block: the scans' cursor (`BlockCursor`) reads exactly the entries the iterator reads,
+//!   and fails at the same entry.
 //!
 //! Checked-in inputs: `fuzz/corpus/<target>/` (seeds, and any input that once failed).
 #![allow(dead_code)] // each cargo-fuzz target uses one function
@@ -17,7 +19,7 @@ use std::path::Path;
 
 use filterstore::filter::Filter;
 use filterstore::manifest::Manifest;
-use filterstore::table::block::Block;
+use filterstore::table::block::{Block, BlockCursor};
 use filterstore::table::{Table, TableCounters};
 use filterstore::wal::replay_bytes;
 use filterstore::Error;
@@ -79,6 +81,37 @@ pub fn block(data: &[u8]) -> bool {
     }
     for k in &probes {
         let _ = b.get(k);
+    }
+    // The scans' cursor reads exactly the entries the iterator reads and stops where it
+    // stops (an error at the same entry); its seeks never panic.
+    let mut c = BlockCursor::new(bytes, 0).expect("the cursor refuses a block `Block` took");
+    let mut it = b.iter();
+    let mut read = c.seek_to_first();
+    let mut n = 0;
+    while n < 100_000 {
+        match (&read, it.next()) {
+            (Ok(()), Some(Ok((k, v)))) if c.valid() => {
+                assert!(
+                    c.key() == k.as_slice() && c.value() == v.as_deref(),
+                    "entry {n}: the cursor and the iterator disagree"
+                );
+            }
+            (Ok(()), None) if !c.valid() => break,
+            (Err(_), Some(Err(_))) => break,
+            (r, e) => panic!(
+                "entry {n}: cursor {r:?} valid={}, iterator {e:?}",
+                c.valid()
+            ),
+        }
+        read = c.advance();
+        n += 1;
+    }
+    for k in &probes {
+        for after in [false, true] {
+            if c.seek(k, after).is_ok() && c.valid() {
+                let _ = c.advance();
+            }
+        }
     }
     all
 }

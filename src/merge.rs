@@ -189,12 +189,13 @@ impl<S: Source> Merge<S> {
                 last.extend_from_slice(s.key());
             }
             let key: &[u8] = item.as_ref().map_or(&last, |(k, _)| k);
+            let p = self.prefix[top];
             self.sources[top].advance()?;
             self.settle_top();
             // Older versions of the same key, in older sources: now at the top.
             while let Some(&t) = self.heap.first() {
                 let t = t as usize;
-                if self.sources[t].key() != key {
+                if self.prefix[t] != p || self.sources[t].key() != key {
                     break;
                 }
                 if self.sources[t].state() == State::Pending {

@@ -38,7 +38,7 @@ use crate::table::{BlockBytes, Table};
 use crate::version::{prefix8, TableHandle, Version};
 
 /// Entries copied from a memtable by a scan's first fill: most scans need few of them.
-const FIRST_FILL: usize = 8;
+const FIRST_FILL: usize = 1;
 /// The most entries one fill copies (each fill doubles the last, up to this).
 const MAX_FILL: usize = 128;
 

@@ -332,6 +332,12 @@ fn a_short_scan_reads_a_block_per_source_not_the_table() {
     assert_eq!(reads() - before, 1);
 }
 
+#[test]
+fn scan_is_send() {
+    fn send<T: Send>() {}
+    send::<Scan>();
+}
+
 /// A thread can write while it iterates: the scan holds no lock between items.
 #[test]
 fn writing_while_iterating_from_the_same_thread() {
