@@ -181,17 +181,16 @@ impl TableRun {
         &self.version.levels()[self.level].tables()[self.table]
     }
 
-    /// Makes block `i` of the current table the cursor's.
+    /// Makes block `i` of the current table the cursor's (read through [`Table::block`],
+    /// counted in the table's counters).
     fn load(&mut self, i: usize) -> Result<()> {
-        let t: &TableHandle = &self.version.levels()[self.level].tables()[self.table];
+        let t = &self.version.levels()[self.level].tables()[self.table];
         let table: &Table = &t.table;
         let bytes = table.block(i, &t.counters, true)?;
         let base = table.block_span(i).map_or(0, |s| s.0);
         let r = match &mut self.cursor {
             Some(c) => c.reset(bytes, base),
-            None => BlockCursor::new(bytes, base).map(|c| {
-                self.cursor = Some(c);
-            }),
+            None => BlockCursor::new(bytes, base).map(|c| self.cursor = Some(c)),
         };
         r.map_err(|e| e.in_file(table.path(), 0))?;
         self.block = i;
@@ -214,8 +213,8 @@ impl TableRun {
             }
             self.load(next)?;
             if let Some(c) = &mut self.cursor {
-                c.seek_to_first()
-                    .map_err(|e| e.in_file(self.handle().table.path(), 0))?;
+                let r = c.seek_to_first();
+                r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
             }
         }
     }
@@ -265,14 +264,8 @@ impl Source for TableRun {
     }
     fn advance(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cursor {
-            c.advance().map_err(|e| {
-                e.in_file(
-                    self.version.levels()[self.level].tables()[self.table]
-                        .table
-                        .path(),
-                    0,
-                )
-            })?;
+            let r = c.advance();
+            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
         }
         self.settle()
     }

@@ -1,5 +1,5 @@
 //! The read path: point lookups (memtable, immutable memtable, then the table set of
-//! `version.rs`), long-lived [`Reader`]s, and range scans.
+//! `version.rs`), long-lived [`Reader`]s, and the start of range scans (`scan.rs`).
 
 use std::cell::RefCell;
 use std::ops::{Bound, RangeBounds};
@@ -84,8 +84,13 @@ impl Store {
         }
     }
 
-    /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden.
-    /// Items are `Result`s: a damaged block ends the scan with its error.
+    /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden,
+    /// as the store was when the scan started: writes made after that are not seen, and
+    /// flushes and compactions under the scan do not disturb it. Entries are read as the
+    /// iteration goes (the first comes without reading the rest), and no lock is held between
+    /// items, so a thread may write while it iterates. An open scan keeps the memtables and
+    /// tables of its start alive until it is dropped. Items are `Result`s: a damaged block ends
+    /// the scan with its error.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -95,8 +100,9 @@ impl Store {
     /// }
     /// store.flush()?;
     /// store.delete(b"c")?;
-    /// let keys: Vec<Vec<u8>> = store
-    ///     .scan(b"b".as_slice()..b"z".as_slice())
+    /// let scan = store.scan(b"b".as_slice()..b"z".as_slice());
+    /// store.put(b"e", b"v")?; // after the scan started: not seen by it
+    /// let keys: Vec<Vec<u8>> = scan
     ///     .map(|item| item.map(|(k, _)| k))
     ///     .collect::<Result<_, _>>()?;
     /// assert_eq!(keys, [b"b".to_vec(), b"d".to_vec()]);
@@ -112,7 +118,7 @@ impl Store {
             .scan_bounds(own(range.start_bound()), own(range.end_bound()))
     }
 
-    /// Iterates over the keys that start with `prefix`.
+    /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
     pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
         let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
         self.inner
