@@ -108,9 +108,62 @@ impl Fs for RealFs {
 /// (`ENOSPC`: a failed write lands half its bytes first; `EIO`), once or from then on;
 /// [`FaultFs::cut_power_at_sync`] makes the N-th fsync/`sync_dir` and everything after it
 /// fail without effect, freezing the durable state at that point.
+///
+/// A gate holds log fsyncs for tests of concurrent writers: after
+/// [`FaultFs::hold_log_syncs`] every fsync of a `.wal` file waits until
+/// [`FaultFs::pass_log_sync`] lets one through (to succeed, or to fail without effect) or
+/// [`FaultFs::release_log_syncs`] opens the gate; [`FaultFs::held_log_syncs`] counts the
+/// fsyncs waiting. So a test can keep one writer's fsync in flight while others queue behind
+/// it, without relying on timing.
 #[derive(Debug, Default, Clone)]
 pub struct FaultFs {
     state: std::sync::Arc<std::sync::Mutex<FaultState>>,
+    gate: std::sync::Arc<SyncGate>,
+}
+
+/// See [`FaultFs::hold_log_syncs`].
+#[derive(Debug, Default)]
+struct SyncGate {
+    state: std::sync::Mutex<GateState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    holding: bool,
+    /// fsyncs waiting at the gate.
+    waiting: usize,
+    /// Passes handed out and not yet taken: `None` to let an fsync through, `Some(errno)` to
+    /// fail it.
+    passes: std::collections::VecDeque<Option<i32>>,
+}
+
+impl SyncGate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits at the gate when it holds; `Some(errno)` when the fsync is to fail.
+    fn pass(&self) -> Option<i32> {
+        let mut g = self.lock();
+        if !g.holding {
+            return None;
+        }
+        g.waiting += 1;
+        self.cv.notify_all();
+        let verdict = loop {
+            if let Some(v) = g.passes.pop_front() {
+                break v;
+            }
+            if !g.holding {
+                break None;
+            }
+            g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        };
+        g.waiting -= 1;
+        self.cv.notify_all();
+        verdict
+    }
 }
 
 /// `ENOSPC` on Linux.
@@ -219,6 +272,7 @@ fn fired_at(what: &str, path: &Path) -> String {
 
 struct FaultFile {
     state: std::sync::Arc<std::sync::Mutex<FaultState>>,
+    gate: std::sync::Arc<SyncGate>,
     path: std::path::PathBuf,
     ino: usize,
     file: File,
@@ -277,6 +331,51 @@ impl FaultFs {
     /// fail without effect.
     pub fn cut_power_at_sync(&self, n: u64) {
         self.lock().power_cut = Some(n);
+    }
+
+    /// From now on every fsync of a log (`.wal`) file waits at a gate, until
+    /// [`pass_log_sync`](Self::pass_log_sync) lets it through or
+    /// [`release_log_syncs`](Self::release_log_syncs) opens the gate.
+    pub fn hold_log_syncs(&self) {
+        self.gate.lock().holding = true;
+    }
+
+    /// Log fsyncs waiting at the gate now.
+    pub fn held_log_syncs(&self) -> usize {
+        self.gate.lock().waiting
+    }
+
+    /// Waits until `n` log fsyncs wait at the gate (or `timeout` passes: returns how many
+    /// do then).
+    pub fn wait_held_log_syncs(&self, n: usize, timeout: std::time::Duration) -> usize {
+        let end = std::time::Instant::now() + timeout;
+        let mut g = self.gate.lock();
+        while g.waiting < n {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = self
+                .gate
+                .cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        g.waiting
+    }
+
+    /// Lets one held log fsync through (the next to arrive, if none waits): `None` to do it,
+    /// `Some(errno)` to fail it without effect (nothing it covers becomes durable).
+    pub fn pass_log_sync(&self, fail: Option<i32>) {
+        self.gate.lock().passes.push_back(fail);
+        self.gate.cv.notify_all();
+    }
+
+    /// Opens the gate: held log fsyncs and later ones go through.
+    pub fn release_log_syncs(&self) {
+        self.gate.lock().holding = false;
+        self.gate.cv.notify_all();
     }
 
     /// Operations so far.
@@ -339,7 +438,14 @@ impl WritableFile for FaultFile {
         r
     }
     fn sync(&mut self) -> io::Result<()> {
+        let is_log = self.path.extension().is_some_and(|e| e == "wal");
+        let verdict = if is_log { self.gate.pass() } else { None };
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(errno) = verdict {
+            s.ops += 1;
+            s.fired = Some(fired_at("held fsync", &self.path));
+            return Err(os_err(errno));
+        }
         s.step("fsync", &self.path, true)
             .map_err(|(e, _)| os_err(e))?;
         let d = &mut s.data[self.ino];
@@ -372,6 +478,7 @@ impl Fs for FaultFs {
         };
         Ok(Box::new(FaultFile {
             state: self.state.clone(),
+            gate: self.gate.clone(),
             path: path.to_path_buf(),
             ino,
             file,

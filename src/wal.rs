@@ -121,6 +121,51 @@ pub(crate) fn encode_record<'a>(
     Ok(())
 }
 
+/// The exact payload length [`encode_record`] gives `ops` (checked against
+/// [`MAX_RECORD_LEN`] before a write is queued, so that encoding it cannot fail later).
+pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>) -> usize {
+    let varint_len = |v: usize| (usize::BITS - (v | 1).leading_zeros()).div_ceil(7) as usize;
+    let mut count = 0;
+    let mut len = 0;
+    for (k, v) in ops {
+        count += 1;
+        len += 1 + varint_len(k.len()) + k.len();
+        if let Some(v) = v {
+            len += varint_len(v.len()) + v.len();
+        }
+    }
+    varint_len(count) + len
+}
+
+/// Calls `f` with each operation of a record made by [`encode_record`] (header included),
+/// borrowing the keys and values from it. An error (and no call after it) when the record
+/// does not decode.
+pub(crate) fn for_each_op<'a>(
+    record: &'a [u8],
+    mut f: impl FnMut(&'a [u8], Option<&'a [u8]>),
+) -> Result<()> {
+    let payload = record.get(RECORD_HEADER_LEN..).unwrap_or_default();
+    let mut c = Cursor::new(payload, RECORD_HEADER_LEN as u64);
+    let count = c.len(payload.len(), "batch count")?;
+    for _ in 0..count {
+        let op = c.u8("op tag")?;
+        let klen = c.len(MAX_KEY_LEN, "key length")?;
+        let key = c.bytes(klen, "key")?;
+        match op {
+            OP_PUT => {
+                let vlen = c.len(MAX_VALUE_LEN, "value length")?;
+                f(key, Some(c.bytes(vlen, "value")?));
+            }
+            OP_DELETE => f(key, None),
+            t => return Err(c.err(format!("unknown WAL op tag {t}"))),
+        }
+    }
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in WAL record"));
+    }
+    Ok(())
+}
+
 /// Bytes a buffered WAL holds before handing them to the operating system.
 pub const WAL_BUFFER: usize = 1 << 20;
 
@@ -618,6 +663,46 @@ mod tests {
         let mut out = Vec::new();
         encode_record(&mut out, 1, std::iter::once((key, Some(value)))).unwrap();
         out
+    }
+
+    /// `payload_len` is the exact payload length `encode_record` writes, `for_each_op` gives
+    /// back the operations it encoded, and the CRCs are `crc32fast::hash`'s, for batches with
+    /// lengths across varint boundaries.
+    #[test]
+    fn encoded_records_decode_in_place() {
+        let mut rng = Rng(0x9e37_79b9);
+        for round in 0..300 {
+            let n = 1 + rng.below(if round % 10 == 0 { 200 } else { 4 });
+            let sizes = [0, 1, 127, 128, 300, 16_383, 16_384, 70_000];
+            let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..n)
+                .map(|_| {
+                    let klen = sizes[rng.below(6)];
+                    let k = rng.bytes(klen);
+                    let vlen = sizes[rng.below(8)];
+                    let v = (rng.below(4) != 0).then(|| rng.bytes(vlen));
+                    (k, v)
+                })
+                .collect();
+            let refs = || ops.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
+            let mut out = Vec::new();
+            encode_record(&mut out, ops.len(), refs()).unwrap();
+            assert_eq!(payload_len(refs()), out.len() - RECORD_HEADER_LEN);
+            let payload = &out[RECORD_HEADER_LEN..];
+            assert_eq!(le_u32(&out, PAYLOAD_CRC_AT), crc32fast::hash(payload));
+            assert_eq!(
+                le_u32(&out, HEADER_CRC_AT),
+                crc32fast::hash(&out[..HEADER_CRC_AT])
+            );
+            let mut back = Vec::new();
+            for_each_op(&out, |k, v| back.push((k.to_vec(), v.map(<[u8]>::to_vec)))).unwrap();
+            assert_eq!(back, ops);
+        }
+        // A record cut short or with a byte too many does not decode.
+        let r = record(b"k", b"v");
+        assert!(for_each_op(&r[..r.len() - 1], |_, _| {}).is_err());
+        let mut long = r.clone();
+        long.push(0);
+        assert!(for_each_op(&long, |_, _| {}).is_err());
     }
 
     /// A header whose own CRC holds, claiming `len` bytes with payload CRC `crc`.

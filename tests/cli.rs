@@ -925,14 +925,17 @@ fn repair_salvages_a_store_that_will_not_open() {
     assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
 }
 
-/// `store stress`: a short run with and without --kill prints its figures and exits 0; a
-/// --dir that holds anything is refused (stress must never write over a real store).
+/// `store stress`: a short run with and without --kill, with one thread and several, prints
+/// its figures and exits 0; a --dir that holds anything is refused (stress must never write
+/// over a real store).
 #[test]
 fn stress_runs_and_reports_its_figures() {
     let t = tempfile::tempdir().unwrap();
     for args in [
         &["stress", "--duration", "2", "--seed", "7"][..],
+        &["stress", "--duration", "2", "--seed", "7", "--threads", "3"],
         &["stress", "--duration", "3", "--kill"],
+        &["stress", "--duration", "3", "--kill", "--threads", "4"],
     ] {
         let out = run_full(args, b"", None, None);
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
@@ -948,6 +951,9 @@ fn stress_runs_and_reports_its_figures() {
         }
         if args.contains(&"--kill") {
             assert!(!line.contains("kills 0,"), "{line}");
+        }
+        if args.contains(&"--kill") && args.contains(&"--threads") {
+            assert!(line.contains("commit groups "), "{line}");
         }
     }
     let d = db(&t);

@@ -298,6 +298,8 @@ fn json(store: &Store, g: &Global) -> String {
             "unfiltered_reads": s.unfiltered_reads,
             "data_block_reads": s.data_block_reads,
             "bytes_read": s.bytes_read,
+            "commit_groups": s.commit_groups,
+            "commit_writes": s.commit_writes,
         },
         "absent_lookup": {
             "expected_reads": num(s.expected_absent_reads()),

@@ -3,17 +3,20 @@
 //! ```text
 //! without --kill:  one process: random ops ─► store, each checked against a BTreeMap model
 //! with --kill:     parent ── spawns ─► child: random ops, fsynced (SyncPolicy::EveryWrite),
-//!                    ▲                 prints "W id key=version ..." before each write and
-//!                    │                 "A id" once it is acknowledged
+//!                    ▲                 on --threads threads (each its own keys), prints
+//!                    │                 "W id key=version ..." before each write and "A id"
+//!                    │                 once it is acknowledged
 //!                    └── SIGKILL at a random moment, reopen, check every key against the
-//!                        acknowledged writes (a write begun but not acknowledged may or may
-//!                        not be there, whole), verify, then the next child
+//!                        acknowledged writes (a write begun but not acknowledged, one per
+//!                        thread, may or may not be there, all or nothing), verify, then the
+//!                        next child
 //! ```
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -31,6 +34,10 @@ use super::{println, CliError, Exit, Global, Run};
 /// problem on stderr). Exit 0 when there were no problems, 3 when there were. Without --dir a
 /// temporary directory is used (on /dev/shm when there is one) and removed; a --dir must be
 /// new or empty.
+///
+/// With --threads N, N threads share the store, each with its own keys and its own model
+/// (no reopen from the workload then), so writes are committed in groups; with --kill the
+/// line also gives the child's commit groups and the writes in them.
 #[derive(Args, Debug)]
 pub struct Stress {
     /// Run for this many seconds
@@ -43,6 +50,9 @@ pub struct Stress {
     /// Kill a child process that writes at random moments, and check what survives
     #[arg(long)]
     pub kill: bool,
+    /// Threads that share the store, each writing its own keys (1 to 64)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub threads: u64,
     /// Internal: run as the child of `stress --kill`
     #[arg(long, hide = true)]
     pub child: bool,
@@ -131,9 +141,29 @@ struct Workload {
     version: u64,
     complete: bool,
     model: Model,
+    /// This workload's keys: the key numbers `lane`, `lane + lanes`, ... (all of them with
+    /// one lane). Threads of one store each take a lane.
+    lane: u64,
+    lanes: u64,
 }
 
 impl Workload {
+    fn new(seed: u64, version: u64, complete: bool, lane: u64, lanes: u64) -> Workload {
+        Workload {
+            rng: Rng::new(seed),
+            version,
+            complete,
+            model: Model::new(),
+            lane,
+            lanes,
+        }
+    }
+
+    /// A random key of this workload's lane.
+    fn key(&mut self) -> Vec<u8> {
+        key(self.rng.below(KEYS / self.lanes) * self.lanes + self.lane)
+    }
+
     fn writes(&mut self) -> Vec<Write1> {
         let n = match self.rng.below(10) {
             0 => 2 + self.rng.below(20),
@@ -141,7 +171,7 @@ impl Workload {
         };
         (0..n)
             .map(|_| {
-                let k = key(self.rng.below(KEYS));
+                let k = self.key();
                 self.version += 1;
                 let put = self.rng.below(5) != 0;
                 (k, put.then_some(self.version))
@@ -149,20 +179,15 @@ impl Workload {
             .collect()
     }
 
-    /// Runs one random op on `store` (which it may reopen). `announce` is called before a
-    /// write with its id and after its acknowledgement.
+    /// Runs one random op on `s`. `announce` is called before a write with its id and after
+    /// its acknowledgement. Returns true when the op is a reopen, which the caller does (with
+    /// one lane; with several, a flush stands in for it).
     fn step(
         &mut self,
-        dir: &Path,
-        store: &mut Option<Store>,
-        sync: SyncPolicy,
+        s: &Store,
         t: &mut Tally,
         announce: &mut dyn FnMut(&[Write1], bool),
-    ) -> Result<(), CliError> {
-        let s = match store {
-            Some(s) => s,
-            None => store.insert(Store::open(dir, options(sync))?),
-        };
+    ) -> Result<bool, CliError> {
         t.ops += 1;
         let r = self.rng.below(1000);
         match r {
@@ -183,7 +208,7 @@ impl Workload {
                 }
             }
             550..=899 => {
-                let k = key(self.rng.below(KEYS));
+                let k = self.key();
                 let got = s.get(&k)?;
                 match self.model.get(&k) {
                     Some(want) if &got != want => t.problem(format!(
@@ -236,10 +261,34 @@ impl Workload {
                 let kind = FilterKind::ALL[self.rng.below(FilterKind::ALL.len() as u64) as usize];
                 s.refilter(kind, 0.01 + self.rng.below(5) as f64 / 100.0)?;
             }
-            _ => {
-                // Reopen.
-                *store = None;
-                *store = Some(Store::open(dir, options(sync))?);
+            _ if self.lanes == 1 => return Ok(true),
+            _ => s.flush()?,
+        }
+        Ok(false)
+    }
+
+    /// Runs the workload on the store in `dir` until `stop` says so: with one lane on its own
+    /// handle, reopened when the workload says; with several, on the shared `store`.
+    fn run(
+        &mut self,
+        dir: &Path,
+        shared: Option<&Store>,
+        sync: SyncPolicy,
+        t: &mut Tally,
+        announce: &mut dyn FnMut(&[Write1], bool),
+        stop: &mut dyn FnMut(&mut Tally) -> bool,
+    ) -> Result<(), CliError> {
+        let mut own = None;
+        while !stop(t) {
+            let s = match (shared, &mut own) {
+                (Some(s), _) => s,
+                (None, Some(s)) => s,
+                (None, own) => own.insert(Store::open(dir, options(sync))?),
+            };
+            if self.step(s, t, announce)? {
+                // The old handle is closed (its lock released) before the new one opens.
+                drop(own.take());
+                own = Some(Store::open(dir, options(sync))?);
             }
         }
         Ok(())
@@ -286,30 +335,60 @@ impl Run for Stress {
         let started = Instant::now();
         let deadline = started + Duration::from_secs(self.duration);
         let mut t = Tally::default();
+        let mut grouped = None;
         if self.kill {
-            self.parent(&dir, deadline, &mut t)?;
+            grouped = self.parent(&dir, deadline, &mut t)?;
         } else {
-            let mut w = Workload {
-                rng: Rng::new(self.seed),
-                version: 0,
-                complete: true,
-                model: Model::new(),
-            };
-            let mut store = None;
-            while Instant::now() < deadline {
-                w.step(
+            let mut model = Model::new();
+            let mut stop = |_: &mut Tally| Instant::now() >= deadline;
+            if self.threads == 1 {
+                let mut w = Workload::new(self.seed, 0, true, 0, 1);
+                w.run(
                     &dir,
-                    &mut store,
+                    None,
                     SyncPolicy::OnFlush,
                     &mut t,
                     &mut |_, _| {},
+                    &mut stop,
                 )?;
+                model = w.model;
+            } else {
+                let store = Store::open(&dir, options(SyncPolicy::OnFlush))?;
+                let lanes = on_lanes(self.threads, |lane| {
+                    let mut w = Workload::new(
+                        self.lane_seed(lane),
+                        lane << LANE_VERSION_BITS,
+                        false,
+                        lane,
+                        self.threads,
+                    );
+                    let mut t = Tally::default();
+                    let mut stop = |_: &mut Tally| Instant::now() >= deadline;
+                    let r = w.run(
+                        &dir,
+                        Some(&store),
+                        SyncPolicy::OnFlush,
+                        &mut t,
+                        &mut |_, _| {},
+                        &mut stop,
+                    );
+                    r.map(|()| (w.model, t))
+                })?;
+                for (m, lt) in lanes {
+                    model.extend(m);
+                    t.ops += lt.ops;
+                    t.checked += lt.checked;
+                    t.problems.extend(lt.problems);
+                }
             }
-            drop(store);
-            check_reopened(&dir, &w.model, &BTreeMap::new(), &mut t)?;
+            check_reopened(&dir, &model, &[], &mut t)?;
         }
+        let grouped = match grouped {
+            Some((groups, writes)) => format!(", commit groups {groups} for {writes} writes"),
+            None => String::new(),
+        };
         println(format_args!(
-            "stress: seed {}, {:.0} s, ops {}, kills {}, keys checked {}, problems {}",
+            "stress: seed {}, {:.0} s, ops {}, kills {}, keys checked {}, problems {}{grouped}",
             self.seed,
             started.elapsed().as_secs_f64(),
             t.ops,
@@ -325,25 +404,73 @@ impl Run for Stress {
     }
 }
 
+/// A lane's write versions start at `lane << LANE_VERSION_BITS` (plus the child's base), so
+/// every write of a run has its own version.
+const LANE_VERSION_BITS: u32 = 26;
+
+/// Runs `f(lane)` for each lane on its own thread; the results in lane order, or the first
+/// error.
+fn on_lanes<T: Send>(
+    lanes: u64,
+    f: impl Fn(u64) -> Result<T, CliError> + Sync,
+) -> Result<Vec<T>, CliError> {
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..lanes)
+            .map(|lane| {
+                let f = &f;
+                sc.spawn(move || f(lane))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for h in handles {
+            match h.join() {
+                Ok(r) => out.push(r?),
+                Err(_) => return Err(CliError::usage("a stress thread panicked")),
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Writes one line to stdout for the parent; exits quietly when the parent is gone (a
+/// closed pipe).
+fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
 impl Stress {
-    /// The child of `--kill`: writes until killed, announcing each write on stdout.
+    /// The workload seed of `lane` (lane 0: the run's seed).
+    fn lane_seed(&self, lane: u64) -> u64 {
+        self.seed ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// The child of `--kill`: writes until killed, announcing each write on stdout. Write ids
+    /// are unique over the lanes: lane `l`'s `n`-th write is `n × lanes + l`.
     fn child(&self, g: &Global) -> Result<Exit, CliError> {
         let dir = g.dir();
-        let mut w = Workload {
-            rng: Rng::new(self.seed),
-            version: self.version_base,
-            complete: false,
-            model: Model::new(),
-        };
-        let mut t = Tally::default();
-        let mut out = std::io::stdout().lock();
-        let mut id = 0u64;
-        let mut announce = |ws: &[Write1], done: bool| {
-            let line = if done {
-                format!("A {id}\n")
-            } else {
-                id += 1;
-                let mut l = format!("W {id}");
+        let lanes = self.threads;
+        // A safety stop, should the parent never kill this process.
+        let stop_at = Instant::now() + Duration::from_secs(self.duration.max(1) * 2 + 10);
+        let total_ops = AtomicU64::new(0);
+        let lane_run = |lane: u64, shared: Option<&Store>| -> Result<(), CliError> {
+            let version = self.version_base + (lane << LANE_VERSION_BITS);
+            let mut w = Workload::new(self.lane_seed(lane), version, false, lane, lanes);
+            let mut t = Tally::default();
+            let mut n = 0u64;
+            let mut announce = |ws: &[Write1], done: bool| {
+                if done {
+                    emit(&format!("A {}\n", n * lanes + lane));
+                    return;
+                }
+                n += 1;
+                let mut l = format!("W {}", n * lanes + lane);
                 for (k, v) in ws {
                     let k = String::from_utf8_lossy(k);
                     match v {
@@ -352,49 +479,56 @@ impl Stress {
                     }
                 }
                 l.push('\n');
-                l
+                emit(&l);
             };
-            // The parent gone (a closed pipe): stop.
-            if out
-                .write_all(line.as_bytes())
-                .and_then(|()| out.flush())
-                .is_err()
-            {
-                std::process::exit(0);
-            }
-        };
-        let mut store = None;
-        // A safety stop, should the parent never kill this process.
-        let stop = Instant::now() + Duration::from_secs(self.duration.max(1) * 2 + 10);
-        while Instant::now() < stop {
-            w.step(
+            let mut stop = |t: &mut Tally| {
+                if t.ops.is_multiple_of(256) && t.ops > 0 {
+                    // Ops so far (and the commit groups of the shared store), for the
+                    // parent's count.
+                    let ops = total_ops.fetch_add(256, Relaxed) + 256;
+                    emit(&format!("O {ops}\n"));
+                    if let Some(s) = shared {
+                        let st = s.stats();
+                        emit(&format!("G {} {}\n", st.commit_groups, st.commit_writes));
+                    }
+                }
+                for p in t.problems.drain(..) {
+                    // The parent counts problems from lines starting with "P ".
+                    emit(&format!("P {p}\n"));
+                }
+                Instant::now() >= stop_at
+            };
+            w.run(
                 &dir,
-                &mut store,
+                shared,
                 SyncPolicy::EveryWrite,
                 &mut t,
                 &mut announce,
-            )?;
-            if t.ops % 256 == 0 {
-                // Ops so far, for the parent's count.
-                let _ = writeln!(std::io::stdout(), "O {}", t.ops);
-            }
-            if !t.problems.is_empty() {
-                for p in &t.problems {
-                    // The parent counts problems from lines starting with "P ".
-                    let _ = writeln!(std::io::stdout(), "P {p}");
-                }
-                t.problems.clear();
-            }
+                &mut stop,
+            )
+        };
+        if lanes == 1 {
+            lane_run(0, None)?;
+        } else {
+            let store = Store::open(&dir, options(SyncPolicy::EveryWrite))?;
+            on_lanes(lanes, |lane| lane_run(lane, Some(&store)))?;
         }
         Ok(Exit::Success)
     }
 
-    /// `--kill`: children killed at random moments, the store checked after each.
-    fn parent(&self, dir: &Path, deadline: Instant, t: &mut Tally) -> Result<(), CliError> {
+    /// `--kill`: children killed at random moments, the store checked after each. Returns the
+    /// children's commit groups and the writes in them (with several threads).
+    fn parent(
+        &self,
+        dir: &Path,
+        deadline: Instant,
+        t: &mut Tally,
+    ) -> Result<Option<(u64, u64)>, CliError> {
         let exe = std::env::current_exe()?;
         let mut rng = Rng::new(self.seed ^ 0x5eed);
         let mut must = Model::new();
         let mut round = 0u64;
+        let mut grouped = (self.threads > 1).then_some((0, 0));
         while Instant::now() < deadline {
             round += 1;
             let mut child = Command::new(&exe)
@@ -402,6 +536,8 @@ impl Stress {
                 .arg(dir)
                 .args(["stress", "--child", "--duration"])
                 .arg(self.duration.to_string())
+                .arg("--threads")
+                .arg(self.threads.to_string())
                 .arg("--seed")
                 .arg(
                     self.seed
@@ -444,29 +580,44 @@ impl Stress {
                 ));
             }
             t.kills += 1;
-            let may = self.apply_lines(&lines, &mut must, t);
-            check_reopened(dir, &must, &may, t)?;
+            let (in_flight, groups) = self.apply_lines(&lines, &mut must, t);
+            if let (Some(g), Some(c)) = (&mut grouped, groups) {
+                g.0 += c.0;
+                g.1 += c.1;
+            }
+            check_reopened(dir, &must, &in_flight, t)?;
             // What the store shows for the writes in flight is now the truth.
-            if !may.is_empty() {
+            if !in_flight.is_empty() {
                 let s = Store::open(dir, options(SyncPolicy::EveryWrite))?;
-                for k in may.keys() {
+                for k in in_flight.iter().flat_map(BTreeMap::keys) {
                     must.insert(k.clone(), s.get(k)?);
                 }
             }
         }
-        Ok(())
+        Ok(grouped)
     }
 
-    /// Applies the child's acknowledged writes to `must`; returns the write in flight.
-    fn apply_lines(&self, lines: &[String], must: &mut Model, t: &mut Tally) -> Model {
-        let mut pending: Option<(u64, Model)> = None;
+    /// Applies the child's acknowledged writes to `must`; returns the writes in flight (at
+    /// most one per thread) and the last commit group counts the child reported.
+    fn apply_lines(
+        &self,
+        lines: &[String],
+        must: &mut Model,
+        t: &mut Tally,
+    ) -> (Vec<Model>, Option<(u64, u64)>) {
+        let mut pending: BTreeMap<u64, Model> = BTreeMap::new();
         let (mut ops, mut acked) = (0u64, 0u64);
+        let mut groups = None;
         for line in lines {
             let mut parts = line.split(' ');
-            match parts.next() {
+            let tag = parts.next();
+            let mut num = || parts.next().and_then(|s| s.parse::<u64>().ok());
+            match tag {
                 Some("W") => {
-                    let id = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-                    let ops = parts
+                    let id = num().unwrap_or(0);
+                    let ops = line
+                        .split(' ')
+                        .skip(2)
                         .filter_map(|p| p.split_once('='))
                         .map(|(k, v)| {
                             let k = k.as_bytes().to_vec();
@@ -474,34 +625,43 @@ impl Stress {
                             (k, v)
                         })
                         .collect::<Model>();
-                    pending = Some((id, ops));
+                    pending.insert(id, ops);
                 }
                 Some("A") => {
-                    let id: u64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-                    match pending.take() {
-                        Some((p, writes)) if p == id => {
+                    let id = num().unwrap_or(0);
+                    match pending.remove(&id) {
+                        Some(writes) => {
                             acked += 1;
-                            for (k, v) in writes {
-                                must.insert(k, v);
-                            }
+                            must.extend(writes);
                         }
-                        _ => t.problem(format!("child protocol: ack {id} for no write")),
+                        None => t.problem(format!("child protocol: ack {id} for no write")),
                     }
                 }
-                Some("O") => ops = parts.next().and_then(|s| s.parse().ok()).unwrap_or(ops),
+                Some("O") => ops = ops.max(num().unwrap_or(0)),
+                Some("G") => {
+                    if let (Some(g), Some(w)) = (num(), num()) {
+                        groups = Some((g, w));
+                    }
+                }
                 Some("P") => t.problem(format!("child: {}", &line[2.min(line.len())..])),
                 _ => {}
             }
         }
         // Ops reported so far, or at least the acknowledged writes.
         t.ops += ops.max(acked);
-        pending.map(|p| p.1).unwrap_or_default()
+        (pending.into_values().collect(), groups)
     }
 }
 
-/// Reopens the store in `dir` and checks every key of `must` (a key of `may` may instead
-/// read its in-flight value), a full scan, and `verify`.
-fn check_reopened(dir: &Path, must: &Model, may: &Model, t: &mut Tally) -> Result<(), CliError> {
+/// Reopens the store in `dir` and checks every key of `must` (a key of a write in flight,
+/// `in_flight`, may instead read that write's value, and each write in flight must be there
+/// whole or not at all), a full scan, and `verify`.
+fn check_reopened(
+    dir: &Path,
+    must: &Model,
+    in_flight: &[Model],
+    t: &mut Tally,
+) -> Result<(), CliError> {
     if !dir.join(filterstore::store::MANIFEST_NAME).exists() {
         if must.values().any(Option::is_some) {
             t.problem("the MANIFEST is gone after acknowledged writes".to_string());
@@ -515,11 +675,15 @@ fn check_reopened(dir: &Path, must: &Model, may: &Model, t: &mut Tally) -> Resul
             return Ok(());
         }
     };
+    let acked = |k: &[u8]| must.get(k).and_then(Option::as_ref);
     let fine = |k: &[u8], got: Option<&Vec<u8>>| {
-        got == must.get(k).and_then(Option::as_ref)
-            || may.get(k).is_some_and(|alt| got == alt.as_ref())
+        got == acked(k)
+            || in_flight
+                .iter()
+                .any(|w| w.get(k).is_some_and(|alt| got == alt.as_ref()))
     };
-    for k in must.keys().chain(may.keys()) {
+    let may = in_flight.iter().flat_map(BTreeMap::keys);
+    for k in must.keys().chain(may) {
         let got = s.get(k)?;
         if !fine(k, got.as_ref()) {
             t.problem(format!(
@@ -530,6 +694,21 @@ fn check_reopened(dir: &Path, must: &Model, may: &Model, t: &mut Tally) -> Resul
             ));
         }
         t.checked += 1;
+    }
+    // A write in flight is all or nothing: of the keys it changes, all read its values or
+    // none does.
+    for w in in_flight {
+        let changes: Vec<_> = w.iter().filter(|(k, v)| v.as_ref() != acked(k)).collect();
+        let mut applied = 0;
+        for (k, v) in &changes {
+            applied += usize::from(s.get(k)? == **v);
+        }
+        if applied != 0 && applied != changes.len() {
+            t.problem(format!(
+                "after reopen, {applied} of the {} changes of a write in flight are there",
+                changes.len()
+            ));
+        }
     }
     for e in s.scan::<&[u8]>(..) {
         let (k, v) = e?;

@@ -8,11 +8,13 @@
 //! ```
 //! One `impl Store` spread over files by job: the shared state here (`Inner`, its locks
 //! and counters), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
-//! recovery), `write.rs` (write path and backpressure), `read.rs` (lookups, [`Reader`],
-//! scans), `worker.rs` (background threads, sealing, installing a new version),
-//! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
-//! and rebalance), `stats.rs` (counters). See `docs/engine.md`.
+//! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
+//! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing,
+//! installing a new version), `compact.rs` (the compaction driver), `filters.rs` (which
+//! filter a table gets; refilter and rebalance), `stats.rs` (counters). See
+//! `docs/engine.md`.
 
+mod commit;
 mod compact;
 mod filters;
 mod open;
@@ -79,6 +81,8 @@ struct Writer {
     /// Whether the current log's directory entry is durable.
     wal_dir_synced: bool,
     record: Vec<u8>,
+    /// A group's records, one after another (`commit.rs`).
+    group: Vec<u8>,
     /// Slowdown owed, in nanoseconds (paid in sleeps of at least a millisecond).
     delay_debt_ns: f64,
 }
@@ -147,6 +151,8 @@ pub(crate) struct Inner {
     /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
     epoch: AtomicU64,
     writer: Mutex<Writer>,
+    /// Writers waiting for the writer lock, committed in groups (`commit.rs`).
+    commit: commit::CommitQueue,
     versions: Mutex<VersionSet>,
     /// Held by whoever compacts or refilters: one at a time.
     compaction: Mutex<()>,

@@ -194,11 +194,13 @@ impl Store {
                 current: Arc::new(version),
             })),
             epoch: AtomicU64::new(0),
+            commit: Default::default(),
             writer: Mutex::new(Writer {
                 wal: None,
                 wal_number: 0,
                 wal_dir_synced: false,
                 record: Vec::new(),
+                group: Vec::new(),
                 delay_debt_ns: 0.0,
             }),
             versions: Mutex::new(VersionSet {

@@ -55,6 +55,15 @@ pub struct Stats {
     pub stop_micros: u64,
     /// Time writes spent waiting for the previous memtable to be sealed.
     pub memtable_wait_micros: u64,
+    /// Groups of writes committed to the log: a `put`, `delete` or `write` that arrives while
+    /// another writer's log write (and fsync) is in progress waits, and the next leader
+    /// commits every waiting writer with one log write and, with
+    /// [`SyncPolicy::EveryWrite`](crate::SyncPolicy::EveryWrite), one fsync. A writer that
+    /// finds nobody writing is a group of one. This process's, since the store was opened.
+    pub commit_groups: u64,
+    /// Writes committed in those groups: `commit_writes ÷ commit_groups` is the mean group
+    /// size.
+    pub commit_writes: u64,
     /// Live tables: L0 newest first, then each level in key order.
     pub tables: Vec<TableStats>,
     /// Per level, L0 first; levels without tables are included up to the deepest one that
@@ -347,6 +356,7 @@ impl super::Inner {
         let p = inner.process_totals(&version);
         let c = &inner.counters;
         let micros = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) / 1000;
+        let (groups, writes) = inner.commit.counts();
         let mut s = Stats {
             lookups: p.lookups,
             memtable_entries: mem_entries,
@@ -369,6 +379,8 @@ impl super::Inner {
             slowdown_micros: micros(&c.slowdown_ns),
             stop_micros: micros(&c.stop_ns),
             memtable_wait_micros: micros(&c.memtable_wait_ns),
+            commit_groups: groups,
+            commit_writes: writes,
             tables: Vec::new(),
             levels: Vec::new(),
             lifetime: inner.lifetime_base.plus(&p),

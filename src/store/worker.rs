@@ -9,7 +9,8 @@
 //! on disk.
 //!
 //! Lock order: writer → bg → state, and versions → state; the background threads never take
-//! the writer lock, so a writer waiting for them (holding it) cannot block them.
+//! the writer lock, so a writer waiting for them (holding it) cannot block them. The commit
+//! queue's lock (`commit.rs`) is a leaf: no other lock is taken while it is held.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

@@ -74,6 +74,9 @@ impl Store {
 }
 
 impl Inner {
+    /// Checks a write and commits it through the writers queue (`commit.rs`): its record
+    /// is in the log (fsynced with `EveryWrite`) and its operations in the memtable when
+    /// this returns `Ok`.
     pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
         self.check_writable()?;
         let mut bytes = 0;
@@ -99,41 +102,24 @@ impl Inner {
         if ops.is_empty() {
             return Ok(());
         }
-        let mut guard = self.lock_writer();
-        let w = &mut *guard;
-        self.check_writable()?;
-        self.make_room(w, bytes)?;
-        if w.wal.is_none() {
-            let r = self.new_log(w);
-            self.poison_on_err(r)?;
+        // A bound on the record's payload (an op adds a tag and two length varints of at
+        // most 3 and 4 bytes to its key and value); the exact length only near the limit.
+        let mut len = bytes + 8 * ops.len() + 10;
+        if len > crate::wal::MAX_RECORD_LEN {
+            len = crate::wal::payload_len(ops.iter().copied());
+            if len > crate::wal::MAX_RECORD_LEN {
+                return Err(Error::TooLarge {
+                    what: "write batch",
+                    len,
+                    max: crate::wal::MAX_RECORD_LEN,
+                });
+            }
         }
-        crate::wal::encode_record(&mut w.record, ops.len(), ops.iter().copied())?;
-        let sync = self.opts.sync == SyncPolicy::EveryWrite;
-        let r = match &mut w.wal {
-            Some(wal) => wal.append(&w.record, sync),
-            None => Ok(()),
-        };
-        self.poison_on_err(r)?;
-        if sync && !w.wal_dir_synced {
-            let r = self
-                .fs
-                .sync_dir(&self.dir)
-                .map_err(|e| Error::io(&self.dir, e));
-            self.poison_on_err(r)?;
-            w.wal_dir_synced = true;
-        }
-        let c = &self.counters;
-        c.wal_bytes.fetch_add(w.record.len() as u64, Relaxed);
-        c.user_bytes.fetch_add(bytes as u64, Relaxed);
-        let mut st = self.state_mut();
-        for (k, v) in ops {
-            st.mem.insert(k, *v);
-        }
-        Ok(())
+        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len)
     }
 
     /// Starts a new log for the memtable.
-    fn new_log(&self, w: &mut Writer) -> Result<()> {
+    pub(super) fn new_log(&self, w: &mut Writer) -> Result<()> {
         let n = self.alloc_file();
         let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
         wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
@@ -144,7 +130,7 @@ impl Inner {
     }
 
     /// Backpressure before a write of `bytes` (see the module docs).
-    fn make_room(&self, w: &mut Writer, bytes: usize) -> Result<()> {
+    pub(super) fn make_room(&self, w: &mut Writer, bytes: usize) -> Result<()> {
         let auto = self.opts.compaction_trigger.is_some();
         let mut slowed = false;
         loop {
@@ -190,6 +176,15 @@ impl Inner {
             self.wait_for_imm_slot()?;
             let r = self.switch_memtable(w);
             return self.poison_on_err(r);
+        }
+    }
+
+    /// Adds the slowdown owed for `bytes` written beside the leader's own write in a group
+    /// (paid by a later [`make_room`](Self::make_room)), while L0 is at its slowdown size.
+    pub(super) fn owe_slowdown(&self, w: &mut Writer, bytes: usize) {
+        let auto = self.opts.compaction_trigger.is_some();
+        if auto && self.read_state().current.l0_count() >= self.opts.l0_slowdown {
+            w.delay_debt_ns += bytes as f64 * 1e9 / self.opts.slowdown_bytes_per_sec as f64;
         }
     }
 
