@@ -199,3 +199,105 @@ fn bench_with_mmap_reads_counts_the_same_reads() {
         "{present} reads per present get"
     );
 }
+
+/// `store bench engine --workload`: every YCSB mix runs on a tiny store over two threads;
+/// the JSON has each workload's ops/s and per-operation latencies, the operations of each type
+/// add up to --ops in the mix's shares, and no read or scan missed its key or read a wrong
+/// value. The text report names each workload.
+#[test]
+fn bench_engine_runs_the_ycsb_mixes() {
+    let out = store_ok(&[
+        "bench",
+        "engine",
+        "-n",
+        "3000",
+        "--workload",
+        "ycsb",
+        "--ops",
+        "1000",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["records"], 3000);
+    assert!(v["load"]["puts_per_s"].as_f64().unwrap() > 0.0);
+    let runs = v["workloads"].as_array().unwrap();
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-e", "ycsb-f"]
+    );
+    for r in runs {
+        let name = r["workload"].as_str().unwrap();
+        assert_eq!(r["missing"], 0, "{name}");
+        assert_eq!(r["wrong"], 0, "{name}");
+        assert_eq!(r["ops"], 1000, "{name}");
+        assert_eq!(r["threads"], 2, "{name}");
+        assert!(r["ops_per_s"].as_f64().unwrap() > 0.0, "{name}");
+        let by_op = r["by_op"].as_object().unwrap();
+        let count = |op: &str| by_op.get(op).map_or(0, |o| o["count"].as_u64().unwrap());
+        assert_eq!(
+            by_op
+                .values()
+                .map(|o| o["count"].as_u64().unwrap())
+                .sum::<u64>(),
+            1000
+        );
+        for o in by_op.values() {
+            let (p50, p99, p999) = (
+                o["p50_us"].as_f64().unwrap(),
+                o["p99_us"].as_f64().unwrap(),
+                o["p999_us"].as_f64().unwrap(),
+            );
+            assert!(p50 > 0.0 && p50 <= p99 && p99 <= p999, "{name}: {o}");
+        }
+        let ops: &[&str] = match name {
+            "ycsb-a" => &["read", "update"],
+            "ycsb-b" => &["read", "update"],
+            "ycsb-c" => &["read"],
+            "ycsb-d" => &["read", "insert"],
+            "ycsb-e" => &["scan", "insert"],
+            _ => &["read", "rmw"],
+        };
+        let mut keys: Vec<&str> = by_op.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let mut want = ops.to_vec();
+        want.sort_unstable();
+        assert_eq!(keys, want, "{name}");
+        // The mixes' shares, within 5 binomial sigmas over 1000 operations.
+        let (first, share) = match name {
+            "ycsb-a" | "ycsb-f" => (ops[0], 0.5),
+            "ycsb-c" => ("read", 1.0),
+            _ => (ops[0], 0.95),
+        };
+        let got = count(first) as f64 / 1000.0;
+        assert!(
+            (got - share).abs() <= 5.0 * (share * (1.0 - share) / 1000.0).sqrt() + 1e-9,
+            "{name}: {first} {got}"
+        );
+        if name == "ycsb-e" {
+            let avg = r["scan_entries_avg"].as_f64().unwrap();
+            assert!(avg > 1.0 && avg <= 100.0, "{avg}");
+        }
+    }
+    let out = store_ok(&[
+        "bench",
+        "engine",
+        "-n",
+        "500",
+        "--workload",
+        "ycsb-c",
+        "--ops",
+        "200",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ycsb-c:") && text.contains("missing 0, wrong 0"),
+        "{text}"
+    );
+    assert!(text.contains("read") && text.contains("p99.9"), "{text}");
+}

@@ -11,6 +11,7 @@ use filterstore::{FilterKind, Options, Stats, Store, SyncPolicy};
 mod allocation;
 
 use self::allocation::allocations;
+use super::latency::Histogram;
 use super::{Allocation, CliError, Exit, Global, Run};
 
 /// Load N generated keys into a fresh store with background flush and compaction on, then
@@ -97,6 +98,23 @@ pub struct BenchEngine {
     /// directory, removed afterwards]
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// Instead of the lookups, run YCSB core workloads on the loaded store: a comma-separated
+    /// list of ycsb-a (50 % read, 50 % update), ycsb-b (95/5), ycsb-c (read only), ycsb-d (95 %
+    /// read latest, 5 % insert), ycsb-e (95 % scan of 1..100 entries, 5 % insert), ycsb-f
+    /// (50 % read, 50 % read-modify-write), or ycsb for all six. Keys by YCSB's scrambled
+    /// Zipfian; every read and scanned entry checked; reports ops/s and p50/p99/p99.9 per
+    /// operation type
+    #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = super::bench_ycsb::parse_workloads, conflicts_with_all = ["allocation", "settle"])]
+    workload: Vec<super::bench_ycsb::Workloads>,
+    /// Operations per workload, split over --threads [default: -n]
+    #[arg(long, requires = "workload")]
+    ops: Option<u64>,
+    /// Threads sharing the store in each workload
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: u64,
+    /// Print the workloads' results as one JSON object
+    #[arg(long, requires = "workload")]
+    json: bool,
 }
 
 fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
@@ -109,70 +127,18 @@ fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
 }
 
 /// Key `i`: 16 bytes, present keys with the last bit clear, absent ones with it set.
-fn key(seed: u64, i: u64, absent: bool) -> [u8; 16] {
+pub(super) fn key(seed: u64, i: u64, absent: bool) -> [u8; 16] {
     let mut k = [0u8; 16];
     k[..8].copy_from_slice(&mix64(i ^ seed).to_be_bytes());
     k[8..].copy_from_slice(&(mix64(i.wrapping_add(seed)) & !1 | u64::from(absent)).to_be_bytes());
     k
 }
 
-fn fill_value(i: u64, v: &mut [u8]) {
+pub(super) fn fill_value(i: u64, v: &mut [u8]) {
     let mut x = i;
     for chunk in v.chunks_mut(8) {
         x = mix64(x);
         chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-    }
-}
-
-/// Latency histogram: 8 sub-buckets per power of two of nanoseconds (≤ 12.5 % error).
-struct Histogram {
-    counts: Vec<u64>,
-    max: u64,
-    n: u64,
-}
-
-impl Histogram {
-    fn new() -> Self {
-        Histogram {
-            counts: vec![0; 64 * 8],
-            max: 0,
-            n: 0,
-        }
-    }
-
-    fn bucket(ns: u64) -> usize {
-        if ns < 8 {
-            return ns as usize;
-        }
-        let e = 63 - ns.leading_zeros() as usize;
-        let sub = ((ns >> (e - 3)) & 7) as usize;
-        e * 8 + sub
-    }
-
-    fn lower(b: usize) -> u64 {
-        if b < 8 {
-            return b as u64;
-        }
-        let (e, sub) = (b / 8, b % 8);
-        (1u64 << e) + ((sub as u64) << (e - 3))
-    }
-
-    fn record(&mut self, ns: u64) {
-        self.counts[Self::bucket(ns)] += 1;
-        self.max = self.max.max(ns);
-        self.n += 1;
-    }
-
-    fn quantile(&self, q: f64) -> u64 {
-        let want = ((self.n as f64) * q).ceil() as u64;
-        let mut seen = 0;
-        for (b, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= want.max(1) {
-                return Self::lower(b + 1).min(self.max);
-            }
-        }
-        self.max
     }
 }
 
@@ -291,10 +257,24 @@ impl Run for BenchEngine {
             l0_stop: self.l0_stop.unwrap_or(defaults.l0_stop),
             ..defaults
         };
+        if !self.workload.is_empty() {
+            return super::bench_ycsb::run(super::bench_ycsb::Ycsb {
+                dir: &dir,
+                opts,
+                records: n,
+                value_bytes: self.value_bytes,
+                seed: self.seed,
+                workloads: self.workload.iter().flat_map(|w| w.0.clone()).collect(),
+                ops: self.ops.unwrap_or(n).max(1),
+                threads: self.threads,
+                json: self.json,
+                config: format!("{} at ε {}, sync {:?}", self.filter, self.fpr, self.sync),
+            });
+        }
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let store = Store::open(&dir, opts.clone())?;
         let mut value = vec![0u8; self.value_bytes];
-        let mut hist = Histogram::new();
+        let mut hist = Histogram::default();
         let t = Instant::now();
         let mut last = Instant::now();
         for i in 0..n {

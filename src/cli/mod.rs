@@ -9,12 +9,14 @@ mod bench_engine;
 #[cfg(feature = "parquet")]
 mod bench_export;
 mod bench_hyph;
+mod bench_ycsb;
 #[cfg(feature = "parquet")]
 mod export;
 mod hyphenate;
 #[cfg(feature = "parquet")]
 mod import;
 mod kv;
+mod latency;
 mod load;
 mod maintain;
 mod repair;
