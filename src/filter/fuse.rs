@@ -159,7 +159,7 @@ fn mixed(hash: u64, seed: u64) -> u64 {
 }
 
 /// splitmix64: the seed sequence of the retries.
-fn next_seed(state: &mut u64) -> u64 {
+pub(super) fn next_seed(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

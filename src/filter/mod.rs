@@ -16,6 +16,7 @@ pub(crate) mod bloom;
 pub(crate) mod cuckoo;
 pub(crate) mod fuse;
 mod kind;
+pub mod range;
 mod simd;
 
 use crate::codec::{le_u32, le_u64};
