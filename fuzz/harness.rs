@@ -11,12 +11,14 @@
 //! - manifest: an accepted manifest re-encodes to bytes that decode to the same encoding.
 //! - block: the scans' cursor (`BlockCursor`) reads exactly the entries the iterator reads,
 //!   and fails at the same entry.
+//! - range: a range filter that stores no value answers "no" to every range.
 //!
 //! Checked-in inputs: `fuzz/corpus/<target>/` (seeds, and any input that once failed).
 #![allow(dead_code)] // each cargo-fuzz target uses one function
 
 use std::path::Path;
 
+use filterstore::filter::range::RangeFilter;
 use filterstore::filter::Filter;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
@@ -25,7 +27,7 @@ use filterstore::wal::replay_bytes;
 use filterstore::Error;
 
 /// Input names, as the cargo-fuzz targets and corpus directories are named.
-pub const TARGETS: [&str; 5] = ["wal", "block", "table", "filter", "manifest"];
+pub const TARGETS: [&str; 6] = ["wal", "block", "table", "filter", "manifest", "range"];
 
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
@@ -171,6 +173,47 @@ pub fn manifest(data: &[u8]) -> bool {
     assert!(
         again.encode() == bytes,
         "a decoded manifest does not survive encode, decode, encode"
+    );
+    true
+}
+
+/// A range filter block: decoded, then asked ranges of every kind (bounded, open, inverted,
+/// with the empty key) and prefixes.
+pub fn range(data: &[u8]) -> bool {
+    let Ok(f) = RangeFilter::decode(data) else {
+        return false;
+    };
+    let probes: [&[u8]; 8] = [
+        b"",
+        b"\0",
+        b"\xff\xff",
+        b"key-5",
+        b"key-50\0",
+        b"\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01",
+        data.get(..16).unwrap_or(data),
+        data.get(data.len().saturating_sub(20)..).unwrap_or(data),
+    ];
+    let empty = f.header().stored == 0;
+    for a in probes {
+        for b in probes {
+            let answers = [
+                f.may_intersect(a..b),
+                f.may_intersect(a..=b),
+                f.may_intersect(a..),
+                f.may_intersect(..b),
+                f.may_contain_prefix(a),
+            ];
+            assert!(
+                !empty || answers.iter().all(|&x| !x),
+                "a range filter of no value answered maybe"
+            );
+        }
+    }
+    let _ = (
+        f.may_intersect::<&[u8]>(..),
+        f.expected_fpr(32),
+        f.bits_per_key(),
+        f.is_exact(),
     );
     true
 }

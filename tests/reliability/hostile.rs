@@ -1,5 +1,5 @@
 //! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, table, filter,
-//! manifest) fed random and mutated bytes for a bounded time, checking no panic, no hang, no
+//! manifest, range filter) fed random and mutated bytes for a bounded time, checking no panic, no hang, no
 //! allocation larger than the input justifies, and the properties in `fuzz/harness.rs`.
 //!
 //! Why property tests on stable Rust rather than cargo-fuzz in CI: CI is `.ci/run` on a fresh
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use filterstore::filter::{self, FilterKind};
+use filterstore::filter::{self, range, FilterKind};
 use filterstore::table::block::BlockBuilder;
 use filterstore::table::{decode_footer, FOOTER_LEN};
 use filterstore::{Options, Store, WriteBatch};
@@ -318,6 +318,36 @@ fn filter_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// Range filters over key sets of the shapes the design treats apart: none, one key, keys with
+/// a common prefix (a short window), 16 random bytes (a 16-byte window), keys of mixed lengths
+/// (neither `FILL` nor `FIT`), dense integers (an exact filter), at 3, 16 and 40 bits per key.
+fn range_seeds() -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(79);
+    let mut sets: Vec<Vec<Vec<u8>>> = vec![
+        Vec::new(),
+        vec![b"only".to_vec()],
+        (0..30u64)
+            .map(|i| format!("user/{i:04}").into_bytes())
+            .collect(),
+        (0..40)
+            .map(|_| rng.next().to_be_bytes().repeat(2))
+            .collect(),
+        (0..40).map(|_| rng.bytes(24)).collect(),
+        (0..60u64)
+            .map(|i| (1000 + 2 * i).to_be_bytes().to_vec())
+            .collect(),
+    ];
+    let mut seeds = Vec::new();
+    for set in &mut sets {
+        set.sort();
+        set.dedup();
+        for bits in [3.0, 16.0, 40.0] {
+            seeds.push(range::build(set.iter(), bits).unwrap());
+        }
+    }
+    seeds
+}
+
 /// The store fixtures' files that `target` decodes (older versions among them).
 fn fixtures(target: &str) -> Vec<Vec<u8>> {
     let root = manifest_dir().join("tests/fixtures");
@@ -344,6 +374,7 @@ fn fixtures(target: &str) -> Vec<Vec<u8>> {
                 "table" => name.ends_with(".sst"),
                 "filter" => name.ends_with(".filter") || name.starts_with("filter-"),
                 "manifest" => name == "MANIFEST",
+                "range" => name.starts_with("range-"),
                 _ => false,
             }
         })
@@ -530,6 +561,16 @@ fn filter_decode() {
     println!(
         "{}",
         fuzz("filter", seeds, 300_000, fix_filter, harness::filter)
+    );
+}
+
+/// The range filter's header puts body_len, the body CRC and the header CRC where the point
+/// filters' does, so `fix_filter` reseals it too.
+#[test]
+fn range_decode() {
+    println!(
+        "{}",
+        fuzz("range", range_seeds(), 300_000, fix_filter, harness::range)
     );
 }
 
