@@ -41,7 +41,7 @@ use std::ops::{Bound, RangeBounds};
 
 use rayon::prelude::*;
 
-use crate::codec::{le_u32, le_u64};
+use crate::codec::{le_u32, le_u64, prefix8};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
 use crate::MAX_KEY_LEN;
@@ -968,26 +968,44 @@ fn encode(
     Ok(block)
 }
 
+/// `SELECT_IN_BYTE[k * 256 + b]`: the position (0..8) of the `k`-th set bit (from 0) of the
+/// byte `b` (8 when it has no such bit).
+static SELECT_IN_BYTE: [u8; 8 * 256] = {
+    let mut t = [8u8; 8 * 256];
+    let mut b = 0;
+    while b < 256 {
+        let (mut k, mut bit) = (0, 0);
+        while bit < 8 {
+            if b >> bit & 1 == 1 {
+                t[k * 256 + b] = bit as u8;
+                k += 1;
+            }
+            bit += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
 /// Position (0..64) of the `k`-th set bit (from 0) of `w`; `k` < `w.count_ones()`.
+/// Broadword (Vigna, "Broadword Implementation of Rank/Select Queries", 2008): the bytes'
+/// running counts by one multiplication, the byte holding the bit by one byte-wise compare,
+/// the bit by a table.
 #[inline]
 fn select_in_word(w: u64, k: u32) -> u64 {
-    let mut w = w;
-    let mut k = k;
-    let mut base = 0;
-    // Whole bytes first, then bit by bit inside the byte.
-    while base < 56 {
-        let c = (w & 0xff).count_ones();
-        if k < c {
-            break;
-        }
-        k -= c;
-        w >>= 8;
-        base += 8;
-    }
-    for _ in 0..k {
-        w &= w.wrapping_sub(1);
-    }
-    base + u64::from(w.trailing_zeros())
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut c = w - ((w >> 1) & 0x5555_5555_5555_5555);
+    c = (c & 0x3333_3333_3333_3333) + ((c >> 2) & 0x3333_3333_3333_3333);
+    c = (c + (c >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let running = c.wrapping_mul(ONES); // byte i: set bits in bytes 0..=i
+                                        // Bit 7 of byte i is set while the running count of byte i is ≤ k (counts are ≤ 64).
+    let below = (((u64::from(k) * ONES) | HIGH) - running) & HIGH;
+    let byte = u64::from((!below & HIGH).trailing_zeros() / 8);
+    let before = (running << 8) >> (8 * byte) & 0xff; // set bits in the bytes below
+    let in_byte = (w >> (8 * byte)) & 0xff;
+    let at = (u64::from(k) - before) * 256 + in_byte;
+    8 * byte + u64::from(*SELECT_IN_BYTE.get(at as usize).unwrap_or(&0))
 }
 
 /// One end of a range, in the window space.
@@ -1005,6 +1023,8 @@ enum End {
 pub struct RangeFilter<'a> {
     header: RangeHeader,
     lay: Layout,
+    /// Values per bucket, times 2^32 (to guess where a bucket's low bits are).
+    density: u64,
     hasher: Hasher,
     x_min: u128,
     x_max: u128,
@@ -1048,6 +1068,7 @@ impl<'a> RangeFilter<'a> {
         let f = RangeFilter {
             header: h,
             lay,
+            density: ((u128::from(h.stored) << 32) / u128::from(lay.buckets.max(1))) as u64,
             hasher: Hasher::new(h.seed, h.universe),
             x_min,
             x_max,
@@ -1164,16 +1185,28 @@ impl<'a> RangeFilter<'a> {
         (w >> (bit % 8)) & ((1u64 << l) - 1)
     }
 
-    /// Where bucket `b` starts in the upper part: after b zeros.
+    /// Where bucket `b` starts in the upper part: after b zeros. Counted from the nearer of
+    /// the two select samples around it, forwards or backwards.
     #[inline]
     fn bucket_start(&self, b: u64) -> u64 {
         let s = u32::from(self.header.sample_log2);
-        let from = u64::from(self.sample(b >> s));
+        let j = b >> s;
         let m = b & ((1u64 << s) - 1);
         if m == 0 {
-            return from;
+            return u64::from(self.sample(j));
         }
-        // After the m-th zero from `from` on.
+        if m <= 1 << (s - 1) || j + 1 >= self.lay.samples {
+            return self.after_zeros(u64::from(self.sample(j)), m);
+        }
+        // Backwards from where bucket (j + 1)·2^S starts: the zero that ends bucket b − 1 is
+        // the (2^S − m + 1)-th zero before it.
+        let next = u64::from(self.sample(j + 1));
+        self.zero_before(next, (1u64 << s) - m + 1) + 1
+    }
+
+    /// The position just after the `m`-th zero (m ≥ 1) at or after `from`.
+    #[inline]
+    fn after_zeros(&self, from: u64, m: u64) -> u64 {
         let mut word = (from / 64) as usize;
         let mut zeros = !self.upper_word(word) & (u64::MAX << (from % 64));
         let mut m = m;
@@ -1187,6 +1220,29 @@ impl<'a> RangeFilter<'a> {
             if word >= self.lay.upper_words {
                 return self.lay.upper_bits; // not on a checked block
             }
+            zeros = !self.upper_word(word);
+        }
+    }
+
+    /// The position of the `t`-th zero (t ≥ 1) before `end`, counting backwards.
+    #[inline]
+    fn zero_before(&self, end: u64, t: u64) -> u64 {
+        let Some(last) = end.checked_sub(1) else {
+            return 0; // not on a checked block
+        };
+        let mut word = (last / 64) as usize;
+        let mut zeros = !self.upper_word(word) & (u64::MAX >> (63 - last % 64));
+        let mut t = t;
+        loop {
+            let z = u64::from(zeros.count_ones());
+            if t <= z {
+                return word as u64 * 64 + select_in_word(zeros, (z - t) as u32);
+            }
+            t -= z;
+            if word == 0 {
+                return 0; // not on a checked block
+            }
+            word -= 1;
             zeros = !self.upper_word(word);
         }
     }
@@ -1236,6 +1292,14 @@ impl<'a> RangeFilter<'a> {
         let l = u32::from(self.header.low_bits);
         let b = x >> l;
         let xl = x & ((1u64 << l) - 1);
+        // The sample before bucket b tells the rank of its bucket exactly, and the values
+        // between it and b are about m·n/buckets (± a few): touch the low bits there now, so
+        // their cache miss overlaps the upper part's. Changes nothing but timing.
+        let s = u32::from(self.header.sample_log2);
+        let j = b >> s;
+        let rank = u64::from(self.sample(j)).saturating_sub(j << s);
+        let ahead = ((b & ((1u64 << s) - 1)) * self.density) >> 32;
+        std::hint::black_box(self.low(rank + ahead));
         let start = self.bucket_start(b);
         let first = start.checked_sub(b)?;
         let run = self.ones_from(start);
@@ -1477,6 +1541,7 @@ impl<'a> RangeFilter<'a> {
 }
 
 /// True when (lo, hi) holds no byte string at all: lo above hi, or equal with an end open.
+#[inline]
 fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     let (a, a_in) = match lo {
         Bound::Unbounded => return false,
@@ -1488,7 +1553,12 @@ fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
         Bound::Included(b) => (b, true),
         Bound::Excluded(b) => (b, false),
     };
-    match a.cmp(b) {
+    // The first 8 bytes decide most comparisons without a byte loop.
+    let order = match prefix8(a).cmp(&prefix8(b)) {
+        Ordering::Equal => a.cmp(b),
+        o => o,
+    };
+    match order {
         Ordering::Greater => true,
         Ordering::Equal => !(a_in && b_in),
         Ordering::Less => false,
