@@ -727,7 +727,7 @@ impl RangeFilterBuilder {
         self
     }
 
-    /// Adds a key (of at most [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes; a longer one is
+    /// Adds a key (of at most [`MAX_KEY_LEN`] bytes; a longer one is
     /// refused).
     ///
     /// The common prefix of all keys is the least lcp(first key, key), and a key's bytes
