@@ -1001,7 +1001,8 @@ fn select_in_word(w: u64, k: u32) -> u64 {
     let running = c.wrapping_mul(ONES); // byte i: set bits in bytes 0..=i
                                         // Bit 7 of byte i is set while the running count of byte i is ≤ k (counts are ≤ 64).
     let below = (((u64::from(k) * ONES) | HIGH) - running) & HIGH;
-    let byte = u64::from((!below & HIGH).trailing_zeros() / 8);
+    // (At most 7: a k past the word's bits, which callers never pass, cannot shift by 64.)
+    let byte = u64::from((!below & HIGH).trailing_zeros() / 8).min(7);
     let before = (running << 8) >> (8 * byte) & 0xff; // set bits in the bytes below
     let in_byte = (w >> (8 * byte)) & 0xff;
     let at = (u64::from(k) - before) * 256 + in_byte;
@@ -1328,7 +1329,7 @@ impl<'a> RangeFilter<'a> {
         }
         // The next value lies in a later bucket: the next one after this bucket's zero.
         let at = self.next_one(start + run + 1)?;
-        Some(((at - end) << l) | self.low(end))
+        Some((at.checked_sub(end)? << l) | self.low(end))
     }
 
     /// True when some stored value lies in [x, y] (x ≤ y < r).
