@@ -1,0 +1,564 @@
+//! The range filter's builder: keys in, block out (see the parent module for the design).
+
+use rayon::prelude::*;
+
+use super::{
+    lcp, low_bits_for, universe_for, window16, Hasher, Layout, RangeHeader, DEFAULT_SEED, FILL,
+    FIT, HEADER_LEN, KIND_GRAFITE, MAX_BITS_PER_KEY, MAX_WINDOW, MIN_BITS_PER_KEY, RANGE_VERSION,
+    SAMPLE_LOG2,
+};
+use crate::error::{Error, Result};
+use crate::MAX_KEY_LEN;
+
+/// Keys per chunk of the first pass (a fixed size: the work split never depends on the
+/// thread count, and neither do the bytes).
+const CHUNK: usize = 1 << 16;
+/// Values per partition the sort aims at: a partition's counters and values stay in cache.
+const PARTITION: u64 = 2048;
+/// Most partitions (log2): more write streams than this slow the scatter down.
+const MAX_PARTITION_LOG2: u32 = 11;
+
+/// How to turn the builder's per-key tails into windows (see [`RangeFilterBuilder::finish`]).
+struct Windows<'a> {
+    /// (first key, common prefix length when it came) each time that length shrank.
+    runs: &'a [(usize, usize)],
+    /// The final common prefix length.
+    prefix: usize,
+    /// The window width W.
+    width: usize,
+    /// The first key's 16 bytes after the final common prefix.
+    first: u128,
+}
+
+impl Windows<'_> {
+    /// Replaces the tails of keys `start ..` (`tails`) by `f` of their windows, in place: the
+    /// value of key j goes to u64 word j of `tails`, a word of tail ⌊j/2⌋ ≤ j, which was read
+    /// before.
+    #[inline]
+    fn map_in_place(&self, start: usize, tails: &mut [[u64; 2]], mut f: impl FnMut(u128) -> u64) {
+        let end = start + tails.len();
+        let shift = 8 * (MAX_WINDOW - self.width) as u32;
+        for (i, &(from, d)) in self.runs.iter().enumerate() {
+            let to = self.runs.get(i + 1).map_or(usize::MAX, |r| r.0);
+            let (a, b) = (from.max(start), to.min(end));
+            if a >= b {
+                continue;
+            }
+            // The first key's bytes between the final common prefix and d, then the key's.
+            let k = d - self.prefix;
+            let top = match k {
+                0 => 0,
+                1..=15 => self.first & !(u128::MAX >> (8 * k)),
+                _ => self.first,
+            };
+            for j in a - start..b - start {
+                let [hi, lo] = tails[j];
+                let t = (u128::from(hi) << 64) | u128::from(lo);
+                let full = match k {
+                    0 => t,
+                    1..=15 => top | (t >> (8 * k)),
+                    _ => top,
+                };
+                let v = f(if self.width == 0 { 0 } else { full >> shift });
+                tails[j / 2][j % 2] = v;
+            }
+        }
+    }
+}
+
+/// Hashes the windows of the keys with `hasher` and sorts the values, in place in the tails'
+/// memory, in two parallel passes.
+///
+/// The tails are seen as u64 words, two per key, in chunks of [`CHUNK`] keys. Pass 1, per
+/// chunk: each key's value goes to the chunk's first half (value j over word j, whose tail
+/// was read before), then the values are grouped by partition (the top `parts_log2` of
+/// `bits` bits) into the second half. Pass 2, per partition: its values are gathered from
+/// every chunk's second half, sorted in cache (a counting sort by their next bits, about two
+/// slots per value, then an insertion sort of each slot's few values) and written, in value
+/// order, to the first halves, which then hold all values sorted (chunk after chunk). Returns
+/// the least and the greatest window.
+fn hash_and_sort(
+    tails: &mut [[u64; 2]],
+    windows: &Windows<'_>,
+    hasher: &Hasher,
+    bits: u32,
+    parts_log2: u32,
+) -> (u128, u128) {
+    let parts = 1usize << parts_log2;
+    let shift = bits - parts_log2;
+    let n = tails.len();
+    // Per chunk: where each partition's values start in its second half, its least and
+    // greatest window.
+    let chunks: Vec<(Vec<u32>, u128, u128)> = tails
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let h = *hasher;
+            let mut start = vec![0u32; parts + 1];
+            let (mut lo, mut hi) = (u128::MAX, 0);
+            let len = chunk.len();
+            // Keys of one block (dense keys) share its start: hash each block once in a row.
+            let mut last: Option<(u128, u64)> = None;
+            windows.map_in_place(c * CHUNK, chunk, |x| {
+                lo = lo.min(x);
+                hi = hi.max(x);
+                let block = x >> h.s;
+                let q = match last {
+                    Some((b, q)) if b == block => q,
+                    _ => {
+                        let q = h.block_start(block);
+                        last = Some((block, q));
+                        q
+                    }
+                };
+                let v = h.add(q, h.offset(x));
+                start[(v >> shift) as usize + 1] += 1;
+                v
+            });
+            for i in 1..start.len() {
+                start[i] += start[i - 1];
+            }
+            let (first, second) = chunk.as_flattened_mut().split_at_mut(len);
+            let mut at = start.clone();
+            for &v in first.iter() {
+                let p = (v >> shift) as usize;
+                second[at[p] as usize] = v;
+                at[p] += 1;
+            }
+            (start, lo, hi)
+        })
+        .collect();
+    let x_min = chunks.iter().map(|c| c.1).min().unwrap_or(0);
+    let x_max = chunks.iter().map(|c| c.2).max().unwrap_or(0);
+    let starts: Vec<Vec<u32>> = chunks.into_iter().map(|c| c.0).collect();
+    // Each chunk's halves: the first (to hold sorted values) and the second (grouped).
+    let mut firsts: Vec<&mut [u64]> = Vec::with_capacity(starts.len());
+    let mut seconds: Vec<&[u64]> = Vec::with_capacity(starts.len());
+    for chunk in tails.chunks_mut(CHUNK) {
+        let len = chunk.len();
+        let (first, second) = chunk.as_flattened_mut().split_at_mut(len);
+        firsts.push(first);
+        seconds.push(second);
+    }
+    // Each partition's output: the next values' worth of first halves, in order.
+    let mut outputs: Vec<Vec<&mut [u64]>> = Vec::with_capacity(parts);
+    let mut firsts = firsts.into_iter();
+    let mut current: &mut [u64] = &mut [];
+    for p in 0..parts {
+        let mut need: usize = starts.iter().map(|s| (s[p + 1] - s[p]) as usize).sum();
+        let mut pieces = Vec::new();
+        while need > 0 {
+            if current.is_empty() {
+                match firsts.next() {
+                    Some(f) => current = f,
+                    None => break,
+                }
+            }
+            let take = need.min(current.len());
+            let (piece, rest) = std::mem::take(&mut current).split_at_mut(take);
+            pieces.push(piece);
+            current = rest;
+            need -= take;
+        }
+        outputs.push(pieces);
+    }
+    debug_assert_eq!(n, starts.iter().map(|s| s[parts] as usize).sum::<usize>());
+    outputs.into_par_iter().enumerate().for_each_init(
+        || (Vec::new(), Vec::new()),
+        |(count, sorted): &mut (Vec<u32>, Vec<u64>), (p, pieces)| {
+            let segments = starts
+                .iter()
+                .zip(&seconds)
+                .map(|(s, second)| &second[s[p] as usize..s[p + 1] as usize]);
+            sort_in_cache(segments, shift, count, sorted);
+            let mut from = 0;
+            for piece in pieces {
+                piece.copy_from_slice(&sorted[from..from + piece.len()]);
+                from += piece.len();
+            }
+        },
+    );
+    (x_min, x_max)
+}
+
+/// The sorted values [`hash_and_sort`] left in the first halves of the tails' chunks.
+fn sorted_values(tails: &[[u64; 2]]) -> impl Iterator<Item = u64> + Clone + '_ {
+    tails
+        .chunks(CHUNK)
+        .flat_map(|chunk| chunk.as_flattened()[..chunk.len()].iter().copied())
+}
+
+/// Sorts the values of `segments` (below 2^`width` once their partition bits are dropped)
+/// into `out`: a counting sort by the top bits, about two slots per value, then an insertion
+/// sort of each slot's values.
+fn sort_in_cache<'a>(
+    segments: impl Iterator<Item = &'a [u64]> + Clone,
+    width: u32,
+    count: &mut Vec<u32>,
+    out: &mut Vec<u64>,
+) {
+    let len: usize = segments.clone().map(|s| s.len()).sum();
+    out.clear();
+    if len < 32 {
+        segments.for_each(|s| out.extend_from_slice(s));
+        out.sort_unstable();
+        return;
+    }
+    out.resize(len, 0);
+    let slots_log2 = (64 - (2 * len as u64).leading_zeros()).min(width);
+    let shift = width - slots_log2;
+    let mask = (1u64 << slots_log2) - 1;
+    let slot = |v: u64| ((v >> shift) & mask) as usize;
+    count.clear();
+    count.resize((1usize << slots_log2) + 1, 0);
+    for &v in segments.clone().flatten() {
+        count[slot(v) + 1] += 1;
+    }
+    for i in 1..count.len() {
+        count[i] += count[i - 1];
+    }
+    for &v in segments.flatten() {
+        let b = slot(v);
+        out[count[b] as usize] = v;
+        count[b] += 1;
+    }
+    for i in 1..out.len() {
+        let v = out[i];
+        let mut j = i;
+        while j > 0 && out[j - 1] > v {
+            out[j] = out[j - 1];
+            j -= 1;
+        }
+        out[j] = v;
+    }
+}
+
+/// Builds a range filter block from keys pushed one at a time (a table's keys as its writer
+/// streams them out), in any order, repeats allowed: the filter describes the set. Keeps 16
+/// bytes per key until [`finish`](Self::finish).
+#[derive(Debug)]
+pub struct RangeFilterBuilder {
+    bits_per_key: f64,
+    seed: u64,
+    keys: u64,
+    /// The first key, whole: the common prefix of all keys is a prefix of it.
+    first: Vec<u8>,
+    /// Common prefix length of the keys so far: the least lcp(first, key).
+    depth: usize,
+    min_len: usize,
+    max_len: usize,
+    /// Per key, its 16 bytes from the common prefix length at the time it was pushed, as two
+    /// big-endian halves (later, in place, its hashed value: see [`hash_and_sort`]).
+    tails: Vec<[u64; 2]>,
+    /// (index of the first key, common prefix length) each time the common prefix shrank.
+    runs: Vec<(usize, usize)>,
+}
+
+impl RangeFilterBuilder {
+    /// A builder sized for `bits_per_key` bits per key (from [`MIN_BITS_PER_KEY`] to
+    /// [`MAX_BITS_PER_KEY`]). An empty range ℓ key-widths long is then a false positive with
+    /// probability about ℓ / 2^(bits − 2.1) (see the module documentation).
+    pub fn new(bits_per_key: f64) -> Result<RangeFilterBuilder> {
+        if !(MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key) {
+            return Err(Error::InvalidArgument(format!(
+                "range filter bits per key {bits_per_key} must be between {MIN_BITS_PER_KEY} and {MAX_BITS_PER_KEY}"
+            )));
+        }
+        Ok(RangeFilterBuilder {
+            bits_per_key,
+            seed: DEFAULT_SEED,
+            keys: 0,
+            first: Vec::new(),
+            depth: 0,
+            min_len: usize::MAX,
+            max_len: 0,
+            tails: Vec::new(),
+            runs: Vec::new(),
+        })
+    }
+
+    /// Uses `seed` for the block hash instead of [`DEFAULT_SEED`] (the block records it).
+    pub fn seed(mut self, seed: u64) -> RangeFilterBuilder {
+        self.seed = seed;
+        self
+    }
+
+    /// Adds a key (of at most [`MAX_KEY_LEN`] bytes; a longer one is
+    /// refused).
+    ///
+    /// The common prefix of all keys is the least lcp(first key, key), and a key's bytes
+    /// between the final common prefix and that length are the first key's: so the 16 bytes
+    /// after the common prefix of the keys so far determine its window, in any order.
+    #[inline]
+    pub fn push(&mut self, key: &[u8]) -> Result<()> {
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::TooLarge {
+                what: "key",
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        if self.keys == 0 {
+            self.first = key.to_vec();
+            self.depth = key.len();
+            self.runs.push((0, key.len()));
+        } else {
+            let d = lcp(&self.first[..self.depth], key);
+            if d < self.depth {
+                self.depth = d;
+                self.runs.push((self.tails.len(), d));
+            }
+        }
+        let t = window16(key, self.depth);
+        self.tails.push([(t >> 64) as u64, t as u64]);
+        self.min_len = self.min_len.min(key.len());
+        self.max_len = self.max_len.max(key.len());
+        self.keys += 1;
+        Ok(())
+    }
+
+    /// Makes room for `keys` more keys (it saves the copies of a growing buffer when the
+    /// number of keys is known, as when a memtable is sealed).
+    pub fn reserve(&mut self, keys: usize) {
+        self.tails.reserve(keys);
+    }
+
+    /// Keys pushed so far.
+    pub fn len(&self) -> u64 {
+        self.keys
+    }
+
+    /// True when no key was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.keys == 0
+    }
+
+    /// Builds the block. Runs on the current rayon pool; the bytes never depend on its size.
+    pub fn finish(mut self) -> Result<Vec<u8>> {
+        let p = self.depth;
+        let window = (self.max_len - p).min(MAX_WINDOW);
+        let first_window = window16(&self.first, p);
+        let mut tails = std::mem::take(&mut self.tails);
+        let windows = Windows {
+            runs: &self.runs,
+            prefix: p,
+            width: window,
+            first: first_window,
+        };
+        // The number of windows there are: 2^(8W). Sized for the keys (the distinct windows
+        // are at most as many, and need no more bits than the keys were given).
+        let universe = match window {
+            MAX_WINDOW => u128::MAX,
+            w => 1u128 << (8 * w),
+        };
+        let r = universe_for(
+            self.keys,
+            self.bits_per_key,
+            universe,
+            u32::from(SAMPLE_LOG2),
+        );
+        let hasher = Hasher::new(self.seed, r);
+        let bits = 64 - r.saturating_sub(1).leading_zeros();
+        let parts_log2 = (63 - (self.keys / PARTITION).max(1).leading_zeros())
+            .min(MAX_PARTITION_LOG2)
+            .min(bits);
+        let (x_min, x_max) = hash_and_sort(&mut tails, &windows, &hasher, bits, parts_log2);
+        encode(
+            &RangeHeader {
+                version: RANGE_VERSION,
+                kind: KIND_GRAFITE,
+                window: window as u8,
+                low_bits: 0,
+                sample_log2: SAMPLE_LOG2,
+                flags: if self.keys == 0 {
+                    0
+                } else {
+                    (u8::from(self.min_len - p >= window) * FILL)
+                        | (u8::from(self.max_len - p <= window) * FIT)
+                },
+                prefix_len: p as u32,
+                keys: self.keys,
+                stored: 0,
+                universe: r,
+                seed: self.seed,
+                body_len: 0,
+            },
+            &self.first[..p.min(self.first.len())],
+            x_min,
+            x_max,
+            sorted_values(&tails),
+        )
+    }
+}
+
+/// Builds a range filter block over `keys` (any order, repeats allowed; a table gives them
+/// sorted) at `bits_per_key` bits per key (see [`RangeFilterBuilder`]).
+pub fn build<K: AsRef<[u8]>>(
+    keys: impl IntoIterator<Item = K>,
+    bits_per_key: f64,
+) -> Result<Vec<u8>> {
+    let mut b = RangeFilterBuilder::new(bits_per_key)?;
+    let keys = keys.into_iter();
+    b.reserve(keys.size_hint().0);
+    for k in keys {
+        b.push(k.as_ref())?;
+    }
+    b.finish()
+}
+
+/// Writes little-endian u64 words into a byte buffer, one after another from `at`.
+struct Words<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Words<'_> {
+    /// Stores `w` as word `i` (nothing past the end of the buffer).
+    fn put(&mut self, i: usize, w: u64) {
+        let at = self.at + 8 * i;
+        if let Some(dst) = self.buf.get_mut(at..at + 8) {
+            dst.copy_from_slice(&w.to_le_bytes());
+        }
+    }
+}
+
+/// Writes the block: header, then the body of format.md ("Range filter block"). `sorted`
+/// holds the hashed values in ascending order, repeats allowed (they are stored once); the
+/// low bits follow from their number.
+fn encode(
+    h: &RangeHeader,
+    prefix: &[u8],
+    x_min: u128,
+    x_max: u128,
+    sorted: impl Iterator<Item = u64> + Clone,
+) -> Result<Vec<u8>> {
+    let mut stored = 0;
+    let mut prev = None;
+    for v in sorted.clone() {
+        stored += u64::from(prev != Some(v));
+        prev = Some(v);
+    }
+    let low = low_bits_for(stored, h.universe);
+    let h = RangeHeader {
+        stored,
+        low_bits: low as u8,
+        ..*h
+    };
+    let s = u32::from(h.sample_log2);
+    let lay = Layout::new(h.stored, h.universe, low, s, prefix.len() as u64).ok_or_else(|| {
+        Error::InvalidArgument(format!("{} keys are too many for one range filter", h.keys))
+    })?;
+    let mut block = vec![0u8; HEADER_LEN + lay.body_len as usize];
+    block[HEADER_LEN..HEADER_LEN + 16].copy_from_slice(&x_min.to_le_bytes());
+    block[HEADER_LEN + 16..HEADER_LEN + 32].copy_from_slice(&x_max.to_le_bytes());
+    let mut samples = Vec::with_capacity(lay.samples as usize);
+    {
+        let (head, tail) = block.split_at_mut(lay.upper_at);
+        let mut upper = Words { buf: tail, at: 0 };
+        let (mut word, mut acc) = (0usize, 0u64); // the upper word being filled
+        let (mut low_word, mut low_acc, mut used) = (0usize, 0u64, 0u32);
+        let lows_at = lay.lows_at - lay.upper_at;
+        let lmask = (1u64 << low) - 1;
+        let mut i = 0u64; // values written
+        let mut prev = None;
+        for v in sorted {
+            if prev == Some(v) {
+                continue;
+            }
+            prev = Some(v);
+            let high = v >> low;
+            while (samples.len() as u64) < lay.samples && (samples.len() as u64) << s <= high {
+                samples.push(((samples.len() as u64) << s) + i);
+            }
+            let pos = high + i;
+            if (pos / 64) as usize != word {
+                upper.put(word, acc);
+                (word, acc) = ((pos / 64) as usize, 0);
+            }
+            acc |= 1 << (pos % 64);
+            if low > 0 {
+                low_acc |= (v & lmask) << used;
+                used += low;
+                if used >= 64 {
+                    Words {
+                        buf: &mut *upper.buf,
+                        at: lows_at,
+                    }
+                    .put(low_word, low_acc);
+                    low_word += 1;
+                    used -= 64;
+                    low_acc = if used == 0 {
+                        0
+                    } else {
+                        (v & lmask) >> (low - used)
+                    };
+                }
+            }
+            i += 1;
+        }
+        upper.put(word, acc);
+        if used > 0 {
+            Words {
+                buf: &mut *upper.buf,
+                at: lows_at,
+            }
+            .put(low_word, low_acc);
+        }
+        while (samples.len() as u64) < lay.samples {
+            samples.push(((samples.len() as u64) << s) + i);
+        }
+        for (j, &pos) in samples.iter().enumerate() {
+            let at = lay.samples_at + 4 * j;
+            if let Some(dst) = head.get_mut(at..at + 4) {
+                dst.copy_from_slice(&(pos as u32).to_le_bytes());
+            }
+        }
+    }
+    block[lay.prefix_at..].copy_from_slice(prefix);
+    let header = RangeHeader {
+        body_len: lay.body_len,
+        ..h
+    };
+    let head = header.encode(&block[HEADER_LEN..]);
+    block[..HEADER_LEN].copy_from_slice(&head);
+    Ok(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_and_sort_sorts() {
+        for (n, r, parts) in [
+            (0usize, 1u64, 0u32),
+            (300, 1 << 9, 1),
+            (5000, 1 << 40, 2),
+            (5000, (1 << 62) - 5, 3),
+            (70_000, 15_420_235 * 70, 5),
+            (200_000, 15_420_235 * 200, 11),
+        ] {
+            let hasher = Hasher::new(n as u64, r);
+            let xs: Vec<u128> = (0..n as u128).map(|i| i * 0x1_0000_0001).collect();
+            let mut tails: Vec<[u64; 2]> =
+                xs.iter().map(|&x| [(x >> 64) as u64, x as u64]).collect();
+            let bits = 64 - r.saturating_sub(1).leading_zeros();
+            let mut want: Vec<u64> = xs.iter().map(|&x| hasher.image(x)).collect();
+            want.sort_unstable();
+            let runs = [(0, 0)];
+            let windows = Windows {
+                runs: &runs,
+                prefix: 0,
+                width: 16,
+                first: 0,
+            };
+            let (lo, hi) = hash_and_sort(&mut tails, &windows, &hasher, bits, parts.min(bits));
+            let got: Vec<u64> = sorted_values(&tails).collect();
+            assert_eq!(got, want, "n {n} r {r}");
+            assert_eq!(
+                (lo, hi),
+                (xs.first().map_or(0, |&x| x), xs.last().map_or(0, |&x| x))
+            );
+        }
+    }
+}
