@@ -15,6 +15,7 @@ mod blocked_layout;
 pub(crate) mod bloom;
 pub(crate) mod cuckoo;
 pub(crate) mod fuse;
+pub mod global;
 mod kind;
 pub mod range;
 mod simd;

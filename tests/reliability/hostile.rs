@@ -1,6 +1,6 @@
 //! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, table, filter,
-//! manifest, range filter) fed random and mutated bytes for a bounded time, checking no panic, no hang, no
-//! allocation larger than the input justifies, and the properties in `fuzz/harness.rs`.
+//! manifest, range filter, global filter) fed random and mutated bytes for a bounded time,
+//! checking no panic, no hang, no allocation larger than the input justifies, and the properties in `fuzz/harness.rs`.
 //!
 //! Why property tests on stable Rust rather than cargo-fuzz in CI: CI is `.ci/run` on a fresh
 //! clone with stable Rust and crates.io only. cargo-fuzz needs `cargo install cargo-fuzz` and a
@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use filterstore::filter::global::{CodedSpec, GlobalFilter, Layout, RunId, Shares};
 use filterstore::filter::{self, range, FilterKind};
 use filterstore::table::block::BlockBuilder;
 use filterstore::table::{decode_footer, FOOTER_LEN};
@@ -348,6 +349,41 @@ fn range_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// Global filters of both layouts, empty, loaded, and overfull (with a stash), with L0 runs
+/// in use.
+fn global_seeds() -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(79);
+    let coded = Layout::Coded(
+        CodedSpec::build(
+            42,
+            [9, 10, 8, 8, 8, 8, 8],
+            &Shares::leveled(2, 10.0, 0.05),
+            0.9,
+        )
+        .unwrap(),
+    );
+    let mut seeds = Vec::new();
+    for layout in [Layout::Fixed16, coded] {
+        for (buckets, keys) in [(1u64, 0u64), (12, 20), (12, 80), (24, 60)] {
+            let f = GlobalFilter::with_buckets(layout.clone(), buckets).unwrap();
+            {
+                let mut w = f.writer();
+                let l0 = w.new_l0_run().unwrap();
+                for i in 0..keys {
+                    let run = match i % 4 {
+                        0 => l0,
+                        1 => RunId::level(1).unwrap(),
+                        _ => RunId::level(2).unwrap(),
+                    };
+                    w.insert(rng.next(), run);
+                }
+            }
+            seeds.push(f.encode(rng.next() % 1000));
+        }
+    }
+    seeds
+}
+
 /// The store fixtures' files that `target` decodes (older versions among them).
 fn fixtures(target: &str) -> Vec<Vec<u8>> {
     let root = manifest_dir().join("tests/fixtures");
@@ -375,6 +411,7 @@ fn fixtures(target: &str) -> Vec<Vec<u8>> {
                 "filter" => name.ends_with(".filter") || name.starts_with("filter-"),
                 "manifest" => name == "MANIFEST",
                 "range" => name.starts_with("range-"),
+                "global" => name.starts_with("global-"),
                 _ => false,
             }
         })
@@ -585,6 +622,20 @@ fn manifest_decode() {
             300_000,
             fix_manifest,
             harness::manifest
+        )
+    );
+}
+
+#[test]
+fn global_decode() {
+    println!(
+        "{}",
+        fuzz(
+            "global",
+            global_seeds(),
+            100_000,
+            fix_filter,
+            harness::global
         )
     );
 }

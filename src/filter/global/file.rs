@@ -1,0 +1,418 @@
+//! A global filter's bytes (its checkpoint): a 64-byte header, then the body.
+//!
+//! ```text
+//! | header (64 bytes) | layout parameters | runs | stash | table words |
+//! ```
+//!
+//! The layout is in `format.md` ("Global filter"). Decoding checks every field, both CRCs,
+//! the code of a coded layout (its lengths within their bounds, Kraft's inequality), and
+//! every bucket (a valid code, zero padding, canonical order, L0 numbers in range), and that
+//! the entries per run in the buckets and the stash add up to the counts recorded: bytes that
+//! decode give a filter whose every operation is safe.
+
+use std::io::Write;
+
+use super::coded::{CodedSpec, COMBOS};
+use super::runs::Runs;
+use super::table::{Codec, Slots};
+use super::{fixed, GlobalFilter, Layout, RunId, LEVELS, MAX_RUNS};
+use crate::codec::{le_u32, le_u64, Cursor};
+use crate::error::{Error, Result};
+use crate::hash::{HASH_SEED, HASH_XXH3_64};
+
+/// Magic at the start of a global filter's bytes.
+pub const GLOBAL_MAGIC: [u8; 4] = *b"FSGF";
+/// The format version written.
+pub const GLOBAL_VERSION: u8 = 1;
+const HEADER_LEN: usize = 64;
+const LAYOUT_FIXED16: u8 = 1;
+const LAYOUT_CODED: u8 = 2;
+
+/// Header field offsets.
+mod off {
+    pub(super) const VERSION: usize = 4;
+    pub(super) const LAYOUT: usize = 5;
+    pub(super) const HASH: usize = 6;
+    pub(super) const RESERVED1: usize = 7;
+    pub(super) const SEED: usize = 8;
+    pub(super) const BUCKETS: usize = 16;
+    pub(super) const TAG: usize = 24;
+    pub(super) const ENTRIES: usize = 32;
+    pub(super) const STASHED: usize = 40;
+    pub(super) const RESERVED2: usize = 44;
+    pub(super) const BODY_LEN: usize = 48;
+    pub(super) const BODY_CRC: usize = 56;
+    pub(super) const HEADER_CRC: usize = 60;
+}
+
+/// Bytes of the table words written per chunk.
+const CHUNK_WORDS: usize = 8192;
+
+impl GlobalFilter {
+    /// The filter's bytes, with `tag` (the owner's label of the state they match, e.g. the
+    /// manifest generation). Takes the writer lock, so no update runs meanwhile.
+    pub fn encode(&self, tag: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        // Writing to a Vec never fails.
+        let _ = self.write_to(tag, &mut out);
+        out
+    }
+
+    /// Writes the filter's bytes to `w` (see [`GlobalFilter::encode`]) without holding a
+    /// second copy of the table: one pass computes the body's CRC, a second writes it.
+    pub fn write_to(&self, tag: u64, w: &mut impl Write) -> Result<()> {
+        let writer = self.writer();
+        let st = &writer.st;
+        let mut head = Vec::new();
+        match &self.layout {
+            Layout::Fixed16 => {
+                head.push(fixed::FP_BITS as u8);
+                head.push(fixed::RUN_BITS as u8);
+            }
+            Layout::Coded(spec) => {
+                head.push(spec.bucket_bits);
+                head.extend_from_slice(&spec.widths);
+                head.extend_from_slice(&spec.lengths);
+            }
+        }
+        head.push(st.runs.l0.len() as u8);
+        head.extend(st.runs.l0.iter().map(|r| r.index() as u8));
+        for c in st.counts {
+            head.extend_from_slice(&c.to_le_bytes());
+        }
+        let stash = writer.stashed();
+        for &(h, r) in &stash {
+            head.extend_from_slice(&h.to_le_bytes());
+            head.push(r.index() as u8);
+        }
+        let words = &self.table.words;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        let mut buf = Vec::with_capacity(CHUNK_WORDS * 8);
+        for chunk in words.chunks(CHUNK_WORDS) {
+            buf.clear();
+            for x in chunk {
+                buf.extend_from_slice(&x.load(std::sync::atomic::Ordering::Relaxed).to_le_bytes());
+            }
+            crc.update(&buf);
+        }
+        let body_len = head.len() as u64 + words.len() as u64 * 8;
+        let mut h = Vec::with_capacity(HEADER_LEN);
+        h.extend_from_slice(&GLOBAL_MAGIC);
+        h.push(GLOBAL_VERSION);
+        h.push(match self.layout {
+            Layout::Fixed16 => LAYOUT_FIXED16,
+            Layout::Coded(_) => LAYOUT_CODED,
+        });
+        h.push(HASH_XXH3_64);
+        h.push(0);
+        h.extend_from_slice(&HASH_SEED.to_le_bytes());
+        h.extend_from_slice(&self.table.buckets.to_le_bytes());
+        h.extend_from_slice(&tag.to_le_bytes());
+        h.extend_from_slice(&st.in_table.to_le_bytes());
+        h.extend_from_slice(&(stash.len() as u32).to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&body_len.to_le_bytes());
+        h.extend_from_slice(&crc.finalize().to_le_bytes());
+        let hc = crc32fast::hash(&h);
+        h.extend_from_slice(&hc.to_le_bytes());
+        debug_assert_eq!(h.len(), HEADER_LEN);
+        w.write_all(&h)?;
+        w.write_all(&head)?;
+        for chunk in words.chunks(CHUNK_WORDS) {
+            buf.clear();
+            for x in chunk {
+                buf.extend_from_slice(&x.load(std::sync::atomic::Ordering::Relaxed).to_le_bytes());
+            }
+            w.write_all(&buf)?;
+        }
+        Ok(())
+    }
+
+    /// A filter from its bytes, and the tag they were written with. Checks everything (see
+    /// the module documentation); any failure is a corruption error at the offending offset.
+    pub fn decode(bytes: &[u8]) -> Result<(GlobalFilter, u64)> {
+        let head = bytes.get(..HEADER_LEN).ok_or_else(|| {
+            Error::corrupt(
+                0,
+                format!(
+                    "global filter of {} bytes is shorter than its 64-byte header",
+                    bytes.len()
+                ),
+            )
+        })?;
+        if head[..4] != GLOBAL_MAGIC {
+            return Err(Error::corrupt(0, "bad global filter magic"));
+        }
+        let stored = le_u32(head, off::HEADER_CRC);
+        let crc = crc32fast::hash(&head[..off::HEADER_CRC]);
+        if stored != crc {
+            return Err(Error::checksum(
+                off::HEADER_CRC as u64,
+                "global filter header",
+                stored,
+                crc,
+            ));
+        }
+        if head[off::VERSION] != GLOBAL_VERSION {
+            return Err(Error::corrupt(
+                off::VERSION as u64,
+                format!("unsupported global filter version {}", head[off::VERSION]),
+            ));
+        }
+        if head[off::HASH] != HASH_XXH3_64 {
+            return Err(Error::corrupt(
+                off::HASH as u64,
+                format!("unknown hash algorithm {}", head[off::HASH]),
+            ));
+        }
+        if head[off::RESERVED1] != 0 || le_u32(head, off::RESERVED2) != 0 {
+            return Err(Error::corrupt(
+                off::RESERVED1 as u64,
+                "reserved header bytes are not zero",
+            ));
+        }
+        let seed = le_u64(head, off::SEED);
+        if seed != HASH_SEED {
+            return Err(Error::corrupt(
+                off::SEED as u64,
+                format!("unexpected hash seed {seed:#x}"),
+            ));
+        }
+        let buckets = le_u64(head, off::BUCKETS);
+        let tag = le_u64(head, off::TAG);
+        let entries = le_u64(head, off::ENTRIES);
+        let stashed = le_u32(head, off::STASHED) as usize;
+        let body_len = le_u64(head, off::BODY_LEN);
+        let body = &bytes[HEADER_LEN..];
+        if body_len != body.len() as u64 {
+            return Err(Error::corrupt(
+                off::BODY_LEN as u64,
+                format!(
+                    "body length {body_len} but {} bytes follow the header",
+                    body.len()
+                ),
+            ));
+        }
+        let stored = le_u32(head, off::BODY_CRC);
+        let crc = crc32fast::hash(body);
+        if stored != crc {
+            return Err(Error::checksum(
+                HEADER_LEN as u64,
+                "global filter body",
+                stored,
+                crc,
+            ));
+        }
+        let mut c = Cursor::new(body, HEADER_LEN as u64);
+        let layout = match head[off::LAYOUT] {
+            LAYOUT_FIXED16 => {
+                let at = c.offset();
+                let (f, r) = (c.u8("fingerprint bits")?, c.u8("run bits")?);
+                if (f as u32, r as u32) != (fixed::FP_BITS, fixed::RUN_BITS) {
+                    return Err(Error::corrupt(
+                        at,
+                        format!("fixed16 slots of {f}+{r} bits, not 11+5"),
+                    ));
+                }
+                Layout::Fixed16
+            }
+            LAYOUT_CODED => {
+                let at = c.offset();
+                let bucket_bits = c.u8("bucket bits")?;
+                let mut widths = [0u8; 7];
+                widths.copy_from_slice(c.bytes(7, "widths")?);
+                let lengths = c.bytes(COMBOS, "code lengths")?.to_vec();
+                let spec = CodedSpec {
+                    bucket_bits,
+                    widths,
+                    lengths,
+                };
+                spec.validate().map_err(|e| shift(e, at))?;
+                Layout::Coded(spec)
+            }
+            t => {
+                return Err(Error::corrupt(
+                    off::LAYOUT as u64,
+                    format!("unknown global filter layout {t}"),
+                ))
+            }
+        };
+        if buckets == 0 || buckets > 1 << 40 {
+            return Err(Error::corrupt(
+                off::BUCKETS as u64,
+                format!("{buckets} buckets"),
+            ));
+        }
+        if let Layout::Coded(spec) = &layout {
+            if !buckets.is_multiple_of(spec.per_line() as u64) {
+                return Err(Error::corrupt(
+                    off::BUCKETS as u64,
+                    format!(
+                        "{buckets} buckets is not a whole number of {}-bucket lines",
+                        spec.per_line()
+                    ),
+                ));
+            }
+        }
+        let at = c.offset();
+        let n_l0 = c.u8("L0 run count")? as usize;
+        if n_l0 > MAX_RUNS - LEVELS as usize {
+            return Err(Error::corrupt(at, format!("{n_l0} L0 runs")));
+        }
+        let mut l0 = Vec::with_capacity(n_l0);
+        for _ in 0..n_l0 {
+            let at = c.offset();
+            let id = c.u8("L0 run id")? as usize;
+            let run = RunId::from_index(id)
+                .filter(|r| r.is_l0() && !l0.contains(r))
+                .ok_or_else(|| Error::corrupt(at, format!("bad or repeated L0 run id {id}")))?;
+            l0.push(run);
+        }
+        let counts_at = c.offset();
+        let mut counts = [0u64; MAX_RUNS];
+        for x in &mut counts {
+            *x = c.u64("run count")?;
+        }
+        if stashed > c.remaining() / 9 {
+            return Err(Error::corrupt(
+                off::STASHED as u64,
+                format!("{stashed} stashed entries do not fit the body"),
+            ));
+        }
+        let mut stash = Vec::with_capacity(stashed);
+        for _ in 0..stashed {
+            let h = c.u64("stashed hash")?;
+            let at = c.offset();
+            let r = c.u8("stashed run")? as usize;
+            let run = RunId::from_index(r)
+                .ok_or_else(|| Error::corrupt(at, format!("stashed run id {r}")))?;
+            stash.push((h, run));
+        }
+        // The table's length, checked before anything of that size is allocated.
+        let table_at = c.offset();
+        let words = match &layout {
+            Layout::Fixed16 => buckets,
+            Layout::Coded(spec) => buckets / spec.per_line() as u64 * 8,
+        };
+        if c.remaining() as u64 != words * 8 {
+            return Err(Error::corrupt(
+                table_at,
+                format!(
+                    "{} bytes of table where {buckets} buckets take {}",
+                    c.remaining(),
+                    words * 8
+                ),
+            ));
+        }
+        let f = GlobalFilter::with_buckets(layout, buckets).map_err(|e| match e {
+            Error::InvalidArgument(m) => Error::corrupt(off::BUCKETS as u64, m),
+            e => e,
+        })?;
+        if f.table.words.len() as u64 != words {
+            return Err(Error::corrupt(off::BUCKETS as u64, "table size mismatch"));
+        }
+        for w in f.table.words.iter() {
+            w.store(c.u64("table word")?, std::sync::atomic::Ordering::Relaxed);
+        }
+        // Every bucket valid, the entries adding up.
+        let mut seen = [0u64; MAX_RUNS];
+        let mut in_table = 0u64;
+        let t = &f.table;
+        for i in 0..t.buckets {
+            let raw = t.raw(i);
+            let bad = |why: &str| {
+                let (w, _) = t.place(i);
+                Error::corrupt(table_at + w as u64 * 8, format!("bucket {i}: {why}"))
+            };
+            let s: Slots = match &t.codec {
+                Codec::Fixed => {
+                    if !fixed::valid(raw) {
+                        return Err(bad("not four canonical 16-bit slots"));
+                    }
+                    fixed::decode(raw)
+                }
+                Codec::Coded(code) => {
+                    let s = code
+                        .decode(raw)
+                        .ok_or_else(|| bad("not a valid coded bucket"))?;
+                    if code.encode(&s) != Some(raw) {
+                        return Err(bad("fields not in canonical order"));
+                    }
+                    s
+                }
+            };
+            for e in s.entries() {
+                seen[e.run as usize] += 1;
+            }
+            in_table += s.n as u64;
+        }
+        if let Codec::Coded(code) = &t.codec {
+            // The bits of each line after its last bucket are zero.
+            let used = code.per_line * code.bucket_bits;
+            for (line, ws) in t.words.chunks(8).enumerate() {
+                for (j, w) in ws.iter().enumerate() {
+                    let lo = j as u32 * 64;
+                    let spare = if used <= lo {
+                        u64::MAX
+                    } else if used >= lo + 64 {
+                        0
+                    } else {
+                        u64::MAX << (used - lo)
+                    };
+                    if w.load(std::sync::atomic::Ordering::Relaxed) & spare != 0 {
+                        return Err(Error::corrupt(
+                            table_at + (line * 8 + j) as u64 * 8,
+                            "bits after a line's last bucket are not zero",
+                        ));
+                    }
+                }
+            }
+        }
+        if in_table != entries {
+            return Err(Error::corrupt(
+                off::ENTRIES as u64,
+                format!("header says {entries} entries, the buckets hold {in_table}"),
+            ));
+        }
+        for &(_, r) in &stash {
+            seen[r.index()] += 1;
+        }
+        if let Some(r) = (0..MAX_RUNS).find(|&r| seen[r] != counts[r]) {
+            return Err(Error::corrupt(
+                counts_at + r as u64 * 8,
+                format!(
+                    "run {r}: {} entries recorded, {} present",
+                    counts[r], seen[r]
+                ),
+            ));
+        }
+        {
+            let mut w = f.writer();
+            w.st.counts = counts;
+            w.st.in_table = in_table;
+            w.st.runs = Runs { l0 };
+            for (h, r) in stash {
+                w.stash_add(h, r);
+            }
+        }
+        Ok((f, tag))
+    }
+}
+
+fn shift(e: Error, base: u64) -> Error {
+    match e {
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+            checksum,
+        } => Error::Corruption {
+            file,
+            offset: offset + base,
+            reason,
+            checksum,
+        },
+        e => e,
+    }
+}

@@ -1,0 +1,287 @@
+//! The cuckoo table shared by the layouts: entries, buckets as atomic words with seqlock
+//! regions, the alternate bucket, and the consistent two-bucket read of a query.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use super::{coded, fixed, Layout, RunId, RunSet, ALT_MULT, REGION_BYTES};
+use crate::error::{Error, Result};
+use crate::hash::fastrange;
+
+/// One slot's content: a run and the fingerprint stored for the key in that run (its width
+/// is the layout's: 11 bits in `Fixed16`, the run's class width in `Coded`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(super) struct Entry {
+    pub(super) run: u8,
+    pub(super) fp: u32,
+}
+
+/// A bucket's entries, decoded (at most 4; order is the layout's canonical order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Slots {
+    pub(super) n: usize,
+    pub(super) e: [Entry; 4],
+}
+
+impl Slots {
+    pub(super) fn entries(&self) -> &[Entry] {
+        &self.e[..self.n]
+    }
+
+    pub(super) fn find(&self, want: Entry) -> Option<usize> {
+        self.entries().iter().position(|&e| e == want)
+    }
+
+    pub(super) fn with(&self, e: Entry) -> Option<Slots> {
+        (self.n < 4).then(|| {
+            let mut s = *self;
+            s.e[s.n] = e;
+            s.n += 1;
+            s
+        })
+    }
+
+    pub(super) fn replaced(&self, j: usize, e: Entry) -> Slots {
+        let mut s = *self;
+        s.e[j] = e;
+        s
+    }
+
+    pub(super) fn without(&self, j: usize) -> Slots {
+        let mut s = *self;
+        s.e[j] = s.e[s.n - 1];
+        s.e[s.n - 1] = Entry::default();
+        s.n -= 1;
+        s
+    }
+}
+
+/// How a bucket's bits are laid out.
+#[derive(Debug)]
+pub(super) enum Codec {
+    Fixed,
+    Coded(Box<coded::Code>),
+}
+
+/// The cuckoo table: bucket words, seqlock regions, and the codec.
+#[derive(Debug)]
+pub(super) struct Table {
+    pub(super) words: Box<[AtomicU64]>,
+    pub(super) seqs: Box<[AtomicU32]>,
+    pub(super) buckets: u64,
+    pub(super) codec: Codec,
+}
+
+impl Table {
+    pub(super) fn new(layout: &Layout, buckets: u64) -> Result<Table> {
+        let (codec, words) = match layout {
+            Layout::Fixed16 => (Codec::Fixed, buckets),
+            Layout::Coded(spec) => {
+                let code = coded::Code::new(spec)?;
+                let lines = buckets.div_ceil(code.per_line as u64);
+                (Codec::Coded(Box::new(code)), lines * 8)
+            }
+        };
+        let buckets = match &codec {
+            Codec::Fixed => buckets,
+            Codec::Coded(c) => words / 8 * c.per_line as u64,
+        };
+        let words = usize::try_from(words)
+            .map_err(|_| Error::InvalidArgument(format!("{buckets} buckets do not fit memory")))?;
+        let regions = (words * 8).div_ceil(REGION_BYTES).max(1);
+        Ok(Table {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            seqs: (0..regions).map(|_| AtomicU32::new(0)).collect(),
+            buckets,
+            codec,
+        })
+    }
+
+    /// The first word of bucket `i` and its bit offset there.
+    #[inline(always)]
+    pub(super) fn place(&self, i: u64) -> (usize, u32) {
+        match &self.codec {
+            Codec::Fixed => (i as usize, 0),
+            Codec::Coded(c) => c.place(i),
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn region(&self, i: u64) -> usize {
+        self.place(i).0 * 8 / REGION_BYTES
+    }
+
+    /// Bucket `i`'s bits (no consistency check: the writer, or inside a seqlock read).
+    #[inline(always)]
+    pub(super) fn raw(&self, i: u64) -> u64 {
+        match &self.codec {
+            Codec::Fixed => self.words[i as usize].load(Ordering::Relaxed),
+            Codec::Coded(c) => c.read(&self.words, i),
+        }
+    }
+
+    /// Writes bucket `i` (the writer only), with its region's sequence odd meanwhile.
+    pub(super) fn write(&self, i: u64, raw: u64) {
+        let r = self.region(i);
+        let s = self.seqs[r].load(Ordering::Relaxed);
+        self.seqs[r].store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        match &self.codec {
+            Codec::Fixed => self.words[i as usize].store(raw, Ordering::Relaxed),
+            Codec::Coded(c) => c.write(&self.words, i, raw),
+        }
+        self.seqs[r].store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    pub(super) fn decode(&self, raw: u64) -> Option<Slots> {
+        match &self.codec {
+            Codec::Fixed => Some(fixed::decode(raw)),
+            Codec::Coded(c) => c.decode(raw),
+        }
+    }
+
+    pub(super) fn encode(&self, s: &Slots) -> Option<u64> {
+        match &self.codec {
+            Codec::Fixed => Some(fixed::encode(s)),
+            Codec::Coded(c) => c.encode(s),
+        }
+    }
+
+    /// Bucket `i` decoded (a bucket the writer wrote always decodes).
+    pub(super) fn slots(&self, i: u64) -> Slots {
+        self.decode(self.raw(i)).unwrap_or_default()
+    }
+
+    #[inline(always)]
+    pub(super) fn i1(&self, hash: u64) -> u64 {
+        fastrange(hash, self.buckets)
+    }
+
+    /// The tag of the key's fingerprint that picks its alternate bucket.
+    #[inline(always)]
+    pub(super) fn tag_of_hash(&self, hash: u64) -> u32 {
+        match &self.codec {
+            Codec::Fixed => fixed::fingerprint(hash),
+            Codec::Coded(_) => coded::tag_of_hash(hash),
+        }
+    }
+
+    /// The same tag, from a stored entry.
+    #[inline(always)]
+    pub(super) fn tag_of_entry(&self, e: Entry) -> u32 {
+        match &self.codec {
+            Codec::Fixed => e.fp,
+            Codec::Coded(c) => c.tag_of_entry(e),
+        }
+    }
+
+    /// (H(tag) − i) mod B: an involution, so an entry moves between its two buckets knowing
+    /// only its tag.
+    #[inline(always)]
+    pub(super) fn alt(&self, i: u64, tag: u32) -> u64 {
+        let h = fastrange((tag as u64).wrapping_mul(ALT_MULT), self.buckets);
+        h.wrapping_sub(i)
+            .wrapping_add(self.buckets & ((h < i) as u64).wrapping_neg())
+    }
+
+    pub(super) fn entry(&self, hash: u64, run: RunId) -> Entry {
+        match &self.codec {
+            Codec::Fixed => Entry {
+                run: run.0,
+                fp: fixed::fingerprint(hash),
+            },
+            Codec::Coded(c) => c.entry(hash, run),
+        }
+    }
+
+    /// The key's two buckets.
+    #[inline(always)]
+    pub(super) fn pair(&self, hash: u64) -> (u64, u64) {
+        let i1 = self.i1(hash);
+        (i1, self.alt(i1, self.tag_of_hash(hash)))
+    }
+
+    /// The runs whose entry in the key's buckets matches its fingerprint, read consistently
+    /// against a concurrent writer.
+    #[inline]
+    pub(super) fn query(&self, hash: u64) -> RunSet {
+        let (i1, i2) = self.pair(hash);
+        match &self.codec {
+            Codec::Fixed => {
+                let (a, b) = (i1 as usize, i2 as usize);
+                let (r1, r2) = (a * 8 / REGION_BYTES, b * 8 / REGION_BYTES);
+                let (b1, b2) = self.consistent(r1, r2, || {
+                    (
+                        self.words.get(a).map_or(0, |x| x.load(Ordering::Relaxed)),
+                        self.words.get(b).map_or(0, |x| x.load(Ordering::Relaxed)),
+                    )
+                });
+                fixed::matches(b1, b2, hash)
+            }
+            Codec::Coded(c) => {
+                let ((w1, s1), (w2, s2)) = (c.place(i1), c.place(i2));
+                let (r1, r2) = (w1 * 8 / REGION_BYTES, w2 * 8 / REGION_BYTES);
+                let (b1, b2) = self.consistent(r1, r2, || {
+                    (
+                        c.read_at(&self.words, w1, s1),
+                        c.read_at(&self.words, w2, s2),
+                    )
+                });
+                c.matches(b1, b2, hash)
+            }
+        }
+    }
+
+    /// `read()` repeated until no write to regions `r1` and `r2` overlapped it (a seqlock
+    /// read: even and unchanged sequence numbers before and after).
+    #[inline(always)]
+    pub(super) fn consistent(
+        &self,
+        r1: usize,
+        r2: usize,
+        read: impl Fn() -> (u64, u64),
+    ) -> (u64, u64) {
+        let (Some(q1), Some(q2)) = (self.seqs.get(r1), self.seqs.get(r2)) else {
+            return read(); // never: every bucket has a region
+        };
+        loop {
+            let s1 = q1.load(Ordering::Acquire);
+            let s2 = q2.load(Ordering::Acquire);
+            let v = read();
+            fence(Ordering::Acquire);
+            if (s1 | s2) & 1 == 0
+                && q1.load(Ordering::Relaxed) == s1
+                && q2.load(Ordering::Relaxed) == s2
+            {
+                return v;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The distinct 64-byte lines bucket pair `(i1, i2)` touches.
+    pub(super) fn lines(&self, hash: u64) -> u32 {
+        let (i1, i2) = self.pair(hash);
+        let line = |i: u64| -> (usize, usize) {
+            let (w, bit) = self.place(i);
+            let first = w * 64 + bit as usize;
+            let bits = match &self.codec {
+                Codec::Fixed => 64,
+                Codec::Coded(c) => c.bucket_bits as usize,
+            };
+            (first / 512, (first + bits - 1) / 512)
+        };
+        let (a, b) = (line(i1), line(i2));
+        let mut v = vec![a.0, a.1, b.0, b.1];
+        v.sort_unstable();
+        v.dedup();
+        v.len() as u32
+    }
+
+    pub(super) fn slot_count(&self) -> u64 {
+        self.buckets * 4
+    }
+
+    pub(super) fn bytes(&self) -> u64 {
+        self.words.len() as u64 * 8
+    }
+}
