@@ -1,21 +1,20 @@
-//! The global key-to-run filter (`filter::global`) measured: bits per key, false-positive
-//! rate, cache lines per query, query time (absent and present keys) against the per-table
-//! probes it replaces, insert / relabel / remove throughput (random order and sorted
-//! batches), the load reached before the first stashed entry, and the cost of a checkpoint
-//! (encode, decode) against a rebuild from the keys.
+//! The global key-to-run filter (`filter::global`) measured for both layouts: bits per key,
+//! false-positive rate against theory, cache lines per query, the load at the first stashed
+//! entry, query time for absent and present keys against the per-table probes it replaces,
+//! insert / relabel / remove throughput in random order and as sorted batches, and a
+//! checkpoint (encode, decode) against a rebuild from the keys.
 //!
 //! ```text
 //! taskset -c 1 cargo run --release --example global_filter -- [N ...]     (default 1000000)
 //! ```
 //!
-//! The tree modelled is a drained two-level one (88 % of the keys in L2, 10 % in L1, 2 % in
-//! two L0 tables); each layout is sized for N keys at its design load. Times are medians of 5
-//! rounds of 2²⁰ queries (alternating the layouts and the baseline round by round); the
-//! baseline is what the store does today for an absent key in that tree: one blocked-bloom
-//! probe per run whose range holds the key (two L0 tables, L1, L2), each filter at ε = 1 %
-//! over that run's keys.
-
-use std::time::Instant;
+//! The tree modelled is a drained two-level one: 88 % of the keys in L2, 10 % in L1, 2 % in
+//! two L0 tables. Times are thread CPU time (the machine is shared: wall time also counts
+//! the time other processes held the core), medians of 5 rounds of 2²⁰ queries that
+//! alternate the layouts and the baseline. The baseline is what the store does today for
+//! that tree: a blocked-bloom filter at ε = 1 % per run, probed for every run whose range
+//! holds the key (all four for an absent key; L0, L1 then L2 for a present one, stopping at
+//! the first "maybe").
 
 use filterstore::filter::global::{
     CodedSpec, GlobalFilter, Layout, MergeKey, RunId, RunSet, Shares,
@@ -26,6 +25,12 @@ use filterstore::hash::mix64;
 const ROUNDS: usize = 5;
 const QUERIES: usize = 1 << 20;
 
+/// Seconds of CPU this thread has used.
+fn cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -35,12 +40,12 @@ fn level(n: u8) -> RunId {
     RunId::level(n).unwrap()
 }
 
-/// The run of key i: 88 % L2, 10 % L1, 2 % split over two L0 ids.
-fn run_of(i: u64, l0: [RunId; 2]) -> RunId {
+/// Which run key i is in: 0 = L2 (88 %), 1 = L1 (10 %), 2 and 3 = the two L0 tables.
+fn run_slot(i: u64) -> usize {
     match mix64(i ^ 0x5eed) % 100 {
-        0..=87 => level(2),
-        88..=97 => level(1),
-        x => l0[x as usize % 2],
+        0..=87 => 0,
+        88..=97 => 1,
+        x => 2 + (x as usize % 2),
     }
 }
 
@@ -50,6 +55,43 @@ fn key(i: u64) -> u64 {
 
 fn absent(i: u64) -> u64 {
     mix64(i | 1 << 62)
+}
+
+fn shares() -> Shares {
+    Shares {
+        levels: [0.10, 0.88, 0.0, 0.0, 0.0, 0.0],
+        l0: 0.02,
+    }
+}
+
+fn layouts() -> Vec<Layout> {
+    vec![
+        Layout::Fixed16,
+        Layout::Coded(CodedSpec::for_fpr(0.01, &shares(), 0.955)),
+    ]
+}
+
+/// A filter of `layout` sized for `capacity` holding keys 0..n, inserted one by one in key
+/// order (random in hash order); returns it with the run of each slot and the CPU time.
+fn fill(layout: &Layout, capacity: u64, n: u64) -> (GlobalFilter, [RunId; 4], f64) {
+    let f = GlobalFilter::new(layout.clone(), capacity).unwrap();
+    let c;
+    let runs;
+    {
+        let mut w = f.writer();
+        runs = [
+            level(2),
+            level(1),
+            w.new_l0_run().unwrap(),
+            w.new_l0_run().unwrap(),
+        ];
+        let t = cpu();
+        for i in 0..n {
+            w.insert(key(i), runs[run_slot(i)]);
+        }
+        c = cpu() - t;
+    }
+    (f, runs, c)
 }
 
 fn main() {
@@ -63,79 +105,70 @@ fn main() {
     }
 }
 
-fn layouts() -> Vec<Layout> {
-    let shares = Shares {
-        levels: [0.10, 0.88, 0.0, 0.0, 0.0, 0.0],
-        l0: 0.02,
-    };
-    let spec = CodedSpec::for_fpr(0.01, &shares, 0.95);
-    vec![Layout::Fixed16, Layout::Coded(spec)]
-}
-
 fn measure(n: u64) {
-    println!("== {n} keys ==");
+    println!("== {n} keys: 88 % L2, 10 % L1, 2 % in two L0 tables ==");
     let mut filters = Vec::new();
     for layout in layouts() {
-        let f = GlobalFilter::new(layout.clone(), n).unwrap();
-        let (l0, first_stash, t_insert) = {
-            let mut w = f.writer();
-            let l0 = [w.new_l0_run().unwrap(), w.new_l0_run().unwrap()];
-            let mut first_stash = None;
-            let t = Instant::now();
-            for i in 0..n {
-                if !w.insert(key(i), run_of(i, l0)) && first_stash.is_none() {
-                    first_stash = Some(w.load());
-                }
-            }
-            (l0, first_stash, t.elapsed().as_secs_f64())
-        };
-        let s = f.writer().stats();
-        let bits = (s.memory_bytes * 8) as f64 / n as f64;
-        let table_bits = (f.buckets() as f64 * 4.0 * 0.0 + s.memory_bytes as f64) * 8.0 / n as f64;
-        let _ = table_bits;
-        let fpr_probes = 2_000_000u64;
-        let fp = (0..fpr_probes)
-            .filter(|&i| f.may_contain(absent(i)))
-            .count();
-        let lines: f64 = (0..100_000u64)
-            .map(|i| f.lines_touched(absent(i)) as f64)
-            .sum::<f64>()
-            / 100_000.0;
         if let Layout::Coded(spec) = &layout {
             println!(
-                "coded spec: {}-bit buckets ({} per line), widths L1..L6 {:?} L0 {}",
+                "coded spec (CodedSpec::for_fpr(0.01, shares, 0.955)): {}-bit buckets, {} per line, widths L1 {} L2 {} L3..L6 {} L0 {}+5",
                 spec.bucket_bits,
                 spec.per_line(),
-                &spec.widths[..6],
+                spec.widths[0],
+                spec.widths[1],
+                spec.widths[2],
                 spec.widths[6]
             );
         }
+        let (f, runs, t) = fill(&layout, n, n);
+        let s = f.writer().stats();
+        // The load of the first stashed entry: keep inserting into a copy.
+        let copy = GlobalFilter::decode(&f.encode(0)).unwrap().0;
+        let first_stash = {
+            let mut w = copy.writer();
+            let mut at = None;
+            for i in n..n + n / 10 {
+                if !w.insert(key(i), runs[run_slot(i)]) {
+                    at = Some(w.load());
+                    break;
+                }
+            }
+            at
+        };
+        drop(copy);
+        let probes = 2_000_000u64;
+        let fp = (0..probes).filter(|&i| f.may_contain(absent(i))).count();
+        let lines = (0..100_000u64)
+            .map(|i| f.lines_touched(absent(i)) as f64)
+            .sum::<f64>()
+            / 1e5;
+        let code = s.memory_bytes as f64 * 8.0 / n as f64;
         println!(
-            "{:8} load {:.3} (first stash at {}), stashed {}, {:.2} bits/key (all memory), FPR {:.3} % (theory {:.3} %), {:.2} lines/query, inserts {:.0} ns/key (random order)",
+            "{:8} load {:.3}, stashed {}, first stash at load {}; {:.2} bits/key (table, seqlock words{}), FPR {:.3} % (theory {:.3} %), {:.2} lines/query; fill: {:.0} ns/key CPU",
             layout.name(),
             s.load,
-            first_stash.map_or("never".to_string(), |l| format!("{l:.3}")),
             s.stashed,
-            bits,
-            fp as f64 * 100.0 / fpr_probes as f64,
+            first_stash.map_or("> +10 %".into(), |l| format!("{l:.3}")),
+            code,
+            if matches!(layout, Layout::Coded(_)) { ", code tables" } else { "" },
+            fp as f64 * 100.0 / probes as f64,
             f.theoretical_fpr() * 100.0,
             lines,
-            t_insert * 1e9 / n as f64
+            t * 1e9 / n as f64
         );
-        filters.push((layout, f, l0));
+        filters.push((layout, f, runs));
     }
+    queries(n, &filters);
+    for (layout, _, _) in &filters {
+        updates(n, layout);
+        checkpoint(n, layout);
+    }
+}
 
-    // The baseline: blocked-bloom filters per run, ε = 1 %.
-    let (_, _, l0) = &filters[0];
+fn queries(n: u64, filters: &[(Layout, GlobalFilter, [RunId; 4])]) {
     let mut per_run: Vec<Vec<u64>> = vec![Vec::new(); 4];
     for i in 0..n {
-        let slot = match run_of(i, *l0) {
-            r if r == level(2) => 0,
-            r if r == level(1) => 1,
-            r if r == l0[0] => 2,
-            _ => 3,
-        };
-        per_run[slot].push(key(i));
+        per_run[run_slot(i)].push(key(i));
     }
     let blocks: Vec<Vec<u8>> = per_run
         .iter()
@@ -149,34 +182,28 @@ fn measure(n: u64) {
     let bloom_bits: f64 = blocks.iter().map(|b| b.len() as f64 * 8.0).sum::<f64>() / n as f64;
     let absent_q: Vec<u64> = (0..QUERIES as u64).map(|i| absent(i + 7)).collect();
     let present_q: Vec<u64> = (0..QUERIES as u64).map(|i| key(mix64(i) % n)).collect();
-
-    // Query timing: alternate the variants within each round.
-    let mut t_abs = vec![Vec::new(); filters.len() + 1];
-    let mut t_pre = vec![Vec::new(); filters.len() + 1];
+    let k = filters.len();
+    let (mut t_abs, mut t_pre) = (vec![Vec::new(); k + 1], vec![Vec::new(); k + 1]);
+    let per_q = |t: f64| t * 1e9 / QUERIES as f64;
     for _ in 0..ROUNDS {
-        for (k, (_, f, _)) in filters.iter().enumerate() {
-            let s = Instant::now();
+        for (j, (_, f, _)) in filters.iter().enumerate() {
+            let t = cpu();
             let c = absent_q.iter().filter(|&&h| f.may_contain(h)).count();
             std::hint::black_box(c);
-            t_abs[k].push(s.elapsed().as_secs_f64() * 1e9 / QUERIES as f64);
-            let s = Instant::now();
-            let c: u32 = present_q
-                .iter()
-                .map(|&h| f.query(h).0)
-                .fold(0, |a, b| a ^ b);
+            t_abs[j].push(per_q(cpu() - t));
+            let t = cpu();
+            let c = present_q.iter().fold(0u32, |a, &h| a ^ f.query(h).0);
             std::hint::black_box(c);
-            t_pre[k].push(s.elapsed().as_secs_f64() * 1e9 / QUERIES as f64);
+            t_pre[j].push(per_q(cpu() - t));
         }
-        let b = filters.len();
-        let s = Instant::now();
+        let t = cpu();
         let c = absent_q
             .iter()
             .filter(|&&h| tables.iter().any(|t| t.may_contain(h)))
             .count();
         std::hint::black_box(c);
-        t_abs[b].push(s.elapsed().as_secs_f64() * 1e9 / QUERIES as f64);
-        // Present: L0 tables and L1 before L2, stopping at the first "maybe".
-        let s = Instant::now();
+        t_abs[k].push(per_q(cpu() - t));
+        let t = cpu();
         let c = present_q
             .iter()
             .map(|&h| {
@@ -187,119 +214,113 @@ fn measure(n: u64) {
             })
             .sum::<usize>();
         std::hint::black_box(c);
-        t_pre[b].push(s.elapsed().as_secs_f64() * 1e9 / QUERIES as f64);
+        t_pre[k].push(per_q(cpu() - t));
     }
-    let base_abs = median(t_abs[filters.len()].clone());
-    let base_pre = median(t_pre[filters.len()].clone());
+    let (ba, bp) = (median(t_abs[k].clone()), median(t_pre[k].clone()));
     println!(
-        "baseline: 4 blocked-bloom filters at 1 %, {bloom_bits:.2} bits/key: absent {base_abs:.1} ns (4 probes), present {base_pre:.1} ns"
+        "baseline  4 blocked-bloom filters at 1 % ({bloom_bits:.2} bits/key): absent {ba:.1} ns (4 probes), present {bp:.1} ns"
     );
-    for (k, (layout, _, _)) in filters.iter().enumerate() {
-        let a = median(t_abs[k].clone());
-        let p = median(t_pre[k].clone());
+    for (j, (layout, _, _)) in filters.iter().enumerate() {
+        let (a, p) = (median(t_abs[j].clone()), median(t_pre[j].clone()));
         println!(
             "{:8} query: absent {a:.1} ns ({:.2}x baseline), present {p:.1} ns ({:.2}x baseline)",
             layout.name(),
-            a / base_abs,
-            p / base_pre
+            a / ba,
+            p / bp
         );
     }
+}
 
-    // Updates: what a flush, a compaction and a trivial move do.
-    for (layout, f, l0) in &filters {
-        // A flushed table of n/10 new keys into a fresh L0 id, random order and sorted.
-        let batch = (n / 10) as usize;
-        let fresh: Vec<u64> = (0..batch as u64).map(|i| key(i + n)).collect();
-        let mut w = f.writer();
-        let r = w.new_l0_run().unwrap();
-        let t = Instant::now();
-        for &h in &fresh {
-            w.insert(h, r);
-        }
-        let ins_random = t.elapsed().as_secs_f64() * 1e9 / batch as f64;
-        let t = Instant::now();
-        let mut gone = fresh.clone();
-        let missing = w.remove_batch(&mut gone, r);
-        assert_eq!(missing, 0);
-        let rem_sorted = t.elapsed().as_secs_f64() * 1e9 / batch as f64;
-        let t = Instant::now();
-        let mut again = fresh.clone();
-        w.insert_batch(&mut again, r);
-        let ins_sorted = t.elapsed().as_secs_f64() * 1e9 / batch as f64;
-        // A compaction of L0 into L1: every L0 key relabelled (random order, then back
-        // sorted through merge_batch).
-        let l0keys: Vec<(u64, RunId)> = (0..n)
-            .filter_map(|i| {
-                let r = run_of(i, *l0);
-                r.is_l0().then_some((key(i), r))
-            })
-            .collect();
-        let t = Instant::now();
-        for &(h, r0) in &l0keys {
-            assert!(w.relabel(h, r0, level(1)));
-        }
-        let rel_random = t.elapsed().as_secs_f64() * 1e9 / l0keys.len() as f64;
-        let mut back: Vec<MergeKey> = l0keys
-            .iter()
-            .map(|&(h, r0)| MergeKey {
-                hash: h,
-                from: RunSet::of(level(1)),
-                to: Some(r0),
-            })
-            .collect();
-        let t = Instant::now();
-        let missing = w.merge_batch(&mut back);
-        assert_eq!(missing, 0);
-        let rel_sorted = t.elapsed().as_secs_f64() * 1e9 / l0keys.len() as f64;
-        let mut gone = fresh.clone();
-        w.remove_batch(&mut gone, r);
-        w.drop_l0_run(r).unwrap();
-        println!(
-            "{:8} updates (ns/key): insert {ins_random:.0} random, {ins_sorted:.0} sorted batch; remove {rem_sorted:.0} sorted batch; relabel {rel_random:.0} random, {rel_sorted:.0} sorted merge batch",
-            layout.name()
-        );
-        drop(w);
-
-        // Checkpoint against rebuild.
-        let t = Instant::now();
-        let bytes = f.encode(1);
-        let enc = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let (g, _) = GlobalFilter::decode(&bytes).unwrap();
-        let dec = t.elapsed().as_secs_f64();
-        drop(g);
-        let t = Instant::now();
-        let h = GlobalFilter::new(layout.clone(), n).unwrap();
-        {
-            let mut w = h.writer();
-            let ids = [w.new_l0_run().unwrap(), w.new_l0_run().unwrap()];
-            let mut groups: Vec<Vec<u64>> = vec![Vec::new(); 4];
-            for i in 0..n {
-                let r = run_of(i, ids);
-                let g = if r == level(2) {
-                    0
-                } else if r == level(1) {
-                    1
-                } else if r == ids[0] {
-                    2
-                } else {
-                    3
-                };
-                groups[g].push(key(i));
-            }
-            for (g, mut hs) in groups.into_iter().enumerate() {
-                let r = [level(2), level(1), ids[0], ids[1]][g];
-                w.insert_batch(&mut hs, r);
-            }
-        }
-        let rebuild = t.elapsed().as_secs_f64();
-        println!(
-            "{:8} checkpoint: {:.1} MB, encode {:.0} ms, decode (with full check) {:.0} ms; rebuild from the keys (sorted batches) {:.0} ms",
-            layout.name(),
-            bytes.len() as f64 / 1e6,
-            enc * 1e3,
-            dec * 1e3,
-            rebuild * 1e3
-        );
+/// What a flush, a compaction and a trivial move do, on a filter with 20 % headroom (sized
+/// for 1.25 n, holding n keys: load about 0.76).
+fn updates(n: u64, layout: &Layout) {
+    let (f, runs, _) = fill(layout, n * 5 / 4, n);
+    let batch = n / 10;
+    let fresh: Vec<u64> = (0..batch).map(|i| key(i + n)).collect();
+    let mut w = f.writer();
+    let r = w.new_l0_run().unwrap();
+    let per = |t: f64, k: u64| t * 1e9 / k as f64;
+    // A flushed table of n/10 keys: one by one in arrival order, then as a sorted batch.
+    let t = cpu();
+    for &h in &fresh {
+        w.insert(h, r);
     }
+    let ins_random = per(cpu() - t, batch);
+    let mut gone = fresh.clone();
+    let t = cpu();
+    assert_eq!(w.remove_batch(&mut gone, r), 0);
+    let rem_sorted = per(cpu() - t, batch);
+    let mut again = fresh.clone();
+    let t = cpu();
+    w.insert_batch(&mut again, r);
+    let ins_sorted = per(cpu() - t, batch);
+    // An L0 → L1 compaction: every key of the two original L0 tables relabelled to L1, one
+    // by one; then back through a sorted merge batch.
+    let l0keys: Vec<(u64, RunId)> = (0..n)
+        .filter(|&i| run_slot(i) >= 2)
+        .map(|i| (key(i), runs[run_slot(i)]))
+        .collect();
+    let m = l0keys.len() as u64;
+    let t = cpu();
+    for &(h, from) in &l0keys {
+        assert!(w.relabel(h, from, level(1)));
+    }
+    let rel_random = per(cpu() - t, m);
+    let mut back: Vec<MergeKey> = l0keys
+        .iter()
+        .map(|&(h, r0)| MergeKey {
+            hash: h,
+            from: RunSet::of(level(1)),
+            to: Some(r0),
+        })
+        .collect();
+    let t = cpu();
+    assert_eq!(w.merge_batch(&mut back), 0);
+    let rel_sorted = per(cpu() - t, m);
+    let s = w.stats();
+    println!(
+        "{:8} updates at load {:.2} (ns/key, CPU): insert {ins_random:.0} one by one, {ins_sorted:.0} sorted batch; remove {rem_sorted:.0} sorted batch; relabel {rel_random:.0} one by one, {rel_sorted:.0} sorted merge batch",
+        layout.name(),
+        s.load
+    );
+}
+
+fn checkpoint(n: u64, layout: &Layout) {
+    let (f, _, _) = fill(layout, n, n);
+    let t = cpu();
+    let bytes = f.encode(1);
+    let enc = cpu() - t;
+    let t = cpu();
+    let (g, _) = GlobalFilter::decode(&bytes).unwrap();
+    let dec = cpu() - t;
+    drop(g);
+    // A rebuild from the runs' key hashes, one sorted batch per run.
+    let mut groups: Vec<Vec<u64>> = vec![Vec::new(); 4];
+    for i in 0..n {
+        groups[run_slot(i)].push(key(i));
+    }
+    let t = cpu();
+    let h = GlobalFilter::new(layout.clone(), n).unwrap();
+    {
+        let mut w = h.writer();
+        let ids = [
+            level(2),
+            level(1),
+            w.new_l0_run().unwrap(),
+            w.new_l0_run().unwrap(),
+        ];
+        for (g, mut hs) in groups.into_iter().enumerate() {
+            w.insert_batch(&mut hs, ids[g]);
+        }
+    }
+    let rebuild = cpu() - t;
+    println!(
+        "{:8} checkpoint {:.1} MB: encode {:.0} ms, decode with every check {:.0} ms; rebuild from the key hashes {:.0} ms ({:.0} ns/key) (CPU)",
+        layout.name(),
+        bytes.len() as f64 / 1e6,
+        enc * 1e3,
+        dec * 1e3,
+        rebuild * 1e3,
+        rebuild * 1e9 / n as f64
+    );
 }

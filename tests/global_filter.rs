@@ -432,7 +432,7 @@ fn fixtures() {
 }
 
 const FIXED16_POSITIVES: usize = 50;
-const CODED_POSITIVES: usize = 85;
+const CODED_POSITIVES: usize = 84;
 
 /// key-0..key-999: key i in L2 (i % 10 < 7), L1 (7, 8) or the one L0 table (9).
 fn fixture_filter(layout: Layout) -> (GlobalFilter, Vec<(u64, RunId)>) {

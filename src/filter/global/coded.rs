@@ -58,8 +58,14 @@ const ALT_BITS: u32 = 8;
 pub const BUCKET_BITS: std::ops::RangeInclusive<u8> = 24..=60;
 /// The bucket sizes [`CodedSpec::for_fpr`] tries: 12, 11, 10 and 9 buckets per line.
 const SIZES: [u8; 4] = [42, 46, 51, 56];
-/// Largest share of buckets the model may leave without a code in [`CodedSpec::for_fpr`].
-const MAX_UNCODABLE: f64 = 0.005;
+/// Largest share of buckets the model may leave without a code for a spec
+/// [`CodedSpec::for_fpr`] tries (the cuckoo walks route around a few per cent; whether they
+/// do is then checked by filling a table).
+const MAX_UNCODABLE: f64 = 0.05;
+/// Buckets of the table [`CodedSpec::for_fpr`] fills to check a spec.
+const TRIAL_BUCKETS: u64 = 8192;
+/// Specs of one bucket size [`CodedSpec::for_fpr`] fills at most.
+const TRIALS: usize = 6;
 /// The probability a level or L0 with no keys is given in the model, so that a few of its
 /// full combinations are coded when it gets keys later.
 const FLOOR: f64 = 1e-3;
@@ -218,16 +224,17 @@ impl CodedSpec {
     }
 
     /// The smallest bucket (12, 11, 10 or 9 per line) and the widths whose modelled
-    /// false-positive rate at `load` under `shares` is at most `fpr`, leaving at most 0.5 %
-    /// of the modelled buckets without a code; the most accurate spec of 9 buckets per line
-    /// when none reaches `fpr`.
+    /// false-positive rate at `load` under `shares` is at most `fpr` and with which a table
+    /// of keys drawn from `shares` fills to `load` without stashing an entry (checked by
+    /// filling one of 8,192 buckets); the most accurate spec that fills when none reaches
+    /// `fpr`. Deterministic.
     pub fn for_fpr(fpr: f64, shares: &Shares, load: f64) -> CodedSpec {
         let mut classes: Vec<usize> = (0..7).collect();
         let share = |c: usize| if c == L0 { shares.l0 } else { shares.levels[c] };
         classes.sort_by(|&a, &b| share(b).total_cmp(&share(a)).then(a.cmp(&b)));
         let mut best: Option<(f64, CodedSpec)> = None;
         for &s in &SIZES {
-            let mut here: Option<(f64, CodedSpec)> = None;
+            let mut candidates: Vec<(f64, CodedSpec)> = Vec::new();
             for f in MIN_WIDTH..=MAX_WIDTH {
                 for d2 in 0..=2u8 {
                     for d3 in d2.max(1)..=3u8 {
@@ -245,28 +252,67 @@ impl CodedSpec {
                             let Ok(spec) = CodedSpec::build(s, w, shares, load) else {
                                 continue;
                             };
-                            if spec.uncodable_mass(shares, load) > MAX_UNCODABLE {
+                            if spec.uncodable_mass(shares, load) > MAX_UNCODABLE
+                                || candidates.iter().any(|(_, c)| c.widths == spec.widths)
+                            {
                                 continue;
                             }
-                            let r = spec.modelled_fpr(shares, load);
-                            if here.as_ref().is_none_or(|(b, _)| r < *b) {
-                                here = Some((r, spec));
-                            }
+                            candidates.push((spec.modelled_fpr(shares, load), spec));
                         }
                     }
                 }
             }
-            if let Some((r, spec)) = here {
+            candidates.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // The most accurate that fills: at this bucket size a lower rate costs nothing.
+            for (r, spec) in candidates.into_iter().take(TRIALS) {
+                if !spec.fills(shares, load) {
+                    continue;
+                }
                 if r <= fpr {
                     return spec;
                 }
-                best = Some((r, spec));
+                if best.as_ref().is_none_or(|(b, _)| r < *b) {
+                    best = Some((r, spec));
+                }
+                break;
             }
         }
-        best.map(|(_, s)| s).unwrap_or_else(|| CodedSpec {
-            bucket_bits: 56,
-            widths: [8; 7],
-            lengths: Vec::new(),
+        best.map(|(_, s)| s).unwrap_or_else(|| {
+            // Every spec stashed early: the widest bucket with the narrowest fields.
+            let w = [MIN_WIDTH; 7];
+            CodedSpec::build(56, w, shares, load).unwrap_or(CodedSpec {
+                bucket_bits: 56,
+                widths: w,
+                lengths: Vec::new(),
+            })
+        })
+    }
+
+    /// True when a table of [`TRIAL_BUCKETS`] buckets of this spec takes keys drawn from
+    /// `shares` (L0 keys spread over 8 tables) up to `load` without stashing one.
+    pub fn fills(&self, shares: &Shares, load: f64) -> bool {
+        use super::{GlobalFilter, Layout};
+        let Ok(f) = GlobalFilter::with_buckets(Layout::Coded(self.clone()), TRIAL_BUCKETS) else {
+            return false;
+        };
+        let mut cum = [0.0; 7];
+        let mut acc = 0.0;
+        for (c, x) in cum.iter_mut().enumerate() {
+            acc += if c == L0 { shares.l0 } else { shares.levels[c] };
+            *x = acc;
+        }
+        let n = (f.buckets() as f64 * 4.0 * load) as u64;
+        let mut w = f.writer();
+        (0..n).all(|i| {
+            let h = crate::hash::mix64(i ^ 0x7472_6961_6c00_0000);
+            let u = (h >> 11) as f64 / (1u64 << 53) as f64 * acc;
+            let c = cum.iter().position(|&x| u < x).unwrap_or(1);
+            let run = if c == L0 {
+                RunId(LEVELS + (h % 8) as u8)
+            } else {
+                RunId(c as u8)
+            };
+            w.insert(crate::hash::mix64(h), run)
         })
     }
 
@@ -882,8 +928,17 @@ mod tests {
         let sh = Shares::leveled(2, 10.0, 0.0);
         let s = CodedSpec::for_fpr(0.01, &sh, 0.955);
         assert!(s.modelled_fpr(&sh, 0.955) <= 0.01);
-        assert!(s.uncodable_mass(&sh, 0.955) <= MAX_UNCODABLE);
+        assert!(s.fills(&sh, 0.955));
         assert_eq!(s.per_line(), 12, "{s:?}");
+        // With 2 % of the keys in L0 (an L0 field has 5 more bits), 42 bits do not fill.
+        let sh = Shares {
+            levels: [0.10, 0.88, 0.0, 0.0, 0.0, 0.0],
+            l0: 0.02,
+        };
+        let s = CodedSpec::for_fpr(0.01, &sh, 0.955);
+        assert!(s.modelled_fpr(&sh, 0.955) <= 0.01);
+        assert!(s.fills(&sh, 0.955));
+        assert_eq!(s.per_line(), 11, "{s:?}");
     }
 
     #[test]

@@ -165,6 +165,8 @@ struct State {
     /// Inserts that needed a cuckoo walk, and walks that failed.
     kicked: u64,
     failed_walks: u64,
+    /// A cuckoo walk's buckets and their new contents (kept to reuse its allocation).
+    path: Vec<(u64, u64)>,
 }
 
 /// A key-to-run filter for a whole tree (see the module documentation).
@@ -251,6 +253,7 @@ impl GlobalFilter {
                 rng: 0x2545_f491_4f6c_dd1d ^ buckets,
                 kicked: 0,
                 failed_walks: 0,
+                path: Vec::new(),
             }),
         })
     }

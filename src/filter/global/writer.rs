@@ -105,28 +105,36 @@ impl<'a> Writer<'a> {
             }
         }
         self.st.kicked += 1;
-        for _ in 0..WALKS {
-            let start = if self.rand() & 1 == 0 { i1 } else { i2 };
-            if let Some(path) = self.walk(e, start) {
+        let mut path = std::mem::take(&mut self.st.path);
+        let mut placed = false;
+        // Walks alternate between the two buckets (in a coded layout one of them may take
+        // the entry in none of its slots), the first chosen at random.
+        let first = self.rand() & 1;
+        for k in 0..WALKS as u64 {
+            let start = if (first + k) & 1 == 0 { i1 } else { i2 };
+            if self.walk(e, start, &mut path) {
                 // From the far end back: each write adds an entry before the write that
                 // removes it from its previous bucket, so a concurrent query always finds it.
                 for &(i, raw) in path.iter().rev() {
                     t.write(i, raw);
                 }
                 self.st.in_table += 1;
-                return true;
+                placed = true;
+                break;
             }
             self.st.failed_walks += 1;
         }
-        false
+        self.st.path = path;
+        placed
     }
 
     /// A random cuckoo walk from bucket `start` for entry `e`, visiting each bucket at most
-    /// once: the buckets to write and their new contents, the last one the bucket with room.
-    fn walk(&mut self, e: Entry, start: u64) -> Option<Vec<(u64, u64)>> {
+    /// once. True when it found room: `path` then holds the buckets to write and their new
+    /// contents, the last one the bucket with room.
+    fn walk(&mut self, e: Entry, start: u64, path: &mut Vec<(u64, u64)>) -> bool {
         let f: &'a GlobalFilter = self.f;
         let t = &f.table;
-        let mut path: Vec<(u64, u64)> = Vec::new();
+        path.clear();
         // Buckets on the path: a 1,024-bit sketch answers "surely not" at once; a set bit
         // is confirmed on the path itself.
         let mut seen = [0u64; 16];
@@ -140,7 +148,7 @@ impl<'a> Writer<'a> {
             if !path.is_empty() {
                 if let Some(raw) = s.with(cur).and_then(|s| t.encode(&s)) {
                     path.push((i, raw));
-                    return Some(path);
+                    return true;
                 }
             }
             // A victim whose slot `cur` can take and whose other bucket is new to the path.
@@ -163,13 +171,15 @@ impl<'a> Writer<'a> {
                     break;
                 }
             }
-            let (victim, next, raw) = chosen?;
+            let Some((victim, next, raw)) = chosen else {
+                return false;
+            };
             path.push((i, raw));
             mark(&mut seen, next);
             cur = victim;
             i = next;
         }
-        None
+        false
     }
 
     pub(super) fn stash_add(&mut self, hash: u64, run: RunId) {
