@@ -76,6 +76,12 @@ enum Op {
     Remove(u16, u8),
     Relabel(u16, u8, u8),
     Merge(u16, u32, Option<u8>),
+    /// `insert_batch` of these keys into one run.
+    InsertBatch(Vec<u16>, u8),
+    /// `merge_batch` of these (key, input runs, output run) triples.
+    MergeBatch(Vec<(u16, u32, Option<u8>)>),
+    /// `relabel_batch` of these keys from one run to another.
+    RelabelBatch(Vec<u16>, u8, u8),
 }
 
 /// Runs: L1..L3 and three L0 ids.
@@ -100,6 +106,11 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         2 => (0u16..300, 0u8..6).prop_map(|(k, r)| Op::Remove(k, r)),
         2 => (0u16..300, 0u8..6, 0u8..6).prop_map(|(k, a, b)| Op::Relabel(k, a, b)),
         1 => (0u16..300, 0u32..64, prop::option::of(0u8..6)).prop_map(|(k, m, t)| Op::Merge(k, m, t)),
+        1 => (prop::collection::vec(0u16..300, 0..40), 0u8..6).prop_map(|(k, r)| Op::InsertBatch(k, r)),
+        1 => prop::collection::vec((0u16..300, 0u32..64, prop::option::of(0u8..6)), 0..40)
+            .prop_map(Op::MergeBatch),
+        1 => (prop::collection::vec(0u16..300, 0..40), 0u8..6, 0u8..6)
+            .prop_map(|(k, a, b)| Op::RelabelBatch(k, a, b)),
     ];
     prop::collection::vec(op, 1..400)
 }
@@ -135,26 +146,80 @@ fn apply(f: &GlobalFilter, model: &mut Model, op: &Op) {
             }
         }
         Op::Merge(k, mask, to) => {
-            let h = hash(k);
-            // The runs that hold a version of the key, within the mask.
-            let from = (0..6u8)
-                .filter(|&i| mask >> i & 1 == 1)
-                .map(run)
-                .filter(|&r| model.get(&(h, r)).copied().unwrap_or(0) > 0)
-                .fold(RunSet::EMPTY, |s, r| s.with(r));
-            let to = to.map(run);
-            if from.is_empty() && to.is_none() {
-                return;
-            }
-            let missing = w.merge(MergeKey { hash: h, from, to });
-            assert_eq!(missing, 0);
-            for r in from.iter() {
-                *model.entry((h, r)).or_default() -= 1;
-            }
-            if let Some(t) = to {
-                *model.entry((h, t)).or_default() += 1;
+            if let Some(m) = merge_key(model, k, mask, to) {
+                assert_eq!(w.merge(m), 0);
+                merged(model, m);
             }
         }
+        Op::InsertBatch(ref keys, r) => {
+            let r = run(r);
+            let mut hs: Vec<u64> = keys
+                .iter()
+                .map(|&k| hash(k))
+                .filter(|h| model.get(&(*h, r)).copied().unwrap_or(0) == 0)
+                .collect();
+            hs.sort_unstable();
+            hs.dedup();
+            for &h in &hs {
+                *model.entry((h, r)).or_default() += 1;
+            }
+            w.insert_batch(&mut hs, r);
+        }
+        Op::MergeBatch(ref list) => {
+            // A compaction names each key once.
+            let mut seen = std::collections::BTreeSet::new();
+            let mut ms: Vec<MergeKey> = list
+                .iter()
+                .filter(|(k, _, _)| seen.insert(hash(*k)))
+                .filter_map(|&(k, mask, to)| merge_key(model, k, mask, to))
+                .collect();
+            for &m in &ms {
+                merged(model, m);
+            }
+            assert_eq!(w.merge_batch(&mut ms), 0);
+        }
+        Op::RelabelBatch(ref keys, a, b) => {
+            let (a, b) = (run(a), run(b));
+            let mut hs: Vec<u64> = keys
+                .iter()
+                .map(|&k| hash(k))
+                .filter(|h| {
+                    model.get(&(*h, a)).copied().unwrap_or(0) > 0
+                        && model.get(&(*h, b)).copied().unwrap_or(0) == 0
+                })
+                .collect();
+            hs.sort_unstable();
+            hs.dedup();
+            if a != b {
+                for &h in &hs {
+                    *model.entry((h, a)).or_default() -= 1;
+                    *model.entry((h, b)).or_default() += 1;
+                }
+            }
+            assert_eq!(w.relabel_batch(&mut hs, a, b), 0);
+        }
+    }
+}
+
+/// What a merge of key `k` does: the runs within `mask` holding a version of it, into `to`
+/// (None when there is nothing to do).
+fn merge_key(model: &Model, k: u16, mask: u32, to: Option<u8>) -> Option<MergeKey> {
+    let h = hash(k);
+    let from = (0..6u8)
+        .filter(|&i| mask >> i & 1 == 1)
+        .map(run)
+        .filter(|&r| model.get(&(h, r)).copied().unwrap_or(0) > 0)
+        .fold(RunSet::EMPTY, |s, r| s.with(r));
+    let to = to.map(run);
+    (!from.is_empty() || to.is_some()).then_some(MergeKey { hash: h, from, to })
+}
+
+fn merged(model: &mut Model, m: MergeKey) {
+    for r in m.from.iter() {
+        *model.entry((m.hash, r)).or_default() -= 1;
+    }
+    if let Some(t) = m.to {
+        *model.entry((m.hash, t)).or_default() += 1;
     }
 }
 

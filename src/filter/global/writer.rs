@@ -326,42 +326,138 @@ impl<'a> Writer<'a> {
 
     // -- batches ---------------------------------------------------------------------------------
 
-    /// Inserts the keys of a run (a flushed table): sorted first, so buckets are visited in
-    /// address order. Returns how many went to the stash.
+    /// Inserts the keys of a run (a flushed table). Returns how many went to the stash.
+    /// See [`Writer::merge_batch`] for the order buckets are visited in.
     pub fn insert_batch(&mut self, hashes: &mut [u64], run: RunId) -> u64 {
-        hashes.sort_unstable();
-        let stashed = hashes.iter().filter(|&&h| !self.insert(h, run)).count() as u64;
-        self.settle_stash();
-        stashed
+        let mut ops: Vec<(u64, Op)> = hashes.iter().map(|&h| (h, Op::Insert(run))).collect();
+        self.apply(&mut ops).stashed
     }
 
     /// Removes the keys of a run. Returns how many had no entry.
     pub fn remove_batch(&mut self, hashes: &mut [u64], run: RunId) -> u64 {
-        hashes.sort_unstable();
-        let missing = hashes.iter().filter(|&&h| !self.remove(h, run)).count() as u64;
-        self.settle_stash();
-        missing
+        let mut ops: Vec<(u64, Op)> = hashes.iter().map(|&h| (h, Op::Remove(run))).collect();
+        self.apply(&mut ops).missing
     }
 
     /// Relabels the keys of a run from `from` to `to` (a trivial move). Returns how many had
     /// no entry in `from`.
     pub fn relabel_batch(&mut self, hashes: &mut [u64], from: RunId, to: RunId) -> u64 {
-        hashes.sort_unstable();
-        let missing = hashes
-            .iter()
-            .filter(|&&h| !self.relabel(h, from, to))
-            .count() as u64;
-        self.settle_stash();
-        missing
+        if from == to {
+            return hashes
+                .iter()
+                .filter(|&&h| !self.contains_entry(h, from))
+                .count() as u64;
+        }
+        let mut ops: Vec<(u64, Op)> = hashes.iter().map(|&h| (h, Op::Relabel(from, to))).collect();
+        self.apply(&mut ops).missing
     }
 
     /// Applies a compaction's merged keys (see [`MergeKey`]). Returns how many entries were
     /// missing.
+    ///
+    /// Batches visit the table in address order, in phases: every operation is first tried
+    /// in its key's first bucket, in hash order (the first bucket is monotonic in the hash);
+    /// those that bucket could not serve are sorted by their second bucket and tried there;
+    /// the few left take the single-key path (both buckets again, cuckoo walks, the stash).
+    /// No entry moves between the first two phases, so an entry not found in the first
+    /// bucket is in the second, in the stash, or missing.
     pub fn merge_batch(&mut self, keys: &mut [MergeKey]) -> u64 {
-        keys.sort_unstable_by_key(|m| m.hash);
-        let missing = keys.iter().map(|&m| self.merge(m)).sum();
+        let mut ops: Vec<(u64, Op)> = Vec::with_capacity(keys.len());
+        for m in keys.iter() {
+            let mut rest = m.from;
+            match m.to {
+                Some(to) if rest.contains(to) => rest = rest.without(to),
+                Some(to) => match rest.iter().next() {
+                    Some(first) => {
+                        rest = rest.without(first);
+                        ops.push((m.hash, Op::Relabel(first, to)));
+                    }
+                    None => ops.push((m.hash, Op::Insert(to))),
+                },
+                None => {}
+            }
+            ops.extend(rest.iter().map(|r| (m.hash, Op::Remove(r))));
+        }
+        self.apply(&mut ops).missing
+    }
+
+    /// Applies `ops` in the phases [`Writer::merge_batch`] describes.
+    fn apply(&mut self, ops: &mut [(u64, Op)]) -> Outcome {
+        let f: &'a GlobalFilter = self.f;
+        let t = &f.table;
+        let mut out = Outcome::default();
+        ops.sort_unstable_by_key(|&(h, _)| h);
+        let mut second: Vec<(u64, u64, Op)> = Vec::new();
+        for &(h, op) in ops.iter() {
+            if !self.try_at(t.i1(h), h, op, true) {
+                second.push((t.pair(h).1, h, op));
+            }
+        }
+        second.sort_unstable_by_key(|&(i2, h, _)| (i2, h));
+        let mut last: Vec<(u64, Op)> = Vec::new();
+        for &(i2, h, op) in &second {
+            if !self.try_at(i2, h, op, false) {
+                last.push((h, op));
+            }
+        }
+        for (h, op) in last {
+            match op {
+                Op::Insert(r) => out.stashed += !self.insert(h, r) as u64,
+                Op::Remove(r) => out.missing += !self.remove(h, r) as u64,
+                Op::Relabel(a, b) => out.missing += !self.relabel(h, a, b) as u64,
+            }
+        }
         self.settle_stash();
-        missing
+        out
+    }
+
+    /// Serves `op` in bucket `i` alone if it can (and, on the first try, from the stash,
+    /// which removals and relabels consult first): true when done.
+    fn try_at(&mut self, i: u64, h: u64, op: Op, first: bool) -> bool {
+        let t = self.table();
+        let stash = first && self.f.stash_len.load(Ordering::Relaxed) != 0;
+        match op {
+            Op::Insert(r) => {
+                let Some(raw) = t.slots(i).with(t.entry(h, r)).and_then(|s| t.encode(&s)) else {
+                    return false;
+                };
+                t.write(i, raw);
+                self.st.in_table += 1;
+                self.st.counts[r.index()] += 1;
+                true
+            }
+            Op::Remove(r) => {
+                if stash && self.stash_take(h, r) {
+                    self.st.counts[r.index()] -= 1;
+                    return true;
+                }
+                let s = t.slots(i);
+                let Some(raw) = s.find(t.entry(h, r)).and_then(|j| t.encode(&s.without(j))) else {
+                    return false;
+                };
+                t.write(i, raw);
+                self.st.in_table -= 1;
+                self.st.counts[r.index()] -= 1;
+                true
+            }
+            Op::Relabel(a, b) => {
+                if stash && self.f.stash_len.load(Ordering::Relaxed) != 0 {
+                    // The single-key path handles the stash (and keeps its order of search).
+                    return self.relabel(h, a, b);
+                }
+                let s = t.slots(i);
+                let Some(raw) = s
+                    .find(t.entry(h, a))
+                    .and_then(|j| t.encode(&s.replaced(j, t.entry(h, b))))
+                else {
+                    return false;
+                };
+                t.write(i, raw);
+                self.st.counts[a.index()] -= 1;
+                self.st.counts[b.index()] += 1;
+                true
+            }
+        }
     }
 
     /// Moves stashed entries into the table where room appeared.
@@ -452,4 +548,21 @@ impl<'a> Writer<'a> {
         st.sort_unstable();
         st
     }
+}
+
+/// One operation of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Insert(RunId),
+    Remove(RunId),
+    Relabel(RunId, RunId),
+}
+
+/// What a batch did not do as asked.
+#[derive(Clone, Copy, Debug, Default)]
+struct Outcome {
+    /// Removals and relabels that found no entry.
+    missing: u64,
+    /// Inserts that went to the stash.
+    stashed: u64,
 }
