@@ -5,16 +5,18 @@
 //! checkpoint (encode, decode) against a rebuild from the keys.
 //!
 //! ```text
-//! taskset -c 1 cargo run --release --example global_filter -- [N ...]     (default 1000000)
+//! taskset -c 1 cargo run --release --example global_filter -- [drained] [N ...]   (default 1000000)
 //! ```
 //!
-//! The tree modelled is a drained two-level one: 88 % of the keys in L2, 10 % in L1, 2 % in
-//! two L0 tables. Times are thread CPU time (the machine is shared: wall time also counts
+//! The tree modelled has two levels: 88 % of the keys in L2, 10 % in L1 and 2 % in two L0
+//! tables, or with `drained` (L0 merged, as after the idle drain) 88 % in L2 and 12 % in L1. Times are thread CPU time (the machine is shared: wall time also counts
 //! the time other processes held the core), medians of 5 rounds of 2²⁰ queries that
 //! alternate the layouts and the baseline. The baseline is what the store does today for
 //! that tree: a blocked-bloom filter at ε = 1 % per run, probed for every run whose range
 //! holds the key (all four for an absent key; L0, L1 then L2 for a present one, stopping at
 //! the first "maybe").
+
+use std::sync::OnceLock;
 
 use filterstore::filter::global::{
     CodedSpec, GlobalFilter, Layout, MergeKey, RunId, RunSet, Shares,
@@ -23,6 +25,12 @@ use filterstore::filter::{self, Filter, FilterKind};
 use filterstore::hash::mix64;
 
 const ROUNDS: usize = 5;
+/// True for the drained tree (no L0 keys).
+static DRAINED: OnceLock<bool> = OnceLock::new();
+
+fn drained() -> bool {
+    DRAINED.get().copied().unwrap_or(false)
+}
 const QUERIES: usize = 1 << 20;
 
 /// Seconds of CPU this thread has used.
@@ -40,11 +48,13 @@ fn level(n: u8) -> RunId {
     RunId::level(n).unwrap()
 }
 
-/// Which run key i is in: 0 = L2 (88 %), 1 = L1 (10 %), 2 and 3 = the two L0 tables.
+/// Which run key i is in: 0 = L2 (88 %), 1 = L1 (10 %, 12 % when drained), 2 and 3 = the
+/// two L0 tables.
 fn run_slot(i: u64) -> usize {
     match mix64(i ^ 0x5eed) % 100 {
         0..=87 => 0,
         88..=97 => 1,
+        _ if drained() => 1,
         x => 2 + (x as usize % 2),
     }
 }
@@ -58,9 +68,16 @@ fn absent(i: u64) -> u64 {
 }
 
 fn shares() -> Shares {
-    Shares {
-        levels: [0.10, 0.88, 0.0, 0.0, 0.0, 0.0],
-        l0: 0.02,
+    if drained() {
+        Shares {
+            levels: [0.12, 0.88, 0.0, 0.0, 0.0, 0.0],
+            l0: 0.0,
+        }
+    } else {
+        Shares {
+            levels: [0.10, 0.88, 0.0, 0.0, 0.0, 0.0],
+            l0: 0.02,
+        }
     }
 }
 
@@ -95,6 +112,7 @@ fn fill(layout: &Layout, capacity: u64, n: u64) -> (GlobalFilter, [RunId; 4], f6
 }
 
 fn main() {
+    let _ = DRAINED.set(std::env::args().any(|a| a == "drained"));
     let ns: Vec<u64> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -106,7 +124,11 @@ fn main() {
 }
 
 fn measure(n: u64) {
-    println!("== {n} keys: 88 % L2, 10 % L1, 2 % in two L0 tables ==");
+    if drained() {
+        println!("== {n} keys: 88 % L2, 12 % L1 (drained) ==");
+    } else {
+        println!("== {n} keys: 88 % L2, 10 % L1, 2 % in two L0 tables ==");
+    }
     let mut filters = Vec::new();
     for layout in layouts() {
         if let Layout::Coded(spec) = &layout {
@@ -170,8 +192,11 @@ fn queries(n: u64, filters: &[(Layout, GlobalFilter, [RunId; 4])]) {
     for i in 0..n {
         per_run[run_slot(i)].push(key(i));
     }
-    let blocks: Vec<Vec<u8>> = per_run
+    // Runs without keys (the L0 tables of the drained tree) have no table to probe.
+    let live: Vec<usize> = (0..4).filter(|&r| !per_run[r].is_empty()).collect();
+    let blocks: Vec<Vec<u8>> = live
         .iter()
+        .map(|&r| &per_run[r])
         .map(|k| {
             filter::build(FilterKind::BlockedBloom, 0.01, k)
                 .unwrap()
@@ -204,12 +229,13 @@ fn queries(n: u64, filters: &[(Layout, GlobalFilter, [RunId; 4])]) {
         std::hint::black_box(c);
         t_abs[k].push(per_q(cpu() - t));
         let t = cpu();
+        // Newest first: the L0 tables, L1, then L2 (slot 0, the first table).
         let c = present_q
             .iter()
             .map(|&h| {
-                [2usize, 3, 1, 0]
-                    .iter()
-                    .position(|&t| tables[t].may_contain(h))
+                (0..tables.len())
+                    .rev()
+                    .position(|t| tables[t].may_contain(h))
                     .unwrap_or(9)
             })
             .sum::<usize>();
@@ -218,7 +244,9 @@ fn queries(n: u64, filters: &[(Layout, GlobalFilter, [RunId; 4])]) {
     }
     let (ba, bp) = (median(t_abs[k].clone()), median(t_pre[k].clone()));
     println!(
-        "baseline  4 blocked-bloom filters at 1 % ({bloom_bits:.2} bits/key): absent {ba:.1} ns (4 probes), present {bp:.1} ns"
+        "baseline  {} blocked-bloom filters at 1 % ({bloom_bits:.2} bits/key): absent {ba:.1} ns ({} probes), present {bp:.1} ns",
+        tables.len(),
+        tables.len()
     );
     for (j, (layout, _, _)) in filters.iter().enumerate() {
         let (a, p) = (median(t_abs[j].clone()), median(t_pre[j].clone()));
@@ -254,23 +282,27 @@ fn updates(n: u64, layout: &Layout) {
     let t = cpu();
     w.insert_batch(&mut again, r);
     let ins_sorted = per(cpu() - t, batch);
-    // An L0 → L1 compaction: every key of the two original L0 tables relabelled to L1, one
-    // by one; then back through a sorted merge batch.
-    let l0keys: Vec<(u64, RunId)> = (0..n)
-        .filter(|&i| run_slot(i) >= 2)
-        .map(|i| (key(i), runs[run_slot(i)]))
-        .collect();
+    // A compaction: every key of the two original L0 tables relabelled to L1 (in the
+    // drained tree, every L1 key to L2), one by one; then back through a sorted merge batch.
+    let (moved, target): (Vec<(u64, RunId)>, RunId) = if drained() {
+        let k = (0..n).filter(|&i| run_slot(i) == 1);
+        (k.map(|i| (key(i), runs[1])).collect(), level(2))
+    } else {
+        let k = (0..n).filter(|&i| run_slot(i) >= 2);
+        (k.map(|i| (key(i), runs[run_slot(i)])).collect(), level(1))
+    };
+    let l0keys = moved;
     let m = l0keys.len() as u64;
     let t = cpu();
     for &(h, from) in &l0keys {
-        assert!(w.relabel(h, from, level(1)));
+        assert!(w.relabel(h, from, target));
     }
     let rel_random = per(cpu() - t, m);
     let mut back: Vec<MergeKey> = l0keys
         .iter()
         .map(|&(h, r0)| MergeKey {
             hash: h,
-            from: RunSet::of(level(1)),
+            from: RunSet::of(target),
             to: Some(r0),
         })
         .collect();
@@ -279,7 +311,7 @@ fn updates(n: u64, layout: &Layout) {
     let rel_sorted = per(cpu() - t, m);
     let s = w.stats();
     println!(
-        "{:8} updates at load {:.2} (ns/key, CPU): insert {ins_random:.0} one by one, {ins_sorted:.0} sorted batch; remove {rem_sorted:.0} sorted batch; relabel {rel_random:.0} one by one, {rel_sorted:.0} sorted merge batch",
+        "{:8} updates at load {:.2} (ns/key, CPU): insert {ins_random:.0} one by one, {ins_sorted:.0} sorted batch; remove {rem_sorted:.0} sorted batch; relabel ({m} keys) {rel_random:.0} one by one, {rel_sorted:.0} sorted merge batch",
         layout.name(),
         s.load
     );
@@ -310,7 +342,9 @@ fn checkpoint(n: u64, layout: &Layout) {
             w.new_l0_run().unwrap(),
         ];
         for (g, mut hs) in groups.into_iter().enumerate() {
-            w.insert_batch(&mut hs, ids[g]);
+            if !hs.is_empty() {
+                w.insert_batch(&mut hs, ids[g]);
+            }
         }
     }
     let rebuild = cpu() - t;

@@ -194,7 +194,7 @@ impl<'a> Writer<'a> {
 
     /// Removes one stashed copy of (hash, run); false when there is none.
     fn stash_take(&mut self, hash: u64, run: RunId) -> bool {
-        if self.f.stash_len.load(Ordering::Relaxed) == 0 {
+        if self.f.stash_len.load(Ordering::Relaxed) == 0 || !self.stashed_has(hash, run) {
             return false;
         }
         let mut stash = self.f.stash.write().unwrap_or_else(|p| p.into_inner());
@@ -441,8 +441,8 @@ impl<'a> Writer<'a> {
                 true
             }
             Op::Relabel(a, b) => {
-                if stash && self.f.stash_len.load(Ordering::Relaxed) != 0 {
-                    // The single-key path handles the stash (and keeps its order of search).
+                if stash && self.stashed_has(h, a) {
+                    // The single-key path takes it from the stash.
                     return self.relabel(h, a, b);
                 }
                 let s = t.slots(i);
@@ -458,6 +458,15 @@ impl<'a> Writer<'a> {
                 true
             }
         }
+    }
+
+    /// True when the stash holds a copy of (hash, run): a shared lock and a lookup, cheaper
+    /// than taking the stash for writing.
+    fn stashed_has(&self, hash: u64, run: RunId) -> bool {
+        let stash = self.f.stash.read().unwrap_or_else(|p| p.into_inner());
+        stash
+            .get(&hash)
+            .is_some_and(|v| v.iter().any(|(r, _)| *r == run))
     }
 
     /// Moves stashed entries into the table where room appeared.
