@@ -1,6 +1,7 @@
 //! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, table, filter,
 //! manifest, range filter, global filter) fed random and mutated bytes for a bounded time,
-//! checking no panic, no hang, no allocation larger than the input justifies, and the properties in `fuzz/harness.rs`.
+//! checking no panic, no hang, no allocation larger than the input justifies, and the
+//! properties in `fuzz/harness.rs`.
 //!
 //! Why property tests on stable Rust rather than cargo-fuzz in CI: CI is `.ci/run` on a fresh
 //! clone with stable Rust and crates.io only. cargo-fuzz needs `cargo install cargo-fuzz` and a
