@@ -34,7 +34,7 @@
 //! which every stored width (at least 8 bits) keeps, so an entry can move between its two
 //! buckets knowing only its field.
 
-use super::table::{Entry, Slots};
+use super::slots::{Entry, Slots};
 use super::{RunId, RunSet, LEVELS, MAX_RUNS};
 use crate::error::{Error, Result};
 
@@ -288,7 +288,7 @@ impl CodedSpec {
         })
     }
 
-    /// True when a table of [`TRIAL_BUCKETS`] buckets of this spec takes keys drawn from
+    /// True when a table of `TRIAL_BUCKETS` buckets of this spec takes keys drawn from
     /// `shares` (L0 keys spread over 8 tables) up to `load` without stashing one.
     pub fn fills(&self, shares: &Shares, load: f64) -> bool {
         use super::{GlobalFilter, Layout};

@@ -14,7 +14,8 @@ use std::io::Write;
 
 use super::coded::{CodedSpec, COMBOS};
 use super::runs::Runs;
-use super::table::{Codec, Slots};
+use super::slots::Slots;
+use super::table::Codec;
 use super::{fixed, GlobalFilter, Layout, RunId, LEVELS, MAX_RUNS};
 use crate::codec::{le_u32, le_u64, Cursor};
 use crate::error::{Error, Result};

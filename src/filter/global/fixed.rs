@@ -10,7 +10,7 @@
 //! the fingerprint with all four slots of a bucket at once (XOR, then a zero-lane test over
 //! the fingerprint bits), with no data-dependent branch before the rare match.
 
-use super::table::{Entry, Slots};
+use super::slots::{Entry, Slots};
 use super::{RunId, RunSet};
 
 /// Fingerprint bits.

@@ -66,6 +66,7 @@ mod coded;
 mod file;
 mod fixed;
 mod runs;
+mod slots;
 mod table;
 mod writer;
 

@@ -3,7 +3,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
-use super::table::{Entry, Table};
+use super::slots::Entry;
+use super::table::Table;
 use super::{
     Contents, GlobalFilter, GlobalStats, MergeKey, RunId, RunOrder, State, LEVELS, MAX_KICKS,
     MAX_LOAD, MAX_RUNS, STASH_MIN, STASH_PER_SLOTS, WALKS,
