@@ -14,6 +14,8 @@
 //! - range: a range filter that stores no value answers "no" to every range.
 //! - global filter: an accepted filter answers queries, accepts updates, and re-encodes to
 //!   bytes that decode to the same encoding.
+//! - compressed block: an accepted one decodes to at most `LZ4_MAX_RATIO` times its payload
+//!   and at most `MAX_BLOCK_LEN` bytes; an error is a corruption at an offset inside it.
 //!
 //! Checked-in inputs: `fuzz/corpus/<target>/` (seeds, and any input that once failed).
 #![allow(dead_code)] // each cargo-fuzz target uses one function
@@ -25,13 +27,21 @@ use filterstore::filter::range::RangeFilter;
 use filterstore::filter::Filter;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
+use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN};
 use filterstore::table::{Table, TableCounters};
 use filterstore::wal::replay_bytes;
 use filterstore::Error;
 
 /// Input names, as the cargo-fuzz targets and corpus directories are named.
-pub const TARGETS: [&str; 7] = [
-    "wal", "block", "table", "filter", "manifest", "range", "global",
+pub const TARGETS: [&str; 8] = [
+    "wal",
+    "block",
+    "table",
+    "filter",
+    "manifest",
+    "range",
+    "global",
+    "compressed",
 ];
 
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -121,6 +131,35 @@ pub fn block(data: &[u8]) -> bool {
         }
     }
     all
+}
+
+/// The bytes of a table-format-4 data block without its CRC (payload, then the codec tag):
+/// decompressed when the tag says LZ4, then read as a block (as `block` does).
+pub fn compressed(data: &[u8]) -> bool {
+    let mut buf = Vec::new();
+    match compress::decode(data, 0, &mut buf) {
+        Ok(raw) => {
+            let payload = data.len().saturating_sub(1);
+            assert!(
+                raw.len() <= MAX_BLOCK_LEN && raw.len() <= payload.max(1) * LZ4_MAX_RATIO,
+                "{} bytes decompressed from a {payload}-byte payload",
+                raw.len()
+            );
+            if let Ok(b) = Block::new(raw, 0) {
+                for e in b.iter().take(100_000) {
+                    if e.is_err() {
+                        break;
+                    }
+                }
+            }
+            true
+        }
+        Err(Error::Corruption { offset, .. }) if offset <= data.len() as u64 => false,
+        Err(e) => panic!(
+            "a {}-byte block: not a corruption inside it: {e:?}",
+            data.len()
+        ),
+    }
 }
 
 /// A table file: written to `path`, opened both ways (positioned reads and a map), every

@@ -128,9 +128,9 @@ impl<const N: usize> std::fmt::Debug for Sharded<N> {
     }
 }
 
-/// Counters of one table (and its current filter).
+/// Counters of one table (and its current filter): one cache line per thread slot.
 #[derive(Debug, Default)]
-pub struct TableCounters(Sharded<6>);
+pub struct TableCounters(Sharded<8>);
 
 macro_rules! table_counters {
     ($($(#[$doc:meta])* $name:ident $add:ident = $i:expr;)*) => {
@@ -159,10 +159,14 @@ table_counters! {
     false_positives add_false_positives = 2;
     /// Lookups inside the key range of a table without a filter that missed.
     unfiltered_misses add_unfiltered_misses = 3;
-    /// Data blocks read.
+    /// Data blocks read from the table file (block cache misses and reads that bypass it).
     block_reads add_block_reads = 4;
     /// Bytes read from the table file.
     bytes_read add_bytes_read = 5;
+    /// Data blocks found in the block cache (no read).
+    cache_hits add_cache_hits = 6;
+    /// Data blocks looked for in the block cache and not found (then read from the file).
+    cache_misses add_cache_misses = 7;
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@
 pub mod bench;
 #[cfg(all(feature = "parquet", feature = "showcase"))]
 pub mod bench_export;
+mod cache;
 pub(crate) mod codec;
 mod compaction;
 pub(crate) mod counters;
@@ -81,6 +82,7 @@ pub use repair::repair;
 pub use store::{
     LevelStats, Lifetime, Options, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
 };
+pub use table::Compression;
 pub use wal::WriteBatch;
 
 /// Largest key accepted, in bytes.

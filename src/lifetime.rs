@@ -70,22 +70,31 @@ lifetime_counters!(
     compaction_bytes_read,
     flushes,
     compactions,
+    block_cache_hits,
+    block_cache_misses,
 );
 
 const MAGIC: &[u8; 8] = b"FSCOUNTR";
-const VERSION: u32 = 1;
+/// The version written: 2 added the block cache's hits and misses.
+const VERSION: u32 = 2;
 /// Offsets of the header fields.
 const OFF_VERSION: usize = 8;
 const OFF_COUNT: usize = 12;
 const OFF_VALUES: usize = 16;
-/// Counters in a version-1 file: the fields of `Lifetime`, in declaration order.
+/// Counters in a version-2 file: the fields of `Lifetime`, in declaration order.
 const COUNT: usize = Lifetime::COUNT;
-/// The whole version-1 file: header, values, CRC.
-const FILE_LEN: usize = OFF_VALUES + 8 * COUNT + 4;
+/// Counters in a version-1 file (still read): the first 14 fields of `Lifetime`; the rest
+/// count from zero.
+const COUNT_V1: usize = 14;
+
+/// Length of a file of `count` counters: header, values, CRC.
+const fn file_len(count: usize) -> usize {
+    OFF_VALUES + 8 * count + 4
+}
 
 /// The file's bytes for `l`.
 pub(crate) fn encode(l: &Lifetime) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FILE_LEN);
+    let mut out = Vec::with_capacity(file_len(COUNT));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(COUNT as u32).to_le_bytes());
@@ -105,34 +114,39 @@ pub(crate) fn decode(b: &[u8]) -> Result<Lifetime> {
         return Err(Error::corrupt(0, "not a COUNTERS file (bad magic)"));
     }
     let version = c.u32("COUNTERS version")?;
-    if version != VERSION {
-        return Err(Error::corrupt(
-            OFF_VERSION as u64,
-            format!("unknown COUNTERS version {version} (this build reads {VERSION})"),
-        ));
-    }
+    let want = match version {
+        1 => COUNT_V1,
+        VERSION => COUNT,
+        _ => {
+            return Err(Error::corrupt(
+                OFF_VERSION as u64,
+                format!("unknown COUNTERS version {version} (this build reads 1 and {VERSION})"),
+            ))
+        }
+    };
     let count = c.u32("counter count")?;
-    if count as usize != COUNT {
+    if count as usize != want {
         return Err(Error::corrupt(
             OFF_COUNT as u64,
-            format!("COUNTERS version 1 holds {COUNT} counters, not {count}"),
+            format!("COUNTERS version {version} holds {want} counters, not {count}"),
         ));
     }
-    if b.len() != FILE_LEN {
+    let len = file_len(want);
+    if b.len() != len {
         return Err(Error::corrupt(
             0,
-            format!("COUNTERS is {} bytes, not {FILE_LEN}", b.len()),
+            format!("COUNTERS is {} bytes, not {len}", b.len()),
         ));
     }
     let mut v = [0u64; COUNT];
-    for x in &mut v {
+    for x in v.iter_mut().take(want) {
         *x = c.u64("counter")?;
     }
     let stored = c.u32("COUNTERS CRC")?;
-    let computed = crc32fast::hash(&b[..FILE_LEN - 4]);
+    let computed = crc32fast::hash(&b[..len - 4]);
     if stored != computed {
         return Err(Error::checksum(
-            (FILE_LEN - 4) as u64,
+            (len - 4) as u64,
             "COUNTERS",
             stored,
             computed,
@@ -171,40 +185,59 @@ mod tests {
         Lifetime::from_array(std::array::from_fn(|i| (i as u64 + 1) * 1_000_003))
     }
 
-    /// `tests/fixtures/counters-v1.bin` was written from format.md by an independent script
+    /// `tests/fixtures/counters-v2.bin` was written from format.md by an independent script
     /// (Python's struct and zlib.crc32) with counter i = (i + 1) × 1,000,003.
     #[test]
     fn fixture_decodes_and_today_encodes_it_byte_for_byte() {
-        let b = include_bytes!("../tests/fixtures/counters-v1.bin");
+        let b = include_bytes!("../tests/fixtures/counters-v2.bin");
+        assert_eq!(b.len(), 148);
         let l = decode(b).unwrap();
         assert_eq!(l, sample());
         assert_eq!(l.lookups, 1_000_003);
         assert_eq!(l.compactions, 14 * 1_000_003);
+        assert_eq!(l.block_cache_hits, 15 * 1_000_003);
+        assert_eq!(l.block_cache_misses, 16 * 1_000_003);
         assert_eq!(encode(&l), b.to_vec());
+    }
+
+    /// Version 1 (`tests/fixtures/counters-v1.bin`, the same script's output for the 14
+    /// counters it held) is still read; the counters it lacks are zero.
+    #[test]
+    fn version_1_fixture_still_decodes() {
+        let b = include_bytes!("../tests/fixtures/counters-v1.bin");
+        assert_eq!(b.len(), 132);
+        let l = decode(b).unwrap();
+        let mut want = sample().to_array();
+        want[COUNT_V1..].fill(0);
+        assert_eq!(l, Lifetime::from_array(want));
+        assert_eq!(l.compactions, 14 * 1_000_003);
+        assert_eq!(l.block_cache_hits, 0);
     }
 
     #[test]
     fn round_trip() {
         let l = sample();
         let b = encode(&l);
-        assert_eq!(b.len(), FILE_LEN);
+        assert_eq!(b.len(), file_len(COUNT));
         assert_eq!(decode(&b).unwrap(), l);
     }
 
     #[test]
     fn every_truncation_and_bit_flip_is_an_error() {
-        let b = encode(&sample());
-        for n in 0..b.len() {
-            assert!(decode(&b[..n]).is_err(), "truncated to {n}");
+        let v1 = include_bytes!("../tests/fixtures/counters-v1.bin").to_vec();
+        for b in [encode(&sample()), v1] {
+            for n in 0..b.len() {
+                assert!(decode(&b[..n]).is_err(), "truncated to {n}");
+            }
+            for i in 0..b.len() * 8 {
+                let mut d = b.clone();
+                d[i / 8] ^= 1 << (i % 8);
+                assert!(decode(&d).is_err(), "bit {i} flipped");
+            }
+            let mut long = b.clone();
+            long.push(0);
+            assert!(decode(&long).is_err());
         }
-        for i in 0..b.len() * 8 {
-            let mut d = b.clone();
-            d[i / 8] ^= 1 << (i % 8);
-            assert!(decode(&d).is_err(), "bit {i} flipped");
-        }
-        let mut long = b.clone();
-        long.push(0);
-        assert!(decode(&long).is_err());
     }
 
     #[test]

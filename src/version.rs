@@ -19,6 +19,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cache::BlockCache;
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
 use crate::filename::{filter_path, table_path};
@@ -84,11 +85,21 @@ impl TableHandle {
         }
     }
 
-    /// Opens the table and filter files `record` names. A filter that fails to open or check
-    /// is left out (the table is read without it) and the reason kept in `filter_problem`.
-    pub(crate) fn open(dir: &Path, record: TableRecord, mmap_reads: bool) -> Result<TableHandle> {
+    /// Opens the table and filter files `record` names, the table's blocks cached in
+    /// `cache` when given. A filter that fails to open or check is left out (the table is
+    /// read without it) and the reason kept in `filter_problem`.
+    pub(crate) fn open(
+        dir: &Path,
+        record: TableRecord,
+        mmap_reads: bool,
+        cache: Option<&Arc<BlockCache>>,
+    ) -> Result<TableHandle> {
         let path = table_path(dir, record.number);
-        let table = Arc::new(Table::open(&path, mmap_reads)?);
+        let mut table = Table::open(&path, mmap_reads)?;
+        if let Some(c) = cache {
+            table = table.with_cache(c.clone(), record.number);
+        }
+        let table = Arc::new(table);
         let (filter, filter_problem) = if record.filter_file == 0 {
             (None, None)
         } else {

@@ -437,6 +437,64 @@ fn stats_text_and_json() {
     assert_eq!(table_fields(&json, "max_key_hex")[0], "ff006b6579");
 }
 
+/// `--compression` (before the command) chooses how the tables a command writes store their
+/// blocks; `stats` shows the data bytes before and after, per table and in total, and the
+/// block cache's counters.
+#[test]
+fn compression_choice_and_its_stats() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    let input: String = (0..3000)
+        .map(|i| format!("key{i:05}\t{}\n", "abc".repeat(20)))
+        .collect();
+    ok(store_in(
+        &d,
+        &["--compression", "none", "load"],
+        input.as_bytes(),
+    ));
+    ok(store(&d, &["--compression", "none", "flush"]));
+    // A second raw table over the same keys: a compaction has to merge the two.
+    ok(store_in(
+        &d,
+        &["--compression", "none", "load"],
+        input.as_bytes(),
+    ));
+    ok(store(&d, &["--compression", "none", "flush"]));
+    let json = stats_json(&d);
+    assert_eq!(json["table_count"], 2);
+    assert_eq!(json["data_bytes"], json["stored_data_bytes"]);
+    let raw = json["data_bytes"].as_u64().unwrap() / 2;
+    assert!(raw > 3000 * 60, "{json}");
+    // A compaction with lz4 (the default) writes the merged table compressed.
+    ok(store(&d, &["compact"]));
+    let json = stats_json(&d);
+    let stored = json["stored_data_bytes"].as_u64().unwrap();
+    assert_eq!(json["data_bytes"].as_u64().unwrap(), raw);
+    assert!(stored * 4 < raw, "{stored} of {raw}");
+    assert_eq!(table_fields(&json, "stored_data_bytes")[0], stored);
+    let text = ok(store(&d, &["stats"]));
+    assert!(
+        text.contains(&format!(
+            "data blocks:    {raw} bytes before compression, {stored} as stored"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("block cache:"), "{text}");
+    // Lookups through the cache; this process's and the lifetime counters show them.
+    assert_eq!(
+        ok(store(&d, &["get", "key00042"])).trim_end(),
+        "abc".repeat(20)
+    );
+    let json = stats_json(&d);
+    assert_eq!(json["lifetime"]["block_cache_misses"], 1);
+    assert_eq!(json["lifetime"]["data_block_reads"], 1);
+    assert_eq!(json["counters"]["block_cache_hits"], 0);
+    assert!(json["block_cache"]["capacity_bytes"].as_u64().unwrap() > 0);
+    let bad = store(&d, &["--compression", "zip", "flush"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("none, lz4"), "{}", bad.stderr);
+}
+
 /// Every `store get` is a process of its own: the lifetime counters add them up, saved when
 /// each process closes the store, while the per-process counters start at zero.
 #[test]

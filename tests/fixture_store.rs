@@ -1,20 +1,25 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v4/`
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v5/`
 //! is what the current code writes (manifest version 2: the older table in L1, the newer in
-//! L0; table format version 3: page-aligned data blocks, a restart point at every index
-//! entry). The older fixtures hold the same store as written before, and must still open:
-//! `store-v3/` (table format 2), `store-v2/` (also manifest version 1, both tables in L0) and
-//! `store-v1/` (also table format 1, blocks back to back).
+//! L0; table format version 4: a codec byte after every data block, LZ4-compressed blocks
+//! where that saves an eighth, a restart point at every index entry). The older fixtures hold
+//! the same store as written before, and must still open: `store-v4/` (table format 3: no
+//! codec bytes, page-aligned blocks), `store-v3/` (table format 2), `store-v2/` (also
+//! manifest version 1, both tables in L0) and `store-v1/` (also table format 1, blocks back
+//! to back). `tests/fixtures/table-v4-mixed.sst` is one table of format 4 holding both raw
+//! and LZ4 blocks; it decodes to known entries and today's writer reproduces it byte for
+//! byte.
 //!
-//! Regenerate the current one (only after a deliberate format change, with `format.md`
+//! Regenerate the current ones (only after a deliberate format change, with `format.md`
 //! updated in the same commit): `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test
 //! fixture_store`.
 
 use std::path::{Path, PathBuf};
 
+use filterstore::io::RealFs;
 use filterstore::manifest::Manifest;
-use filterstore::table::{decode_footer, Table, TableCounters, FOOTER_LEN};
-use filterstore::{FilterKind, Options, Store, SyncPolicy};
+use filterstore::table::{decode_footer, write_table, Table, TableCounters, FOOTER_LEN};
+use filterstore::{Compression, FilterKind, Options, Store, SyncPolicy};
 
 /// The store fixture `store-v{n}`.
 fn fixture_dir(n: u32) -> PathBuf {
@@ -22,7 +27,7 @@ fn fixture_dir(n: u32) -> PathBuf {
 }
 
 /// The fixture the current code writes.
-const CURRENT: u32 = 4;
+const CURRENT: u32 = 5;
 
 /// Per fixture: its table format version and the level of its older table.
 fn fixture_facts(n: u32) -> (u32, u32) {
@@ -30,6 +35,7 @@ fn fixture_facts(n: u32) -> (u32, u32) {
         1 => (1, 0),
         2 => (2, 0),
         3 => (2, 1),
+        4 => (3, 1),
         _ => (filterstore::table::TABLE_VERSION, 1),
     }
 }
@@ -91,7 +97,7 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for n in [1, 2, 3, CURRENT] {
+    for n in [1, 2, 3, 4, CURRENT] {
         check_fixture(n);
     }
 }
@@ -126,11 +132,26 @@ fn check_fixture(n: u32) {
         let t = Table::open(&older_path, mmap_reads).unwrap();
         assert_eq!(t.meta.entries, 300);
         assert_eq!(t.meta.file_bytes, older.file_bytes);
-        if version >= 2 {
+        if (2..4).contains(&version) {
             for i in 0..t.block_count() {
                 let (offset, _) = t.block_span(i).unwrap();
                 assert_eq!(offset % 4096, 0, "block {i} starts on a page boundary");
             }
+        }
+        if version >= 4 {
+            // "key-NNNN" and "value-N-xxx" compress: every block is stored LZ4-compressed.
+            for i in 0..t.block_count() {
+                let (offset, len) = t.block_span(i).unwrap();
+                let codec = bytes[(offset + len as u64 - 1) as usize];
+                assert_eq!(codec, 1, "block {i} is LZ4");
+            }
+            assert!(
+                3 * t.meta.stored_data_bytes < 2 * t.meta.data_bytes,
+                "{:?}",
+                t.meta
+            );
+        } else {
+            assert_eq!(t.meta.stored_data_bytes, t.meta.data_bytes);
         }
         let c = TableCounters::default();
         let all: Vec<_> = (0..t.block_count())
@@ -168,4 +189,73 @@ fn check_fixture(n: u32) {
     assert!(filterstore::verify::verify_dir(&fixture())
         .unwrap()
         .is_intact());
+}
+
+/// The entries of `table-v4-mixed.sst`: 120 keys, values of 200 bytes, compressible (one
+/// letter repeated) for keys 0..40 and 80..120, pseudo-random for 40..80, so that some
+/// blocks are stored LZ4-compressed and others raw; every seventh key a tombstone.
+fn mixed_entries() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    (0..120u64)
+        .map(|i| {
+            let key = format!("mixed-{i:03}").into_bytes();
+            let value: Vec<u8> = if (40..80).contains(&i) {
+                let mut x = i;
+                (0..200)
+                    .map(|_| {
+                        x = filterstore::hash::mix64(x.wrapping_add(0x9e37));
+                        x as u8
+                    })
+                    .collect()
+            } else {
+                vec![b'a' + (i % 26) as u8; 200]
+            };
+            (key, (i % 7 != 3).then_some(value))
+        })
+        .collect()
+}
+
+#[test]
+fn checked_in_mixed_table_decodes_and_is_reproduced() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/table-v4-mixed.sst");
+    let want = mixed_entries();
+    let view: Vec<(&[u8], Option<&[u8]>)> = want
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_deref()))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let fresh = tmp.path().join("000001.sst");
+    write_table(&RealFs, &fresh, view.as_slice(), Compression::Lz4).unwrap();
+    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
+        std::fs::copy(&fresh, &path).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - FOOTER_LEN;
+    let footer = decode_footer(bytes[at..].try_into().unwrap(), at as u64).unwrap();
+    assert_eq!(footer.version, 4);
+    for mmap_reads in [false, true] {
+        let t = Table::open(&path, mmap_reads).unwrap();
+        let codecs: Vec<u8> = (0..t.block_count())
+            .map(|i| {
+                let (offset, len) = t.block_span(i).unwrap();
+                bytes[(offset + len as u64 - 1) as usize]
+            })
+            .collect();
+        assert!(codecs.contains(&0) && codecs.contains(&1), "{codecs:?}");
+        assert!(codecs.iter().all(|&c| c <= 1), "{codecs:?}");
+        let c = TableCounters::default();
+        let all: Vec<_> = (0..t.block_count())
+            .flat_map(|i| t.block_entries(i, &c).unwrap())
+            .collect();
+        assert!(all == want, "the fixture decodes to other entries");
+        for (k, v) in &want {
+            assert_eq!(t.get(k, &c).unwrap(), Some(v.clone()));
+        }
+        assert_eq!((t.meta.entries, t.meta.tombstones), (120, 17));
+        assert!(t.meta.stored_data_bytes < t.meta.data_bytes);
+    }
+    // The writer's choices (which blocks compress, and LZ4's bytes) are pinned too.
+    assert!(
+        std::fs::read(&fresh).unwrap() == bytes,
+        "today's writer no longer reproduces table-v4-mixed.sst"
+    );
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use filterstore::hash::mix64;
-use filterstore::{FilterKind, Options, Stats, Store, SyncPolicy};
+use filterstore::{Compression, FilterKind, Options, Stats, Store, SyncPolicy};
 
 mod allocation;
 
@@ -29,6 +29,11 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// and present lookups after a reopen: ns per lookup, filter probes and block reads per
 /// lookup.
 ///
+/// With --compression none,lz4 the whole run (load, reopen, lookups) is made once per choice,
+/// each into a fresh store, and a last line compares them: disk bytes and present-get time
+/// against the first choice. --value-compressibility makes values compressible the way
+/// db_bench's compression_ratio does (random printable bytes, repeated).
+///
 /// With --allocation uniform,monkey the filters of the loaded store are then rebalanced
 /// (`refilter`, no data rewritten) to each allocation in turn at equal filter memory (Monkey
 /// at --bits-per-key, uniform at the bits per key Monkey's filters actually took), and the
@@ -44,6 +49,19 @@ pub struct BenchEngine {
     /// Bytes per value
     #[arg(long, default_value_t = 100)]
     value_bytes: usize,
+    /// Fraction of each value that repeats what comes before it: 0 (the default) makes
+    /// values of random bytes, which do not compress; C > 0 makes each value random printable
+    /// bytes for its first (1 − C) of its length, repeated to fill it (db_bench's
+    /// --compression_ratio is 1 − C: 0.5 is half-compressible)
+    #[arg(long, default_value_t = 0.0, value_parser = parse_compressibility)]
+    value_compressibility: f64,
+    /// Block compression of the tables: a comma-separated list of none and lz4, one run each
+    /// [default: the library's, lz4]
+    #[arg(long, value_delimiter = ',', value_parser = super::parse_compression)]
+    compression: Vec<Compression>,
+    /// Block cache size in MiB, 0 for none [default: the library's, 32]
+    #[arg(long, value_name = "MIB")]
+    block_cache_mib: Option<usize>,
     /// Absent and present lookups after the load
     #[arg(long, default_value_t = 1_000_000)]
     lookups: u64,
@@ -117,6 +135,13 @@ pub struct BenchEngine {
     json: bool,
 }
 
+fn parse_compressibility(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if (0.0..1.0).contains(&c) => Ok(c),
+        _ => Err("give a fraction from 0 (random values) to below 1".into()),
+    }
+}
+
 fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
     match s {
         "every-write" => Ok(SyncPolicy::EveryWrite),
@@ -134,11 +159,25 @@ pub(super) fn key(seed: u64, i: u64, absent: bool) -> [u8; 16] {
     k
 }
 
-pub(super) fn fill_value(i: u64, v: &mut [u8]) {
+/// Value `i`: random bytes, or with `compressibility` C > 0, random printable bytes for the
+/// first ⌈(1 − C) · len⌉ bytes, repeated to fill the value (db_bench's `CompressibleString`).
+pub(super) fn fill_value(i: u64, compressibility: f64, v: &mut [u8]) {
     let mut x = i;
-    for chunk in v.chunks_mut(8) {
-        x = mix64(x);
-        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    if compressibility == 0.0 {
+        for chunk in v.chunks_mut(8) {
+            x = mix64(x);
+            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+        }
+        return;
+    }
+    let random =
+        ((v.len() as f64 * (1.0 - compressibility)).ceil() as usize).clamp(1, v.len().max(1));
+    for b in v.iter_mut().take(random) {
+        x = mix64(x.wrapping_add(0x9e37_79b9_7f4a_7c15));
+        *b = b' ' + (x % 95) as u8;
+    }
+    for j in random..v.len() {
+        v[j] = v[j - random];
     }
 }
 
@@ -175,6 +214,7 @@ struct Lookups {
     ns: f64,
     probes: f64,
     reads: f64,
+    hits: f64,
     found: u64,
 }
 
@@ -203,6 +243,7 @@ fn lookups(
         ns,
         probes: per(after.filter_probes(), before.filter_probes()),
         reads: per(after.data_block_reads, before.data_block_reads),
+        hits: per(after.block_cache_hits, before.block_cache_hits),
         found,
     })
 }
@@ -215,11 +256,21 @@ fn levels_line(s: &Stats) -> String {
         .join(" ")
 }
 
+/// What one run (one compression choice) measured, for the comparison line.
+struct RunFigures {
+    compression: Compression,
+    disk: u64,
+    data_bytes: u64,
+    stored_data_bytes: u64,
+    present_ns: f64,
+    absent_ns: f64,
+    puts_per_sec: f64,
+}
+
 impl Run for BenchEngine {
     fn run(self, _g: &Global) -> Result<Exit, CliError> {
-        let n = self.count.max(1);
         let tmp;
-        let dir = match &self.work_dir {
+        let root = match &self.work_dir {
             Some(d) => {
                 if d.exists() {
                     return Err(CliError::usage(format!(
@@ -234,8 +285,86 @@ impl Run for BenchEngine {
                 tmp.path().join("store")
             }
         };
+        let choices = if self.compression.is_empty() {
+            vec![Compression::default()]
+        } else {
+            self.compression.clone()
+        };
+        // One store per choice: DIR itself for one, DIR/<choice> for several.
+        let dir_of = |c: Compression| {
+            if choices.len() == 1 {
+                root.clone()
+            } else {
+                root.join(c.name())
+            }
+        };
+        if !self.workload.is_empty() {
+            for &c in &choices {
+                let dir = dir_of(c);
+                super::bench_ycsb::run(super::bench_ycsb::Ycsb {
+                    dir: &dir,
+                    opts: self.options(c),
+                    records: self.count.max(1),
+                    value_bytes: self.value_bytes,
+                    seed: self.seed,
+                    workloads: self.workload.iter().flat_map(|w| w.0.clone()).collect(),
+                    ops: self.ops.unwrap_or(self.count).max(1),
+                    threads: self.threads,
+                    json: self.json,
+                    config: format!(
+                        "{} at ε {}, sync {:?}, compression {}",
+                        self.filter,
+                        self.fpr,
+                        self.sync,
+                        c.name()
+                    ),
+                })?;
+            }
+            return Ok(Exit::Success);
+        }
+        let mut figures = Vec::new();
+        for (i, &c) in choices.iter().enumerate() {
+            figures.push(self.run_one(&dir_of(c), c, i == 0)?);
+        }
+        if let Some((base, rest)) = figures.split_first().filter(|(_, r)| !r.is_empty()) {
+            let mut o = String::new();
+            use std::fmt::Write as _;
+            for f in rest {
+                let _ = writeln!(
+                    o,
+                    "{} ÷ {}: disk bytes {:.3}× ({} vs {}), data blocks as stored {:.3}×, present get {:.3}×, absent get {:.3}×, puts/s {:.3}×",
+                    f.compression,
+                    base.compression,
+                    f.disk as f64 / base.disk.max(1) as f64,
+                    f.disk,
+                    base.disk,
+                    f.stored_data_bytes as f64 / base.stored_data_bytes.max(1) as f64,
+                    f.present_ns / base.present_ns,
+                    f.absent_ns / base.absent_ns,
+                    f.puts_per_sec / base.puts_per_sec
+                );
+            }
+            for f in &figures {
+                let _ = writeln!(
+                    o,
+                    "{}: data blocks {} bytes before compression, {} as stored ({:.3}×)",
+                    f.compression,
+                    f.data_bytes,
+                    f.stored_data_bytes,
+                    f.stored_data_bytes as f64 / f.data_bytes.max(1) as f64
+                );
+            }
+            super::println(o)?;
+        }
+        Ok(Exit::Success)
+    }
+}
+
+impl BenchEngine {
+    /// The store's options for a run with `compression`.
+    fn options(&self, compression: Compression) -> Options {
         let defaults = Options::default();
-        let opts = Options {
+        Options {
             filter: Some(self.filter),
             fpr: Some(self.fpr),
             sync: self.sync,
@@ -255,30 +384,32 @@ impl Run for BenchEngine {
             ),
             l0_slowdown: self.l0_slowdown.unwrap_or(defaults.l0_slowdown),
             l0_stop: self.l0_stop.unwrap_or(defaults.l0_stop),
+            compression,
+            block_cache_bytes: self
+                .block_cache_mib
+                .map_or(defaults.block_cache_bytes, |m| m << 20),
             ..defaults
-        };
-        if !self.workload.is_empty() {
-            return super::bench_ycsb::run(super::bench_ycsb::Ycsb {
-                dir: &dir,
-                opts,
-                records: n,
-                value_bytes: self.value_bytes,
-                seed: self.seed,
-                workloads: self.workload.iter().flat_map(|w| w.0.clone()).collect(),
-                ops: self.ops.unwrap_or(n).max(1),
-                threads: self.threads,
-                json: self.json,
-                config: format!("{} at ε {}, sync {:?}", self.filter, self.fpr, self.sync),
-            });
         }
+    }
+
+    /// Loads a fresh store in `dir` with `compression`, reopens it and times lookups; prints
+    /// the report (with the allocation comparison when asked and `first`).
+    fn run_one(
+        &self,
+        dir: &Path,
+        compression: Compression,
+        first: bool,
+    ) -> Result<RunFigures, CliError> {
+        let n = self.count.max(1);
+        let opts = self.options(compression);
         let _ = std::fs::write("/proc/self/clear_refs", "5");
-        let store = Store::open(&dir, opts.clone())?;
+        let store = Store::open(dir, opts.clone())?;
         let mut value = vec![0u8; self.value_bytes];
         let mut hist = Histogram::default();
         let t = Instant::now();
         let mut last = Instant::now();
         for i in 0..n {
-            fill_value(i, &mut value);
+            fill_value(i, self.value_compressibility, &mut value);
             let k = key(self.seed, i, false);
             let t0 = Instant::now();
             store.put(&k, &value)?;
@@ -308,11 +439,11 @@ impl Run for BenchEngine {
             settle = ts.elapsed();
         }
         drop(store);
-        let disk = dir_bytes(&dir);
+        let disk = dir_bytes(dir);
         let live = n * (16 + self.value_bytes as u64);
         let tr = Instant::now();
         let opts_for_lookups = opts.clone();
-        let store = Store::open(&dir, opts)?;
+        let store = Store::open(dir, opts)?;
         let reopen = tr.elapsed();
         let after_open = store.stats();
         let lookups_n = self.lookups.max(1);
@@ -323,10 +454,22 @@ impl Run for BenchEngine {
         let s = &loaded;
         let mut o = String::new();
         use std::fmt::Write as _;
+        let values = if self.value_compressibility > 0.0 {
+            format!(
+                "{}-byte values ({:.0} % repeated)",
+                self.value_bytes,
+                self.value_compressibility * 100.0
+            )
+        } else {
+            format!("{}-byte random values", self.value_bytes)
+        };
         let _ = writeln!(
             o,
-            "filterstore bench engine — {n} puts of 16-byte keys and {}-byte values, {} at ε {}, sync {:?}",
-            self.value_bytes, self.filter, self.fpr, self.sync
+            "filterstore bench engine — {n} puts of 16-byte keys and {values}, {} at ε {}, sync {:?}, compression {compression}, block cache {} MiB",
+            self.filter,
+            self.fpr,
+            self.sync,
+            opts_for_lookups.block_cache_bytes >> 20
         );
         let _ = writeln!(
             o,
@@ -365,8 +508,10 @@ impl Run for BenchEngine {
         );
         let _ = writeln!(
             o,
-            "space amp:  {:.2} ({disk} bytes on disk for {live} bytes of keys and values)",
-            disk as f64 / live as f64
+            "space amp:  {:.2} ({disk} bytes on disk for {live} bytes of keys and values; data blocks {} bytes before compression, {} as stored)",
+            disk as f64 / live as f64,
+            after_open.data_bytes(),
+            after_open.stored_data_bytes()
         );
         let _ = writeln!(
             o,
@@ -392,22 +537,22 @@ impl Run for BenchEngine {
         for (what, l) in [("absent", &absent), ("present", &present)] {
             let _ = writeln!(
                 o,
-                "{what:<8}    {:.0} ns/get, {:.3} filter probes and {:.4} block reads per get, {} found",
-                l.ns, l.probes, l.reads, l.found
+                "{what:<8}    {:.0} ns/get, {:.3} filter probes, {:.4} block reads and {:.4} block cache hits per get, {} found",
+                l.ns, l.probes, l.reads, l.hits, l.found
             );
         }
-        if !self.allocation.is_empty() {
+        if first && !self.allocation.is_empty() {
             eprintln!("bench engine: comparing allocations");
             // A still table set: reopened without background compaction.
             drop(store);
             let still = Store::open(
-                &dir,
+                dir,
                 Options {
                     compaction_trigger: None,
                     ..opts_for_lookups
                 },
             )?;
-            allocations(&still, &self, lookups_n, &mut o)?;
+            allocations(&still, self, lookups_n, &mut o)?;
         }
         super::println(o)?;
         if present.found != lookups_n || absent.found != 0 {
@@ -421,6 +566,14 @@ impl Run for BenchEngine {
                 quiet: false,
             });
         }
-        Ok(Exit::Success)
+        Ok(RunFigures {
+            compression,
+            disk,
+            data_bytes: after_open.data_bytes(),
+            stored_data_bytes: after_open.stored_data_bytes(),
+            present_ns: present.ns,
+            absent_ns: absent.ns,
+            puts_per_sec: n as f64 / total.as_secs_f64(),
+        })
     }
 }

@@ -293,7 +293,7 @@ fn value_of(key: &[u8], out: &mut [u8]) {
     let seed = key.chunks(8).fold(0u64, |h, c| {
         mix64(h ^ c.iter().fold(0, |x, &b| x << 8 | u64::from(b)))
     });
-    fill_value(seed, out);
+    fill_value(seed, 0.0, out);
 }
 
 /// What the threads of one run share.

@@ -33,7 +33,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use filterstore::filename::has_data_files;
 use filterstore::store::{stored_default_filter, MANIFEST_NAME};
-use filterstore::{filter::check_fpr, FilterKind, FilterPolicy, Options, Store, SyncPolicy};
+use filterstore::{
+    filter::check_fpr, Compression, FilterKind, FilterPolicy, Options, Store, SyncPolicy,
+};
 
 const LONG_ABOUT: &str = "\
 A persistent key-value store whose sorted tables are fronted by memory-mapped Bloom, \
@@ -48,7 +50,10 @@ locked.
 
 --filter and --fpr choose the filter of the tables sealed by this command (flush, compact, \
 refilter, or a memtable that fills up during load). The choice made when the store was \
-created is remembered as its default. --bits-per-key B [--allocation monkey|uniform] sizes \
+created is remembered as its default. --compression none|lz4, given before the command, \
+chooses how the data blocks of the tables this command writes are compressed (lz4 unless \
+told otherwise; a block that does not shrink by an eighth is stored raw); tables already \
+written keep theirs. --bits-per-key B [--allocation monkey|uniform] sizes \
 them from a memory budget instead: B bits per key in tables, each level's ε proportional to \
 its keys (monkey, the default) or one ε for all (uniform). The budget is not remembered.";
 
@@ -102,6 +107,11 @@ pub struct Global {
     /// wasted reads per absent lookup) or uniform (one ε for every table)
     #[arg(long, global = true, value_name = "HOW", requires = "bits_per_key", value_parser = parse_allocation)]
     pub allocation: Option<Allocation>,
+    /// Block compression of the tables this command writes (flushes, compactions): none or
+    /// lz4 [default: lz4]. Before the command only (`export --compression` is the Parquet
+    /// files' codec)
+    #[arg(long, value_name = "HOW", value_parser = parse_compression)]
+    pub compression: Option<Compression>,
 }
 
 /// How a bits-per-key budget is split across levels.
@@ -150,6 +160,13 @@ pub(crate) fn parse_filter(s: &str) -> Result<FilterKind, String> {
     s.parse::<FilterKind>().map_err(|_| {
         let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
         format!("unknown filter kind; valid kinds: {}", valid.join(", "))
+    })
+}
+
+pub(crate) fn parse_compression(s: &str) -> Result<Compression, String> {
+    s.parse::<Compression>().map_err(|_| {
+        let valid: Vec<&str> = Compression::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown compression; valid choices: {}", valid.join(", "))
     })
 }
 
@@ -376,6 +393,7 @@ impl Global {
             } else {
                 defaults.compaction_trigger
             },
+            compression: self.compression.unwrap_or(defaults.compression),
             ..defaults
         };
         let store = Store::open(&dir, opts).map_err(|e| {

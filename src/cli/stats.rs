@@ -18,8 +18,13 @@ use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 /// one table per deeper level), beside the observed figure (wasted reads per lookup in this
 /// process).
 ///
+/// Data bytes: the tables' data blocks before and after compression (per table and in
+/// total). Block cache: its capacity and the bytes it holds now (this process's cache),
+/// hits and misses.
+///
 /// The counters (lookups, filter negatives/positives, false positives, observed FPR,
-/// data-block reads, bytes read and written) are shown twice: over the store's lifetime,
+/// data-block reads from table files, block cache hits and misses, bytes read and written)
+/// are shown twice: over the store's lifetime,
 /// summed across every process that used it, and for this process alone. The lifetime
 /// totals are saved in the store's COUNTERS file at the end of every flush and when a
 /// process closes the store, so a crash loses the counts since the last flush or close.
@@ -74,8 +79,20 @@ fn text(store: &Store, g: &Global) -> String {
     );
     let _ = writeln!(
         o,
+        "data blocks:    {} bytes before compression, {} as stored ({})",
+        s.data_bytes(),
+        s.stored_data_bytes(),
+        ratio(s.stored_data_bytes(), s.data_bytes())
+    );
+    let _ = writeln!(
+        o,
         "memtable:       {} entries (not yet in a table)",
         s.memtable_entries
+    );
+    let _ = writeln!(
+        o,
+        "block cache:    {} of {} bytes held",
+        s.block_cache_bytes, s.block_cache_capacity
     );
     let l = &s.lifetime;
     let _ = writeln!(
@@ -86,14 +103,16 @@ fn text(store: &Store, g: &Global) -> String {
     let _ = writeln!(
         o,
         "                lookups {}, filter negatives {}, filter positives {}, \
-         false positives {}, observed FPR {}, data-block reads {}, bytes read {}, \
-         bytes written {} (by the user {})",
+         false positives {}, observed FPR {}, data-block reads {}, block cache hits {} \
+         and misses {}, bytes read {}, bytes written {} (by the user {})",
         l.lookups,
         l.filter_negatives,
         l.filter_positives,
         l.false_positives,
         fpr_of(l.false_positives, l.filter_negatives),
         l.data_block_reads,
+        l.block_cache_hits,
+        l.block_cache_misses,
         l.bytes_read,
         l.wal_bytes_written + l.flush_bytes_written + l.compaction_bytes_written,
         l.user_bytes_written
@@ -104,13 +123,16 @@ fn text(store: &Store, g: &Global) -> String {
     let _ = writeln!(
         o,
         "this process:   lookups {}, filter negatives {}, filter positives {}, \
-         false positives {}, observed FPR {}, data-block reads {}",
+         false positives {}, observed FPR {}, data-block reads {}, block cache hits {} \
+         and misses {}",
         s.lookups,
         s.filter_negatives,
         s.filter_positives,
         s.false_positives,
         fpr_of(s.false_positives, s.filter_negatives),
-        s.data_block_reads
+        s.data_block_reads,
+        s.block_cache_hits,
+        s.block_cache_misses
     );
     let _ = writeln!(
         o,
@@ -160,7 +182,7 @@ fn text(store: &Store, g: &Global) -> String {
     if !s.tables.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:>6}  {:>5}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8}  {:>10}  key range",
+            "\n{:>6}  {:>5}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>11}  {:>11}  {:>12}  {:>8}  {:>10}  key range",
             "table",
             "level",
             "filter",
@@ -168,6 +190,8 @@ fn text(store: &Store, g: &Global) -> String {
             "keys",
             "tombstones",
             "file bytes",
+            "data bytes",
+            "stored",
             "filter bytes",
             "bits/key",
             "theor. FPR"
@@ -176,7 +200,7 @@ fn text(store: &Store, g: &Global) -> String {
     for t in &s.tables {
         let _ = writeln!(
             o,
-            "{:>06}  {:>5}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>12}  {:>8.2}  {:>10.3e}  {} .. {}",
+            "{:>06}  {:>5}  {:<13}  {:>8}  {:>9}  {:>10}  {:>11}  {:>11}  {:>11}  {:>12}  {:>8.2}  {:>10.3e}  {} .. {}",
             t.number,
             format!("L{}", t.level),
             t.filter_kind.name(),
@@ -184,6 +208,8 @@ fn text(store: &Store, g: &Global) -> String {
             t.keys,
             t.tombstones,
             t.file_bytes,
+            t.data_bytes,
+            t.stored_data_bytes,
             t.filter_bytes,
             t.bits_per_key(),
             t.theoretical_fpr,
@@ -203,6 +229,15 @@ fn observed_absent(s: &filterstore::Stats) -> String {
     match (s.observed_absent_reads(), s.predicted_absent_reads()) {
         (Some(o), Some(p)) => format!("{o:.6} per lookup (predicted for those lookups {p:.6})"),
         _ => "- (no lookups in this process)".to_string(),
+    }
+}
+
+/// `part ÷ whole` as "0.613×", or "-" when `whole` is 0.
+fn ratio(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.3}×", part as f64 / whole as f64)
     }
 }
 
@@ -263,6 +298,8 @@ fn json(store: &Store, g: &Global) -> String {
                 "keys": t.keys,
                 "tombstones": t.tombstones,
                 "file_bytes": t.file_bytes,
+                "data_bytes": t.data_bytes,
+                "stored_data_bytes": t.stored_data_bytes,
                 "filter_bytes": t.filter_bytes,
                 "bits_per_key": num(t.bits_per_key()),
                 "theoretical_fpr": num(t.theoretical_fpr),
@@ -270,6 +307,8 @@ fn json(store: &Store, g: &Global) -> String {
                 "filter_negatives": t.filter_negatives,
                 "false_positives": t.false_positives,
                 "data_block_reads": t.data_block_reads,
+                "block_cache_hits": t.block_cache_hits,
+                "block_cache_misses": t.block_cache_misses,
                 "min_key": std::str::from_utf8(&t.min_key).ok(),
                 "min_key_hex": hex(&t.min_key),
                 "max_key": std::str::from_utf8(&t.max_key).ok(),
@@ -285,7 +324,13 @@ fn json(store: &Store, g: &Global) -> String {
         "keys": s.table_keys(),
         "tombstones": sum(|t| t.tombstones),
         "file_bytes": sum(|t| t.file_bytes),
+        "data_bytes": s.data_bytes(),
+        "stored_data_bytes": s.stored_data_bytes(),
         "filter_bytes": sum(|t| t.filter_bytes),
+        "block_cache": {
+            "capacity_bytes": s.block_cache_capacity,
+            "held_bytes": s.block_cache_bytes,
+        },
         "memtable_entries": s.memtable_entries,
         "memtable_bytes": s.memtable_bytes,
         "counters": {
@@ -297,6 +342,8 @@ fn json(store: &Store, g: &Global) -> String {
             "observed_fpr": s.observed_fpr().and_then(num),
             "unfiltered_reads": s.unfiltered_reads,
             "data_block_reads": s.data_block_reads,
+            "block_cache_hits": s.block_cache_hits,
+            "block_cache_misses": s.block_cache_misses,
             "bytes_read": s.bytes_read,
             "commit_groups": s.commit_groups,
             "commit_writes": s.commit_writes,
@@ -314,6 +361,8 @@ fn json(store: &Store, g: &Global) -> String {
             "false_positives": s.lifetime.false_positives,
             "unfiltered_reads": s.lifetime.unfiltered_reads,
             "data_block_reads": s.lifetime.data_block_reads,
+            "block_cache_hits": s.lifetime.block_cache_hits,
+            "block_cache_misses": s.lifetime.block_cache_misses,
             "bytes_read": s.lifetime.bytes_read,
             "user_bytes_written": s.lifetime.user_bytes_written,
             "wal_bytes_written": s.lifetime.wal_bytes_written,

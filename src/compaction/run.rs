@@ -22,8 +22,8 @@ use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::manifest::TableRecord;
 use crate::table::{
-    encode_part, run_full, write_filter_file, OwnedRun, Part, SortedEntries, Table, TableBuilder,
-    TableCounters, TableCursor,
+    encode_part, run_full, write_filter_file, Compression, OwnedRun, Part, SortedEntries, Table,
+    TableBuilder, TableCounters, TableCursor,
 };
 use crate::version::prefix8;
 
@@ -193,6 +193,8 @@ pub(crate) struct Output<'a> {
     pub table_bytes: u64,
     /// Filter kind and target rate of the output tables.
     pub filter: (FilterKind, f64),
+    /// How the output tables' data blocks are compressed.
+    pub compression: Compression,
     /// Hands out unused file numbers.
     pub alloc: &'a (dyn Fn() -> u64 + Sync),
 }
@@ -292,7 +294,10 @@ impl WriteSide<'_> {
             .zip(bufs)
             .map(|(c, buf)| {
                 let r = 0..c.run.len();
-                (encode_part(&c.run, r, buf, true), c.ends_table)
+                (
+                    encode_part(&c.run, r, buf, true, self.out.compression),
+                    c.ends_table,
+                )
             })
             .collect();
         spare.extend(chunks.into_iter().map(|c| c.run));
@@ -457,7 +462,7 @@ mod tests {
                 .map(|(i, k)| (k.as_slice(), (i % 13 != t as usize).then_some(&value[..])))
                 .collect();
             let path = crate::filename::table_path(dir.path(), 100 + t);
-            write_table(&RealFs, &path, entries.as_slice()).unwrap();
+            write_table(&RealFs, &path, entries.as_slice(), Compression::None).unwrap();
             tables.push(Arc::new(Table::open(&path, false).unwrap()));
         }
         let mut outputs: Vec<Vec<Vec<u8>>> = Vec::new();
@@ -472,6 +477,7 @@ mod tests {
                 level: 1,
                 table_bytes: 1 << 20,
                 filter: (FilterKind::BlockedBloom, 0.01),
+                compression: Compression::Lz4,
                 alloc: &alloc,
             };
             let counters = Arc::new(TableCounters::default());

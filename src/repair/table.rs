@@ -164,7 +164,13 @@ impl Repair<'_> {
                 .iter()
                 .map(|(k, v)| (k.as_slice(), v.as_deref()))
                 .collect();
-            let meta = write_table(self.fs, &new_path, view.as_slice())?;
+            // The store's options are not known here: the library's default compression.
+            let meta = write_table(
+                self.fs,
+                &new_path,
+                view.as_slice(),
+                crate::Compression::default(),
+            )?;
             record.number = number;
             record.entries = meta.entries;
             record.tombstones = meta.tombstones;

@@ -157,6 +157,7 @@ impl Inner {
             level: output as u32,
             table_bytes: self.opts.table_bytes,
             filter,
+            compression: self.opts.compression,
             alloc: &alloc,
         };
         let result = merge(sources, &drop_tombstone, &out)?;
@@ -167,6 +168,7 @@ impl Inner {
                     &self.dir,
                     r.clone(),
                     self.opts.mmap_reads,
+                    self.block_cache.as_ref(),
                 )?));
             }
             Ok(())

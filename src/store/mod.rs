@@ -32,6 +32,7 @@ use std::sync::{
 };
 use std::thread::JoinHandle;
 
+use crate::cache::BlockCache;
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::wal_path;
@@ -117,6 +118,8 @@ struct Retired {
     unfiltered_misses: AtomicU64,
     block_reads: AtomicU64,
     bytes_read: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
 }
 
 /// The engine's own counters (see [`Stats`]).
@@ -159,6 +162,8 @@ pub(crate) struct Inner {
     bg: Mutex<Bg>,
     bg_cv: Condvar,
     next_file: AtomicU64,
+    /// The block cache every table of this store reads through (`None`: turned off).
+    block_cache: Option<Arc<BlockCache>>,
     poisoned: AtomicBool,
     shutdown: AtomicBool,
     counters: EngineCounters,

@@ -12,6 +12,7 @@ use super::{
     worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
     Writer,
 };
+use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
@@ -120,12 +121,14 @@ impl Store {
         let max_seen = files.iter().map(|(n, _)| *n).max().unwrap_or(0);
         let next_file = manifest.next_file.max(max_seen + 1);
 
+        let block_cache = BlockCache::new(opts.block_cache_bytes).map(Arc::new);
         let mut handles = Vec::with_capacity(manifest.tables.len());
         for r in &manifest.tables {
             handles.push(Arc::new(TableHandle::open(
                 &dir,
                 r.clone(),
                 opts.mmap_reads,
+                block_cache.as_ref(),
             )?));
         }
         let version = Version::new(handles);
@@ -213,6 +216,7 @@ impl Store {
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
             next_file: AtomicU64::new(next_file),
+            block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             counters: EngineCounters::default(),

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
+use crate::table::Compression;
 
 /// When WAL appends are fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +81,15 @@ pub struct Options {
     /// access (a point lookup on a cold table reads only its block's page), so a scan of a
     /// table that is not in the page cache also reads one page at a time, without readahead.
     pub mmap_reads: bool,
+    /// Bytes of the block cache: data blocks read by lookups and scans, checked and
+    /// decompressed, kept for the next read of the same block (one cache per store, shared
+    /// by its tables; see `docs/engine.md`, "Block cache"). 32 MiB by default; 0 turns it off
+    /// (every block is read from the file each time).
+    pub block_cache_bytes: usize,
+    /// How the data blocks of tables written from now on (flushes and compactions) are
+    /// compressed. [`Compression::Lz4`] by default: a block that does not shrink by at least
+    /// an eighth is stored raw. Tables already written keep their blocks as they are.
+    pub compression: Compression,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
 }
@@ -102,6 +112,8 @@ impl Default for Options {
             idle_drain: Some(Duration::from_secs(1)),
             create_if_missing: true,
             mmap_reads: false,
+            block_cache_bytes: 32 << 20,
+            compression: Compression::Lz4,
             fs: Arc::new(RealFs),
         }
     }

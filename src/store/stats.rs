@@ -26,10 +26,27 @@ pub struct Stats {
     pub false_positives: u64,
     /// Reads of tables without a filter that found nothing.
     pub unfiltered_reads: u64,
-    /// Data blocks read (lookups and scans).
+    /// Data blocks read from table files by lookups and scans: block cache misses, and every
+    /// block a lookup or scan needed when the cache is off. Blocks found in the cache are
+    /// [`block_cache_hits`](Self::block_cache_hits), not reads; compactions' reads are
+    /// [`compaction_bytes_read`](Self::compaction_bytes_read).
     pub data_block_reads: u64,
-    /// Bytes read from table files.
+    /// Bytes read from table files by lookups and scans (blocks with their trailers).
     pub bytes_read: u64,
+    /// Data blocks that lookups and scans found in the block cache (no read from the file).
+    /// A lookup or scan needs `data_block_reads + block_cache_hits` blocks.
+    pub block_cache_hits: u64,
+    /// Data blocks that lookups and scans looked for in the block cache and did not find
+    /// (each then read from the file: one of the `data_block_reads`). 0 with the cache off.
+    pub block_cache_misses: u64,
+    /// Bytes the block cache holds now: its blocks' lengths plus 64 bytes of bookkeeping
+    /// each (never more than [`block_cache_capacity`](Self::block_cache_capacity)).
+    pub block_cache_bytes: u64,
+    /// The block cache's capacity in bytes ([`Options::block_cache_bytes`] rounded down to a
+    /// multiple of its shard count; 0 when it is off).
+    ///
+    /// [`Options::block_cache_bytes`]: crate::Options::block_cache_bytes
+    pub block_cache_capacity: u64,
     /// Key and value bytes written by `put`, `delete` and `write`.
     pub user_bytes_written: u64,
     /// Bytes appended to logs.
@@ -98,6 +115,19 @@ impl Stats {
     /// Filter probes (negatives + positives).
     pub fn filter_probes(&self) -> u64 {
         self.filter_negatives + self.filter_positives
+    }
+    /// Data blocks lookups and scans needed: read from a table file or found in the block
+    /// cache (`data_block_reads + block_cache_hits`).
+    pub fn data_blocks_used(&self) -> u64 {
+        self.data_block_reads + self.block_cache_hits
+    }
+    /// Bytes of the tables' data blocks before compression.
+    pub fn data_bytes(&self) -> u64 {
+        self.tables.iter().map(|t| t.data_bytes).sum()
+    }
+    /// Bytes of the tables' data blocks as stored (after compression).
+    pub fn stored_data_bytes(&self) -> u64 {
+        self.tables.iter().map(|t| t.stored_data_bytes).sum()
     }
     /// false positives / (false positives + negatives); `None` before any absent probe.
     pub fn observed_fpr(&self) -> Option<f64> {
@@ -176,8 +206,10 @@ pub struct LevelStats {
     pub filter_negatives: u64,
     /// False positives.
     pub false_positives: u64,
-    /// Data blocks read.
+    /// Data blocks read from the tables' files (see [`Stats::data_block_reads`]).
     pub data_block_reads: u64,
+    /// Data blocks found in the block cache.
+    pub block_cache_hits: u64,
     /// The tables' target false-positive rates, weighted by their keys (1 for no filter).
     pub target_fpr: f64,
     /// The filters' theoretical false-positive rates, weighted by the tables' keys.
@@ -221,6 +253,11 @@ pub struct TableStats {
     pub tombstones: u64,
     /// Table file size.
     pub file_bytes: u64,
+    /// Bytes of its data blocks before compression.
+    pub data_bytes: u64,
+    /// Bytes of its data blocks as stored (equal to `data_bytes` when no block is
+    /// compressed).
+    pub stored_data_bytes: u64,
     /// Filter file size.
     pub filter_bytes: u64,
     /// Heap memory the table's index takes.
@@ -239,10 +276,14 @@ pub struct TableStats {
     pub false_positives: u64,
     /// Reads of this table without a filter that found nothing.
     pub unfiltered_reads: u64,
-    /// Data blocks read.
+    /// Data blocks read from its file (see [`Stats::data_block_reads`]).
     pub data_block_reads: u64,
     /// Bytes read.
     pub bytes_read: u64,
+    /// Data blocks found in the block cache.
+    pub block_cache_hits: u64,
+    /// Data blocks looked for in the block cache and not found.
+    pub block_cache_misses: u64,
     /// Why the recorded filter is not in use, if it is not.
     pub filter_problem: Option<String>,
 }
@@ -278,7 +319,9 @@ impl Store {
     /// let s = store.stats();
     /// assert_eq!(s.lookups, 999);
     /// assert_eq!(s.filter_negatives + s.false_positives, 999);
-    /// assert_eq!(s.data_block_reads, s.false_positives); // a block is read only on a "maybe"
+    /// // A block is needed only on a "maybe": read from the file, or found in the block cache.
+    /// assert_eq!(s.data_blocks_used(), s.false_positives);
+    /// assert_eq!(s.data_block_reads, s.block_cache_misses); // each miss is one read
     /// assert!(s.filter_negatives > 950); // a 1 % filter: about 10 false positives
     /// assert_eq!(s.tables[0].keys, 1000);
     /// # Ok::<(), filterstore::Error>(())
@@ -314,6 +357,8 @@ impl super::Inner {
             compaction_bytes_read: c.compaction_read_bytes.load(Relaxed),
             flushes: c.flushes.load(Relaxed),
             compactions: c.compactions.load(Relaxed),
+            block_cache_hits: r.cache_hits.load(Relaxed),
+            block_cache_misses: r.cache_misses.load(Relaxed),
         };
         for table in version.tables() {
             let c = &table.counters;
@@ -323,6 +368,8 @@ impl super::Inner {
             t.unfiltered_reads += c.unfiltered_misses();
             t.data_block_reads += c.block_reads();
             t.bytes_read += c.bytes_read();
+            t.block_cache_hits += c.cache_hits();
+            t.block_cache_misses += c.cache_misses();
         }
         t
     }
@@ -367,6 +414,10 @@ impl super::Inner {
             unfiltered_reads: p.unfiltered_reads,
             data_block_reads: p.data_block_reads,
             bytes_read: p.bytes_read,
+            block_cache_hits: p.block_cache_hits,
+            block_cache_misses: p.block_cache_misses,
+            block_cache_bytes: inner.block_cache.as_ref().map_or(0, |c| c.used_bytes()),
+            block_cache_capacity: inner.block_cache.as_ref().map_or(0, |c| c.capacity()),
             user_bytes_written: p.user_bytes_written,
             wal_bytes_written: p.wal_bytes_written,
             flush_bytes_written: p.flush_bytes_written,
@@ -424,6 +475,8 @@ impl super::Inner {
                     keys: t.record.entries,
                     tombstones: t.record.tombstones,
                     file_bytes: t.record.file_bytes,
+                    data_bytes: t.table.meta.data_bytes,
+                    stored_data_bytes: t.table.meta.stored_data_bytes,
                     filter_bytes: t.filter.as_ref().map_or(0, |f| f.bytes()),
                     index_memory_bytes: t.table.index_memory_bytes(),
                     theoretical_fpr: t.filter.as_ref().map_or(1.0, |f| f.theoretical_fpr()),
@@ -435,6 +488,8 @@ impl super::Inner {
                     unfiltered_reads: c.unfiltered_misses(),
                     data_block_reads: c.block_reads(),
                     bytes_read: c.bytes_read(),
+                    block_cache_hits: c.cache_hits(),
+                    block_cache_misses: c.cache_misses(),
                     filter_problem: t.filter_problem.clone(),
                 };
                 ls.tables += 1;
@@ -445,6 +500,7 @@ impl super::Inner {
                 ls.filter_negatives += ts.filter_negatives;
                 ls.false_positives += ts.false_positives;
                 ls.data_block_reads += ts.data_block_reads;
+                ls.block_cache_hits += ts.block_cache_hits;
                 let n = ts.keys as f64;
                 ls.target_fpr += n * if ts.filter_kind == FilterKind::None {
                     1.0

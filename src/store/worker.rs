@@ -241,6 +241,7 @@ impl Inner {
                 &self.dir,
                 r,
                 self.opts.mmap_reads,
+                self.block_cache.as_ref(),
             )?));
             let c = &self.counters;
             c.flush_bytes.fetch_add(bytes, Relaxed);
@@ -279,7 +280,7 @@ impl Inner {
         let tpath = table_path(&self.dir, table_no);
         let fpath = filter_path(&self.dir, filter_no);
         let (t, f) = rayon::join(
-            || crate::table::write_table(&*self.fs, &tpath, entries),
+            || crate::table::write_table(&*self.fs, &tpath, entries, self.opts.compression),
             || write_filter_file(&*self.fs, &fpath, kind, fpr, hashes),
         );
         let (meta, filter_bytes) = (t?, f?);
@@ -368,5 +369,7 @@ impl Inner {
             .fetch_add(c.unfiltered_misses(), Relaxed);
         r.block_reads.fetch_add(c.block_reads(), Relaxed);
         r.bytes_read.fetch_add(c.bytes_read(), Relaxed);
+        r.cache_hits.fetch_add(c.cache_hits(), Relaxed);
+        r.cache_misses.fetch_add(c.cache_misses(), Relaxed);
     }
 }

@@ -12,10 +12,12 @@ use crate::error::{Error, Result};
 pub const TABLE_MAGIC: [u8; 4] = *b"FSTB";
 /// Magic at the very end of a table file.
 pub const TABLE_END_MAGIC: [u8; 4] = *b"FSTE";
-/// Table format version written. Version 3 puts a restart point at every index entry (the
-/// index is read in place); 2 and 1 are still read (2: the same data layout; 1: data blocks
-/// packed back to back).
-pub const TABLE_VERSION: u32 = 3;
+/// Table format version written. Version 4 ends every data block with a codec byte (the
+/// block may be compressed, see `compress.rs`) and records the data bytes before compression
+/// in the meta; 3 puts a restart point at every index entry (the index is read in place);
+/// 3, 2 and 1 are still read (3 and 2: the same data layout without codec bytes; 1: data
+/// blocks packed back to back).
+pub const TABLE_VERSION: u32 = 4;
 /// Footer size.
 pub const FOOTER_LEN: usize = 64;
 

@@ -1,7 +1,8 @@
 //! Sorted, immutable table files (`NNNNNN.sst`) and their filter files (`NNNNNN.filter`).
 //!
 //! ```text
-//! | data block | crc u32 | pad | data block | crc u32 | pad | ... |  <- from offset 0, ≤ 4 KiB each
+//! | data block | codec u8 | crc u32 | pad | ... |          <- from offset 0, ≤ 4 KiB each before
+//!                                                            compression (compress.rs)
 //! | index block | crc u32 |                               <- last key of each data block -> handle
 //! | meta | crc u32 |                                      <- key range and counts
 //! | footer (64 bytes) |                                   <- fixed size, at the end
@@ -10,6 +11,7 @@
 //! replace it (new file + manifest swap) without rewriting the table's data.
 
 pub mod block;
+pub mod compress;
 mod footer;
 mod index;
 mod reader;
@@ -20,6 +22,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
+pub use self::compress::Compression;
 #[cfg(feature = "internals")]
 pub use self::footer::{
     decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
@@ -62,6 +65,12 @@ pub struct TableMeta {
     pub tombstones: u64,
     /// Data blocks.
     pub data_blocks: u64,
+    /// Bytes of the data blocks before compression (entries and restart arrays; no codec
+    /// bytes, CRCs or padding).
+    pub data_bytes: u64,
+    /// Bytes of the data blocks as stored (compressed or raw payloads; no codec bytes, CRCs
+    /// or padding). Equal to `data_bytes` when no block is compressed.
+    pub stored_data_bytes: u64,
     /// File size in bytes.
     pub file_bytes: u64,
 }
@@ -163,10 +172,12 @@ pub fn write_filter_file(
 #[cfg(test)]
 mod tests {
     use super::block::tests::{adversarial_key_sets, probes};
+    use super::block::Entry;
     use super::index::Index;
     use super::writer::RUN;
     use super::*;
     use crate::io::RealFs;
+    use std::sync::Arc;
 
     #[test]
     fn index_search_agrees_with_a_linear_search() {
@@ -203,20 +214,109 @@ mod tests {
                 .enumerate()
                 .map(|(i, (k, v))| (k.as_slice(), (i % 7 != 2).then_some(v.as_slice())))
                 .collect();
-            let path = dir.path().join(format!("{n}.sst"));
-            write_table(&RealFs, &path, entries.as_slice()).unwrap();
-            let t = Table::open(&path, false).unwrap();
-            let c = TableCounters::default();
-            check_layout(&t, &c, &format!("set {n}"));
             let map: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
                 entries.iter().copied().collect();
-            for p in probes(&set) {
-                let want = map.get(p.as_slice()).map(|v| v.map(<[u8]>::to_vec));
-                let reads = c.block_reads();
-                assert_eq!(t.get(&p, &c).unwrap(), want, "set {n} probe {p:?}");
-                // A key inside the table's range costs exactly one block read.
-                let inside = p.as_slice() <= t.meta.max_key.as_slice();
-                assert_eq!(c.block_reads() - reads, inside as u64);
+            for compression in Compression::ALL {
+                let path = dir.path().join(format!("{n}-{compression}.sst"));
+                write_table(&RealFs, &path, entries.as_slice(), compression).unwrap();
+                for mmap_reads in [false, true] {
+                    let t = Table::open(&path, mmap_reads).unwrap();
+                    let c = TableCounters::default();
+                    let what = format!("set {n} {compression} mmap {mmap_reads}");
+                    check_layout(&t, &c, &what);
+                    for p in probes(&set) {
+                        let want = map.get(p.as_slice()).map(|v| v.map(<[u8]>::to_vec));
+                        let reads = c.block_reads();
+                        assert_eq!(t.get(&p, &c).unwrap(), want, "{what} probe {p:?}");
+                        // A key inside the table's range costs exactly one block read.
+                        let inside = p.as_slice() <= t.meta.max_key.as_slice();
+                        assert_eq!(c.block_reads() - reads, inside as u64);
+                    }
+                    // Every entry, in order, through the merge's cursor.
+                    let mut cur =
+                        TableCursor::new(Arc::new(t), Arc::new(TableCounters::default())).unwrap();
+                    let mut seen = Vec::new();
+                    while cur.valid() {
+                        seen.push((cur.key().to_vec(), cur.value().map(<[u8]>::to_vec)));
+                        cur.advance().unwrap();
+                    }
+                    let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = entries
+                        .iter()
+                        .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                        .collect();
+                    assert!(seen == want, "{what}: the cursor disagrees");
+                }
+            }
+        }
+    }
+
+    /// Blocks that compress are stored compressed, the others raw, in one table; both kinds
+    /// read back the same through `get`, `block_entries`, the cursor and a block cache, and
+    /// the meta counts the bytes before and after.
+    #[test]
+    fn raw_and_compressed_blocks_in_one_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut x = 1u64;
+        let (keys, values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (0..3000u64)
+            .map(|i| {
+                let k = format!("key{i:06}").into_bytes();
+                // Runs of 400 keys alternate between compressible and random values.
+                let v: Vec<u8> = if (i / 400) % 2 == 0 {
+                    vec![b'a' + (i % 26) as u8; 120]
+                } else {
+                    (0..120)
+                        .map(|_| {
+                            x = crate::hash::mix64(x.wrapping_add(i));
+                            x as u8
+                        })
+                        .collect()
+                };
+                (k, v)
+            })
+            .unzip();
+        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .zip(&values)
+            .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+            .collect();
+        let path = dir.path().join("mixed.sst");
+        let meta = write_table(&RealFs, &path, entries.as_slice(), Compression::Lz4).unwrap();
+        let t = Table::open(&path, false).unwrap();
+        assert_eq!(t.meta, meta);
+        let bytes = std::fs::read(&path).unwrap();
+        let codecs: Vec<u8> = (0..t.block_count())
+            .map(|i| {
+                let (off, len) = t.block_span(i).unwrap();
+                bytes[off as usize + len as usize - 1]
+            })
+            .collect();
+        assert!(codecs.contains(&compress::CODEC_NONE) && codecs.contains(&compress::CODEC_LZ4));
+        assert!(meta.stored_data_bytes < meta.data_bytes);
+        let stored: u64 = (0..t.block_count())
+            .map(|i| t.block_span(i).unwrap().1 as u64 - 1)
+            .sum();
+        assert_eq!(meta.stored_data_bytes, stored);
+        let c = TableCounters::default();
+        let all: Vec<Entry> = (0..t.block_count())
+            .flat_map(|i| t.block_entries(i, &c).unwrap())
+            .collect();
+        let raw: u64 = (0..t.block_count())
+            .map(|i| t.block(i, &c, false).unwrap().len() as u64)
+            .sum();
+        assert_eq!(raw, meta.data_bytes);
+        assert_eq!(all.len(), 3000);
+        for (e, (k, v)) in all.iter().zip(&entries) {
+            assert_eq!((e.0.as_slice(), e.1.as_deref()), (*k, *v));
+        }
+        let cache = Arc::new(crate::cache::BlockCache::new(1 << 20).unwrap());
+        let t = Table::open(&path, false).unwrap().with_cache(cache, 1);
+        for round in 0..2 {
+            for (k, v) in &entries {
+                assert_eq!(
+                    t.get(k, &c).unwrap(),
+                    Some(v.map(<[u8]>::to_vec)),
+                    "{round}"
+                );
             }
         }
     }
@@ -266,8 +366,13 @@ mod tests {
                 .num_threads(threads)
                 .build()
                 .unwrap();
-            pool.install(|| write_table(&RealFs, &path, entries.as_slice()))
+            pool.install(|| write_table(&RealFs, &path, entries.as_slice(), Compression::None))
                 .unwrap();
+            // Compressed tables too: which blocks are tried depends only on the entries.
+            let lz4 = dir.path().join(format!("{threads}-lz4.sst"));
+            pool.install(|| write_table(&RealFs, &lz4, entries.as_slice(), Compression::Lz4))
+                .unwrap();
+            files.push(std::fs::read(&lz4).unwrap());
             files.push(std::fs::read(&path).unwrap());
             let t = Table::open(&path, false).unwrap();
             check_layout(&t, &TableCounters::default(), &format!("{threads} threads"));
@@ -277,7 +382,7 @@ mod tests {
             }
         }
         assert!(
-            files[0] == files[1],
+            files[0] == files[2] && files[1] == files[3],
             "1 and 3 threads wrote different bytes"
         );
     }
@@ -292,7 +397,7 @@ mod tests {
                 .map(|k| (k.as_slice(), Some(value.as_slice())))
                 .collect();
             let path = dir.path().join(format!("{value_len}.sst"));
-            let meta = write_table(&RealFs, &path, entries.as_slice()).unwrap();
+            let meta = write_table(&RealFs, &path, entries.as_slice(), Compression::None).unwrap();
             let payload = keys.len() * (keys[0].len() + value_len);
             let ratio = meta.file_bytes as f64 / payload as f64;
             assert!(

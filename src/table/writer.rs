@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::block::{self, BlockBuilder};
+use super::compress::{Compression, Compressor, CODEC_NONE, TRAILER};
 use super::footer::{encode_footer, Footer, FOOTER_LEN, TABLE_VERSION};
 use super::{page_pad, TableMeta, BLOCK_SIZE, MAX_PAD, WRITE_BUFFER};
 use crate::codec::put_varint;
@@ -65,6 +66,8 @@ impl TableBuilder {
         }
         self.meta.entries += part.entries;
         self.meta.tombstones += part.tombstones;
+        self.meta.data_bytes += part.data_bytes;
+        self.meta.stored_data_bytes += part.stored_data_bytes;
         for (last, rel, len) in part.index {
             let mut handle = [0u8; 12];
             handle[..8].copy_from_slice(&(self.offset + rel).to_le_bytes());
@@ -98,6 +101,7 @@ impl TableBuilder {
         put_varint(&mut meta, self.meta.entries);
         put_varint(&mut meta, self.meta.tombstones);
         put_varint(&mut meta, self.meta.data_blocks);
+        put_varint(&mut meta, self.meta.data_bytes);
         self.write_with_crc(&meta)?;
         let footer = encode_footer(&Footer {
             version: TABLE_VERSION,
@@ -152,12 +156,52 @@ pub(crate) struct Part {
     first_key: Vec<u8>,
     entries: u64,
     tombstones: u64,
+    /// Bytes of the blocks before and after compression (see [`super::TableMeta`]).
+    data_bytes: u64,
+    stored_data_bytes: u64,
     /// The entries' key hashes, in order, when asked for.
     pub(crate) hashes: Vec<u64>,
 }
 
+/// Appends the trailer of the block `bytes[start..]` (its restart array, then, compressed
+/// by `compressor` when that pays, the codec byte and the CRC) and the padding to the next
+/// page when it is short; records the block in `index` and its sizes in `part`.
+fn cut_block(
+    bytes: &mut Vec<u8>,
+    start: usize,
+    restarts: &mut Vec<u32>,
+    last: &[u8],
+    compressor: &mut Compressor,
+    part: &mut Part,
+) {
+    block::put_restarts(bytes, restarts);
+    restarts.clear();
+    let raw_len = bytes.len() - start;
+    part.data_bytes += raw_len as u64;
+    let codec = match compressor.compress(&bytes[start..]) {
+        Some((payload, codec)) => {
+            bytes.truncate(start);
+            bytes.extend_from_slice(payload);
+            codec
+        }
+        None => CODEC_NONE,
+    };
+    part.stored_data_bytes += (bytes.len() - start) as u64;
+    bytes.push(codec);
+    let len = bytes.len() - start;
+    let crc = crc32fast::hash(&bytes[start..]);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    // Parts start on page boundaries, so padding within the part aligns in the file.
+    let pad = page_pad(bytes.len() as u64);
+    if pad <= MAX_PAD {
+        bytes.resize(bytes.len() + pad, 0);
+    }
+    part.index.push((last.to_vec(), start as u64, len as u32));
+}
+
 /// Encodes entries `range` into blocks (the format of [`BlockBuilder`], written in place
-/// into `bytes`, which is cleared and reused); with `hashes`, also the keys' [`key_hash`]es.
+/// into `bytes`, which is cleared and reused, each block then compressed as `compression`
+/// says when that saves an eighth of it); with `hashes`, also the keys' [`key_hash`]es.
 ///
 /// [`key_hash`]: crate::hash::key_hash
 pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
@@ -165,6 +209,7 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
     range: std::ops::Range<usize>,
     mut bytes: Vec<u8>,
     hashes: bool,
+    compression: Compression,
 ) -> Part {
     let n = range.len();
     let per_entry = entries.payload_bytes() / entries.len().max(1) + 4;
@@ -176,31 +221,17 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
         first_key: Vec::new(),
         entries: n as u64,
         tombstones: 0,
+        data_bytes: 0,
+        stored_data_bytes: 0,
         hashes: Vec::with_capacity(if hashes { n } else { 0 }),
     };
+    let mut compressor = Compressor::new(compression);
     if !range.is_empty() {
         part.first_key = entries.entry(range.start).0.to_vec();
     }
     let mut restarts: Vec<u32> = Vec::with_capacity(BLOCK_SIZE / block::RESTART_INTERVAL);
     let (mut start, mut count) = (0usize, 0usize);
     let mut prev: &[u8] = &[];
-    let cut = |bytes: &mut Vec<u8>,
-               restarts: &mut Vec<u32>,
-               index: &mut Vec<(Vec<u8>, u64, u32)>,
-               start: usize,
-               last: &[u8]| {
-        block::put_restarts(bytes, restarts);
-        restarts.clear();
-        let len = bytes.len() - start;
-        let crc = crc32fast::hash(&bytes[start..]);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        // Parts start on page boundaries, so padding within the part aligns in the file.
-        let pad = page_pad(bytes.len() as u64);
-        if pad <= MAX_PAD {
-            bytes.resize(bytes.len() + pad, 0);
-        }
-        index.push((last.to_vec(), start as u64, len as u32));
-    };
     // Entries come in batches: their bytes are first touched together, so the cache misses
     // of a batch (a memtable's entries lie at random places in its arena) overlap instead
     // of stalling the encoder one by one.
@@ -228,13 +259,20 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
             } else {
                 block::common_prefix(key, prev)
             };
-            // Cut before an entry that would push block + CRC past one page.
+            // Cut before an entry that would push block + trailer past one page.
             let grown = block::finished_len(
                 bytes.len() - start + block::entry_len(shared, key, value),
                 restarts.len() + restart as usize,
             );
-            if count > 0 && grown + 4 > BLOCK_SIZE {
-                cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+            if count > 0 && grown + TRAILER > BLOCK_SIZE {
+                cut_block(
+                    &mut bytes,
+                    start,
+                    &mut restarts,
+                    prev,
+                    &mut compressor,
+                    &mut part,
+                );
                 start = bytes.len();
                 count = 0;
                 shared = 0;
@@ -252,7 +290,14 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
         }
     }
     if count > 0 {
-        cut(&mut bytes, &mut restarts, &mut part.index, start, prev);
+        cut_block(
+            &mut bytes,
+            start,
+            &mut restarts,
+            prev,
+            &mut compressor,
+            &mut part,
+        );
     }
     // The next part (or the index) starts on a page.
     bytes.resize(bytes.len() + page_pad(bytes.len() as u64), 0);
@@ -294,8 +339,9 @@ fn run_ends<E: SortedEntries + ?Sized>(entries: &E) -> Vec<usize> {
     ends
 }
 
-/// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding blocks
-/// in parallel on the current rayon pool and writing them in order; fsynced on return.
+/// Writes a table file from sorted, distinct entries (`None` = tombstone), encoding (and
+/// compressing, as `compression` says) blocks in parallel on the current rayon pool and
+/// writing them in order; fsynced on return.
 ///
 /// Entries go in runs (a run is full at 8,192 entries or 1 MiB), a window of one run per thread at a time; a window
 /// is written while the next one is encoded, and the buffers of written parts are reused, so
@@ -305,6 +351,7 @@ pub fn write_table<E: SortedEntries + ?Sized>(
     fs: &dyn Fs,
     path: &Path,
     entries: &E,
+    compression: Compression,
 ) -> Result<TableMeta> {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
@@ -332,7 +379,7 @@ pub fn write_table<E: SortedEntries + ?Sized>(
             },
             || -> Vec<Part> {
                 jobs.into_par_iter()
-                    .map(|(r, buf)| encode_part(entries, r, buf, false))
+                    .map(|(r, buf)| encode_part(entries, r, buf, false, compression))
                     .collect()
             },
         );

@@ -1,7 +1,7 @@
-//! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, table, filter,
-//! manifest, range filter, global filter) fed random and mutated bytes for a bounded time,
-//! checking no panic, no hang, no allocation larger than the input justifies, and the
-//! properties in `fuzz/harness.rs`.
+//! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, compressed block,
+//! table, filter, manifest, range filter, global filter) fed random and mutated bytes for a
+//! bounded time, checking no panic, no hang, no allocation larger than the input justifies,
+//! and the properties in `fuzz/harness.rs`.
 //!
 //! Why property tests on stable Rust rather than cargo-fuzz in CI: CI is `.ci/run` on a fresh
 //! clone with stable Rust and crates.io only. cargo-fuzz needs `cargo install cargo-fuzz` and a
@@ -45,6 +45,12 @@ use crate::fuzz_harness as harness;
 /// Allocations a decoder may make for `len` input bytes: linear in the input.
 fn budget(len: usize) -> usize {
     160 * len + (64 << 10)
+}
+
+/// The same for decoders of compressed blocks (a block, a table): LZ4 may expand its input
+/// up to 255 times (`LZ4_MAX_RATIO`), so a valid block of `len` bytes may decode to that.
+fn lz4_budget(len: usize) -> usize {
+    256 * len + (64 << 10)
 }
 
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
@@ -298,6 +304,55 @@ fn block_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The data blocks (payload and codec byte, without the CRC) of format-4 tables: the
+/// checked-in table with raw and LZ4 blocks, the current store fixture's, and tables the
+/// current code writes from compressible and incompressible entries.
+fn compressed_seeds(tables: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let dir = crate::scratch_dir();
+    let mut files = vec![manifest_dir().join("tests/fixtures/table-v4-mixed.sst")];
+    for e in std::fs::read_dir(manifest_dir().join("tests/fixtures/store-v5")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "sst") {
+            files.push(p);
+        }
+    }
+    for (i, t) in tables.iter().enumerate() {
+        let p = dir.path().join(format!("written-{i}.sst"));
+        std::fs::write(&p, t).unwrap();
+        files.push(p);
+    }
+    let mut rng = Rng::new(79);
+    let mut compressible = entries(&mut rng, 200);
+    for (i, e) in compressible.iter_mut().enumerate() {
+        if let Some(v) = &mut e.1 {
+            *v = vec![b'a' + (i % 3) as u8; 40 + i % 90];
+        }
+    }
+    let view: Vec<(&[u8], Option<&[u8]>)> = compressible
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_deref()))
+        .collect();
+    let p = dir.path().join("compressible.sst");
+    filterstore::table::write_table(
+        &NoSyncFs,
+        &p,
+        view.as_slice(),
+        filterstore::Compression::Lz4,
+    )
+    .unwrap();
+    files.push(p);
+    let mut seeds = Vec::new();
+    for p in files {
+        let bytes = std::fs::read(&p).unwrap();
+        let t = filterstore::table::Table::open(&p, false).unwrap();
+        for i in 0..t.block_count() {
+            let (off, len) = t.block_span(i).unwrap();
+            seeds.push(bytes[off as usize..(off + len as u64) as usize].to_vec());
+        }
+    }
+    seeds
+}
+
 /// Filters of every kind from 0, 3 and 40 keys at three rates (their parameter space, which a
 /// store's few filters do not cover; for binary-fuse, 8- and 16-bit fingerprints).
 fn filter_seeds() -> Vec<Vec<u8>> {
@@ -459,6 +514,7 @@ fn fuzz(
     written: Vec<Vec<u8>>,
     floor: u64,
     fix: fn(&mut [u8]),
+    budget: fn(usize) -> usize,
     mut decode: impl FnMut(&[u8]) -> bool,
 ) -> String {
     let checked_in = corpus(target);
@@ -568,14 +624,40 @@ fn fuzz(
 #[test]
 fn wal_replay() {
     let w = written();
-    println!("{}", fuzz("wal", w.wal, 300_000, fix_wal, harness::wal));
+    println!(
+        "{}",
+        fuzz("wal", w.wal, 300_000, fix_wal, budget, harness::wal)
+    );
 }
 
 #[test]
 fn block() {
     println!(
         "{}",
-        fuzz("block", block_seeds(), 500_000, |_| {}, harness::block)
+        fuzz(
+            "block",
+            block_seeds(),
+            500_000,
+            |_| {},
+            budget,
+            harness::block
+        )
+    );
+}
+
+#[test]
+fn compressed_block() {
+    let w = written();
+    println!(
+        "{}",
+        fuzz(
+            "compressed",
+            compressed_seeds(&w.table),
+            300_000,
+            |_| {},
+            lz4_budget,
+            harness::compressed
+        )
     );
 }
 
@@ -586,9 +668,9 @@ fn table_open() {
     let path = dir.path().join("000001.sst");
     println!(
         "{}",
-        fuzz("table", w.table, 20_000, fix_table, |b| harness::table(
-            b, &path
-        ))
+        fuzz("table", w.table, 20_000, fix_table, lz4_budget, |b| {
+            harness::table(b, &path)
+        })
     );
 }
 
@@ -598,7 +680,14 @@ fn filter_decode() {
     seeds.extend(filter_seeds());
     println!(
         "{}",
-        fuzz("filter", seeds, 300_000, fix_filter, harness::filter)
+        fuzz(
+            "filter",
+            seeds,
+            300_000,
+            fix_filter,
+            budget,
+            harness::filter
+        )
     );
 }
 
@@ -608,7 +697,14 @@ fn filter_decode() {
 fn range_decode() {
     println!(
         "{}",
-        fuzz("range", range_seeds(), 300_000, fix_filter, harness::range)
+        fuzz(
+            "range",
+            range_seeds(),
+            300_000,
+            fix_filter,
+            budget,
+            harness::range
+        )
     );
 }
 
@@ -622,6 +718,7 @@ fn manifest_decode() {
             w.manifest,
             300_000,
             fix_manifest,
+            budget,
             harness::manifest
         )
     );
@@ -636,6 +733,7 @@ fn global_decode() {
             global_seeds(),
             100_000,
             fix_filter,
+            budget,
             harness::global
         )
     );
