@@ -27,8 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use quick_cache::sync::Cache;
 use quick_cache::{OptionsBuilder, Weighter};
 
-use crate::table::BlockBytes;
-
 /// Bytes counted for a cached block beyond its own: the cache's entry (key, value handle,
 /// queue links) and the block's shared header. The weight of a block is its length plus this.
 pub(crate) const ENTRY_OVERHEAD: u64 = 64;
@@ -43,8 +41,8 @@ pub(crate) struct BlockKey {
 #[derive(Clone, Copy, Debug)]
 struct ByLength;
 
-impl Weighter<BlockKey, BlockBytes> for ByLength {
-    fn weight(&self, _: &BlockKey, b: &BlockBytes) -> u64 {
+impl<V: std::ops::Deref<Target = [u8]>> Weighter<BlockKey, V> for ByLength {
+    fn weight(&self, _: &BlockKey, b: &V) -> u64 {
         b.len() as u64 + ENTRY_OVERHEAD
     }
 }
@@ -93,9 +91,10 @@ const DOORKEEPER_BLOCKS_PER_SLOT: usize = 16;
 /// The doorkeeper of a small cache still remembers this many misses.
 const MIN_DOORKEEPER_SLOTS: usize = 64;
 
-/// A store's block cache (see the module documentation).
-pub(crate) struct BlockCache {
-    cache: Cache<BlockKey, BlockBytes, ByLength, BuildKeyHasher>,
+/// A store's block cache (see the module documentation), of blocks `V` (the tables' shared
+/// block bytes; anything cheap to clone that derefs to the block's bytes).
+pub(crate) struct BlockCache<V> {
+    cache: Cache<BlockKey, V, ByLength, BuildKeyHasher>,
     /// Bytes inserted so far, until they reach the capacity (then `full` is set, and this
     /// is no longer updated). Nothing is ever removed but by eviction, so a cache that was
     /// once filled stays about full.
@@ -106,7 +105,7 @@ pub(crate) struct BlockCache {
     seen: Box<[AtomicU64]>,
 }
 
-impl std::fmt::Debug for BlockCache {
+impl<V: Clone + std::ops::Deref<Target = [u8]>> std::fmt::Debug for BlockCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
             .field("capacity", &self.capacity())
@@ -115,10 +114,10 @@ impl std::fmt::Debug for BlockCache {
     }
 }
 
-impl BlockCache {
+impl<V: Clone + std::ops::Deref<Target = [u8]>> BlockCache<V> {
     /// A cache of at most `bytes` (weights summed: block lengths plus [`ENTRY_OVERHEAD`]
     /// each); `None` for 0 (no cache).
-    pub(crate) fn new(bytes: usize) -> Option<BlockCache> {
+    pub(crate) fn new(bytes: usize) -> Option<BlockCache<V>> {
         if bytes == 0 {
             return None;
         }
@@ -178,13 +177,13 @@ impl BlockCache {
 
     /// The block at `key`, if cached (and marks it as asked for again).
     #[inline]
-    pub(crate) fn get(&self, key: &BlockKey) -> Option<BlockBytes> {
+    pub(crate) fn get(&self, key: &BlockKey) -> Option<V> {
         self.cache.get(key)
     }
 
     /// Caches `block` at `key` (evicting as needed to stay within the capacity). A block
     /// heavier than a shard's main queue is not cached.
-    pub(crate) fn insert(&self, key: BlockKey, block: BlockBytes) {
+    pub(crate) fn insert(&self, key: BlockKey, block: V) {
         self.cache.insert(key, block);
     }
 
@@ -209,13 +208,15 @@ impl BlockCache {
 mod tests {
     use super::*;
 
-    fn block(n: usize, fill: u8) -> BlockBytes {
-        BlockBytes::from_vec(vec![fill; n])
+    type Block = std::sync::Arc<[u8]>;
+
+    fn block(n: usize, fill: u8) -> Block {
+        vec![fill; n].into()
     }
 
     #[test]
     fn zero_bytes_is_no_cache() {
-        assert!(BlockCache::new(0).is_none());
+        assert!(BlockCache::<Block>::new(0).is_none());
     }
 
     /// Whatever is inserted, the weight held never exceeds the capacity, which never
@@ -223,7 +224,7 @@ mod tests {
     #[test]
     fn never_holds_more_than_its_capacity() {
         for bytes in [1usize, 4000, 64 << 10, 1 << 20, 5 << 20] {
-            let c = BlockCache::new(bytes).unwrap();
+            let c = BlockCache::<Block>::new(bytes).unwrap();
             assert!(c.capacity() <= bytes as u64, "{bytes}");
             let mut x = 1u64;
             for i in 0..5000u64 {
@@ -254,7 +255,7 @@ mod tests {
     /// miss while the doorkeeper remembers the first.
     #[test]
     fn a_full_cache_admits_a_block_on_its_second_miss() {
-        let c = BlockCache::new(1 << 20).unwrap();
+        let c = BlockCache::<Block>::new(1 << 20).unwrap();
         let key = |i: u64| BlockKey { file: 1, block: i };
         let mut i = 0;
         while !c.full.load(Relaxed) {
@@ -275,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_block_comes_back_as_inserted() {
-        let c = BlockCache::new(1 << 20).unwrap();
+        let c = BlockCache::<Block>::new(1 << 20).unwrap();
         let k = BlockKey { file: 3, block: 9 };
         assert!(c.get(&k).is_none());
         c.insert(k, block(100, 7));

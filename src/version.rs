@@ -19,12 +19,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
 use crate::filename::{filter_path, table_path};
 use crate::manifest::{TableRecord, MAX_LEVELS};
-use crate::table::{MappedFilter, Table, TableCounters};
+use crate::table::{BlockCache, MappedFilter, Table, TableCounters};
 
 /// A live table with its current filter and counters.
 #[derive(Debug)]

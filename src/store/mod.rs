@@ -32,7 +32,6 @@ use std::sync::{
 };
 use std::thread::JoinHandle;
 
-use crate::cache::BlockCache;
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::wal_path;
@@ -40,6 +39,7 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::memtable::Memtable;
+use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::Version;
 use crate::wal::WalWriter;

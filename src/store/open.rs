@@ -12,7 +12,6 @@ use super::{
     worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
     Writer,
 };
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
@@ -20,6 +19,7 @@ use crate::filter::{check_fpr, FilterKind};
 use crate::lifetime::Lifetime;
 use crate::manifest::{Manifest, MAX_LEVELS};
 use crate::memtable::Memtable;
+use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::{TableHandle, Version};
 use crate::wal::{replay_file, WalWriter};

@@ -29,6 +29,8 @@ pub use self::footer::{
 };
 pub use self::reader::Table;
 pub(crate) use self::reader::{BlockBytes, TableCursor};
+/// A store's block cache of its tables' blocks (`src/cache.rs`).
+pub(crate) type BlockCache = crate::cache::BlockCache<BlockBytes>;
 pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilder};
 pub use self::writer::{write_table, SortedEntries};
 pub use crate::counters::TableCounters;

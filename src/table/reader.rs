@@ -11,8 +11,9 @@ use super::block::{self, Block, Entry};
 use super::compress;
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
 use super::index::{mapped_entry, Index};
+use super::BlockCache;
 use super::{page_pad, TableCounters, TableMeta};
-use crate::cache::{BlockCache, BlockKey};
+use crate::cache::BlockKey;
 use crate::codec::{check_crc, le_u32, le_u64, Cursor};
 use crate::error::{Error, Result};
 
@@ -35,14 +36,6 @@ enum Repr {
     /// In place in a table opened with `mmap_reads`: `map[start..start + len]`, checked to
     /// lie inside the map when made.
     Mapped(Arc<Mmap>, usize, usize),
-}
-
-impl BlockBytes {
-    /// Bytes on the heap.
-    #[cfg(test)]
-    pub(crate) fn from_vec(v: Vec<u8>) -> BlockBytes {
-        BlockBytes(Repr::Heap(v.into()))
-    }
 }
 
 impl std::ops::Deref for BlockBytes {
@@ -400,7 +393,7 @@ impl Table {
         fill_cache: bool,
     ) -> Result<BlockBytes> {
         let Some((cache, file)) = &self.cache else {
-            return self.read_block(i, counters);
+            return self.read_block(i, counters, false);
         };
         let key = BlockKey {
             file: *file,
@@ -411,20 +404,24 @@ impl Table {
             return Ok(b);
         }
         counters.add_cache_misses(1);
-        let b = self.read_block(i, counters)?;
-        if fill_cache && cache.admit(&key, b.len()) {
+        let stored_len = self.index.handle(i).map_or(0, |h| h.1 as usize);
+        let admit = fill_cache && cache.admit(&key, stored_len);
+        let b = self.read_block(i, counters, admit)?;
+        if admit {
             cache.insert(key, b.clone());
         }
         Ok(b)
     }
 
     /// Reads block `i` from the file (counted, CRC-checked, decompressed) into shared bytes:
-    /// in place in the map for a raw block of a table opened with `mmap_reads`, else a copy.
-    fn read_block(&self, i: usize, counters: &TableCounters) -> Result<BlockBytes> {
+    /// in place in the map for a raw block of a table opened with `mmap_reads` (unless
+    /// `owned`), else a copy. The cache holds only copies: a view would keep the map, and
+    /// with it the file's disk space, alive after compaction removed the table.
+    fn read_block(&self, i: usize, counters: &TableCounters, owned: bool) -> Result<BlockBytes> {
         READ_BUF.with(|cell| {
             let mut buf = cell.borrow_mut();
             let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
-            if let Some(map) = self.map.as_ref().filter(|_| self.map_data) {
+            if let Some(map) = self.map.as_ref().filter(|_| self.map_data && !owned) {
                 let raw = match self.version {
                     ..4 => Some(stored.len()),
                     _ => (stored.last() == Some(&compress::CODEC_NONE)).then(|| stored.len() - 1),
@@ -500,12 +497,16 @@ impl Table {
             });
         }
         counters.add_cache_misses(1);
-        self.with_block(i, counters, |data| {
-            if cache.admit(&k, data.len()) {
-                cache.insert(k, BlockBytes(Repr::Heap(Arc::from(data))));
-            }
-            search(data)
-        })
+        // The admission is decided before the read (by the block's stored length: close
+        // enough for the cache's fill accounting), so that a block not admitted is searched
+        // where it was read, without a copy.
+        let stored_len = self.index.handle(i).map_or(0, |h| h.1 as usize);
+        if cache.admit(&k, stored_len) {
+            let b = self.read_block(i, counters, true)?;
+            cache.insert(k, b.clone());
+            return search(&b);
+        }
+        self.with_block(i, counters, search)
     }
 
     /// Decodes every entry of block `i` (read through the cache, filling it, when the table
