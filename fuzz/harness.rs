@@ -8,7 +8,9 @@
 //! - WAL: an accepted log's intact prefix and torn tail cover the file exactly; the prefix
 //!   alone replays to the same operations with nothing torn; an error is a corruption at an
 //!   offset inside the file (or at its end, for a batch cut short).
-//! - manifest: an accepted manifest re-encodes to bytes that decode to the same encoding.
+//! - manifest: an accepted manifest holds a filter policy a store accepts and re-encodes (as
+//!   the current version) to bytes that decode to the same manifest and the same encoding; a
+//!   refused one is a corruption at an offset inside the file.
 //! - block: the scans' cursor (`BlockCursor`) reads exactly the entries the iterator reads,
 //!   and fails at the same entry.
 //! - range: a range filter that stores no value answers "no" to every range.
@@ -31,6 +33,7 @@ use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN};
 use filterstore::table::{Table, TableCounters};
 use filterstore::wal::replay_bytes;
 use filterstore::Error;
+use filterstore::FilterPolicy;
 
 /// Input names, as the cargo-fuzz targets and corpus directories are named.
 pub const TARGETS: [&str; 8] = [
@@ -208,14 +211,29 @@ pub fn filter(data: &[u8]) -> bool {
 
 /// A MANIFEST file.
 pub fn manifest(data: &[u8]) -> bool {
-    let Ok(m) = Manifest::decode(data) else {
-        return false;
+    let n = data.len() as u64;
+    let m = match Manifest::decode(data) {
+        Ok(m) => m,
+        // Every refusal names an offset inside the file (or its end, for one cut short).
+        Err(Error::Corruption { offset, .. }) if offset <= n => return false,
+        Err(e) => panic!("a {n}-byte manifest: not a corruption inside it: {e:?}"),
     };
+    let ok = match m.policy {
+        FilterPolicy::Uniform { fpr, .. } => fpr > 0.0 && fpr < 1.0,
+        FilterPolicy::Budget { bits_per_key, .. } => {
+            (0.0..=filterstore::manifest::MAX_BITS_PER_KEY).contains(&bits_per_key)
+        }
+    };
+    assert!(
+        ok,
+        "a decoded manifest holds a policy no store accepts: {:?}",
+        m.policy
+    );
     let bytes = m.encode();
     let again = Manifest::decode(&bytes)
         .unwrap_or_else(|e| panic!("a decoded manifest re-encodes to bytes it refuses: {e}"));
     assert!(
-        again.encode() == bytes,
+        again.policy == m.policy && again.encode() == bytes,
         "a decoded manifest does not survive encode, decode, encode"
     );
     true

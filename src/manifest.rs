@@ -2,9 +2,15 @@
 //!
 //! ```text
 //! | "FSMF" | version u32 | body_len u32 | crc32(body) u32 | body |
+//! body (version 3):
+//! | next_file | log_number | tables (each ending in its properties) | cursors | properties |
+//! property: | tag varint | len varint | payload |   tags increasing, never reused
 //! ```
-//! Replaced atomically: written to `MANIFEST.tmp`, fsynced, renamed over `MANIFEST`, and the
-//! directory fsynced. A file is deleted only after a manifest that no longer names it is
+//! Tagged properties let later versions add to the store or to a table without a new
+//! version; a tag this code does not know is refused (a newer writer's manifest is not
+//! misread). Store tag 1 is the filter policy. Versions 1 and 2 are still read (see
+//! `format.md`). Replaced atomically: written to `MANIFEST.tmp`, fsynced, renamed over
+//! `MANIFEST`, and the directory fsynced. A file is deleted only after a manifest that no longer names it is
 //! durable. The whole table set is rewritten on every change (no log of edits): a record is
 //! about 60 bytes plus two keys, so even thousands of tables cost one small sequential write,
 //! and there is nothing to replay or compact at open (see `format.md`).
@@ -14,14 +20,16 @@ use std::path::Path;
 use crate::codec::{check_crc, put_varint, Cursor};
 use crate::error::{Error, Result};
 use crate::filename::FileName;
+use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::io::{replace_file, Fs};
 
 /// Magic at the start of the manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
-/// Manifest format version written (version 1, still read, had no levels: its tables are
-/// all level 0, newest first).
-pub const MANIFEST_VERSION: u32 = 2;
+/// Manifest format version written. Still read: version 2 (no properties; a kind and rate
+/// instead of a filter policy) and version 1 (no levels either: its tables are all level 0,
+/// newest first).
+pub const MANIFEST_VERSION: u32 = 3;
 const MAX_MANIFEST_BODY: usize = 1 << 30;
 /// Levels a store can have: L0 and L1..L6 (a manifest naming a deeper level is refused).
 /// With T = 10 and a 256 MiB L1 the last level holds 256 TiB.
@@ -87,10 +95,9 @@ pub struct Manifest {
     pub next_file: u64,
     /// WAL files numbered below this are fully contained in tables.
     pub log_number: u64,
-    /// The filter kind chosen when the store was created.
-    pub default_kind: FilterKind,
-    /// The target false-positive rate chosen when the store was created.
-    pub default_fpr: f64,
+    /// How the store sizes new filters: chosen when it was created, replaced by a refilter
+    /// or rebalance (manifest versions 1 and 2 had only a kind and a rate: uniform).
+    pub policy: FilterPolicy,
     /// Live tables: level 0 newest first, then each deeper level in key order.
     pub tables: Vec<TableRecord>,
     /// Per level, the largest key of the table the last compaction out of that level took
@@ -99,14 +106,114 @@ pub struct Manifest {
     pub cursors: Vec<(u32, Vec<u8>)>,
 }
 
+/// Store property tag: the filter policy (`| kind u8 | allocation u8 | value f64 |`).
+/// Tags are never reused; a reader refuses one it does not know.
+const PROP_FILTER_POLICY: u64 = 1;
+/// `allocation` byte of the filter policy: every table at the rate `value`.
+const ALLOC_UNIFORM: u8 = 0;
+/// `allocation` byte of the filter policy: Monkey's split of `value` bits per key.
+const ALLOC_MONKEY: u8 = 1;
+/// The largest budget a manifest may record, in bits per key (what `store --bits-per-key`
+/// accepts).
+pub const MAX_BITS_PER_KEY: f64 = 64.0;
+
+/// Appends `| tag varint | len varint | payload |`.
+fn put_tagged(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
+    put_varint(out, tag);
+    put_varint(out, payload.len() as u64);
+    out.extend_from_slice(payload);
+}
+
+/// One tagged property read by [`read_tagged`]: its tag, the file offset of the tag, and a
+/// cursor over its payload (whose errors name file offsets).
+struct Tagged<'a> {
+    tag: u64,
+    at: u64,
+    payload: Cursor<'a>,
+}
+
+/// Reads `| count varint | (tag varint | len varint | payload)* |`, the tags strictly
+/// increasing (so a tag appears at most once and the encoding is canonical).
+fn read_tagged<'a>(c: &mut Cursor<'a>, max: usize, what: &str) -> Result<Vec<Tagged<'a>>> {
+    let n = c.len(max, what)?;
+    let mut out: Vec<Tagged<'a>> = Vec::new();
+    for _ in 0..n {
+        let at = c.offset();
+        let tag = c.varint("property tag")?;
+        if out.last().is_some_and(|p| p.tag >= tag) {
+            return Err(Error::corrupt(
+                at,
+                format!("{what}: tag {tag} out of order (tags increase, each at most once)"),
+            ));
+        }
+        let len = c.len(max, "property length")?;
+        let base = c.offset();
+        let payload = Cursor::new(c.bytes(len, "property")?, base);
+        out.push(Tagged { tag, at, payload });
+    }
+    Ok(out)
+}
+
+/// An error for a tag this version does not know: a newer writer's manifest is refused,
+/// not misread.
+fn unknown_tag(p: &Tagged, what: &str) -> Error {
+    Error::corrupt(
+        p.at,
+        format!(
+            "unknown {what} tag {} (written by a newer version of filterstore?)",
+            p.tag
+        ),
+    )
+}
+
+fn encode_policy(p: &FilterPolicy) -> Vec<u8> {
+    let (allocation, value) = match *p {
+        FilterPolicy::Uniform { fpr, .. } => (ALLOC_UNIFORM, fpr),
+        FilterPolicy::Budget { bits_per_key, .. } => (ALLOC_MONKEY, bits_per_key),
+    };
+    let mut b = vec![p.kind().tag(), allocation];
+    b.extend_from_slice(&value.to_le_bytes());
+    b
+}
+
+fn decode_policy(mut c: Cursor) -> Result<FilterPolicy> {
+    let at = c.offset();
+    let t = c.u8("filter kind")?;
+    let kind = FilterKind::from_tag(t)
+        .ok_or_else(|| Error::corrupt(at, format!("unknown filter kind tag {t}")))?;
+    let at = c.offset();
+    let allocation = c.u8("allocation")?;
+    let value_at = c.offset();
+    let value = c.f64("filter policy value")?;
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in the filter policy"));
+    }
+    match allocation {
+        ALLOC_UNIFORM if value > 0.0 && value < 1.0 => {
+            Ok(FilterPolicy::Uniform { kind, fpr: value })
+        }
+        ALLOC_UNIFORM => Err(Error::corrupt(
+            value_at,
+            format!("uniform rate {value} not strictly between 0 and 1"),
+        )),
+        ALLOC_MONKEY if (0.0..=MAX_BITS_PER_KEY).contains(&value) => Ok(FilterPolicy::Budget {
+            kind,
+            bits_per_key: value,
+        }),
+        ALLOC_MONKEY => Err(Error::corrupt(
+            value_at,
+            format!("budget of {value} bits per key (0 to {MAX_BITS_PER_KEY})"),
+        )),
+        a => Err(Error::corrupt(at, format!("unknown allocation {a}"))),
+    }
+}
+
 impl Manifest {
-    /// Serialises the manifest.
+    /// Serialises the manifest (always as the current version).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
         put_varint(&mut b, self.next_file);
         put_varint(&mut b, self.log_number);
-        b.push(self.default_kind.tag());
-        b.extend_from_slice(&self.default_fpr.to_le_bytes());
         put_varint(&mut b, self.tables.len() as u64);
         for t in &self.tables {
             put_varint(&mut b, u64::from(t.level));
@@ -121,6 +228,8 @@ impl Manifest {
                 put_varint(&mut b, k.len() as u64);
                 b.extend_from_slice(k);
             }
+            // No table property is defined yet.
+            put_varint(&mut b, 0);
         }
         put_varint(&mut b, self.cursors.len() as u64);
         for (level, key) in &self.cursors {
@@ -128,6 +237,8 @@ impl Manifest {
             put_varint(&mut b, key.len() as u64);
             b.extend_from_slice(key);
         }
+        put_varint(&mut b, 1);
+        put_tagged(&mut b, PROP_FILTER_POLICY, &encode_policy(&self.policy));
         let mut out = Vec::with_capacity(16 + b.len());
         out.extend_from_slice(&MANIFEST_MAGIC);
         out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
@@ -137,7 +248,8 @@ impl Manifest {
         out
     }
 
-    /// Decodes and checks a manifest; error offsets are file offsets.
+    /// Decodes and checks a manifest of any version this code reads; error offsets are file
+    /// offsets.
     pub fn decode(bytes: &[u8]) -> Result<Manifest> {
         let mut c = Cursor::new(bytes, 0);
         if c.bytes(4, "manifest magic")? != MANIFEST_MAGIC {
@@ -183,8 +295,21 @@ impl Manifest {
         };
         let next_file = c.varint("next file number")?;
         let log_number = c.varint("log number")?;
-        let default_kind = kind(&mut c)?;
-        let default_fpr = c.f64("default fpr")?;
+        // Versions 1 and 2: the kind and rate chosen at creation, every table at that rate.
+        let old_policy = if version <= 2 {
+            let kind = kind(&mut c)?;
+            let at = c.offset();
+            let fpr = c.f64("default fpr")?;
+            if !(fpr > 0.0 && fpr < 1.0) {
+                return Err(Error::corrupt(
+                    at,
+                    format!("default rate {fpr} not strictly between 0 and 1"),
+                ));
+            }
+            Some(FilterPolicy::Uniform { kind, fpr })
+        } else {
+            None
+        };
         let count = c.len(body.len(), "table count")?;
         let mut tables = Vec::with_capacity(count);
         for _ in 0..count {
@@ -202,6 +327,12 @@ impl Manifest {
             };
             let min_key = key()?;
             let max_key = key()?;
+            if version >= 3 {
+                // No table property is defined yet: any is a newer writer's.
+                if let Some(p) = read_tagged(&mut c, body.len(), "table properties")?.first() {
+                    return Err(unknown_tag(p, "table property"));
+                }
+            }
             tables.push(TableRecord {
                 level,
                 number,
@@ -224,14 +355,26 @@ impl Manifest {
                 cursors.push((l, c.bytes(len, "cursor key")?.to_vec()));
             }
         }
+        let mut policy = old_policy;
+        let properties_at = c.offset();
+        if version >= 3 {
+            for p in read_tagged(&mut c, body.len(), "store properties")? {
+                match p.tag {
+                    PROP_FILTER_POLICY => policy = Some(decode_policy(p.payload)?),
+                    _ => return Err(unknown_tag(&p, "store property")),
+                }
+            }
+        }
         if !c.is_empty() {
             return Err(c.err("trailing bytes in manifest"));
         }
+        let policy = policy.ok_or_else(|| {
+            Error::corrupt(properties_at, "no filter policy among the store properties")
+        })?;
         Ok(Manifest {
             next_file,
             log_number,
-            default_kind,
-            default_fpr,
+            policy,
             tables,
             cursors,
         })
@@ -259,5 +402,158 @@ impl Manifest {
             FileName::Manifest,
             &self.encode(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest framed as `format.md` says: magic, version, body length, body CRC, body.
+    fn framed(version: u32, body: &[u8]) -> Vec<u8> {
+        let mut out = MANIFEST_MAGIC.to_vec();
+        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// A version-3 body written from `format.md` (not by `Manifest::encode`): one L1 table
+    /// with the table properties `extras`, one cursor, then the store properties `props`.
+    fn body_v3(extras: &[(u64, &[u8])], props: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut b = vec![9, 4]; // next_file, log_number
+        b.push(1); // table_count
+        b.extend_from_slice(&[1, 5, 6, 3]); // level, number, filter_file, kind cuckoo
+        b.extend_from_slice(&0.01f64.to_le_bytes());
+        b.extend_from_slice(&[200, 1, 7, 0x90, 0x4e]); // 200 entries, 7 tombstones, 10000 bytes
+        b.extend_from_slice(&[1, b'a', 1, b'z']);
+        b.push(extras.len() as u8);
+        for (tag, bytes) in extras {
+            put_tagged(&mut b, *tag, bytes);
+        }
+        b.extend_from_slice(&[1, 1, 2, b'k', b'm']); // cursor: level 1, "km"
+        b.push(props.len() as u8);
+        for (tag, bytes) in props {
+            put_tagged(&mut b, *tag, bytes);
+        }
+        b
+    }
+
+    fn policy_bytes(kind: u8, allocation: u8, value: f64) -> Vec<u8> {
+        let mut b = vec![kind, allocation];
+        b.extend_from_slice(&value.to_le_bytes());
+        b
+    }
+
+    fn monkey10() -> Vec<u8> {
+        policy_bytes(1, 1, 10.0)
+    }
+
+    fn err_of(bytes: &[u8]) -> String {
+        Manifest::decode(bytes).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn version_3_as_format_md_describes_it() {
+        let bytes = framed(3, &body_v3(&[], &[(1, &monkey10())]));
+        let m = Manifest::decode(&bytes).unwrap();
+        assert_eq!(
+            m.policy,
+            FilterPolicy::Budget {
+                kind: FilterKind::Bloom,
+                bits_per_key: 10.0
+            }
+        );
+        assert_eq!((m.next_file, m.log_number), (9, 4));
+        let t = &m.tables[0];
+        assert_eq!((t.level, t.number, t.filter_file), (1, 5, 6));
+        assert_eq!((t.filter_kind, t.fpr), (FilterKind::Cuckoo, 0.01));
+        assert_eq!((t.entries, t.tombstones, t.file_bytes), (200, 7, 10_000));
+        assert_eq!((&t.min_key[..], &t.max_key[..]), (&b"a"[..], &b"z"[..]));
+        assert_eq!(m.cursors, vec![(1, b"km".to_vec())]);
+        assert_eq!(m.encode(), bytes, "the encoder writes the same bytes");
+        let uniform = framed(3, &body_v3(&[], &[(1, &policy_bytes(2, 0, 0.02))]));
+        assert_eq!(
+            Manifest::decode(&uniform).unwrap().policy,
+            FilterPolicy::Uniform {
+                kind: FilterKind::BlockedBloom,
+                fpr: 0.02
+            }
+        );
+    }
+
+    #[test]
+    fn version_2_is_uniform_at_its_kind_and_rate() {
+        let mut b = vec![9, 4, 4]; // next_file, log_number, default kind binary-fuse
+        b.extend_from_slice(&0.001f64.to_le_bytes());
+        b.push(0); // no tables
+        b.push(0); // no cursors
+        let m = Manifest::decode(&framed(2, &b)).unwrap();
+        assert_eq!(
+            m.policy,
+            FilterPolicy::Uniform {
+                kind: FilterKind::BinaryFuse,
+                fpr: 0.001
+            }
+        );
+        // Re-encoded as version 3, with the same policy.
+        let again = m.encode();
+        assert_eq!(again[4..8], 3u32.to_le_bytes());
+        assert_eq!(Manifest::decode(&again).unwrap(), m);
+        // A rate that is no rate was never written: refused, at its offset.
+        b[3..11].copy_from_slice(&1.5f64.to_le_bytes());
+        let e = err_of(&framed(2, &b));
+        assert!(e.contains("offset 19") && e.contains("default rate"), "{e}");
+    }
+
+    #[test]
+    fn unknown_tags_are_refused_where_they_stand() {
+        // A store property this version does not know, after the policy: at its offset.
+        let body = body_v3(&[], &[(1, &monkey10()), (2, b"xyz")]);
+        let at = 16 + body.len() - 5;
+        let e = err_of(&framed(3, &body));
+        assert!(
+            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 2"),
+            "{e}"
+        );
+        // A table property: none is defined yet.
+        let body = body_v3(&[(1, b"\x07")], &[(1, &monkey10())]);
+        let e = err_of(&framed(3, &body));
+        assert!(
+            e.contains("offset 41") && e.contains("unknown table property tag 1"),
+            "{e}"
+        );
+        // A newer manifest version is refused outright.
+        let e = err_of(&framed(4, &body_v3(&[], &[(1, &monkey10())])));
+        assert!(e.contains("unsupported manifest version 4"), "{e}");
+    }
+
+    #[test]
+    fn properties_are_checked() {
+        let bad = |props: &[(u64, &[u8])], want: &str| {
+            let e = err_of(&framed(3, &body_v3(&[], props)));
+            assert!(e.contains(want), "{props:?}: {e}");
+        };
+        bad(&[], "no filter policy");
+        bad(&[(1, &monkey10()), (1, &monkey10())], "out of order");
+        bad(&[(1, &monkey10()[..9])], "need 8 bytes");
+        bad(&[(1, &[monkey10(), vec![0]].concat())], "trailing bytes");
+        bad(
+            &[(1, &policy_bytes(9, 1, 10.0))],
+            "unknown filter kind tag 9",
+        );
+        bad(&[(1, &policy_bytes(1, 2, 10.0))], "unknown allocation 2");
+        bad(&[(1, &policy_bytes(1, 0, 0.0))], "uniform rate 0");
+        bad(&[(1, &policy_bytes(1, 0, f64::NAN))], "uniform rate NaN");
+        bad(&[(1, &policy_bytes(1, 1, -1.0))], "budget of -1");
+        bad(&[(1, &policy_bytes(1, 1, 65.0))], "budget of 65");
+        bad(&[(1, &policy_bytes(1, 1, f64::INFINITY))], "budget of inf");
+        // A property longer than the body.
+        let mut body = body_v3(&[], &[]);
+        body.pop();
+        body.extend_from_slice(&[1, 1, 100]);
+        let e = err_of(&framed(3, &body));
+        assert!(e.contains("property"), "{e}");
     }
 }

@@ -350,15 +350,24 @@ fn table_fields(json: &serde_json::Value, name: &str) -> Vec<serde_json::Value> 
 fn filter_choice_default_and_refilter() {
     let t = tempfile::tempdir().unwrap();
     let d = db(&t);
-    // Created with cuckoo at 0.001: that becomes the store's default.
+    // Created with cuckoo at 0.001: the store records it, uniform (every table at 0.001).
     ok(store(
         &d,
         &["--filter", "cuckoo", "--fpr", "0.001", "put", "a", "1"],
     ));
     ok(store(&d, &["flush"]));
     let json = stats_json(&d);
+    let close = |v: &serde_json::Value, want: f64| {
+        let got = v.as_f64().unwrap_or_else(|| panic!("{v} is no number"));
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
+    };
     assert_eq!(json["default_filter"]["kind"], "cuckoo");
     assert_eq!(json["default_filter"]["fpr"], 0.001);
+    assert_eq!(json["default_filter"]["allocation"], "uniform");
+    assert_eq!(
+        json["default_filter"]["bits_per_key"],
+        serde_json::Value::Null
+    );
     assert_eq!(table_fields(&json, "filter_kind"), ["cuckoo"]);
     assert_eq!(table_fields(&json, "target_fpr"), [0.001]);
     // A per-command choice, after the subcommand.
@@ -367,7 +376,11 @@ fn filter_choice_default_and_refilter() {
     let json = stats_json(&d);
     assert_eq!(json["table_count"], 2);
     assert_eq!(table_fields(&json, "filter_kind"), ["bloom", "cuckoo"]); // newest first
-                                                                         // refilter needs --filter.
+    assert_eq!(table_fields(&json, "target_fpr"), [0.05, 0.001]);
+    // Not recorded: the store's policy is still the one it was created with.
+    assert_eq!(json["default_filter"]["kind"], "cuckoo");
+    assert_eq!(json["default_filter"]["fpr"], 0.001);
+    // refilter needs --filter.
     let out = store(&d, &["refilter"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("--filter"), "{}", out.stderr);
@@ -385,7 +398,10 @@ fn filter_choice_default_and_refilter() {
         ["blocked-bloom", "blocked-bloom"]
     );
     assert_eq!(table_fields(&json, "target_fpr"), [0.02, 0.02]);
-    assert_eq!(json["default_filter"]["kind"], "cuckoo");
+    // The refilter recorded its choice, under the store's allocation.
+    assert_eq!(json["default_filter"]["kind"], "blocked-bloom");
+    assert_eq!(json["default_filter"]["allocation"], "uniform");
+    assert_eq!(json["default_filter"]["fpr"], 0.02);
     assert_eq!(files_with_ext(&d, "sst"), ssts);
     for (p, b) in ssts.iter().zip(&sst_bytes) {
         assert_eq!(&std::fs::read(p).unwrap(), b, "refilter rewrote {p:?}");
@@ -395,6 +411,73 @@ fn filter_choice_default_and_refilter() {
     let json = stats_json(&d);
     assert_eq!(table_fields(&json, "filter_kind"), ["none", "none"]);
     assert_eq!(json["filter_bytes"], 0);
+    assert_eq!(json["default_filter"]["kind"], "none");
+    assert_eq!(json["default_filter"]["allocation"], "uniform");
+    // --allocation monkey at --fpr: Monkey's split of the memory bloom takes at 0.03 on
+    // every table (two tables of one key each: 0.03 each), recorded.
+    let out = ok(store(
+        &d,
+        &[
+            "refilter",
+            "--filter",
+            "bloom",
+            "--fpr",
+            "0.03",
+            "--allocation",
+            "monkey",
+        ],
+    ));
+    assert!(out.contains("refiltered 2 tables: monkey, bloom"), "{out}");
+    let json = stats_json(&d);
+    assert_eq!(json["default_filter"]["allocation"], "monkey");
+    close(&json["default_filter"]["fpr"], 0.03);
+    close(
+        &json["default_filter"]["bits_per_key"],
+        (1.0f64 / 0.03).ln() / std::f64::consts::LN_2.powi(2),
+    );
+    for eps in table_fields(&json, "target_fpr") {
+        close(&eps, 0.03);
+    }
+    let text = ok(store(&d, &["stats"]));
+    assert!(
+        text.contains("filter policy:  monkey, bloom at 7.298 bits per key"),
+        "{text}"
+    );
+    // --allocation uniform at --fpr: every table at that rate, recorded.
+    let out = ok(store(
+        &d,
+        &[
+            "refilter",
+            "--filter",
+            "bloom",
+            "--fpr",
+            "0.03",
+            "--allocation",
+            "uniform",
+        ],
+    ));
+    assert!(
+        out.contains("refiltered 2 tables: bloom, fpr 0.03"),
+        "{out}"
+    );
+    let json = stats_json(&d);
+    assert_eq!(table_fields(&json, "target_fpr"), [0.03, 0.03]);
+    assert_eq!(json["default_filter"]["allocation"], "uniform");
+    assert_eq!(json["default_filter"]["fpr"], 0.03);
+    let text = ok(store(&d, &["stats"]));
+    assert!(
+        text.contains("filter policy:  uniform, bloom at ε = 0.03"),
+        "{text}"
+    );
+    // A store created with --allocation monkey records it; later commands keep it.
+    let t2 = tempfile::tempdir().unwrap();
+    let d2 = db(&t2);
+    ok(store(&d2, &["--allocation", "monkey", "put", "a", "1"]));
+    ok(store(&d2, &["flush"]));
+    let json = stats_json(&d2);
+    assert_eq!(json["default_filter"]["kind"], "blocked-bloom");
+    assert_eq!(json["default_filter"]["allocation"], "monkey");
+    close(&json["default_filter"]["fpr"], 0.01);
     assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
 }
 
@@ -853,9 +936,19 @@ fn three_hundred_puts_leave_at_most_two_logs() {
 fn refilter_to_a_bits_per_key_budget() {
     let t = tempfile::tempdir().unwrap();
     let d = db(&t);
-    // Two L0 tables of different sizes: Monkey gives the smaller one the smaller ε.
+    // Two L0 tables of different sizes: Monkey gives the smaller one the smaller ε. The
+    // store is created uniform (every table at 1 %), so that a budget changes both.
     let big: String = (0..3000).map(|i| format!("big{i}\tv\n")).collect();
-    store_in(&d, &["load", "-"], big.as_bytes());
+    store_in(
+        &d,
+        &["--allocation", "uniform", "load", "-"],
+        big.as_bytes(),
+    );
+    assert_eq!(
+        stats_json(&d)["default_filter"]["allocation"],
+        "uniform",
+        "the store records the allocation it was created with"
+    );
     ok(store(&d, &["flush"]));
     let small: String = (0..300).map(|i| format!("small{i}\tv\n")).collect();
     store_in(&d, &["load", "-"], small.as_bytes());
@@ -894,8 +987,23 @@ fn refilter_to_a_bits_per_key_budget() {
     let text = ok(store(&d, &["stats"]));
     assert!(text.contains("expected wasted block reads"), "{text}");
     assert!(text.contains("target ε"), "{text}");
-    // --allocation without --bits-per-key is a usage error.
-    assert_eq!(store(&d, &["refilter", "--allocation", "monkey"]).code, 2);
+    assert!(
+        text.contains("filter policy:  uniform, blocked-bloom at ε = "),
+        "{text}"
+    );
+    // --allocation without --bits-per-key: Monkey at the memory of the store's ε (the
+    // uniform ε of 10 bits per key), recorded.
+    let out = ok(store(&d, &["refilter", "--allocation", "monkey"]));
+    assert!(out.contains("refiltered 2 tables: monkey"), "{out}");
+    let json = stats_json(&d);
+    assert_eq!(json["default_filter"]["allocation"], "monkey");
+    let bits = json["default_filter"]["bits_per_key"].as_f64().unwrap();
+    assert!((bits - 10.0).abs() < 1e-9, "{bits}");
+    let text = ok(store(&d, &["stats"]));
+    assert!(
+        text.contains("filter policy:  monkey, blocked-bloom at 10 bits per key"),
+        "{text}"
+    );
     assert_eq!(ok(store(&d, &["get", "small7"])), "v\n");
 }
 

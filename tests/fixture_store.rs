@@ -1,14 +1,16 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v5/`
-//! is what the current code writes (manifest version 2: the older table in L1, the newer in
-//! L0; table format version 4: a codec byte after every data block, LZ4-compressed blocks
-//! where that saves an eighth, a restart point at every index entry). The older fixtures hold
-//! the same store as written before, and must still open: `store-v4/` (table format 3: no
-//! codec bytes, page-aligned blocks), `store-v3/` (table format 2), `store-v2/` (also
-//! manifest version 1, both tables in L0) and `store-v1/` (also table format 1, blocks back
-//! to back). `tests/fixtures/table-v4-mixed.sst` is one table of format 4 holding both raw
-//! and LZ4 blocks; it decodes to known entries and today's writer reproduces it byte for
-//! byte.
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v6/`
+//! is what the current code writes (manifest version 3: the store's filter policy, Monkey's
+//! allocation of cuckoo filters, among its tagged properties; the older table in L1, the
+//! newer in L0; table format version 4: a codec byte after every data block, LZ4-compressed
+//! blocks where that saves an eighth, a restart point at every index entry). The older
+//! fixtures hold the same store as written before, and must still open, keeping the policy
+//! they had (uniform at their recorded kind and rate): `store-v5/` (manifest version 2),
+//! `store-v4/` (also table format 3: no codec bytes, page-aligned blocks), `store-v3/` (also
+//! table format 2), `store-v2/` (also manifest version 1, both tables in L0) and `store-v1/`
+//! (also table format 1, blocks back to back). `tests/fixtures/table-v4-mixed.sst` is one
+//! table of format 4 holding both raw and LZ4 blocks; it decodes to known entries and today's
+//! writer reproduces it byte for byte.
 //!
 //! Regenerate the current ones (only after a deliberate format change, with `format.md`
 //! updated in the same commit): `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test
@@ -19,7 +21,7 @@ use std::path::{Path, PathBuf};
 use filterstore::io::RealFs;
 use filterstore::manifest::Manifest;
 use filterstore::table::{decode_footer, write_table, Table, TableCounters, FOOTER_LEN};
-use filterstore::{Compression, FilterKind, Options, Store, SyncPolicy};
+use filterstore::{Compression, FilterKind, FilterPolicy, Options, Store, SyncPolicy};
 
 /// The store fixture `store-v{n}`.
 fn fixture_dir(n: u32) -> PathBuf {
@@ -27,16 +29,37 @@ fn fixture_dir(n: u32) -> PathBuf {
 }
 
 /// The fixture the current code writes.
-const CURRENT: u32 = 5;
+const CURRENT: u32 = 6;
 
-/// Per fixture: its table format version and the level of its older table.
-fn fixture_facts(n: u32) -> (u32, u32) {
+/// Per fixture: its table format version, the level of its older table, and its manifest
+/// version.
+fn fixture_facts(n: u32) -> (u32, u32, u32) {
     match n {
-        1 => (1, 0),
-        2 => (2, 0),
-        3 => (2, 1),
-        4 => (3, 1),
-        _ => (filterstore::table::TABLE_VERSION, 1),
+        1 => (1, 0, 1),
+        2 => (2, 0, 1),
+        3 => (2, 1, 2),
+        4 => (3, 1, 2),
+        5 => (4, 1, 2),
+        _ => (
+            filterstore::table::TABLE_VERSION,
+            1,
+            filterstore::manifest::MANIFEST_VERSION,
+        ),
+    }
+}
+
+/// The filter policy fixture `n` records: what the current code's writer leaves (Monkey's
+/// allocation of cuckoo filters at the memory of 1 % on every table), or for the fixtures
+/// written before policies were recorded, uniform at the kind and rate the store was created
+/// with.
+fn fixture_policy(n: u32) -> FilterPolicy {
+    if n >= 6 {
+        FilterPolicy::monkey_at(FilterKind::Cuckoo, 0.01)
+    } else {
+        FilterPolicy::Uniform {
+            kind: FilterKind::Bloom,
+            fpr: 0.01,
+        }
     }
 }
 
@@ -66,7 +89,11 @@ fn write_fixture(dir: &Path) {
         store.delete(format!("key-{i:04}").as_bytes()).unwrap();
     }
     store.flush().unwrap();
-    store.refilter(FilterKind::Cuckoo, 0.01).unwrap();
+    // Every filter rebuilt as cuckoo under Monkey's allocation, which the store records.
+    let r = store
+        .rebalance(FilterPolicy::monkey_at(FilterKind::Cuckoo, 0.01))
+        .unwrap();
+    assert_eq!(r.rebuilt.len(), 2);
     for i in 300..310u32 {
         store
             .put(format!("key-{i:04}").as_bytes(), &value(i))
@@ -97,18 +124,22 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for n in [1, 2, 3, 4, CURRENT] {
+    for n in [1, 2, 3, 4, 5, CURRENT] {
         check_fixture(n);
     }
 }
 
 fn check_fixture(n: u32) {
     let fixture = || fixture_dir(n);
-    let (version, older_level) = fixture_facts(n);
+    let (version, older_level, manifest_version) = fixture_facts(n);
     // The manifest, byte for byte as decoded.
-    let m = Manifest::decode(&std::fs::read(fixture().join("MANIFEST")).unwrap()).unwrap();
-    assert_eq!(m.default_kind, FilterKind::Bloom);
-    assert_eq!(m.default_fpr, 0.01);
+    let bytes = std::fs::read(fixture().join("MANIFEST")).unwrap();
+    assert_eq!(bytes[4..8], manifest_version.to_le_bytes(), "fixture {n}");
+    let m = Manifest::decode(&bytes).unwrap();
+    assert_eq!(m.policy, fixture_policy(n), "fixture {n}");
+    if manifest_version >= 3 {
+        assert_eq!(m.encode(), bytes, "fixture {n} re-encodes byte for byte");
+    }
     assert_eq!(m.tables.len(), 2);
     let (newer, older) = (&m.tables[0], &m.tables[1]);
     assert_eq!((newer.entries, newer.tombstones), (100, 100));
@@ -185,6 +216,21 @@ fn check_fixture(n: u32) {
         assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
         let levels: Vec<u32> = store.stats().tables.iter().map(|t| t.level).collect();
         assert_eq!(levels, vec![0, older_level], "fixture {n}");
+        // The store keeps the policy it had, and so does the manifest its next change
+        // writes (as the current version).
+        assert_eq!(store.recorded_policy(), fixture_policy(n), "fixture {n}");
+        assert_eq!(store.policy(), fixture_policy(n), "fixture {n}");
+        store.flush().unwrap();
+        drop(store);
+        let bytes = std::fs::read(tmp.path().join("MANIFEST")).unwrap();
+        let m = Manifest::decode(&bytes).unwrap();
+        assert_eq!(
+            bytes[4..8],
+            filterstore::manifest::MANIFEST_VERSION.to_le_bytes()
+        );
+        assert_eq!(m.policy, fixture_policy(n), "fixture {n}");
+        let store = Store::open(tmp.path(), Options::default()).unwrap();
+        assert_eq!(store.recorded_policy(), fixture_policy(n), "fixture {n}");
     }
     assert!(filterstore::verify::verify_dir(&fixture())
         .unwrap()

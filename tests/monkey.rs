@@ -1,6 +1,8 @@
 //! Filter memory across levels (Monkey): new tables get their level's rate, `rebalance`
-//! rewrites only the filters that changed and no table byte, and at equal filter memory
-//! Monkey wastes fewer block reads per absent lookup than one rate for every table.
+//! rewrites only the filters that changed and no table byte, at equal filter memory Monkey
+//! wastes fewer block reads per absent lookup than one rate for every table, and a store
+//! records the policy it was created with (uniform by default, or Monkey's allocation of the
+//! memory of its kind and rate), which later opens keep.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -295,4 +297,208 @@ fn monkey_wastes_fewer_reads_at_equal_memory() {
             uniform.1
         );
     }
+}
+
+/// Filter bytes without the 64-byte header of each filter, per key in tables.
+fn body_bits_per_key(s: &Stats) -> f64 {
+    let filters = s.tables.iter().filter(|t| t.filter_bytes > 0).count() as u64;
+    (filter_bytes(s) - 64 * filters) as f64 * 8.0 / s.table_keys() as f64
+}
+
+/// A new store created with a kind and rate (here the peers harness's: standard Bloom at
+/// 10 bits per key) records uniform at that rate by default, and with
+/// `FilterPolicy::monkey_at` Monkey's allocation of the memory that rate takes on every
+/// table: its levels get rates that grow with their keys, its filters take about the memory
+/// of the uniform store of the same keys, and every later open keeps each store's policy,
+/// with or without the same `filter`/`fpr` options.
+#[test]
+fn a_store_keeps_the_policy_it_was_created_with() {
+    let eps = (-10.0 * std::f64::consts::LN_2.powi(2)).exp();
+    let with = |policy: Option<FilterPolicy>| Options {
+        filter: Some(FilterKind::Bloom),
+        fpr: Some(eps),
+        ..opts(policy)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let monkey = FilterPolicy::monkey_at(FilterKind::Bloom, eps);
+    let store = Store::open(dir.path(), with(Some(monkey))).unwrap();
+    let FilterPolicy::Budget { bits_per_key, .. } = monkey else {
+        panic!("{monkey:?}")
+    };
+    assert!((bits_per_key - 10.0).abs() < 1e-9, "{bits_per_key}");
+    assert_eq!(store.recorded_policy(), monkey);
+    assert_eq!(store.policy(), monkey);
+    let (kind, fpr) = store.default_filter();
+    assert_eq!(kind, FilterKind::Bloom);
+    assert!((fpr / eps - 1.0).abs() < 1e-9, "{fpr}");
+    load(&store, 100_000);
+    let s = store.stats();
+    assert!(levels_used(&s) >= 3, "{:?}", s.levels);
+    let deeper: Vec<f64> = s
+        .levels
+        .iter()
+        .skip(1)
+        .filter(|l| l.tables > 0)
+        .map(|l| l.target_fpr)
+        .collect();
+    for w in deeper.windows(2) {
+        assert!(w[0] < w[1], "target rates by level: {deeper:?}");
+    }
+    // The same keys in a store created without a policy: uniform at the same rate, about
+    // the same filter memory.
+    let udir = tempfile::tempdir().unwrap();
+    let uniform = FilterPolicy::Uniform {
+        kind: FilterKind::Bloom,
+        fpr: eps,
+    };
+    let ustore = Store::open(udir.path(), with(None)).unwrap();
+    assert_eq!(ustore.recorded_policy(), uniform);
+    assert_eq!(ustore.policy(), uniform);
+    load(&ustore, 100_000);
+    let (m, u) = (body_bits_per_key(&s), body_bits_per_key(&ustore.stats()));
+    eprintln!(
+        "Monkey {m:.3} bits per key, {:.5} expected wasted reads; uniform {u:.3}, {:.5}; levels {:?}",
+        s.expected_absent_reads(),
+        ustore.stats().expected_absent_reads(),
+        s.levels.iter().map(|l| (l.tables, l.keys)).collect::<Vec<_>>()
+    );
+    assert!((u - 10.0).abs() < 0.2, "uniform: {u} bits per key");
+    assert!(
+        (m / u - 1.0).abs() < 0.1,
+        "Monkey {m} vs uniform {u} bits per key"
+    );
+    // Filters sealed as the levels grew follow the allocation of their time; refiltered to
+    // the allocation for the levels as they are now, at about the same memory, Monkey
+    // expects fewer wasted reads than uniform.
+    store.refilter_to(monkey).unwrap();
+    let s = store.stats();
+    let m = body_bits_per_key(&s);
+    assert!(
+        (m / u - 1.0).abs() < 0.05,
+        "Monkey {m} vs uniform {u} bits per key"
+    );
+    assert!(
+        s.expected_absent_reads() < ustore.stats().expected_absent_reads(),
+        "{} vs {}",
+        s.expected_absent_reads(),
+        ustore.stats().expected_absent_reads()
+    );
+    drop((store, ustore));
+    // Reopened with the options it was created with, or with none: the same policy.
+    for o in [with(None), bare()] {
+        let store = Store::open(dir.path(), o).unwrap();
+        assert_eq!(store.recorded_policy(), monkey);
+        assert_eq!(store.policy(), monkey);
+    }
+    for o in [with(None), bare()] {
+        let store = Store::open(udir.path(), o).unwrap();
+        assert_eq!(store.policy(), uniform);
+    }
+}
+
+/// Small tables and levels, no filter option, no background compaction.
+fn bare() -> Options {
+    Options {
+        filter: None,
+        compaction_trigger: None,
+        ..opts(None)
+    }
+}
+
+/// On an existing store, `filter`/`fpr` choose the kind and rate of this handle's new tables
+/// under the store's allocation, and `policy` this handle's policy; neither is recorded.
+/// A refilter or rebalance records its policy, which later opens then use.
+#[test]
+fn options_apply_to_the_handle_and_rebalance_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    let created = FilterPolicy::monkey_at(KIND, 0.01);
+    let store = Store::open(path, opts(Some(created))).unwrap();
+    assert_eq!(store.recorded_policy(), created);
+    load(&store, 20_000);
+    drop(store);
+    let flush_one = |store: &Store, i: u64| {
+        store.put(&key(1_000_000 + i, false), b"v").unwrap();
+        store.flush().unwrap();
+        let s = store.stats();
+        let t = s.tables.iter().find(|t| t.level == 0).unwrap().clone();
+        (t.filter_kind, t.target_fpr)
+    };
+    // Another kind and rate for this handle: Monkey's allocation for cuckoo at 0.1 %.
+    let o = Options {
+        filter: Some(FilterKind::Cuckoo),
+        fpr: Some(0.001),
+        ..bare()
+    };
+    let store = Store::open(path, o).unwrap();
+    assert_eq!(
+        store.policy(),
+        FilterPolicy::monkey_at(FilterKind::Cuckoo, 0.001)
+    );
+    assert_eq!(store.recorded_policy(), created);
+    let (kind, fpr) = flush_one(&store, 0);
+    // A one-key table beside thousands: far below the uniform rate.
+    assert!(kind == FilterKind::Cuckoo && fpr < 0.001, "{kind} {fpr}");
+    drop(store);
+    // A policy for this handle only.
+    let uniform = FilterPolicy::Uniform {
+        kind: FilterKind::Bloom,
+        fpr: 0.05,
+    };
+    let o = Options {
+        policy: Some(uniform),
+        ..bare()
+    };
+    let store = Store::open(path, o).unwrap();
+    assert_eq!(store.policy(), uniform);
+    assert_eq!(flush_one(&store, 1), (FilterKind::Bloom, 0.05));
+    drop(store);
+    let manifest = filterstore::manifest::Manifest::load(path)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        manifest.policy, created,
+        "an open's options are never recorded"
+    );
+    // A rebalance records its policy; this handle and later opens follow it.
+    let store = Store::open(path, bare()).unwrap();
+    assert_eq!(store.policy(), created);
+    store.rebalance(uniform).unwrap();
+    assert_eq!(
+        (store.recorded_policy(), store.policy()),
+        (uniform, uniform)
+    );
+    assert_eq!(store.filter(), (FilterKind::Bloom, 0.05));
+    assert!(store
+        .stats()
+        .tables
+        .iter()
+        .all(|t| (t.filter_kind, t.target_fpr) == (FilterKind::Bloom, 0.05)));
+    drop(store);
+    let store = Store::open(path, bare()).unwrap();
+    assert_eq!(
+        (store.recorded_policy(), store.policy()),
+        (uniform, uniform)
+    );
+    assert_eq!(flush_one(&store, 2), (FilterKind::Bloom, 0.05));
+    drop(store);
+    // With another rate, a uniform store stays uniform.
+    let near = FilterPolicy::Uniform {
+        kind: FilterKind::Bloom,
+        fpr: 0.051,
+    };
+    let o = Options {
+        fpr: Some(0.051),
+        ..bare()
+    };
+    let store = Store::open(path, o).unwrap();
+    assert_eq!(store.policy(), near);
+    // A rebalance that changes no filter (0.05 to 0.051 is under 5 % of the size) still
+    // records its policy.
+    let r = store.rebalance(near).unwrap();
+    assert!(r.rebuilt.is_empty() && r.kept > 0, "{r:?}");
+    assert_eq!(store.recorded_policy(), near);
+    drop(store);
+    let store = Store::open(path, bare()).unwrap();
+    assert_eq!(store.default_filter(), (FilterKind::Bloom, 0.051));
 }

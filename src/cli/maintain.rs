@@ -1,6 +1,7 @@
 //! `flush`, `compact`, `refilter`: table maintenance. They need an existing store.
 
 use clap::Args;
+use filterstore::FilterPolicy;
 
 use super::{println, rate, Access, CliError, Exit, Global, Run};
 
@@ -41,48 +42,56 @@ impl Run for Compact {
     }
 }
 
-/// Rebuild the filter of every table as --filter KIND at --fpr E, without rewriting data;
-/// or, with --bits-per-key B, rebalance the filters to a memory budget.
+/// Rebuild the filters of the tables without rewriting data, and record the filter policy
+/// they follow as the store's.
 ///
-/// --filter is required unless --bits-per-key is given; --fpr defaults to the store's ε.
-/// With --bits-per-key B [--allocation monkey|uniform], the allocation of B bits per key is
-/// computed for the levels as they are now (monkey: each level's ε proportional to its
-/// keys; uniform: one ε for all) and only the filters whose size would change by more than
-/// 5 % are rebuilt (the kind: --filter, else the store's default). The store's default
-/// filter (chosen at creation) is not changed. Prints the number of tables refiltered.
-/// Needs an existing store.
+/// With --filter KIND [--fpr E]: every table's filter is rebuilt as KIND, under the store's
+/// allocation (monkey: each level's ε proportional to its keys, at the memory ε = E on every
+/// table would take; uniform: every table at E); --fpr defaults to the store's ε.
+/// --allocation monkey|uniform changes the allocation (the kind: --filter, else the store's).
+/// With --bits-per-key B [--allocation monkey|uniform] the allocation of B bits per key is
+/// computed for the levels as they are now and only the filters whose size would change by
+/// more than 5 % are rebuilt (the kind: --filter, else the store's). Either way the store
+/// records the new policy (the kind, the allocation and its ε or budget): tables sealed
+/// later follow it. `store stats` shows it. Prints the number of tables refiltered. Needs an
+/// existing store.
 #[derive(Args, Debug)]
 pub struct Refilter {}
 
 impl Run for Refilter {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
-        if let Some(policy) = g.policy() {
+        if let (Some(policy), Some(bits)) = (g.policy(), g.bits_per_key) {
             let store = g.open(Access::Existing)?;
             let r = store.rebalance(policy)?;
             let how = g.allocation.unwrap_or(super::Allocation::Monkey).name();
             println(format_args!(
-                "refiltered {} of {} tables: {}, {} bits per key, {how} allocation",
+                "refiltered {} of {} tables: {}, {bits} bits per key, {how} allocation",
                 r.rebuilt.len(),
                 r.rebuilt.len() + r.kept,
                 policy.kind(),
-                g.bits_per_key.unwrap_or(0.0)
             ))?;
             return Ok(Exit::Success);
         }
-        let Some(kind) = g.filter else {
+        if g.filter.is_none() && g.allocation.is_none() {
             return Err(CliError::usage(
-                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse) \
-                 or --bits-per-key B",
+                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse), \
+                 --allocation monkey|uniform or --bits-per-key B",
             ));
-        };
+        }
         let store = g.open(Access::Existing)?;
-        let (_, fpr) = store.filter(); // --fpr, else the store's default
-        store.refilter(kind, fpr)?;
-        println(format_args!(
-            "refiltered {} tables: {kind}, fpr {}",
-            store.stats().tables.len(),
-            rate(fpr)
-        ))?;
+        // --allocation, else the store's allocation at --filter/--fpr (the handle's policy).
+        let policy = g.policy().unwrap_or_else(|| store.policy());
+        store.refilter_to(policy)?;
+        let tables = store.stats().tables.len();
+        match policy {
+            FilterPolicy::Uniform { kind, fpr } => println(format_args!(
+                "refiltered {tables} tables: {kind}, fpr {}",
+                rate(fpr)
+            ))?,
+            FilterPolicy::Budget { .. } => {
+                println(format_args!("refiltered {tables} tables: {policy}"))?
+            }
+        }
         Ok(Exit::Success)
     }
 }

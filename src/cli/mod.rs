@@ -32,7 +32,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use filterstore::filename::has_data_files;
-use filterstore::store::{stored_default_filter, MANIFEST_NAME};
+use filterstore::store::{stored_default_filter, stored_policy, MANIFEST_NAME};
 use filterstore::{
     filter::check_fpr, Compression, FilterKind, FilterPolicy, Options, Store, SyncPolicy,
 };
@@ -48,14 +48,19 @@ every other command refuses a missing store (exit 2) and creates nothing. One pr
 time may open a store; a second one gets exit 2 at once with a message that says it is \
 locked.
 
---filter and --fpr choose the filter of the tables sealed by this command (flush, compact, \
-refilter, or a memtable that fills up during load). The choice made when the store was \
-created is remembered as its default. --compression none|lz4, given before the command, \
-chooses how the data blocks of the tables this command writes are compressed (lz4 unless \
-told otherwise; a block that does not shrink by an eighth is stored raw); tables already \
-written keep theirs. --bits-per-key B [--allocation monkey|uniform] sizes \
-them from a memory budget instead: B bits per key in tables, each level's ε proportional to \
-its keys (monkey, the default) or one ε for all (uniform). The budget is not remembered.";
+Filters: the store records a filter policy in its manifest, chosen by the command that \
+creates it: --filter (blocked-bloom by default) and an allocation of filter memory across \
+levels, by default uniform: every table at the ε of --fpr (0.01 by default). --allocation \
+monkey spends the memory that ε on every table would take as Monkey does instead (each \
+level's ε proportional to its keys: the fewest wasted reads per absent lookup when every \
+level is probed); --bits-per-key B sets the memory directly, B bits per key in tables. On an \
+existing store these options apply to the tables sealed by this command (flush, compact, or \
+a memtable that fills up during load), --filter and --fpr under the store's recorded \
+allocation; only refilter records a new policy. `store stats` shows the one in force.
+
+--compression none|lz4, given before the command, chooses how the data blocks of the tables \
+this command writes are compressed (lz4 unless told otherwise; a block that does not shrink \
+by an eighth is stored raw); tables already written keep theirs.";
 
 const AFTER_LONG_HELP: &str = "\
 Exit codes:
@@ -90,22 +95,25 @@ pub struct Global {
     /// Store directory [default: $FILTERSTORE_DIR, else ./filterstore-data]
     #[arg(long, global = true, value_name = "DIR", env = "FILTERSTORE_DIR")]
     pub dir: Option<PathBuf>,
-    /// Filter for tables sealed by this command: none, bloom, blocked-bloom, cuckoo or
-    /// binary-fuse
-    /// [default: the store's, chosen at creation; blocked-bloom for a new store]
+    /// Filter for tables sealed by this command (recorded by the command that creates the
+    /// store): none, bloom, blocked-bloom, cuckoo or binary-fuse
+    /// [default: the store's; blocked-bloom for a new store]
     #[arg(long, global = true, value_name = "KIND", value_parser = parse_filter)]
     pub filter: Option<FilterKind>,
-    /// Target false-positive rate ε of new filters, strictly between 0 and 1
-    /// [default: the store's, chosen at creation; 0.01 for a new store]
+    /// Target false-positive rate ε, strictly between 0 and 1: every new filter's under the
+    /// uniform allocation; under monkey, the memory level (what ε on every table would
+    /// take) [default: the store's; 0.01 for a new store]
     #[arg(long, global = true, value_name = "E", value_parser = parse_fpr, allow_negative_numbers = true)]
     pub fpr: Option<f64>,
     /// Size the filters of tables sealed by this command from a memory budget of B bits per
     /// key in tables (instead of --fpr), split across levels as --allocation says
     #[arg(long, global = true, value_name = "B", value_parser = parse_bits)]
     pub bits_per_key: Option<f64>,
-    /// With --bits-per-key: monkey (each level's ε proportional to its keys, the fewest
-    /// wasted reads per absent lookup) or uniform (one ε for every table)
-    #[arg(long, global = true, value_name = "HOW", requires = "bits_per_key", value_parser = parse_allocation)]
+    /// How filter memory is split across levels: uniform (one ε for every table) or monkey
+    /// (each level's ε proportional to its keys: the fewest wasted reads per absent lookup
+    /// when every level is probed)
+    /// [default: the store's; uniform for a new store; monkey with --bits-per-key]
+    #[arg(long, global = true, value_name = "HOW", value_parser = parse_allocation)]
     pub allocation: Option<Allocation>,
     /// Block compression of the tables this command writes (flushes, compactions): none or
     /// lz4 [default: lz4]. Before the command only (`export --compression` is the Parquet
@@ -137,6 +145,14 @@ impl Allocation {
         match self {
             Allocation::Monkey => FilterPolicy::Budget { kind, bits_per_key },
             Allocation::Uniform => FilterPolicy::uniform_at_bits(kind, bits_per_key),
+        }
+    }
+
+    /// The policy spending on filters of `kind` the memory `fpr` on every table takes.
+    pub fn policy_at_fpr(self, kind: FilterKind, fpr: f64) -> FilterPolicy {
+        match self {
+            Allocation::Monkey => FilterPolicy::monkey_at(kind, fpr),
+            Allocation::Uniform => FilterPolicy::Uniform { kind, fpr },
         }
     }
 }
@@ -360,15 +376,22 @@ impl Global {
         })
     }
 
-    /// The policy --bits-per-key and --allocation give (monkey unless told otherwise), if
-    /// --bits-per-key was given.
+    /// The policy --bits-per-key and --allocation give, if either was given: B bits per key
+    /// (monkey unless told otherwise), or the allocation at the memory of --fpr (else the
+    /// store's ε, else a new store's).
     pub fn policy(&self) -> Option<FilterPolicy> {
-        let b = self.bits_per_key?;
-        Some(
-            self.allocation
-                .unwrap_or(Allocation::Monkey)
-                .policy(self.kind(), b),
-        )
+        if let Some(b) = self.bits_per_key {
+            let how = self.allocation.unwrap_or(Allocation::Monkey);
+            return Some(how.policy(self.kind(), b));
+        }
+        let how = self.allocation?;
+        let fpr = self.fpr.unwrap_or_else(|| {
+            stored_policy(&self.dir())
+                .ok()
+                .flatten()
+                .map_or(filterstore::store::DEFAULT_FPR, |p| p.fpr())
+        });
+        Some(how.policy_at_fpr(self.kind(), fpr))
     }
 
     /// Opens the store as `access` says, with this command's filter choice.

@@ -4,13 +4,20 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use clap::Args;
-use filterstore::Store;
+use filterstore::{FilterPolicy, Store};
 use serde_json::{json, Value};
 
 use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 
-/// Print store-wide, per-level and per-table figures: tables, keys, bytes, filter kind, ε,
-/// bits per key, filter bytes, and the lookup counters.
+/// Print store-wide, per-level and per-table figures: the store's filter policy, tables,
+/// keys, bytes, filter kind, ε, bits per key, filter bytes, and the lookup counters.
+///
+/// The filter policy is the one the store records (chosen at creation, replaced by
+/// refilter): the filter kind and how its memory is split across levels, monkey (each
+/// level's ε proportional to its keys, at a budget in bits per key, shown with the uniform ε
+/// of equal memory) or uniform (one ε for every table). --json gives it as default_filter:
+/// kind, fpr (the uniform ε of equal memory), allocation and bits_per_key (the budget;
+/// null under uniform).
 ///
 /// Per level: keys, filter bytes, bits per key, target ε and theoretical FPR (both weighted
 /// by the tables' keys), observed FPR. Store-wide: the expected wasted block reads of an
@@ -57,17 +64,13 @@ impl Run for Stats {
 
 fn text(store: &Store, g: &Global) -> String {
     let s = store.stats();
-    let (kind, fpr) = store.default_filter();
+    let policy = store.recorded_policy();
     let mut o = String::new();
     let file_bytes: u64 = s.tables.iter().map(|t| t.file_bytes).sum();
     let filter_bytes: u64 = s.tables.iter().map(|t| t.filter_bytes).sum();
     let tombstones: u64 = s.tables.iter().map(|t| t.tombstones).sum();
     let _ = writeln!(o, "store:          {}", g.dir().display());
-    let _ = writeln!(
-        o,
-        "default filter: {kind}, fpr {} (chosen at creation)",
-        rate(fpr)
-    );
+    let _ = writeln!(o, "filter policy:  {policy}; recorded in the store");
     let _ = writeln!(
         o,
         "tables:         {} ({} keys incl. {} tombstones, {} table bytes, {} filter bytes)",
@@ -265,7 +268,11 @@ fn show_key(k: &[u8]) -> String {
 
 fn json(store: &Store, g: &Global) -> String {
     let s = store.stats();
-    let (kind, fpr) = store.default_filter();
+    let policy = store.recorded_policy();
+    let bits = match policy {
+        FilterPolicy::Budget { bits_per_key, .. } => num(bits_per_key),
+        FilterPolicy::Uniform { .. } => None,
+    };
     let sum = |f: fn(&filterstore::TableStats) -> u64| s.tables.iter().map(f).sum::<u64>();
     let levels: Vec<Value> = s
         .levels
@@ -319,7 +326,12 @@ fn json(store: &Store, g: &Global) -> String {
         .collect();
     let v = json!({
         "dir": g.dir().to_string_lossy(),
-        "default_filter": {"kind": kind.name(), "fpr": num(fpr)},
+        "default_filter": {
+            "kind": policy.kind().name(),
+            "fpr": num(policy.fpr()),
+            "allocation": policy.allocation(),
+            "bits_per_key": bits,
+        },
         "table_count": s.tables.len(),
         "keys": s.table_keys(),
         "tombstones": sum(|t| t.tombstones),

@@ -51,6 +51,81 @@ impl FilterPolicy {
             fpr: SizeModel::of(kind).fpr_for_bits(bits_per_key).min(MAX_FPR),
         }
     }
+
+    /// Monkey's allocation of the memory that `kind` at `fpr` on every table would take:
+    /// `Budget { kind, bits_per_key }` with the bits per key `kind` costs at `fpr` under its
+    /// size model (what `store --allocation monkey` gives a new store). Without a filter
+    /// there is no memory to split: `FilterKind::None` gives `Uniform`.
+    ///
+    /// ```
+    /// use filterstore::{FilterKind, FilterPolicy};
+    /// let p = FilterPolicy::monkey_at(FilterKind::Bloom, (-10.0 * 2f64.ln().powi(2)).exp());
+    /// let FilterPolicy::Budget { bits_per_key, .. } = p else { unreachable!() };
+    /// assert!((bits_per_key - 10.0).abs() < 1e-9);
+    /// ```
+    pub fn monkey_at(kind: FilterKind, fpr: f64) -> FilterPolicy {
+        if kind == FilterKind::None {
+            return FilterPolicy::Uniform { kind, fpr };
+        }
+        FilterPolicy::Budget {
+            kind,
+            bits_per_key: SizeModel::of(kind).bits(fpr),
+        }
+    }
+
+    /// The rate of a uniform policy of the same memory: `fpr` itself for `Uniform`, the rate
+    /// whose modelled size is the budget for `Budget` (at most 0.999).
+    pub fn fpr(&self) -> f64 {
+        match *self {
+            FilterPolicy::Uniform { fpr, .. } => fpr,
+            FilterPolicy::Budget { kind, bits_per_key } => {
+                SizeModel::of(kind).fpr_for_bits(bits_per_key).min(MAX_FPR)
+            }
+        }
+    }
+
+    /// The same allocation for filters of `kind` at the memory of `fpr` on every table:
+    /// `Uniform { kind, fpr }`, or [`FilterPolicy::monkey_at`] for a budget.
+    pub fn with_filter(&self, kind: FilterKind, fpr: f64) -> FilterPolicy {
+        match self {
+            FilterPolicy::Uniform { .. } => FilterPolicy::Uniform { kind, fpr },
+            FilterPolicy::Budget { .. } => FilterPolicy::monkey_at(kind, fpr),
+        }
+    }
+
+    /// How memory is split: `"uniform"` or `"monkey"` (the names `store --allocation`
+    /// takes).
+    pub fn allocation(&self) -> &'static str {
+        match self {
+            FilterPolicy::Uniform { .. } => "uniform",
+            FilterPolicy::Budget { .. } => "monkey",
+        }
+    }
+}
+
+/// `uniform, bloom at ε = 0.01` or `monkey, bloom at 10 bits per key (the memory of ε =
+/// 0.0082 on every table)` (the budget to three decimals, that rate to three digits).
+impl std::fmt::Display for FilterPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            FilterPolicy::Uniform { kind, fpr } => write!(f, "uniform, {kind} at ε = {fpr}"),
+            FilterPolicy::Budget { kind, bits_per_key } => write!(
+                f,
+                "monkey, {kind} at {} bits per key (the memory of ε = {} on every table)",
+                (bits_per_key * 1000.0).round() / 1000.0,
+                three_digits(self.fpr())
+            ),
+        }
+    }
+}
+
+/// `x` (positive) rounded to three significant digits.
+fn three_digits(x: f64) -> f64 {
+    if !(x > 0.0 && x.is_finite()) {
+        return x;
+    }
+    let scale = 10f64.powi(2 - x.log10().floor() as i32);
+    (x * scale).round() / scale
 }
 
 /// Largest rate a filter is built for; an allocation at or above it means "no filter".

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::filename::{numbered_files, FileName, Numbered};
 use crate::io::{Fs, RealFs};
 use crate::manifest::{Manifest, TableRecord};
-use crate::store::{lock_dir, DEFAULT_FILTER, DEFAULT_FPR};
+use crate::store::{default_policy, lock_dir, DEFAULT_FILTER, DEFAULT_FPR};
 use crate::verify::verify_dir;
 
 pub use self::report::{Dropped, Kept, KeyGap, RepairReport};
@@ -203,9 +203,12 @@ impl Repair<'_> {
         if let Some(m) = &old {
             self.next_file = self.next_file.max(m.next_file);
         }
-        let (default_kind, default_fpr) = old.as_ref().map_or((DEFAULT_FILTER, DEFAULT_FPR), |m| {
-            (m.default_kind, m.default_fpr)
-        });
+        // The store's filter policy; with the manifest lost, a new store's. Filters rebuilt
+        // for tables no manifest describes get its kind at its uniform rate.
+        let policy = old
+            .as_ref()
+            .map_or_else(|| default_policy(DEFAULT_FILTER, DEFAULT_FPR), |m| m.policy);
+        let (default_kind, default_fpr) = (policy.kind(), policy.fpr());
         // The tables to try: the manifest's (L0 newest first, then by level), or every table
         // file at L0 from the highest number down.
         let candidates: Vec<TableRecord> = match &old {
@@ -280,8 +283,7 @@ impl Repair<'_> {
         let manifest = Manifest {
             next_file: self.next_file,
             log_number,
-            default_kind,
-            default_fpr,
+            policy,
             tables,
             cursors,
         };

@@ -22,6 +22,8 @@ use crate::version::{Edit, TableHandle, Version};
 impl Store {
     /// Rebuilds the filter of every table as `kind` at `fpr` without rewriting any data:
     /// new filter files are written, the manifest is swapped atomically, old filters removed.
+    /// The store records `FilterPolicy::Uniform { kind, fpr }` as its policy in the same
+    /// manifest, and this handle's new tables follow it.
     ///
     /// ```
     /// use filterstore::{FilterKind, Store};
@@ -42,21 +44,23 @@ impl Store {
         let _c = inner.lock_compaction();
         let v = inner.current();
         let jobs = v.tables().map(|t| (t.clone(), kind, fpr)).collect();
-        inner.replace_filters(jobs)
+        inner.replace_filters(jobs, FilterPolicy::Uniform { kind, fpr })
     }
 
     /// Recomputes what every table's filter should be under `policy` for the levels as they
     /// are now, and rebuilds only the filters that changed materially (another kind, or a
     /// size that differs by more than 5 % (`alloc::MATERIAL`) from the one the table's
     /// recorded rate gives), without rewriting any data. A budget's allocation moves as the
-    /// levels grow; this is how a store follows it. Table files are never touched.
+    /// levels grow; this is how a store follows it. Table files are never touched. The store
+    /// records `policy` (in the same manifest swap), and this handle's new tables follow it.
     pub fn rebalance(&self, policy: FilterPolicy) -> Result<Rebalanced> {
         self.refilter_with(policy, true)
     }
 
     /// Rebuilds every table's filter to what `policy` gives it for the levels as they are
     /// now, material change or not (to compare allocations exactly; [`Store::rebalance`]
-    /// is the economical one). No data is rewritten.
+    /// is the economical one). No data is rewritten. Records `policy` like
+    /// [`Store::rebalance`].
     pub fn refilter_to(&self, policy: FilterPolicy) -> Result<Rebalanced> {
         self.refilter_with(policy, false)
     }
@@ -87,7 +91,15 @@ impl Store {
         }
         let rebuilt = jobs.iter().map(|(t, _, _)| t.record.number).collect();
         if !jobs.is_empty() {
-            inner.replace_filters(jobs)?;
+            inner.replace_filters(jobs, policy)?;
+        } else if inner.lock_versions().recorded != policy {
+            // No filter changes, but the store records the policy all the same.
+            inner.install(Install {
+                policy: Some(policy),
+                ..Install::default()
+            })?;
+        } else {
+            inner.lock_versions().adopt(policy);
         }
         Ok(Rebalanced { rebuilt, kept })
     }
@@ -164,8 +176,9 @@ impl Inner {
         level: usize,
         keys: u64,
     ) -> (FilterKind, f64) {
-        let FilterPolicy::Budget { kind, bits_per_key } = self.policy else {
-            return (self.policy.kind(), self.fpr_of_policy());
+        let policy = self.lock_versions().policy;
+        let FilterPolicy::Budget { kind, bits_per_key } = policy else {
+            return (policy.kind(), policy.fpr());
         };
         let (mut l0, mut deeper) = run_keys(v, gone);
         let run = if level == 0 {
@@ -182,17 +195,14 @@ impl Inner {
         as_filter(kind, eps.get(run).copied().unwrap_or(1.0))
     }
 
-    fn fpr_of_policy(&self) -> f64 {
-        match self.policy {
-            FilterPolicy::Uniform { fpr, .. } => fpr,
-            FilterPolicy::Budget { .. } => self.fpr,
-        }
-    }
-
     /// Gives each table of `jobs` a new filter of its kind at its rate, then publishes them
-    /// in one manifest swap and removes the old filter files. The caller holds the
-    /// compaction lock.
-    fn replace_filters(&self, jobs: Vec<(Arc<TableHandle>, FilterKind, f64)>) -> Result<()> {
+    /// with `policy` as the store's in one manifest swap and removes the old filter files.
+    /// The caller holds the compaction lock.
+    fn replace_filters(
+        &self,
+        jobs: Vec<(Arc<TableHandle>, FilterKind, f64)>,
+        policy: FilterPolicy,
+    ) -> Result<()> {
         let mut fresh: Vec<Arc<TableHandle>> = Vec::new();
         let cleanup = |fresh: &[Arc<TableHandle>]| {
             for h in fresh {
@@ -218,6 +228,7 @@ impl Inner {
                 replace: fresh.clone(),
                 ..Edit::default()
             },
+            policy: Some(policy),
             ..Install::default()
         });
         if let Err(e) = r {

@@ -46,8 +46,10 @@ use crate::wal::WalWriter;
 
 pub use self::filters::Rebalanced;
 pub(crate) use self::open::lock_dir;
-pub use self::open::stored_default_filter;
-pub use self::options::{Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, IDLE_DRAIN_PROBES};
+pub use self::open::{stored_default_filter, stored_policy};
+pub use self::options::{
+    default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, IDLE_DRAIN_PROBES,
+};
 pub use self::read::{prefix_successor, Reader, Scan};
 pub use self::stats::{LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
@@ -91,9 +93,24 @@ struct Writer {
 /// What only installs change, under `Inner::versions` (the durable view of the manifest).
 struct VersionSet {
     log_number: u64,
-    default_kind: FilterKind,
-    default_fpr: f64,
+    /// The store's filter policy, as its manifest records it.
+    recorded: FilterPolicy,
     cursors: Vec<Option<Vec<u8>>>,
+    /// How this handle sizes new filters: the recorded policy, or what the handle's
+    /// [`Options`] chose at open, until a refilter records a new one.
+    policy: FilterPolicy,
+    /// The kind and rate of this handle ([`Store::filter`]).
+    kind: FilterKind,
+    fpr: f64,
+}
+
+impl VersionSet {
+    /// This handle's new tables follow `policy` from now on.
+    fn adopt(&mut self, policy: FilterPolicy) {
+        self.policy = policy;
+        self.kind = policy.kind();
+        self.fpr = policy.fpr();
+    }
 }
 
 /// Coordination with the background threads, under `Inner::bg` (with `Inner::bg_cv`).
@@ -144,10 +161,6 @@ pub(crate) struct Inner {
     dir: PathBuf,
     fs: Arc<dyn Fs>,
     opts: Options,
-    kind: FilterKind,
-    fpr: f64,
-    /// How new filters are sized (`opts.policy`, else uniform at `kind` and `fpr`).
-    policy: FilterPolicy,
     _lock: File,
     /// Shared with scans, which take it briefly to copy memtable entries (see `scan.rs`).
     state: Arc<RwLock<State>>,
@@ -201,14 +214,27 @@ impl Store {
         &self.inner.dir
     }
 
-    /// The filter kind and target rate used for tables written by this handle.
+    /// The filter kind of the tables this handle writes, and the rate its policy is at: every
+    /// new table's under a uniform policy, the uniform rate of equal memory under a budget
+    /// (see [`Options::fpr`]).
     pub fn filter(&self) -> (FilterKind, f64) {
-        (self.inner.kind, self.inner.fpr)
+        let v = self.inner.lock_versions();
+        (v.kind, v.fpr)
     }
 
-    /// How this handle sizes new filters.
+    /// How this handle sizes new filters: the store's recorded policy unless [`Options`]
+    /// chose otherwise at open, and the one a refilter or rebalance recorded since.
     pub fn policy(&self) -> FilterPolicy {
-        self.inner.policy
+        self.inner.lock_versions().policy
+    }
+
+    /// The store's filter policy as its manifest records it: chosen when the store was
+    /// created, replaced by [`Store::refilter`], [`Store::refilter_to`] and
+    /// [`Store::rebalance`]; every open without [`Options::filter`], [`Options::fpr`] or
+    /// [`Options::policy`] uses it. A store whose manifest predates policies (version 2)
+    /// records `Uniform` at the kind and rate it was created with.
+    pub fn recorded_policy(&self) -> FilterPolicy {
+        self.inner.lock_versions().recorded
     }
 
     /// The torn log tails this open dropped, one [`Warning::TornTail`] per log, naming the
@@ -221,10 +247,12 @@ impl Store {
         &self.inner.dropped_at_open
     }
 
-    /// The filter kind and rate recorded when the store was created.
+    /// The kind and rate of the store's recorded policy ([`Store::recorded_policy`]): what
+    /// [`Options::filter`] and [`Options::fpr`] default to. Under a budget the rate is the
+    /// uniform rate of equal memory ([`FilterPolicy::fpr`]).
     pub fn default_filter(&self) -> (FilterKind, f64) {
-        let v = self.inner.lock_versions();
-        (v.default_kind, v.default_fpr)
+        let p = self.inner.lock_versions().recorded;
+        (p.kind(), p.fpr())
     }
 }
 

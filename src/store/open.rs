@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use super::options::{DEFAULT_FILTER, DEFAULT_FPR};
+use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
 use super::{
     worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
     Writer,
@@ -39,7 +39,27 @@ use crate::wal::{replay_file, WalWriter};
 /// # Ok(()) }
 /// ```
 pub fn stored_default_filter(dir: &Path) -> Result<Option<FilterKind>> {
-    Ok(Manifest::load(dir)?.map(|m| m.default_kind))
+    Ok(stored_policy(dir)?.map(|p| p.kind()))
+}
+
+/// The filter policy the store in `dir` records (see [`Store::recorded_policy`]), read
+/// without opening the store: no lock is taken and nothing is written. `Ok(None)` when
+/// `dir` holds no manifest.
+pub fn stored_policy(dir: &Path) -> Result<Option<FilterPolicy>> {
+    Ok(Manifest::load(dir)?.map(|m| m.policy))
+}
+
+/// The policy a handle opened with `opts` on a store that records `recorded` uses, with its
+/// kind and rate (see [`Options::policy`]).
+fn handle_policy(opts: &Options, recorded: FilterPolicy) -> (FilterPolicy, FilterKind, f64) {
+    let kind = opts.filter.unwrap_or(recorded.kind());
+    let fpr = opts.fpr.unwrap_or(recorded.fpr());
+    let policy = match opts.policy {
+        Some(p) => p,
+        None if opts.filter.is_none() && opts.fpr.is_none() => recorded,
+        None => recorded.with_filter(kind, fpr),
+    };
+    (policy, kind, fpr)
 }
 
 pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
@@ -102,11 +122,16 @@ impl Store {
                         dir.display()
                     )));
                 }
+                let policy = opts.policy.unwrap_or_else(|| {
+                    default_policy(
+                        opts.filter.unwrap_or(DEFAULT_FILTER),
+                        opts.fpr.unwrap_or(DEFAULT_FPR),
+                    )
+                });
                 let m = Manifest {
                     next_file: 1,
                     log_number: 0,
-                    default_kind: opts.filter.unwrap_or(DEFAULT_FILTER),
-                    default_fpr: opts.fpr.unwrap_or(DEFAULT_FPR),
+                    policy,
                     tables: Vec::new(),
                     cursors: Vec::new(),
                 };
@@ -114,8 +139,8 @@ impl Store {
                 m
             }
         };
-        let kind = opts.filter.unwrap_or(manifest.default_kind);
-        let fpr = opts.fpr.unwrap_or(manifest.default_fpr);
+        let (policy, kind, fpr) = handle_policy(&opts, manifest.policy);
+        check_policy(&policy)?;
         check_fpr(fpr)?;
         // Never reuse a number that a file (even an orphan) already has.
         let max_seen = files.iter().map(|(n, _)| *n).max().unwrap_or(0);
@@ -182,13 +207,9 @@ impl Store {
                 *c = Some(k.clone());
             }
         }
-        let policy = opts.policy.unwrap_or(FilterPolicy::Uniform { kind, fpr });
         let inner = Arc::new(Inner {
             dir,
             fs,
-            kind,
-            fpr,
-            policy,
             _lock: lock,
             state: Arc::new(RwLock::new(State {
                 mem: Memtable::new(),
@@ -208,9 +229,11 @@ impl Store {
             }),
             versions: Mutex::new(VersionSet {
                 log_number: manifest.log_number,
-                default_kind: manifest.default_kind,
-                default_fpr: manifest.default_fpr,
+                recorded: manifest.policy,
                 cursors,
+                policy,
+                kind,
+                fpr,
             }),
             compaction: Mutex::new(()),
             bg: Mutex::new(Bg::default()),

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
+use crate::manifest::MAX_BITS_PER_KEY;
 use crate::table::Compression;
 
 /// When WAL appends are fsynced.
@@ -28,17 +29,31 @@ pub enum SyncPolicy {
 /// How a store is opened.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Filter for tables written from now on; `None` uses the store's default (the choice
-    /// made when it was created, `blocked-bloom` if none was made).
+    /// Filter kind. A new store records it in its filter policy (see [`Options::policy`]);
+    /// `None` is [`DEFAULT_FILTER`]. On an existing store it is the kind of the tables this
+    /// handle writes, under the store's recorded allocation (nothing is recorded); `None`
+    /// keeps the store's.
     pub filter: Option<FilterKind>,
-    /// Target false-positive rate for new filters; `None` uses the store's default (1 %).
+    /// Target false-positive rate. A new store records it in its filter policy; `None` is
+    /// [`DEFAULT_FPR`]. Under the uniform allocation (the default) it is every new table's
+    /// rate; under Monkey's it is the memory level, not any one table's rate: the budget is
+    /// the bits per key `filter` costs at this rate on every table. On an existing store it
+    /// applies to the tables this handle writes, like `filter`; `None` keeps the store's (for
+    /// a budget, the uniform rate of equal memory).
     pub fpr: Option<f64>,
-    /// How new filters are sized; `None` is `FilterPolicy::Uniform` at [`Options::filter`]
-    /// and [`Options::fpr`] (each table at the same rate, as before budgets existed). With
-    /// `FilterPolicy::Budget`, a new table gets the rate its level should have under
-    /// Monkey's allocation of `bits_per_key` × keys in tables (see `docs/engine.md`, "Filter
-    /// memory across levels"), and `filter`/`fpr` are not used for new tables. Not stored in
-    /// the manifest: give it at every open.
+    /// How new filters are sized. `None` for a new store is [`default_policy`]: uniform,
+    /// every table at `fpr`; for an existing store, the policy its manifest records, at
+    /// `filter`/`fpr` when given ([`FilterPolicy::with_filter`]). Monkey's allocation is
+    /// opted into here: `Some(FilterPolicy::Budget { .. })`, or [`FilterPolicy::monkey_at`]
+    /// for the memory of `filter` at `fpr` on every table. `Some` is recorded when it
+    /// creates the store, and on an existing store applies to this handle only
+    /// (`filter`/`fpr` are then not used for new tables);
+    /// [`Store::rebalance`](super::Store::rebalance),
+    /// [`Store::refilter_to`](super::Store::refilter_to) and
+    /// [`Store::refilter`](super::Store::refilter) record a new one. With
+    /// `FilterPolicy::Budget`, a new table gets the rate its level should have under Monkey's
+    /// allocation of `bits_per_key` × keys in tables (see `docs/engine.md`, "Filter memory
+    /// across levels"); with `FilterPolicy::Uniform`, every table the same rate.
     pub policy: Option<FilterPolicy>,
     /// A memtable becomes immutable (and is sealed into an L0 table in the background) once
     /// it takes this many bytes of memory (keys, values, and its per-entry slot and index).
@@ -162,18 +177,28 @@ pub const DEFAULT_FILTER: FilterKind = FilterKind::BlockedBloom;
 /// Default target false-positive rate of a new store.
 pub const DEFAULT_FPR: f64 = 0.01;
 
-/// Checks a filter policy given as an option: a rate for uniform filters, a finite,
-/// non-negative budget.
+/// The filter policy of a new store created with `kind` at `fpr` (the defaults, or
+/// [`Options::filter`] and [`Options::fpr`]) and no [`Options::policy`]: uniform, every
+/// table at `fpr`. (Monkey's allocation at the same memory, [`FilterPolicy::monkey_at`],
+/// is opt-in: on the level trees compaction leaves, whose upper levels cover only part of
+/// the key space, it did not save the wasted reads it should; see `docs/engine.md`.)
+pub fn default_policy(kind: FilterKind, fpr: f64) -> FilterPolicy {
+    FilterPolicy::Uniform { kind, fpr }
+}
+
+/// Checks a filter policy given as an option or recorded by the store: a rate strictly
+/// between 0 and 1 for uniform filters (also without a filter: it is the store's rate for
+/// later choices), a budget from 0 to [`MAX_BITS_PER_KEY`] bits per key.
 pub(super) fn check_policy(policy: &FilterPolicy) -> Result<()> {
     match *policy {
-        FilterPolicy::Uniform { kind, fpr } if kind != FilterKind::None => check_fpr(fpr),
+        FilterPolicy::Uniform { fpr, .. } => check_fpr(fpr),
         FilterPolicy::Budget { bits_per_key, .. }
-            if !(bits_per_key.is_finite() && bits_per_key >= 0.0) =>
+            if !(0.0..=MAX_BITS_PER_KEY).contains(&bits_per_key) =>
         {
             Err(Error::InvalidArgument(format!(
-                "bits per key {bits_per_key} must be a finite number ≥ 0"
+                "bits per key {bits_per_key} must be a number from 0 to {MAX_BITS_PER_KEY}"
             )))
         }
-        _ => Ok(()),
+        FilterPolicy::Budget { .. } => Ok(()),
     }
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use super::{Imm, Inner, IDLE_DRAIN_PROBES};
 use crate::error::{Error, Result};
 use crate::filename::{filter_path, table_path, wal_path};
+use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::manifest::{Manifest, TableRecord};
 use crate::table::{write_filter_file, SortedEntries};
@@ -36,6 +37,8 @@ pub(super) struct Install {
     pub cursor: Option<(usize, Vec<u8>)>,
     /// The immutable memtable (by its sequence number) that is now in a table.
     pub sealed: Option<u64>,
+    /// A filter policy to record for the store (and to use for this handle's new tables).
+    pub policy: Option<FilterPolicy>,
 }
 
 /// Nice value background threads run at: above the default 0, so that when the writer,
@@ -315,8 +318,7 @@ impl Inner {
         let manifest = Manifest {
             next_file: self.next_file.load(SeqCst),
             log_number,
-            default_kind: vs.default_kind,
-            default_fpr: vs.default_fpr,
+            policy: change.policy.unwrap_or(vs.recorded),
             tables: next.tables().map(|t| t.record.clone()).collect(),
             cursors: cursors
                 .iter()
@@ -332,6 +334,10 @@ impl Inner {
         self.poison_on_err(r)?;
         vs.log_number = log_number;
         vs.cursors = cursors;
+        if let Some(p) = change.policy {
+            vs.recorded = p;
+            vs.adopt(p);
+        }
         {
             let mut st = self.state_mut();
             st.current = next.clone();

@@ -36,7 +36,7 @@ use filterstore::filter::global::{CodedSpec, GlobalFilter, Layout, RunId, Shares
 use filterstore::filter::{self, range, FilterKind};
 use filterstore::table::block::BlockBuilder;
 use filterstore::table::{decode_footer, FOOTER_LEN};
-use filterstore::{Options, Store, WriteBatch};
+use filterstore::{FilterPolicy, Options, Store, WriteBatch};
 
 use crate::alloc_probe::largest;
 use crate::common::{NoSyncFs, Rng};
@@ -241,6 +241,7 @@ fn written() -> Written {
         s.flush().unwrap();
         manifest.push(std::fs::read(dir.path().join("MANIFEST")).unwrap());
     }
+    manifest.extend(policy_manifests());
     let s = Store::open(
         dir.path(),
         Options {
@@ -285,6 +286,50 @@ fn written() -> Written {
         filter: read("filter"),
         manifest,
     }
+}
+
+/// Manifests recording each kind of filter policy, from a store of their own: Monkey's
+/// allocation of the memory of the default kind and rate, a uniform one, and a budget too
+/// small for every table (one left without a filter), over two L0 tables.
+fn policy_manifests() -> Vec<Vec<u8>> {
+    let dir = crate::scratch_dir();
+    let mut rng = Rng::new(6);
+    let opts = Options {
+        fs: Arc::new(NoSyncFs),
+        policy: Some(FilterPolicy::monkey_at(
+            filterstore::store::DEFAULT_FILTER,
+            filterstore::store::DEFAULT_FPR,
+        )),
+        ..Options::default()
+    };
+    let s = Store::open(dir.path(), opts).unwrap();
+    for n in [200, 20] {
+        for (k, v) in entries(&mut rng, n) {
+            match v {
+                Some(v) => s.put(&k, &v).unwrap(),
+                None => s.delete(&k).unwrap(),
+            }
+        }
+        s.flush().unwrap();
+    }
+    let read = || std::fs::read(dir.path().join("MANIFEST")).unwrap();
+    let mut out = vec![read()];
+    for p in [
+        FilterPolicy::Uniform {
+            kind: FilterKind::Cuckoo,
+            fpr: 0.02,
+        },
+        FilterPolicy::Budget {
+            kind: FilterKind::BinaryFuse,
+            bits_per_key: 0.2,
+        },
+    ] {
+        s.rebalance(p).unwrap();
+        out.push(read());
+    }
+    let t = s.stats().tables;
+    assert!(t.iter().any(|t| t.filter_kind == FilterKind::None), "{t:?}");
+    out
 }
 
 /// Blocks of 1 to 120 entries, each after the probe-length byte the block input starts with.
