@@ -72,7 +72,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 pub use coded::{CodedSpec, Shares};
@@ -177,6 +177,10 @@ pub struct GlobalFilter {
     layout: Layout,
     stash: RwLock<StashMap>,
     stash_len: AtomicUsize,
+    /// Entries moved from the stash into the table so far. The writer bumps it after an
+    /// entry is in the table and before it leaves the stash, so a query that read the table
+    /// before the move and the stash after it sees the count change and asks again.
+    settled: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -247,6 +251,7 @@ impl GlobalFilter {
             layout,
             stash: RwLock::new(StashMap::default()),
             stash_len: AtomicUsize::new(0),
+            settled: AtomicU64::new(0),
             state: Mutex::new(State {
                 runs: Runs::default(),
                 counts: [0; MAX_RUNS],
@@ -264,11 +269,19 @@ impl GlobalFilter {
     /// to call while a [`Writer`] works.
     #[inline]
     pub fn query(&self, hash: u64) -> RunSet {
-        let set = self.table.query(hash);
-        if self.stash_len.load(Ordering::Acquire) == 0 {
-            return set;
+        loop {
+            // An entry the writer moves from the stash into the table is in one of the two
+            // at every instant, but a query reads the table first and the stash second: the
+            // count of moves tells it when one happened in between (see `settled`).
+            let moved = self.settled.load(Ordering::Acquire);
+            let mut set = self.table.query(hash);
+            if self.stash_len.load(Ordering::Acquire) != 0 {
+                set = self.query_stash(hash, set);
+            }
+            if self.settled.load(Ordering::Acquire) == moved {
+                return set;
+            }
         }
-        self.query_stash(hash, set)
     }
 
     #[cold]

@@ -237,8 +237,10 @@ impl<'a> Writer<'a> {
             return self.contains_entry(hash, from);
         }
         // The stash first, as in `remove`.
-        if self.stash_take(hash, from) {
+        // The new copy first, then the old one out: a query racing the writer finds one.
+        if self.stashed_has(hash, from) {
             self.stash_add(hash, to);
+            self.stash_take(hash, from);
             self.st.counts[from.index()] -= 1;
             self.st.counts[to.index()] += 1;
             return true;
@@ -479,6 +481,7 @@ impl<'a> Writer<'a> {
             let e = self.table().entry(h, r);
             // Into the table first, then out of the stash.
             if self.place(h, e) {
+                self.f.settled.fetch_add(1, Ordering::Release);
                 self.stash_take(h, r);
             }
         }
