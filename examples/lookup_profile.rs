@@ -1,7 +1,10 @@
 //! Builds (once) a store of N generated keys in T tables and times absent and present
 //! lookups in a loop, for profiling the read path (`perf record`, callgrind).
 //!
-//! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both] [pread|mmap]`
+//! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both] [pread|mmap] [cache-bytes]`
+//!
+//! `cache-bytes` sizes the block cache (default: `Options::default()`'s); 0 turns it off, so
+//! every present lookup reads and checks its block.
 
 use std::time::Instant;
 
@@ -25,6 +28,10 @@ fn main() -> filterstore::Result<()> {
         .unwrap_or(1_000_000);
     let mode = args.get(4).cloned().unwrap_or_else(|| "both".into());
     let mmap_reads = args.get(5).is_some_and(|a| a == "mmap");
+    let block_cache_bytes = args
+        .get(6)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(Options::default().block_cache_bytes);
     let fresh = !dir.exists();
     let store = Store::open(
         &dir,
@@ -35,6 +42,7 @@ fn main() -> filterstore::Result<()> {
             compaction_trigger: None,
             sync: SyncPolicy::Buffered,
             mmap_reads,
+            block_cache_bytes,
             ..Options::default()
         },
     )?;
