@@ -467,8 +467,11 @@ pub fn require_store(dir: &Path) -> Result<(), CliError> {
 }
 
 /// A rate for people and JSON alike: plain decimals down to 1e-4, exponent form below
-/// (`0.01`, `1e-9`), so tiny rates do not print hundreds of zeros.
+/// (`0.01`, `1e-9`), so tiny rates do not print hundreds of zeros; four significant digits.
 pub fn rate(x: f64) -> String {
+    // Four significant digits: an ε computed by an allocation (0.009999999999999943) reads
+    // as the 0.01 it stands for.
+    let x: f64 = format!("{x:.3e}").parse().unwrap_or(x);
     if x == 0.0 || x.abs() >= 1e-4 {
         format!("{x}")
     } else {
@@ -487,4 +490,19 @@ pub fn println(s: impl fmt::Display) -> Result<(), CliError> {
     writeln!(out, "{s}")?;
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn rates_print_four_significant_digits() {
+        assert_eq!(rate(0.009999999999999943), "0.01");
+        assert_eq!(rate(0.005103812158229222), "0.005104");
+        assert_eq!(rate(0.01), "0.01");
+        assert_eq!(rate(0.0), "0");
+        assert_eq!(rate(1e-9), "1e-9");
+        assert_eq!(rate(1.2345678e-7), "1.235e-7");
+    }
 }
