@@ -1,0 +1,98 @@
+//! Write-ahead log: one file per memtable, `NNNNNN.wal`.
+//!
+//! ```text
+//! | "FSWL" | version u8 = 2 | 0 0 0 |  record  |  record  | ... |
+//! record: | payload_len u32 | crc32(payload) u32 | crc32(previous 8 bytes) u32 | payload |
+//! payload (a write batch): | count varint | op |*count
+//! op: | 1 | key_len varint | key | value_len varint | value |   (put)
+//!     | 2 | key_len varint | key |                              (delete)
+//! ```
+//! Recovery replays records in order. The first record that fails its checks ends the log;
+//! the rest of the file is then scanned for a valid record (header CRC, plausible length,
+//! payload CRC). None follows: the damage is a torn tail, dropped and reported in
+//! [`ReplayEnd::torn_tail`]. One follows: mid-log corruption, an error naming the file and the
+//! damaged record's offset. `format.md` ("Write-ahead log") has the rules and why garbage
+//! cannot pass for a record.
+//!
+//! The files by job: `record` is one record's bytes (encode, check, decode), `resync` finds
+//! the next valid record after damage, `writer` appends records, `replay` reads a log back
+//! (recovery) or salvages what a damaged one holds (`store repair`).
+
+mod record;
+mod replay;
+mod resync;
+mod writer;
+
+#[cfg(any(test, feature = "internals"))]
+pub use record::record_at;
+pub(crate) use record::{encode_record, for_each_op, payload_len};
+// The reader's whole API is public with `internals` (tests, fuzz targets); the engine uses
+// part of it.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use replay::{
+    replay_bytes, replay_file, salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
+};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use writer::{WalWriter, WAL_BUFFER};
+
+/// Magic at the start of every WAL file.
+pub const WAL_MAGIC: [u8; 4] = *b"FSWL";
+/// WAL format version.
+pub const WAL_VERSION: u8 = 2;
+/// Size of a record header (length, payload CRC, header CRC).
+pub const RECORD_HEADER_LEN: usize = 12;
+/// Size of the file header.
+pub const WAL_HEADER_LEN: usize = 8;
+/// Largest record payload accepted.
+pub const MAX_RECORD_LEN: usize = 1 << 30;
+
+/// Where the file header's fields sit: magic at 0, then the version byte, then reserved
+/// zero bytes up to [`WAL_HEADER_LEN`].
+const VERSION_AT: usize = 4;
+const RESERVED_AT: usize = 5;
+
+/// An atomic group of writes: all of them are applied, or (after a crash) none.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// let store = filterstore::Store::open(dir.path(), Default::default())?;
+/// store.put(b"from", b"100")?;
+/// let mut batch = filterstore::WriteBatch::new();
+/// batch.put(b"to".to_vec(), b"100".to_vec()).delete(b"from".to_vec());
+/// store.write(batch)?;
+/// assert_eq!(store.get(b"from")?, None);
+/// assert_eq!(store.get(b"to")?, Some(b"100".to_vec()));
+/// # Ok::<(), filterstore::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a put.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push((key.into(), Some(value.into())));
+        self
+    }
+    /// Adds a delete.
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push((key.into(), None));
+        self
+    }
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    /// True when the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

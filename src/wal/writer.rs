@@ -1,0 +1,87 @@
+//! Appending records to a WAL file.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::io::{Fs, WritableFile};
+
+use super::{WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
+
+/// Bytes a buffered WAL holds before handing them to the operating system.
+pub const WAL_BUFFER: usize = 1 << 20;
+
+/// Appends records to one WAL file.
+pub struct WalWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    /// Bytes appended so far (buffered ones included).
+    pub len: u64,
+    buf: Vec<u8>,
+    buffered: bool,
+}
+
+impl WalWriter {
+    /// Creates a new WAL file and writes its header. Nothing is fsynced: the header becomes
+    /// durable with the first [`WalWriter::sync`], and the caller makes the directory entry
+    /// durable before it promises any record is (so a memtable switch costs no fsync on the
+    /// write path).
+    pub fn create(fs: &dyn Fs, path: &Path) -> Result<WalWriter> {
+        let io = |e| Error::io(path, e);
+        let mut file = fs.create(path).map_err(io)?;
+        let mut head = Vec::with_capacity(WAL_HEADER_LEN);
+        head.extend_from_slice(&WAL_MAGIC);
+        head.push(WAL_VERSION);
+        head.resize(WAL_HEADER_LEN, 0);
+        file.write_all(&head).map_err(io)?;
+        Ok(WalWriter {
+            file,
+            path: path.to_path_buf(),
+            len: WAL_HEADER_LEN as u64,
+            buf: Vec::new(),
+            buffered: false,
+        })
+    }
+
+    /// With `true`, records collect in a [`WAL_BUFFER`] buffer and reach the operating system
+    /// when it fills, on [`WalWriter::write_out`] and on [`WalWriter::sync`].
+    pub fn set_buffered(&mut self, buffered: bool) {
+        self.buffered = buffered;
+    }
+
+    /// Appends one encoded record; with `sync` it is durable when this returns.
+    pub fn append(&mut self, record: &[u8], sync: bool) -> Result<()> {
+        if self.buffered && !sync {
+            self.buf.extend_from_slice(record);
+            if self.buf.len() >= WAL_BUFFER {
+                self.write_out()?;
+            }
+        } else {
+            self.write_out()?;
+            self.file
+                .write_all(record)
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
+        self.len += record.len() as u64;
+        if sync {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Hands buffered records to the operating system.
+    pub fn write_out(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes out the buffer and fsyncs.
+    pub fn sync(&mut self) -> Result<()> {
+        self.write_out()?;
+        self.file.sync().map_err(|e| Error::io(&self.path, e))
+    }
+}
