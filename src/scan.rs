@@ -16,7 +16,7 @@
 //!
 //! **Snapshot.** A scan sees the store as of its start. It takes, under the store's state
 //! lock: a [`MemCursor`] of the memtable (its key order and write position of that moment;
-//! see `memtable.rs`, "Snapshots"), the immutable memtable, and the table set (`Version`).
+//! see `memtable/mod.rs`, "Snapshots"), the immutable memtable, and the table set (`Version`).
 //! Writes after that are not seen (new keys, overwrites and deletes alike). No store lock is
 //! held between calls to `next`: a thread may write while it iterates. When the memtable is
 //! made immutable and sealed under a scan, the scan keeps reading it: it holds the memtable

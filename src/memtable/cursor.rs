@@ -1,0 +1,152 @@
+//! Scans of a memtable: a cursor over the snapshot of the moment it was made, copying
+//! entries out into a reusable buffer (see the module docs of `memtable`, "Snapshots").
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+use super::order::Run;
+use super::{Memtable, OLDER};
+
+/// A cursor stops filling a buffer once it holds this many bytes (and at least one entry).
+const FILL_BYTES: usize = 64 << 10;
+
+impl Memtable {
+    /// A cursor over the entries from `start` on, as they are at this moment (see the module
+    /// docs, "Snapshots"). `live`: the memtable still takes writes, so the cursor counts as
+    /// an open scan until it is released or dropped, and overwrites keep the versions it
+    /// may need. The cursor must only be filled from this memtable.
+    pub(crate) fn cursor(&self, start: Bound<&[u8]>, live: bool) -> MemCursor {
+        let runs = self.runs();
+        let pos = runs
+            .iter()
+            .map(|r| match start {
+                Bound::Included(s) => self.seek_run(r, s, false),
+                Bound::Excluded(s) => self.seek_run(r, s, true),
+                Bound::Unbounded => 0,
+            })
+            .collect();
+        let reader = live.then(|| {
+            self.readers.fetch_add(1, Relaxed);
+            ReaderGuard(self.readers.clone())
+        });
+        MemCursor {
+            runs,
+            pos,
+            snap: if live { self.arena.end_pos() } else { u64::MAX },
+            reader,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ReaderGuard(Arc<AtomicUsize>);
+
+impl Drop for ReaderGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A scan's position in one memtable, and the snapshot it reads (see the module docs):
+/// [`fill`](Self::fill) copies the next entries, in key order, into an [`EntryBuf`].
+#[derive(Debug)]
+pub(crate) struct MemCursor {
+    runs: Arc<Vec<Run>>,
+    /// The next position in each run.
+    pos: Vec<usize>,
+    /// Arena position writes had reached when the cursor was made (`u64::MAX`: the
+    /// memtable takes no more writes, every version is visible).
+    snap: u64,
+    reader: Option<ReaderGuard>,
+}
+
+impl MemCursor {
+    /// Replaces `out`'s entries with the next ones, in key order, as the snapshot saw them
+    /// (tombstones included): up to `max` entries or about [`FILL_BYTES`] (at least one).
+    /// `mem` must be the memtable the cursor was made from. Returns false once the cursor
+    /// has nothing left after these.
+    pub(crate) fn fill(&mut self, mem: &Memtable, out: &mut EntryBuf, max: usize) -> bool {
+        out.clear();
+        loop {
+            // The run whose next key is the smallest (the runs' keys are disjoint).
+            let mut best: Option<(usize, (u64, u32))> = None;
+            for (r, run) in self.runs.iter().enumerate() {
+                if let Some(&p) = run.get(self.pos[r]) {
+                    if best.is_none_or(|(_, b)| mem.cmp_slots(&p, &b) == Ordering::Less) {
+                        best = Some((r, p));
+                    }
+                }
+            }
+            let Some((r, (_, slot))) = best else {
+                self.release();
+                return false;
+            };
+            if out.len() >= max.max(1) || out.bytes.len() >= FILL_BYTES {
+                return true;
+            }
+            self.pos[r] += 1;
+            let s = &mem.slots[slot as usize];
+            let (mut at, mut vlen) = (s.val_at, s.vlen);
+            // Back to the newest version written before the snapshot. Every version this
+            // cursor may need is linked: overwrites link while `reader` is held.
+            while at >= self.snap && vlen & OLDER != 0 {
+                (at, vlen) = mem.older(at);
+            }
+            debug_assert!(at < self.snap, "a version a scan needs was not linked");
+            out.push(mem.key(s), mem.version(at, vlen));
+        }
+    }
+
+    /// The memtable takes no more writes (it was made immutable), or the cursor is done:
+    /// overwrites need not keep versions for it any more.
+    pub(crate) fn release(&mut self) {
+        self.reader = None;
+    }
+}
+
+/// Entries copied out of a memtable: keys and values in one buffer, reused from fill to
+/// fill, so copying allocates nothing once it has grown.
+#[derive(Debug, Default)]
+pub(crate) struct EntryBuf {
+    bytes: Vec<u8>,
+    /// Per entry: where its key starts, where its key ends (and its value starts), where its
+    /// value ends, and whether it is a tombstone.
+    entries: Vec<(usize, usize, usize, bool)>,
+}
+
+impl EntryBuf {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+    }
+
+    fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        self.bytes.extend_from_slice(value.unwrap_or_default());
+        self.entries
+            .push((start, key_end, self.bytes.len(), value.is_none()));
+    }
+
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Key of entry `i`.
+    #[inline]
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        let (s, k, _, _) = self.entries[i];
+        &self.bytes[s..k]
+    }
+
+    /// Value of entry `i` (`None`: a tombstone).
+    #[inline]
+    pub(crate) fn value(&self, i: usize) -> Option<&[u8]> {
+        let (_, k, e, tomb) = self.entries[i];
+        (!tomb).then(|| &self.bytes[k..e])
+    }
+}

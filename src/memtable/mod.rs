@@ -1,0 +1,269 @@
+//! The memtable: the newest writes, in memory, until they are sealed into a table.
+//!
+//! ```text
+//! arena:  | key | value | key | value | older | value | ... |   1 MiB chunks, append-only, never moved
+//! slots:  | hash | prefix | key at | klen | value at | vlen |     one per distinct key, insertion order
+//! index:  hash table of slot numbers (hashbrown), keyed by the slot's xxh3 key hash
+//! runs:   | (prefix, slot) sorted: 4,100 | 700 | 96 | 9 |        key order, built on demand
+//! ```
+//! A put costs one hash-table probe and one append (no allocation per entry, no tree walk);
+//! an overwrite appends only the new value; a get is one probe. Sealing sorts in parallel on
+//! the current rayon pool and hands the filter the key hashes computed at insert time.
+//!
+//! **Key order** is kept as sorted runs of `(first eight key bytes big-endian, slot number)`,
+//! built when a scan or the seal asks for it, never by a put. Keys are never removed, so the
+//! order of the slots already sorted never changes: a scan sorts only the keys added since
+//! the last one into a new run, and merges the newest run into the one before it while that
+//! one is at most [`RUN_RATIO`](order::RUN_RATIO) times larger. Run sizes therefore fall
+//! geometrically (at most log₄ n + 1 runs), a key is moved O(log n) times over the
+//! memtable's life, and a scan right after one put sorts one key and, amortised, merges
+//! O(log n) entries, where re-merging the whole order would cost O(n). Each run is an
+//! immutable `Arc`'d vector: a scan's copy of the order is a clone of one `Arc`. Sealing
+//! merges the runs into one.
+//!
+//! **Snapshots.** A scan reads the memtable as it was when the scan started, while writes go
+//! on (the scan takes the store's lock only for the moment it copies its next few entries
+//! into its own buffer, see `scan.rs`). A [`MemCursor`] keeps the runs of that moment (keys
+//! added later are only in runs it never sees) and the arena position writes had reached.
+//! Every write appends at least one byte, so positions are distinct and increasing: a
+//! version is older than the scan exactly when its value lies below that position. An
+//! overwrite or delete replaces the slot's value in place; while any scan of this memtable
+//! is open (`readers`), it first appends a 12-byte link to the version it replaces, so the
+//! scan walks back from a newer version to the one it must see. With no scan open nothing is
+//! kept: a scan started later sees the newer version anyway.
+//!
+//! Why not a skip list (RocksDB's and fjall's memtable, with a sequence number in every
+//! key): its insert walks a tower of pointers, a cache miss per level, and its get a search
+//! of O(log n) misses, where this memtable's put and get are one hash probe. The runs give
+//! scans ordered access at a cost paid by scans, amortised over the keys they sort, and
+//! snapshots cost a put nothing unless a scan is open while it overwrites a key.
+//!
+//! The files by job: `arena` holds the bytes, `order` the sorted runs (with `sort`, the
+//! parallel sort of new keys), `cursor` the scans; this file the map from key to slot.
+
+mod arena;
+mod cursor;
+mod order;
+mod sort;
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use hashbrown::hash_table::{Entry, HashTable};
+
+use crate::codec::prefix8;
+use crate::hash::key_hash;
+use crate::table::SortedEntries;
+
+use arena::Arena;
+pub(crate) use cursor::{EntryBuf, MemCursor};
+use order::{Order, Run};
+
+/// Value length (the low 31 bits of `vlen`) of a tombstone.
+const TOMBSTONE: u32 = u32::MAX >> 1;
+/// `vlen` flag: the value is preceded in the arena by a link to the version it replaced.
+const OLDER: u32 = 1 << 31;
+/// Bytes of that link: the older version's value position (u64) and `vlen` (u32), little-endian.
+const OLDER_LEN: usize = 12;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// `key_hash(key)`: the index's hash and the filter's key hash.
+    hash: u64,
+    /// The first eight key bytes, big-endian, zero-padded: orders most keys alone.
+    prefix: u64,
+    /// Arena position of the key (chunk << 32 | offset); the value follows it when it was
+    /// written with the key.
+    key_at: u64,
+    /// Arena position of the current value.
+    val_at: u64,
+    klen: u32,
+    /// Value length (or [`TOMBSTONE`]) in the low 31 bits; [`OLDER`] when a link precedes it.
+    vlen: u32,
+}
+
+/// The memtable. Not synchronized: the store keeps it under its state lock (`&mut self` to
+/// insert, `&self` to read; the runs have their own small lock, and the count of open scans
+/// is shared with them).
+#[derive(Debug, Default)]
+pub struct Memtable {
+    arena: Arena,
+    slots: Vec<Slot>,
+    index: HashTable<u32>,
+    order: Mutex<Order>,
+    /// Cursors of scans open on this memtable while it takes writes (see the module docs).
+    readers: Arc<AtomicUsize>,
+}
+
+impl Memtable {
+    /// An empty memtable.
+    pub fn new() -> Memtable {
+        Memtable::default()
+    }
+
+    /// An empty memtable with room for `entries` keys before its slot array or index grows
+    /// (a growth rehashes and copies every entry inside one `put`).
+    pub fn with_capacity(entries: usize) -> Memtable {
+        Memtable {
+            slots: Vec::with_capacity(entries),
+            index: HashTable::with_capacity(entries),
+            ..Memtable::default()
+        }
+    }
+
+    /// Distinct keys held (tombstones included).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when nothing was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Bytes held: arena (overwritten values and their links included), slots and index.
+    pub fn approximate_bytes(&self) -> usize {
+        self.arena.len()
+            + self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
+    }
+
+    fn key(&self, s: &Slot) -> &[u8] {
+        self.arena.get(s.key_at, s.klen)
+    }
+
+    /// The version written at `at` with length field `vlen` (`None`: a tombstone).
+    fn version(&self, at: u64, vlen: u32) -> Option<&[u8]> {
+        let len = vlen & !OLDER;
+        (len != TOMBSTONE).then(|| self.arena.get(at, len))
+    }
+
+    fn value(&self, s: &Slot) -> Option<&[u8]> {
+        self.version(s.val_at, s.vlen)
+    }
+
+    /// The version that the one at `at` (whose `vlen` has [`OLDER`]) replaced: its
+    /// position and `vlen`, from the link just before it.
+    fn older(&self, at: u64) -> (u64, u32) {
+        let link = self.arena.get(at - OLDER_LEN as u64, OLDER_LEN as u32);
+        let (pos, vlen) = link.split_at(8);
+        (
+            u64::from_le_bytes(pos.try_into().unwrap_or_default()),
+            u32::from_le_bytes(vlen.try_into().unwrap_or_default()),
+        )
+    }
+
+    /// Stores `value` (`None`: a tombstone) under `key`, replacing what it held.
+    pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.insert_hashed(key, key_hash(key), value)
+    }
+
+    /// [`Memtable::insert`] with the key's precomputed [`key_hash`].
+    pub fn insert_hashed(&mut self, key: &[u8], hash: u64, value: Option<&[u8]>) {
+        debug_assert_eq!(hash, key_hash(key));
+        assert!(
+            key.len() < u32::MAX as usize && value.is_none_or(|v| v.len() < TOMBSTONE as usize),
+            "entry too large for the memtable"
+        );
+        let vlen = value.map_or(TOMBSTONE, |v| v.len() as u32);
+        let v = value.unwrap_or(&[]);
+        // Every write appends at least one byte after its value's position, so that write
+        // positions are distinct and increasing (see the module docs, "Snapshots").
+        let pad: &[u8] = if v.is_empty() { &[0] } else { &[] };
+        let found = {
+            let (slots, arena) = (&self.slots, &self.arena);
+            let eq = |&i: &u32| {
+                let s = &slots[i as usize];
+                s.hash == hash && arena.get(s.key_at, s.klen) == key
+            };
+            match self.index.entry(hash, eq, |&i| slots[i as usize].hash) {
+                Entry::Occupied(o) => Some(*o.get()),
+                Entry::Vacant(vac) => {
+                    vac.insert(slots.len() as u32);
+                    None
+                }
+            }
+        };
+        match found {
+            Some(i) => {
+                let old = self.slots[i as usize];
+                let (val_at, vlen) = if self.readers.load(Relaxed) > 0 {
+                    // An open scan may need the version this write replaces: link it.
+                    let mut link = [0u8; OLDER_LEN];
+                    link[..8].copy_from_slice(&old.val_at.to_le_bytes());
+                    link[8..].copy_from_slice(&old.vlen.to_le_bytes());
+                    let at = self.arena.append(&[&link, v, pad]);
+                    (at + OLDER_LEN as u64, vlen | OLDER)
+                } else {
+                    (self.arena.append(&[v, pad]), vlen)
+                };
+                let s = &mut self.slots[i as usize];
+                s.val_at = val_at;
+                s.vlen = vlen;
+            }
+            None => {
+                let key_at = self.arena.append(&[key, v, pad]);
+                self.slots.push(Slot {
+                    hash,
+                    prefix: prefix8(key),
+                    key_at,
+                    val_at: key_at + key.len() as u64,
+                    klen: key.len() as u32,
+                    vlen,
+                });
+            }
+        }
+    }
+
+    /// The entry for `key`: `None` when absent, `Some(None)` for a tombstone.
+    #[cfg(test)]
+    pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.get_hashed(key, key_hash(key))
+    }
+
+    /// [`Memtable::get`] with the key's precomputed [`key_hash`].
+    pub fn get_hashed(&self, key: &[u8], hash: u64) -> Option<Option<&[u8]>> {
+        let i = self.index.find(hash, |&i| {
+            let s = &self.slots[i as usize];
+            s.hash == hash && self.key(s) == key
+        })?;
+        Some(self.value(&self.slots[*i as usize]))
+    }
+
+    /// Every entry in key order, read in place (for sealing); the order is sorted on the
+    /// current rayon pool if it is not cached yet.
+    pub fn sorted(&self) -> Sorted<'_> {
+        Sorted {
+            mem: self,
+            order: self.merged(),
+        }
+    }
+
+    /// The key hash of every entry, in no particular order (for the filter at sealing).
+    pub fn hashes(&self) -> Vec<u64> {
+        use rayon::prelude::*;
+        self.slots.par_iter().map(|s| s.hash).collect()
+    }
+}
+
+/// A memtable's entries in key order, by position.
+pub struct Sorted<'a> {
+    mem: &'a Memtable,
+    order: Run,
+}
+
+impl SortedEntries for Sorted<'_> {
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>) {
+        let s = &self.mem.slots[self.order[i].1 as usize];
+        (self.mem.key(s), self.mem.value(s))
+    }
+    fn payload_bytes(&self) -> usize {
+        self.mem.arena.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;
