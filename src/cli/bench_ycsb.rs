@@ -11,20 +11,26 @@
 //! FNV-hashed onto the keys); `ycsb-d` reads by YCSB's "latest" (the newest keys most). Every
 //! value is a function of its key, and updates rewrite a key's own value, so every read and
 //! every scanned entry is checked.
+//!
+//! The files by job: this one the workloads and the run; `keys` YCSB's key generators;
+//! `report` the text and JSON reports.
+
+mod keys;
+mod report;
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use filterstore::hash::mix64;
 use filterstore::{Options, Store};
-use serde_json::{json, Value};
 
 use super::bench_engine::{fill_value, key};
 use super::latency::Histogram;
 use super::{println, CliError, Exit};
+use keys::{Inserts, Rng, Scrambled, Zipf};
+use report::{json_report, text_report};
 
 /// One of YCSB's core workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,160 +137,6 @@ impl Mix {
             }
         }
         Op::Rmw
-    }
-}
-
-/// A splitmix-style stream: small, fast, one per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(mix64(seed))
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.0)
-    }
-    /// Uniform in [0, 1).
-    fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
-const ZIPF_THETA: f64 = 0.99;
-
-/// YCSB's `ZipfianGenerator` (Gray et al., "Quickly generating billion-record synthetic
-/// databases", SIGMOD 1994): ranks in [0, items), rank 0 the most popular.
-#[derive(Clone)]
-struct Zipf {
-    items: u64,
-    zetan: f64,
-    eta: f64,
-}
-
-impl Zipf {
-    fn new(items: u64) -> Zipf {
-        Zipf::with_zetan(items, zeta(0, items, 0.0))
-    }
-
-    fn with_zetan(items: u64, zetan: f64) -> Zipf {
-        let mut z = Zipf {
-            items,
-            zetan,
-            eta: 0.0,
-        };
-        z.set_eta();
-        z
-    }
-
-    fn set_eta(&mut self) {
-        let zeta2 = 1.0 + 0.5f64.powf(ZIPF_THETA);
-        self.eta =
-            (1.0 - (2.0 / self.items as f64).powf(1.0 - ZIPF_THETA)) / (1.0 - zeta2 / self.zetan);
-    }
-
-    /// Grows the item count to `items` (never shrinks it), adding the new terms of zeta.
-    fn grow(&mut self, items: u64) {
-        if items > self.items {
-            self.zetan = zeta(self.items, items, self.zetan);
-            self.items = items;
-            self.set_eta();
-        }
-    }
-
-    fn next(&self, rng: &mut Rng) -> u64 {
-        let u = rng.next_f64();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(ZIPF_THETA) {
-            return 1;
-        }
-        let alpha = 1.0 / (1.0 - ZIPF_THETA);
-        let r = self.items as f64 * (self.eta * u - self.eta + 1.0).powf(alpha);
-        (r as u64).min(self.items - 1)
-    }
-}
-
-/// zeta(to) = the sum of 1/i^θ for i in 1..=to, given `sum` = zeta(from).
-fn zeta(from: u64, to: u64, sum: f64) -> f64 {
-    (from + 1..=to).fold(sum, |s, i| s + (i as f64).powf(-ZIPF_THETA))
-}
-
-/// YCSB's `ScrambledZipfianGenerator`: a Zipfian rank over 10^10 items (zeta precomputed, as
-/// YCSB does) hashed with FNV-1a-64 onto [0, items), so the popular keys are spread out.
-struct Scrambled {
-    z: Zipf,
-    items: u64,
-}
-
-impl Scrambled {
-    fn new(items: u64) -> Scrambled {
-        Scrambled {
-            z: Zipf::with_zetan(10_000_000_000, 26.469_028_201_783_02),
-            items,
-        }
-    }
-    fn next(&self, rng: &mut Rng) -> u64 {
-        fnv64(self.z.next(rng)) % self.items
-    }
-}
-
-/// YCSB's `Utils.fnvhash64` (over the 8 bytes of `v`, low byte first; `Math.abs` at the end).
-fn fnv64(mut v: u64) -> u64 {
-    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-    for _ in 0..8 {
-        h ^= v & 0xff;
-        h = h.wrapping_mul(1_099_511_628_211);
-        v >>= 8;
-    }
-    (h as i64).unsigned_abs()
-}
-
-/// Keys inserted during a run, as YCSB's `AcknowledgedCounterGenerator`: key numbers
-/// `records`, `records + 1`, … are handed out in order; reads choose only among key numbers
-/// below `limit()`, all of which are written (so every read of them must find its key).
-struct Inserts {
-    records: u64,
-    next: AtomicU64,
-    acked: AtomicU64,
-    done: Vec<AtomicBool>,
-}
-
-impl Inserts {
-    fn new(records: u64, max: u64) -> Inserts {
-        Inserts {
-            records,
-            next: AtomicU64::new(records),
-            acked: AtomicU64::new(records),
-            done: (0..max).map(|_| AtomicBool::new(false)).collect(),
-        }
-    }
-
-    fn claim(&self) -> u64 {
-        self.next.fetch_add(1, SeqCst)
-    }
-
-    /// Key number `k` is written: move the limit past every written key.
-    fn ack(&self, k: u64) {
-        if let Some(d) = self.done.get((k - self.records) as usize) {
-            d.store(true, SeqCst);
-        }
-        loop {
-            let a = self.acked.load(SeqCst);
-            match self.done.get((a - self.records) as usize) {
-                Some(f) if f.load(SeqCst) => {
-                    let _ = self.acked.compare_exchange(a, a + 1, SeqCst, SeqCst);
-                }
-                _ => break,
-            }
-        }
-    }
-
-    /// Every key number below this is in the store.
-    fn limit(&self) -> u64 {
-        self.acked.load(SeqCst)
     }
 }
 
@@ -550,107 +402,6 @@ pub(super) fn run(y: Ycsb<'_>) -> Result<Exit, CliError> {
         });
     }
     Ok(Exit::Success)
-}
-
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1e3
-}
-
-fn text_report(y: &Ycsb<'_>, load_secs: f64, runs: &[Run]) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "filterstore bench engine — YCSB on {} keys (16-byte keys, {}-byte values), {}",
-        y.records, y.value_bytes, y.config
-    );
-    let _ = writeln!(
-        o,
-        "load:    {:.0} puts/s ({:.2} s, final flush included)",
-        y.records as f64 / load_secs,
-        load_secs
-    );
-    for r in runs {
-        let ops: u64 = r.t.lat.iter().map(|l| l.n).sum();
-        let _ = writeln!(
-            o,
-            "{}:  {:.0} ops/s ({ops} ops in {:.3} s on {} thread{}; {}); missing {}, wrong {}{}",
-            r.workload.name(),
-            ops as f64 / r.secs,
-            r.secs,
-            y.threads,
-            if y.threads == 1 { "" } else { "s" },
-            r.workload.describe(),
-            r.t.missing,
-            r.t.wrong,
-            scan_avg(r).map_or(String::new(), |a| format!(", {a:.1} entries per scan")),
-        );
-        for (name, l) in OP_NAMES.iter().zip(&r.t.lat) {
-            if l.n > 0 {
-                let _ = writeln!(
-                    o,
-                    "         {name:<6} {:>9}  p50 {:>8.2} µs  p99 {:>8.2} µs  p99.9 {:>9.1} µs",
-                    l.n,
-                    us(l.quantile(0.5)),
-                    us(l.quantile(0.99)),
-                    us(l.quantile(0.999))
-                );
-            }
-        }
-    }
-    o.pop();
-    o
-}
-
-fn scan_avg(r: &Run) -> Option<f64> {
-    let scans = r.t.lat[Op::Scan as usize].n;
-    (scans > 0).then(|| r.t.scanned as f64 / scans as f64)
-}
-
-fn json_report(y: &Ycsb<'_>, load_secs: f64, runs: &[Run]) -> String {
-    let workloads: Vec<Value> = runs
-        .iter()
-        .map(|r| {
-            let ops: u64 = r.t.lat.iter().map(|l| l.n).sum();
-            let mut by_op = serde_json::Map::new();
-            for (name, l) in OP_NAMES.iter().zip(&r.t.lat) {
-                if l.n > 0 {
-                    by_op.insert(
-                        name.to_string(),
-                        json!({
-                            "count": l.n,
-                            "p50_us": us(l.quantile(0.5)),
-                            "p99_us": us(l.quantile(0.99)),
-                            "p999_us": us(l.quantile(0.999)),
-                            "max_us": us(l.max),
-                        }),
-                    );
-                }
-            }
-            json!({
-                "workload": r.workload.name(),
-                "mix": r.workload.describe(),
-                "ops": ops,
-                "threads": y.threads,
-                "secs": r.secs,
-                "ops_per_s": ops as f64 / r.secs,
-                "open_ms": r.open_ms,
-                "missing": r.t.missing,
-                "wrong": r.t.wrong,
-                "scan_entries_avg": scan_avg(r),
-                "by_op": by_op,
-            })
-        })
-        .collect();
-    let v = json!({
-        "records": y.records,
-        "key_bytes": 16,
-        "value_bytes": y.value_bytes,
-        "config": y.config,
-        "load": {"secs": load_secs, "puts_per_s": y.records as f64 / load_secs},
-        "workloads": workloads,
-    });
-    serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
 #[cfg(test)]
