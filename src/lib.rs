@@ -42,6 +42,7 @@ mod error;
 pub mod export;
 pub mod filename;
 pub mod filter;
+mod global_index;
 pub mod hash;
 #[cfg(feature = "showcase")]
 pub mod hyph;

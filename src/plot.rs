@@ -55,6 +55,7 @@ pub fn kind_color(k: FilterKind) -> &'static str {
         FilterKind::BlockedBloom => "#2ca02c",
         FilterKind::Cuckoo => "#d62728",
         FilterKind::BinaryFuse => "#9467bd",
+        FilterKind::Global => "#ff7f0e",
     }
 }
 

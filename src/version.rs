@@ -17,11 +17,14 @@
 //! Only one compaction runs at a time.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
 use crate::filename::{filter_path, table_path};
+use crate::filter::global::RunId;
+use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::{BlockCache, MappedFilter, Table, TableCounters};
 
@@ -38,6 +41,8 @@ pub(crate) struct TableHandle {
     pub counters: TableCounters,
     /// Why a recorded filter is not in use (damaged or missing), if so.
     pub filter_problem: Option<String>,
+    /// The run id of an L0 table in the store's global filter ([`NO_RUN`] when none).
+    run: AtomicU8,
     /// [`prefix8`] of the table's smallest and largest key.
     lo: u64,
     hi: u64,
@@ -79,9 +84,20 @@ impl TableHandle {
             record,
             counters: TableCounters::default(),
             filter_problem,
+            run: AtomicU8::new(NO_RUN),
             lo,
             hi,
         }
+    }
+
+    /// The table's L0 run id in the global filter, if it has one.
+    pub(crate) fn run(&self) -> Option<RunId> {
+        RunId::from_index(self.run.load(Ordering::Acquire) as usize)
+    }
+
+    /// Gives the table its L0 run id in the global filter (before it is published).
+    pub(crate) fn set_run(&self, run: RunId) {
+        self.run.store(run.index() as u8, Ordering::Release);
     }
 
     /// Opens the table and filter files `record` names, the table's blocks cached in
@@ -337,6 +353,9 @@ pub(crate) struct Version {
     levels: Vec<Level>,
     /// Bit l set: level l ≥ 1 holds a table (a lookup visits only those levels).
     deep: u32,
+    /// The store's global filter, when lookups go through it instead of the tables' own
+    /// filters (carried from version to version by [`Version::apply`]).
+    global: Option<Arc<GlobalIndex>>,
 }
 
 /// A change to a [`Version`]: tables leave, tables join, tables get a new filter (see
@@ -369,6 +388,7 @@ impl Version {
         Version {
             levels: levels.into_iter().map(Level::new).collect(),
             deep,
+            global: None,
         }
     }
 
@@ -418,17 +438,72 @@ impl Version {
         self.levels.iter().map(|l| l.tables()).collect()
     }
 
-    /// This version with `edit` applied ([`apply`]).
+    /// This version with `edit` applied ([`apply`]), with the same global filter.
     pub(crate) fn apply(&self, edit: &Edit) -> Version {
         let mut levels = apply(&self.level_slices(), edit);
         levels.resize_with(MAX_LEVELS, Vec::new);
-        Version::of_levels(levels)
+        let mut v = Version::of_levels(levels);
+        v.global = self.global.clone();
+        v
+    }
+
+    /// This version with lookups through `global` (or through the tables' own filters).
+    pub(crate) fn with_global(mut self, global: Option<Arc<GlobalIndex>>) -> Version {
+        self.global = global;
+        self
+    }
+
+    /// The global filter lookups go through, if any.
+    pub(crate) fn global(&self) -> Option<&Arc<GlobalIndex>> {
+        self.global.as_ref()
+    }
+
+    /// Looks `key` up through the global filter: one probe names the runs that may hold
+    /// it; they are read newest first (L0 newest to oldest, then L1, L2, …), and the first
+    /// that holds the key answers. Every run holding a version of the key is named (no
+    /// false negatives), so the newest version wins even when another key's fingerprint
+    /// names a newer run too: that run is read, misses, and the lookup goes on.
+    fn get_global(&self, g: &GlobalIndex, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        let set = g.query(hash);
+        if set.is_empty() {
+            return Ok(None);
+        }
+        let p = prefix8(key);
+        let read = |t: &TableHandle| -> Result<Option<Option<Vec<u8>>>> {
+            let got = t.table.get(key, &t.counters)?;
+            g.count_read(got.is_some());
+            Ok(got)
+        };
+        // L0 ids sit above the levels' (6..=31): look at L0 only when one is named.
+        if set.0 >> crate::filter::global::LEVELS != 0 {
+            for t in &self.levels[0].tables {
+                if t.run().is_some_and(|r| set.contains(r)) && t.in_range(key, p) {
+                    if let Some(v) = read(t)? {
+                        return Ok(v);
+                    }
+                }
+            }
+        }
+        for (l, level) in self.levels.iter().enumerate().skip(1) {
+            if !level_run(l).is_some_and(|r| set.contains(r)) {
+                continue;
+            }
+            if let Some(t) = level.table_for(key, p) {
+                if let Some(v) = read(t)? {
+                    return Ok(v);
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table
     /// holds it, or its newest version is a tombstone.
     #[inline]
     pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(g) = &self.global {
+            return self.get_global(g, key, hash);
+        }
         let p = prefix8(key);
         let l0 = &self.levels[0].tables;
         // Which L0 tables' ranges hold the key, checked once: bit i for table i (tables past
@@ -503,6 +578,16 @@ impl Version {
     /// holds, so a key found in a newer table (or hidden there by a tombstone) is never
     /// looked up in an older one.
     pub(crate) fn multi_get(&self, batch: &mut Batch<'_>) -> Result<()> {
+        if let Some(g) = &self.global {
+            // One probe per key names its runs: nothing to share between keys.
+            for &i in &batch.pending {
+                let i = i as usize;
+                batch.out[i] = self.get_global(g, batch.keys[i], batch.hashes[i])?;
+                batch.done[i] = true;
+            }
+            batch.pending.clear();
+            return Ok(());
+        }
         let mut cands: Vec<u32> = Vec::with_capacity(batch.pending.len());
         let mut maybe: Vec<u32> = Vec::new();
         for t in &self.levels[0].tables {

@@ -286,7 +286,7 @@ pub fn theory_curve(kind: FilterKind) -> Vec<(f64, f64)> {
                     fuse::theoretical_fpr(f, n),
                 ))
             }
-            FilterKind::None => None,
+            FilterKind::None | FilterKind::Global => None,
         })
         .collect()
 }

@@ -74,7 +74,7 @@ impl Run for Refilter {
         }
         if g.filter.is_none() && g.allocation.is_none() {
             return Err(CliError::usage(
-                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo or binary-fuse), \
+                "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo, binary-fuse or global), \
                  --allocation monkey|uniform or --bits-per-key B",
             ));
         }

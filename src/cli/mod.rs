@@ -96,7 +96,8 @@ pub struct Global {
     #[arg(long, global = true, value_name = "DIR", env = "FILTERSTORE_DIR")]
     pub dir: Option<PathBuf>,
     /// Filter for tables sealed by this command (recorded by the command that creates the
-    /// store): none, bloom, blocked-bloom, cuckoo or binary-fuse
+    /// store): none, bloom, blocked-bloom, cuckoo or binary-fuse; or global (no filter per
+    /// table: one key-to-run filter for the whole store, one probe per lookup)
     /// [default: the store's; blocked-bloom for a new store]
     #[arg(long, global = true, value_name = "KIND", value_parser = parse_filter)]
     pub filter: Option<FilterKind>,
@@ -175,7 +176,10 @@ pub(crate) fn parse_bits(s: &str) -> Result<f64, String> {
 pub(crate) fn parse_filter(s: &str) -> Result<FilterKind, String> {
     s.parse::<FilterKind>().map_err(|_| {
         let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
-        format!("unknown filter kind; valid kinds: {}", valid.join(", "))
+        format!(
+            "unknown filter kind; valid kinds: {}, global (one key-to-run filter for the whole store)",
+            valid.join(", ")
+        )
     })
 }
 

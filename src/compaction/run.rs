@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::filter::global::RunId;
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::manifest::TableRecord;
@@ -94,6 +95,8 @@ struct Merger {
     heap: Vec<usize>,
     /// The key just emitted (to skip its older versions).
     last: Vec<u8>,
+    /// The sources that held it (the emitted version's first).
+    held: Vec<u32>,
 }
 
 impl Merger {
@@ -102,6 +105,7 @@ impl Merger {
             heap: (0..sources.len()).filter(|&i| sources[i].valid()).collect(),
             sources,
             last: Vec::new(),
+            held: Vec::new(),
         };
         for i in (0..m.heap.len() / 2).rev() {
             m.sift_down(i);
@@ -168,6 +172,8 @@ impl Merger {
         let head = src.head;
         self.last.clear();
         self.last.extend_from_slice(src.key());
+        self.held.clear();
+        self.held.push(w as u32);
         self.advance_top()?;
         // Older versions of the same key: skip them.
         while let Some(&t) = self.heap.first() {
@@ -175,6 +181,7 @@ impl Merger {
             if s.head != head || s.key() != self.last.as_slice() {
                 break;
             }
+            self.held.push(t as u32);
             self.advance_top()?;
         }
         Ok(true)
@@ -199,6 +206,47 @@ pub(crate) struct Output<'a> {
     pub alloc: &'a (dyn Fn() -> u64 + Sync),
 }
 
+/// Where a merge's keys were and go in a store's global filter: the run of each source and
+/// of the output. The merge collects what the filter must change (see [`Moves`]).
+pub(crate) struct Runs {
+    /// The run id of each source, in the order of the sources.
+    pub sources: Vec<RunId>,
+    /// The run id of the output level.
+    pub output: RunId,
+}
+
+/// What a merge changes in a store's global filter, for its owner to apply: `added` (key
+/// hashes to insert under the output run, before the result is published: keys that were
+/// not in the output level before) and `removed` (entries to remove after it is published:
+/// each version the merge consumed outside the output level, and the output level's own
+/// entry of a key it dropped). Keys that only the output level held and that stay cost
+/// nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Moves {
+    pub added: Vec<u64>,
+    pub removed: Vec<(RunId, u64)>,
+}
+
+impl Moves {
+    /// Notes one merged key: the sources that `held` it, and whether it was `kept`.
+    fn note(&mut self, runs: &Runs, key: &[u8], held: &[u32], kept: bool) {
+        let run = |s: u32| runs.sources.get(s as usize).copied().unwrap_or(runs.output);
+        let in_output = held.iter().any(|&s| run(s) == runs.output);
+        if kept && in_output && held.len() == 1 {
+            return;
+        }
+        let h = crate::hash::key_hash(key);
+        if kept && !in_output {
+            self.added.push(h);
+        }
+        for &s in held {
+            if !kept || run(s) != runs.output {
+                self.removed.push((run(s), h));
+            }
+        }
+    }
+}
+
 /// A run of the merge's output and whether the output table ends with it.
 struct Chunk {
     run: OwnedRun,
@@ -215,6 +263,8 @@ struct MergeSide<'d> {
     /// An entry that did not fit the last run (it starts the next table).
     carry: Option<(Vec<u8>, Option<Vec<u8>>)>,
     done: bool,
+    /// The global filter's runs, when the store has one, and what the merge changes there.
+    track: Option<(&'d Runs, Moves)>,
 }
 
 impl MergeSide<'_> {
@@ -233,10 +283,12 @@ impl MergeSide<'_> {
             let mut in_table = self.in_table;
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
+                let mut kept = false;
                 let more = self.merger.next_into(&mut |k, v| {
                     if v.is_none() && drop_t(k) {
                         return;
                     }
+                    kept = true;
                     let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
                     if in_table > 0 && in_table + size > limit {
                         carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
@@ -249,6 +301,9 @@ impl MergeSide<'_> {
                     self.done = true;
                     ends_table = true;
                     break;
+                }
+                if let Some((runs, moves)) = &mut self.track {
+                    moves.note(runs, &self.merger.last, &self.merger.held, kept);
                 }
                 if carry.is_some() {
                     ends_table = true;
@@ -363,15 +418,21 @@ pub(crate) struct MergeResult {
     pub records: Vec<TableRecord>,
     /// Bytes written to table and filter files.
     pub bytes_written: u64,
+    /// What the global filter must change (when the merge was given its [`Runs`]).
+    pub moves: Moves,
 }
 
 /// Merges `sources` (newest first) into new tables at `out.level`, dropping every older
 /// version of a key and every tombstone for which `drop_tombstone` says so. The outputs are
 /// durable (fsynced) when this returns; on an error they are removed.
+///
+/// With `runs` (a store with a global filter), it also collects what the filter must change
+/// ([`Moves`], 8 to 9 bytes per key that moves: memory that grows with the upper inputs).
 pub(crate) fn merge(
     sources: Vec<Source>,
     drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
     out: &Output<'_>,
+    runs: Option<&Runs>,
 ) -> Result<MergeResult> {
     let mut w = WriteSide {
         out,
@@ -382,11 +443,12 @@ pub(crate) fn merge(
         records: Vec::new(),
         written: 0,
     };
-    let r = run_pipeline(sources, drop_tombstone, out, &mut w);
+    let r = run_pipeline(sources, drop_tombstone, out, &mut w, runs);
     match r {
-        Ok(()) => Ok(MergeResult {
+        Ok(moves) => Ok(MergeResult {
             records: std::mem::take(&mut w.records),
             bytes_written: w.written,
+            moves,
         }),
         Err(e) => {
             drop(w.table.take());
@@ -403,7 +465,8 @@ fn run_pipeline(
     drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),
     out: &Output<'_>,
     w: &mut WriteSide<'_>,
-) -> Result<()> {
+    runs: Option<&Runs>,
+) -> Result<Moves> {
     let threads = rayon::current_num_threads().max(1);
     let mut m = MergeSide {
         merger: Merger::new(sources),
@@ -412,6 +475,7 @@ fn run_pipeline(
         in_table: 0,
         carry: None,
         done: false,
+        track: runs.map(|r| (r, Moves::default())),
     };
     let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
     let mut pending: Vec<Chunk> = Vec::new();
@@ -434,7 +498,8 @@ fn run_pipeline(
         pending = filled?;
         spare_m.append(&mut spare_w);
     }
-    w.finish_table()
+    w.finish_table()?;
+    Ok(m.track.map(|(_, moves)| moves).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -490,7 +555,7 @@ mod tests {
                 .build()
                 .unwrap();
             let result = pool
-                .install(|| merge(sources, &|_: &[u8]| true, &out))
+                .install(|| merge(sources, &|_: &[u8]| true, &out, None))
                 .unwrap();
             assert!(result.records.len() > 2, "{} tables", result.records.len());
             let mut files: Vec<_> = std::fs::read_dir(&out_dir)

@@ -155,7 +155,8 @@ impl SizeModel {
     pub fn of(kind: FilterKind) -> SizeModel {
         let ln2 = std::f64::consts::LN_2;
         match kind {
-            FilterKind::None => SizeModel { a: 0.0, b: 0.0 },
+            // No per-table filter: the global filter's memory is the store's, not a table's.
+            FilterKind::None | FilterKind::Global => SizeModel { a: 0.0, b: 0.0 },
             FilterKind::Bloom => SizeModel {
                 a: 1.0 / (ln2 * ln2),
                 b: 0.0,

@@ -19,6 +19,10 @@ pub enum FilterKind {
     /// Binary fuse filter (Graf & Lemire 2022): static, 3 slots per key, 8/16/32-bit
     /// fingerprints; the smallest and fastest to query, built once per immutable table.
     BinaryFuse,
+    /// No per-table filter: one key-to-run filter for the whole store
+    /// ([`crate::filter::global`]), one probe per lookup however many runs there are. A
+    /// store policy, never the kind of a filter block (see `docs/global-filter.md`).
+    Global,
 }
 
 impl FilterKind {
@@ -39,12 +43,25 @@ impl FilterKind {
             FilterKind::BlockedBloom => 2,
             FilterKind::Cuckoo => 3,
             FilterKind::BinaryFuse => 4,
+            FilterKind::Global => 5,
         }
     }
 
     /// The kind with on-disk tag `tag`, if any.
     pub fn from_tag(tag: u8) -> Option<FilterKind> {
-        FilterKind::ALL.into_iter().find(|k| k.tag() == tag)
+        FilterKind::ALL
+            .into_iter()
+            .chain([FilterKind::Global])
+            .find(|k| k.tag() == tag)
+    }
+
+    /// The kind of filter block a table of a store under this kind gets: `None` for
+    /// [`FilterKind::Global`] (the store's one filter covers every table), else the kind.
+    pub fn per_table(self) -> FilterKind {
+        match self {
+            FilterKind::Global => FilterKind::None,
+            k => k,
+        }
     }
 
     /// The layout versions a reader accepts for this kind, oldest first; builders write the
@@ -53,7 +70,7 @@ impl FilterKind {
     /// multiplication instead of a mixer; version 1 blocks of both are still read.
     pub fn versions(self) -> &'static [u8] {
         match self {
-            FilterKind::None => &[],
+            FilterKind::None | FilterKind::Global => &[],
             FilterKind::Bloom | FilterKind::BinaryFuse => &[1],
             FilterKind::BlockedBloom | FilterKind::Cuckoo => &[1, 2],
         }
@@ -72,6 +89,7 @@ impl FilterKind {
             FilterKind::BlockedBloom => "blocked-bloom",
             FilterKind::Cuckoo => "cuckoo",
             FilterKind::BinaryFuse => "binary-fuse",
+            FilterKind::Global => "global",
         }
     }
 }
@@ -85,16 +103,14 @@ impl fmt::Display for FilterKind {
 impl FromStr for FilterKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        FilterKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let valid: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
-                Error::InvalidArgument(format!(
-                    "unknown filter kind {s:?}; valid kinds: {}",
-                    valid.join(", ")
-                ))
-            })
+        let all = || FilterKind::ALL.into_iter().chain([FilterKind::Global]);
+        all().find(|k| k.name() == s).ok_or_else(|| {
+            let valid: Vec<&str> = all().map(|k| k.name()).collect();
+            Error::InvalidArgument(format!(
+                "unknown filter kind {s:?}; valid kinds: {}",
+                valid.join(", ")
+            ))
+        })
     }
 }
 

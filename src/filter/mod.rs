@@ -125,7 +125,7 @@ impl Header {
             ));
         }
         let kind = match FilterKind::from_tag(head[off::KIND]) {
-            Some(k) if k != FilterKind::None => k,
+            Some(k) if !k.versions().is_empty() => k,
             _ => {
                 return Err(Error::corrupt(
                     off::KIND as u64,
@@ -199,13 +199,14 @@ impl Header {
 /// Runs on the current rayon pool: install a pool with one thread to build single-threaded.
 /// Returns `Ok(None)` for [`FilterKind::None`].
 pub fn build(kind: FilterKind, fpr: f64, hashes: &[u64]) -> Result<Option<Vec<u8>>> {
-    if kind == FilterKind::None {
-        // No filter has no rate to check (a budget records ε = 1 for it).
+    if kind.per_table() == FilterKind::None {
+        // No filter has no rate to check (a budget records ε = 1 for it); a global store's
+        // tables have no filter block of their own.
         return Ok(None);
     }
     check_fpr(fpr)?;
     Ok(match kind {
-        FilterKind::None => None,
+        FilterKind::None | FilterKind::Global => None,
         FilterKind::Bloom => Some(bloom::build(fpr, hashes)),
         FilterKind::BlockedBloom => Some(blocked::build(fpr, hashes)),
         FilterKind::Cuckoo => Some(cuckoo::build(fpr, hashes)),
@@ -259,7 +260,12 @@ impl View {
             FilterKind::BlockedBloom => View::Blocked(blocked::BlockedView::new(header, body)?),
             FilterKind::Cuckoo => View::Cuckoo(cuckoo::CuckooView::new(header, body)?),
             FilterKind::BinaryFuse => View::Fuse(fuse::FuseView::new(header, body)?),
-            FilterKind::None => return Err(Error::corrupt(5, "filter kind none has no block")),
+            FilterKind::None | FilterKind::Global => {
+                return Err(Error::corrupt(
+                    5,
+                    format!("filter kind {} has no block", header.kind),
+                ))
+            }
         })
     }
 
@@ -474,7 +480,7 @@ impl<'a> Filter<'a> {
             FilterKind::BlockedBloom => blocked::theoretical_fpr(h.p1, h.p2, h.n),
             FilterKind::Cuckoo => cuckoo::theoretical_fpr(h.p1, h.p2, h.n),
             FilterKind::BinaryFuse => fuse::theoretical_fpr(h.p2 & 0xff, h.n),
-            FilterKind::None => 1.0,
+            FilterKind::None | FilterKind::Global => 1.0,
         }
     }
 }

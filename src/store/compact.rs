@@ -99,11 +99,18 @@ impl Inner {
                     return Ok(());
                 };
                 let moved = Arc::new(t.at_level(task.output_level() as u32));
-                self.install(Install {
-                    edit: task.edit(vec![moved]),
-                    cursor: task.cursor(),
-                    ..Install::default()
-                })?;
+                let publish = || {
+                    self.install(Install {
+                        edit: task.edit(vec![moved]),
+                        cursor: task.cursor(),
+                        ..Install::default()
+                    })
+                    .map(drop)
+                };
+                match v.global() {
+                    Some(g) => self.global_move(g, t, *from, task.output_level(), publish)?,
+                    None => publish()?,
+                }
                 self.counters.trivial_moves.fetch_add(1, Relaxed);
                 Ok(())
             }
@@ -118,6 +125,8 @@ impl Inner {
         let scratch = Arc::new(TableCounters::default());
         let levels = v.level_slices();
         let mut sources = Vec::new();
+        // Each source's level and first table (for the global filter's run ids).
+        let mut source_runs: Vec<(usize, &Arc<TableHandle>)> = Vec::new();
         let mut input_bytes = 0;
         let mut doomed: Vec<PathBuf> = Vec::new();
         for (l, level) in levels.iter().enumerate() {
@@ -135,11 +144,13 @@ impl Inner {
             let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
             if l == 0 {
                 // Each L0 table is a source of its own, newest first.
-                for t in tables {
+                for (t, h) in tables.into_iter().zip(&picked) {
                     sources.push(Source::new(vec![t], scratch.clone())?);
+                    source_runs.push((0, h));
                 }
             } else if !tables.is_empty() {
                 sources.push(Source::new(tables, scratch.clone())?);
+                source_runs.push((l, picked[0]));
             }
         }
         let input_keys = levels
@@ -160,7 +171,15 @@ impl Inner {
             compression: self.opts.compression,
             alloc: &alloc,
         };
-        let result = merge(sources, &drop_tombstone, &out)?;
+        let runs = self.global_runs(v, &source_runs, output)?;
+        let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
+        let global = v.global().filter(|_| runs.is_some());
+        if let (Some(g), Some(r)) = (global, &runs) {
+            // The moved keys' new entries, before the outputs are published.
+            g.filter
+                .writer()
+                .insert_batch(&mut result.moves.added, r.output);
+        }
         let mut add = Vec::with_capacity(result.records.len());
         let opened: Result<()> = (|| {
             for r in &result.records {
@@ -188,6 +207,16 @@ impl Inner {
                 }
             }
             return Err(e);
+        }
+        if let (Some(g), Some(runs)) = (global, &runs) {
+            let l0: Vec<_> = runs
+                .sources
+                .iter()
+                .zip(&source_runs)
+                .filter(|(_, (l, _))| *l == 0)
+                .map(|(r, _)| *r)
+                .collect();
+            self.global_remove(g, std::mem::take(&mut result.moves.removed), &l0);
         }
         for p in doomed {
             let _ = self.fs.remove(&p);

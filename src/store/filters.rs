@@ -42,6 +42,8 @@ impl Store {
         let inner = &self.inner;
         inner.check_writable()?;
         let _c = inner.lock_compaction();
+        // No flush publishes a table until the new filters are in place.
+        let _g = inner.lock_global();
         let v = inner.current();
         let jobs = v.tables().map(|t| (t.clone(), kind, fpr)).collect();
         inner.replace_filters(jobs, FilterPolicy::Uniform { kind, fpr })
@@ -70,6 +72,7 @@ impl Store {
         let inner = &self.inner;
         inner.check_writable()?;
         let _c = inner.lock_compaction();
+        let _g = inner.lock_global();
         let v = inner.current();
         let targets = filter_targets(&v, &policy);
         let mut jobs = Vec::new();
@@ -90,7 +93,8 @@ impl Store {
             }
         }
         let rebuilt = jobs.iter().map(|(t, _, _)| t.record.number).collect();
-        if !jobs.is_empty() {
+        let switch = (policy.kind() == FilterKind::Global) != v.global().is_some();
+        if !jobs.is_empty() || switch {
             inner.replace_filters(jobs, policy)?;
         } else if inner.lock_versions().recorded != policy {
             // No filter changes, but the store records the policy all the same.
@@ -178,7 +182,7 @@ impl Inner {
     ) -> (FilterKind, f64) {
         let policy = self.lock_versions().policy;
         let FilterPolicy::Budget { kind, bits_per_key } = policy else {
-            return (policy.kind(), policy.fpr());
+            return (policy.kind().per_table(), policy.fpr());
         };
         let (mut l0, mut deeper) = run_keys(v, gone);
         let run = if level == 0 {
@@ -223,12 +227,42 @@ impl Inner {
             }
         }
         let old: Vec<u64> = jobs.iter().map(|(t, _, _)| t.record.filter_file).collect();
+        let mut replace = fresh.clone();
+        let global = if policy.kind() == FilterKind::Global {
+            // One filter over every table, built from their keys; the L0 handles that
+            // carry their run ids replace those just made.
+            let next = self.current().apply(&Edit {
+                replace: fresh.clone(),
+                ..Edit::default()
+            });
+            let built = in_background(|| self.build_global(&next, 0));
+            let (g, l0) = match built {
+                Ok(b) => b,
+                Err(e) => {
+                    cleanup(&fresh);
+                    return Err(e);
+                }
+            };
+            for h in l0 {
+                match replace
+                    .iter_mut()
+                    .find(|t| t.record.number == h.record.number)
+                {
+                    Some(slot) => *slot = h,
+                    None => replace.push(h),
+                }
+            }
+            Some(Some(g))
+        } else {
+            Some(None)
+        };
         let r = self.install(Install {
             edit: Edit {
-                replace: fresh.clone(),
+                replace,
                 ..Edit::default()
             },
             policy: Some(policy),
+            global,
             ..Install::default()
         });
         if let Err(e) = r {
@@ -252,8 +286,9 @@ impl Inner {
         kind: FilterKind,
         fpr: f64,
     ) -> Result<Arc<TableHandle>> {
+        let kind = kind.per_table();
         let scratch = Arc::new(TableCounters::default());
-        let mut hashes = Vec::with_capacity(t.record.entries as usize);
+        let mut hashes = Vec::with_capacity(t.record.entries.min(1 << 24) as usize);
         let mut c = TableCursor::new(t.table.clone(), scratch)?;
         while c.valid() {
             hashes.push(crate::hash::key_hash(c.key()));

@@ -17,6 +17,7 @@
 mod commit;
 mod compact;
 mod filters;
+mod global;
 mod open;
 mod options;
 mod read;
@@ -51,7 +52,7 @@ pub use self::options::{
     default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, IDLE_DRAIN_PROBES,
 };
 pub use self::read::{prefix_successor, Reader, Scan};
-pub use self::stats::{LevelStats, Stats, TableStats};
+pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
 
@@ -172,6 +173,14 @@ pub(crate) struct Inner {
     versions: Mutex<VersionSet>,
     /// Held by whoever compacts or refilters: one at a time.
     compaction: Mutex<()>,
+    /// Held by a flush from the choice of its table's filter to its publish, and by whoever
+    /// replaces the global filter (`global.rs`). Taken after `compaction`.
+    global_lock: Mutex<()>,
+    /// Bumped before a change removes entries from the global filter (`global.rs`).
+    global_removals: AtomicU64,
+    /// What the global filter's lookups did (shared by every global filter this handle
+    /// builds).
+    global_counters: Arc<crate::counters::Sharded<8>>,
     bg: Mutex<Bg>,
     bg_cv: Condvar,
     next_file: AtomicU64,
@@ -289,6 +298,10 @@ impl Inner {
 
     fn lock_compaction(&self) -> MutexGuard<'_, ()> {
         self.compaction.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_global(&self) -> MutexGuard<'_, ()> {
+        self.global_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn read_state(&self) -> RwLockReadGuard<'_, State> {

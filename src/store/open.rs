@@ -12,6 +12,7 @@ use super::{
     worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
     Writer,
 };
+use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
@@ -156,12 +157,17 @@ impl Store {
                 block_cache.as_ref(),
             )?));
         }
-        let version = Version::new(handles);
+        let mut version = Version::new(handles);
         if let Some((level, a, b)) = version.check_sorted() {
             return Err(
                 Error::corrupt(0, format!("tables {a} and {b} of level {level} overlap"))
                     .in_file(FileName::Manifest.path(&dir), 0),
             );
+        }
+        let global_counters = Arc::new(Sharded::default());
+        if kind == FilterKind::Global {
+            // Built from the tables' keys: the tables are the filter's durable truth.
+            version = super::global::open_global(version, global_counters.clone())?;
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
@@ -236,6 +242,9 @@ impl Store {
                 fpr,
             }),
             compaction: Mutex::new(()),
+            global_lock: Mutex::new(()),
+            global_removals: AtomicU64::new(0),
+            global_counters,
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
             next_file: AtomicU64::new(next_file),

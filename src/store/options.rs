@@ -199,6 +199,14 @@ pub(super) fn check_policy(policy: &FilterPolicy) -> Result<()> {
                 "bits per key {bits_per_key} must be a number from 0 to {MAX_BITS_PER_KEY}"
             )))
         }
+        FilterPolicy::Budget {
+            kind: FilterKind::Global,
+            ..
+        } => Err(Error::InvalidArgument(
+            "the global filter is one filter for the whole store: it has no per-run \
+             allocation (use it with a uniform policy)"
+                .into(),
+        )),
         FilterPolicy::Budget { .. } => Ok(()),
     }
 }

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use super::{Inner, State, Store};
@@ -129,17 +130,25 @@ impl Store {
 impl Inner {
     pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.counters.lookups.add(0, 1);
-        let version = {
-            let st = self.read_state();
-            if let Some(v) = st.mem.get_hashed(key, hash) {
-                return Ok(v.map(<[u8]>::to_vec));
+        loop {
+            // Read before the table set (see `global.rs`): a change that removed global
+            // filter entries after this lookup took its table set makes it look again.
+            let removals = self.global_removals.load(SeqCst);
+            let version = {
+                let st = self.read_state();
+                if let Some(v) = st.mem.get_hashed(key, hash) {
+                    return Ok(v.map(<[u8]>::to_vec));
+                }
+                if let Some(v) = st.imm.as_ref().and_then(|m| m.mem.get_hashed(key, hash)) {
+                    return Ok(v.map(<[u8]>::to_vec));
+                }
+                st.current.clone()
+            };
+            let got = version.get(key, hash)?;
+            if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
+                return Ok(got);
             }
-            if let Some(v) = st.imm.as_ref().and_then(|m| m.mem.get_hashed(key, hash)) {
-                return Ok(v.map(<[u8]>::to_vec));
-            }
-            st.current.clone()
-        };
-        version.get(key, hash)
+        }
     }
 
     pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -147,20 +156,25 @@ impl Inner {
             return Ok(Vec::new());
         }
         self.counters.lookups.add(0, keys.len() as u64);
-        let mut batch = Batch::new(keys);
-        let version = {
-            let st = self.read_state();
-            let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
-            if !st.mem.is_empty() {
-                batch.answer_from(|k, h| st.mem.get_hashed(k, h).map(copy));
+        loop {
+            let removals = self.global_removals.load(SeqCst);
+            let mut batch = Batch::new(keys);
+            let version = {
+                let st = self.read_state();
+                let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
+                if !st.mem.is_empty() {
+                    batch.answer_from(|k, h| st.mem.get_hashed(k, h).map(copy));
+                }
+                if let Some(imm) = &st.imm {
+                    batch.answer_from(|k, h| imm.mem.get_hashed(k, h).map(copy));
+                }
+                st.current.clone()
+            };
+            version.multi_get(&mut batch)?;
+            if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
+                return Ok(batch.into_values());
             }
-            if let Some(imm) = &st.imm {
-                batch.answer_from(|k, h| imm.mem.get_hashed(k, h).map(copy));
-            }
-            st.current.clone()
-        };
-        version.multi_get(&mut batch)?;
-        Ok(batch.into_values())
+        }
     }
 
     /// A scan of `start..end` as the store is now (see `scan.rs`).
@@ -252,7 +266,7 @@ impl Reader<'_> {
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let inner = &*self.store.inner;
         match &*self.snapshot() {
-            Some(s) if s.tables_only => {
+            Some(s) if s.tables_only && s.version.global().is_none() => {
                 inner.counters.lookups.add(0, 1);
                 s.version.get(key, hash)
             }
@@ -278,7 +292,7 @@ impl Reader<'_> {
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         let inner = &*self.store.inner;
         match &*self.snapshot() {
-            Some(s) if s.tables_only && !keys.is_empty() => {
+            Some(s) if s.tables_only && !keys.is_empty() && s.version.global().is_none() => {
                 inner.counters.lookups.add(0, keys.len() as u64);
                 let mut batch = Batch::new(keys);
                 s.version.multi_get(&mut batch)?;

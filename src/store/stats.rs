@@ -100,6 +100,36 @@ pub struct Stats {
     pub torn_tails_dropped: u64,
     /// Bytes of those torn tails.
     pub torn_tail_bytes_dropped: u64,
+    /// The store's global key-to-run filter, when lookups go through it
+    /// ([`FilterKind::Global`]). Its probes are in the counters above too: an "absent"
+    /// answer is one of the `filter_negatives`, each run it named and a lookup read one of
+    /// the `filter_positives`, and each of those that did not hold the key one of the
+    /// `false_positives`.
+    pub global_filter: Option<GlobalFilterStats>,
+}
+
+/// The global filter's size and what its lookups did (see [`Stats::global_filter`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct GlobalFilterStats {
+    /// Its layout (`fixed16`).
+    pub layout: &'static str,
+    /// Bytes it takes in memory: table, sequence words, stash.
+    pub memory_bytes: u64,
+    /// Entries it holds: one per version of a key in a table.
+    pub entries: u64,
+    /// Entries it was sized for; a larger one is built from the tables' keys past that.
+    pub capacity: u64,
+    /// Buckets of its table (four entries each; format.md, "Global filter").
+    pub buckets: u64,
+    /// Entries in its stash (no bucket pair had room).
+    pub stashed: u64,
+    /// Lookups that probed it (this process's).
+    pub probes: u64,
+    /// Cache lines of its table those probes read.
+    pub lines_touched: u64,
+    /// The false-positive rate its fingerprints give per probe, in theory.
+    pub theoretical_fpr: f64,
 }
 
 /// The observed false-positive rate of filters that answered "maybe" `false_positives`
@@ -360,6 +390,10 @@ impl super::Inner {
             block_cache_hits: r.cache_hits.load(Relaxed),
             block_cache_misses: r.cache_misses.load(Relaxed),
         };
+        let g = crate::global_index::counts(&self.global_counters);
+        t.filter_negatives += g.negatives;
+        t.filter_positives += g.positives;
+        t.false_positives += g.false_positives;
         for table in version.tables() {
             let c = &table.counters;
             t.filter_negatives += c.negatives();
@@ -448,6 +482,21 @@ impl super::Inner {
                     Warning::TornTail { tail, .. } => tail.len,
                 })
                 .sum(),
+            global_filter: version.global().map(|g| {
+                let st = g.filter.writer().stats();
+                let counts = g.counts();
+                GlobalFilterStats {
+                    layout: st.layout,
+                    memory_bytes: st.memory_bytes,
+                    entries: st.in_table + st.stashed,
+                    capacity: g.capacity,
+                    buckets: st.buckets,
+                    stashed: st.stashed,
+                    probes: counts.probes,
+                    lines_touched: counts.lines,
+                    theoretical_fpr: g.filter.theoretical_fpr(),
+                }
+            }),
         };
         let shape = inner.opts.shape();
         let deepest = version

@@ -39,6 +39,9 @@ pub(super) struct Install {
     pub sealed: Option<u64>,
     /// A filter policy to record for the store (and to use for this handle's new tables).
     pub policy: Option<FilterPolicy>,
+    /// A new global filter for lookups to go through (`Some(None)`: none, lookups use the
+    /// tables' own filters again).
+    pub global: Option<Option<Arc<crate::global_index::GlobalIndex>>>,
 }
 
 /// Nice value background threads run at: above the default 0, so that when the writer,
@@ -218,6 +221,10 @@ impl IdleWatch {
 impl Inner {
     /// Seals `imm` into an L0 table and publishes it; its log is removed afterwards.
     pub(super) fn seal(&self, imm: &Imm) -> Result<()> {
+        self.grow_global(imm.mem.len() as u64)?;
+        // Until the table is published: a switch to or from the global filter waits.
+        let _g = self.lock_global();
+        let global = self.current().global().cloned();
         let table_no = self.alloc_file();
         let filter = self.filter_for(&self.current(), &[], 0, imm.mem.len() as u64);
         let filter_no = if filter.0 == FilterKind::None {
@@ -240,12 +247,16 @@ impl Inner {
         let mut add = Vec::new();
         if let Some(r) = record {
             let bytes = r.file_bytes;
-            add.push(Arc::new(TableHandle::open(
+            let t = TableHandle::open(
                 &self.dir,
                 r,
                 self.opts.mmap_reads,
                 self.block_cache.as_ref(),
-            )?));
+            )?;
+            if let Some(g) = &global {
+                self.global_flush(g, &t, &hashes);
+            }
+            add.push(Arc::new(t));
             let c = &self.counters;
             c.flush_bytes.fetch_add(bytes, Relaxed);
         }
@@ -307,7 +318,11 @@ impl Inner {
     pub(super) fn install(&self, change: Install) -> Result<Arc<Version>> {
         let mut vs = self.lock_versions();
         let old = self.current();
-        let next = Arc::new(old.apply(&change.edit));
+        let mut next = old.apply(&change.edit);
+        if let Some(g) = change.global {
+            next = next.with_global(g);
+        }
+        let next = Arc::new(next);
         let log_number = change.log_number.unwrap_or(vs.log_number);
         let mut cursors = vs.cursors.clone();
         if let Some((l, c)) = &change.cursor {

@@ -1,0 +1,139 @@
+//! The store's global key-to-run filter as the engine keeps it: one
+//! [`GlobalFilter`] for every table of a store under [`FilterKind::Global`], with the
+//! counters its lookups bump. The tables are the durable truth: the filter is built from
+//! their keys when a store opens, kept up to date by flushes (insert), compactions and
+//! trivial moves (the new run's entries added before the install, the old runs' removed
+//! after it), and grown by building a larger one from the tables' keys again
+//! (`store/global.rs` does all of that; `version.rs` reads through it). See
+//! `docs/global-filter.md`.
+//!
+//! [`FilterKind::Global`]: crate::filter::FilterKind::Global
+
+use std::sync::Arc;
+
+use crate::counters::Sharded;
+use crate::error::Result;
+use crate::filter::global::{GlobalFilter, Layout, RunId, RunSet};
+use crate::table::{Table, TableCounters, TableCursor};
+
+/// A table's run id when it has none (a table of a store without a global filter, or a
+/// level's table, whose id is its level's).
+pub(crate) const NO_RUN: u8 = u8::MAX;
+
+/// The smallest filter a store gets, in entries: about 2.1 MB of table.
+pub(crate) const MIN_CAPACITY: u64 = 1 << 20;
+
+/// A new filter holds this many times the entries it starts with, so that a growing store
+/// rebuilds it O(log n) times.
+pub(crate) const GROWTH: u64 = 4;
+
+/// Counter slots (see [`GlobalIndex`]).
+const PROBES: usize = 0;
+const NEGATIVES: usize = 1;
+const POSITIVES: usize = 2;
+const FALSE_POSITIVES: usize = 3;
+const LINES: usize = 4;
+
+/// A store's global filter and its lookup counters.
+#[derive(Debug)]
+pub(crate) struct GlobalIndex {
+    pub(crate) filter: GlobalFilter,
+    /// Entries the filter was sized for ([`GlobalFilter::new`]).
+    pub(crate) capacity: u64,
+    /// The store's counters (shared by every filter a store handle builds).
+    counters: Arc<Sharded<8>>,
+}
+
+/// What the global filter's lookups did, summed over its life in this handle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GlobalCounts {
+    /// Lookups that asked the filter.
+    pub probes: u64,
+    /// Lookups the filter answered "absent" (no run named): reads avoided.
+    pub negatives: u64,
+    /// Runs the filter named that were read.
+    pub positives: u64,
+    /// Runs named and read that did not hold the key.
+    pub false_positives: u64,
+    /// Cache lines of the filter's table the probes read.
+    pub lines: u64,
+}
+
+impl GlobalIndex {
+    /// An empty filter for `capacity` entries (at least [`MIN_CAPACITY`]).
+    /// Its lookups count in `counters` ([`counts`]).
+    pub(crate) fn new(capacity: u64, counters: Arc<Sharded<8>>) -> Result<GlobalIndex> {
+        let capacity = capacity.max(MIN_CAPACITY);
+        Ok(GlobalIndex {
+            filter: GlobalFilter::new(Layout::Fixed16, capacity)?,
+            capacity,
+            counters,
+        })
+    }
+
+    /// The runs that may hold the key of `hash`, counted as one probe.
+    #[inline]
+    pub(crate) fn query(&self, hash: u64) -> RunSet {
+        let set = self.filter.query(hash);
+        let c = &self.counters;
+        c.add(PROBES, 1);
+        c.add(LINES, u64::from(self.filter.lines_touched(hash)));
+        if set.is_empty() {
+            c.add(NEGATIVES, 1);
+        }
+        set
+    }
+
+    /// A run the filter named was read: `found` whether it held the key.
+    #[inline]
+    pub(crate) fn count_read(&self, found: bool) {
+        self.counters.add(POSITIVES, 1);
+        if !found {
+            self.counters.add(FALSE_POSITIVES, 1);
+        }
+    }
+
+    /// The counts so far.
+    pub(crate) fn counts(&self) -> GlobalCounts {
+        counts(&self.counters)
+    }
+}
+
+/// The counts in `c` (the counters of [`GlobalIndex::new`]).
+pub(crate) fn counts(c: &Sharded<8>) -> GlobalCounts {
+    GlobalCounts {
+        probes: c.get(PROBES),
+        negatives: c.get(NEGATIVES),
+        positives: c.get(POSITIVES),
+        false_positives: c.get(FALSE_POSITIVES),
+        lines: c.get(LINES),
+    }
+}
+
+impl GlobalIndex {
+    /// True when more entries than the filter was sized for would be added by `more`, or
+    /// the filter says it must be rebuilt ([`Writer::needs_rebuild`]).
+    ///
+    /// [`Writer::needs_rebuild`]: crate::filter::global::Writer::needs_rebuild
+    pub(crate) fn full_after(&self, more: u64) -> bool {
+        let w = self.filter.writer();
+        w.len() + more > self.capacity || w.needs_rebuild()
+    }
+}
+
+/// The run id of level `level` (1..=6).
+pub(crate) fn level_run(level: usize) -> Option<RunId> {
+    u8::try_from(level).ok().and_then(RunId::level)
+}
+
+/// The key hashes of `table`, in key order.
+pub(crate) fn table_hashes(table: &Arc<Table>) -> Result<Vec<u64>> {
+    let scratch = Arc::new(TableCounters::default());
+    let mut hashes = Vec::with_capacity(table.meta.entries.min(1 << 24) as usize);
+    let mut c = TableCursor::new(table.clone(), scratch)?;
+    while c.valid() {
+        hashes.push(crate::hash::key_hash(c.key()));
+        c.advance()?;
+    }
+    Ok(hashes)
+}

@@ -1,0 +1,270 @@
+//! The global filter in the engine (`FilterKind::Global`): building it from the tables'
+//! keys, and keeping it in step with flushes, compactions and trivial moves.
+//!
+//! **Why a lookup never misses a key.** Every change adds before it removes: a flush inserts
+//! the new table's keys under its L0 run id before the table is published (until then the
+//! keys are in the immutable memtable, which lookups search first); a compaction or trivial
+//! move inserts the keys that move under the output level's id before the result is
+//! published, and removes the old entries only after. A lookup that took the table set
+//! before a publish and reads the filter after the removals began could miss a run, so
+//! removals bump `Inner::global_removals` first and a lookup that sees it change takes the
+//! table set again (`read.rs`): rare, only lookups that straddle a publish. The filter can
+//! only hold extra entries (a failed compaction's additions), never lack one. Growing the
+//! filter or switching to it builds a new one from the tables with flushes and compactions
+//! held off, and publishes it with the table set.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+
+use super::worker::Install;
+use super::Inner;
+use crate::compaction::run::Runs;
+use crate::error::{Error, Result};
+use crate::filter::global::{RunId, Writer};
+use crate::global_index::{level_run, table_hashes, GlobalIndex, GROWTH};
+use crate::version::{Edit, TableHandle, Version};
+
+/// Tables whose keys are read at a time while a filter is built (in parallel).
+const BUILD_BATCH: usize = 8;
+
+impl Inner {
+    /// A global filter over the tables of `v`, sized for `GROWTH` times their keys (or
+    /// `extra` more), with fresh L0 handles carrying their run ids (for an edit's
+    /// `replace`; the handles of `v` are left alone, as lookups may be using them).
+    pub(super) fn build_global(
+        &self,
+        v: &Version,
+        extra: u64,
+    ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
+        build_global(v, extra, self.global_counters.clone())
+    }
+
+    /// Inserts a flushed table's key hashes under a new L0 run id, which `t` takes (before
+    /// `t` is published).
+    pub(super) fn global_flush(&self, g: &GlobalIndex, t: &TableHandle, hashes: &[u64]) {
+        let mut w = g.filter.writer();
+        // Past 26 L0 tables two tables share an id: a lookup naming it reads both.
+        let run = l0_id(&mut w);
+        t.set_run(run);
+        w.insert_batch(&mut hashes.to_vec(), run);
+    }
+
+    /// Grows the global filter (a new, larger one built from the tables) when `more` entries
+    /// would overfill it. Takes the compaction lock: call it without the global lock.
+    pub(super) fn grow_global(&self, more: u64) -> Result<()> {
+        if !self.current().global().is_some_and(|g| g.full_after(more)) {
+            return Ok(());
+        }
+        let _c = self.lock_compaction();
+        let _g = self.lock_global();
+        let v = self.current();
+        if !v.global().is_some_and(|g| g.full_after(more)) {
+            return Ok(());
+        }
+        let (g, fresh) = self.build_global(&v, more)?;
+        self.install(Install {
+            edit: Edit {
+                replace: fresh,
+                ..Edit::default()
+            },
+            global: Some(Some(g)),
+            ..Install::default()
+        })?;
+        Ok(())
+    }
+
+    /// The run ids of a merge's sources (`tables[i]` the tables of source i, from level
+    /// `levels[i]`) and of its output level, when `v` has a global filter.
+    pub(super) fn global_runs(
+        &self,
+        v: &Version,
+        sources: &[(usize, &Arc<TableHandle>)],
+        output: usize,
+    ) -> Result<Option<Runs>> {
+        if v.global().is_none() {
+            return Ok(None);
+        }
+        let run_of = |l: usize, t: &TableHandle| -> Result<RunId> {
+            let r = if l == 0 { t.run() } else { level_run(l) };
+            r.ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "table {} of level {l} has no run in the global filter",
+                    t.record.number
+                ))
+            })
+        };
+        let output = level_run(output)
+            .ok_or_else(|| Error::InvalidArgument(format!("no run id for level {output}")))?;
+        let mut runs = Vec::with_capacity(sources.len());
+        for &(l, t) in sources {
+            runs.push(run_of(l, t)?);
+        }
+        Ok(Some(Runs {
+            sources: runs,
+            output,
+        }))
+    }
+
+    /// After a publish: removes the entries the change made obsolete, then gives back the L0
+    /// run ids `l0` that no live table uses any more.
+    pub(super) fn global_remove(
+        &self,
+        g: &GlobalIndex,
+        mut removed: Vec<(RunId, u64)>,
+        l0: &[RunId],
+    ) {
+        // Before the first removal: a lookup that read the filter after it retries.
+        self.global_removals.fetch_add(1, SeqCst);
+        removed.sort_unstable_by_key(|&(r, h)| (r.index(), h));
+        let mut w = g.filter.writer();
+        for group in removed.chunk_by(|a, b| a.0 == b.0) {
+            let mut hashes: Vec<u64> = group.iter().map(|&(_, h)| h).collect();
+            w.remove_batch(&mut hashes, group[0].0);
+        }
+        let v = self.current();
+        let live: Vec<RunId> = v.levels()[0]
+            .tables()
+            .iter()
+            .filter_map(|t| t.run())
+            .collect();
+        for &r in l0 {
+            if !live.contains(&r) {
+                // Refused while entries remain (an id shared with a table not yet published).
+                let _ = w.drop_l0_run(r);
+            }
+        }
+    }
+
+    /// A trivial move of `t` from level `from` to `to` in the global filter, around
+    /// `publish`: its keys are read, inserted under `to`'s id, published, removed from
+    /// `from`'s.
+    pub(super) fn global_move(
+        &self,
+        g: &GlobalIndex,
+        t: &TableHandle,
+        from: usize,
+        to: usize,
+        publish: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let from_run = if from == 0 { t.run() } else { level_run(from) };
+        let (Some(from_run), Some(to_run)) = (from_run, level_run(to)) else {
+            return Err(Error::InvalidArgument(format!(
+                "table {} moves from level {from} to {to} without run ids",
+                t.record.number
+            )));
+        };
+        let hashes = table_hashes(&t.table)?;
+        g.filter.writer().insert_batch(&mut hashes.clone(), to_run);
+        publish()?;
+        let removed = hashes.into_iter().map(|h| (from_run, h)).collect();
+        let l0: &[RunId] = if from == 0 { &[from_run] } else { &[] };
+        self.global_remove(g, removed, l0);
+        Ok(())
+    }
+}
+
+/// A free L0 id, or (all 26 in use) the newest one in use: two tables then share it.
+fn l0_id(w: &mut Writer<'_>) -> RunId {
+    w.new_l0_run()
+        .or_else(|| w.l0_runs().first().copied())
+        .or_else(|| RunId::from_index(crate::filter::global::LEVELS as usize))
+        .expect("id 6 is an L0 id")
+}
+
+/// See [`Inner::build_global`].
+fn build_global(
+    v: &Version,
+    extra: u64,
+    counters: Arc<crate::counters::Sharded<8>>,
+) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
+    use rayon::prelude::*;
+    let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
+    let g = GlobalIndex::new(GROWTH * (keys + extra), counters)?;
+    let mut fresh = Vec::new();
+    // L0 oldest first, so the newest table takes the newest id.
+    let mut jobs: Vec<(Arc<TableHandle>, Option<RunId>)> = Vec::new();
+    {
+        let mut w = g.filter.writer();
+        for t in v.levels()[0].tables().iter().rev() {
+            let run = l0_id(&mut w);
+            let h = Arc::new(TableHandle::new(
+                t.table.clone(),
+                t.filter.clone(),
+                t.record.clone(),
+                t.filter_problem.clone(),
+            ));
+            h.set_run(run);
+            fresh.push(h.clone());
+            jobs.push((h, Some(run)));
+        }
+    }
+    for (l, level) in v.levels().iter().enumerate().skip(1) {
+        for t in level.tables() {
+            jobs.push((t.clone(), level_run(l)));
+        }
+    }
+    for batch in jobs.chunks(BUILD_BATCH) {
+        let hashes: Vec<Result<Vec<u64>>> = batch
+            .par_iter()
+            .map(|(t, _)| table_hashes(&t.table))
+            .collect();
+        let mut w = g.filter.writer();
+        for ((_, run), h) in batch.iter().zip(hashes) {
+            let Some(run) = run else { continue };
+            w.insert_batch(&mut h?, *run);
+        }
+    }
+    Ok((Arc::new(g), fresh))
+}
+
+/// The global filter a store opens with, over the tables of `v` (see
+/// [`Inner::build_global`]): `v` with it, its L0 handles replaced by ones that carry their
+/// run ids.
+pub(super) fn open_global(
+    v: Version,
+    counters: Arc<crate::counters::Sharded<8>>,
+) -> Result<Version> {
+    let (g, fresh) = build_global(&v, 0, counters)?;
+    Ok(v.apply(&Edit {
+        replace: fresh,
+        ..Edit::default()
+    })
+    .with_global(Some(g)))
+}
+
+impl super::Store {
+    /// Checks that the global filter agrees with the tables: every key of every table is
+    /// found under its run (the table's L0 id, or its level's). `Ok(None)` when lookups do
+    /// not go through a global filter, else `Ok(Some(keys checked))`; an error names the
+    /// first table with a key the filter does not find. Reads every table.
+    pub fn check_global_filter(&self) -> Result<Option<u64>> {
+        let v = self.inner.current();
+        let Some(g) = v.global() else {
+            return Ok(None);
+        };
+        let mut checked = 0;
+        for (l, level) in v.levels().iter().enumerate() {
+            for t in level.tables() {
+                let run = if l == 0 { t.run() } else { level_run(l) };
+                let missing = match run {
+                    Some(run) => table_hashes(&t.table)?
+                        .into_iter()
+                        .filter(|&h| !g.filter.query(h).contains(run))
+                        .count(),
+                    None => t.record.entries as usize,
+                };
+                if missing > 0 {
+                    return Err(Error::corrupt(
+                        0,
+                        format!(
+                            "the global filter lacks {missing} keys of table {} (level {l})",
+                            t.record.number
+                        ),
+                    ));
+                }
+                checked += t.record.entries;
+            }
+        }
+        Ok(Some(checked))
+    }
+}

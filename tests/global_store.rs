@@ -1,0 +1,237 @@
+//! A store whose lookups go through one global key-to-run filter (`FilterKind::Global`):
+//! checked against a `BTreeMap` model while flushes, compactions (L0 → L1, deeper, trivial
+//! moves), reopens and refilters interleave; a forced fingerprint collision across runs;
+//! switching a store to the global filter and back without rewriting data.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::{NoSyncFs, Rng};
+use filterstore::{FilterKind, Options, Store};
+
+fn opts(rng: &mut Rng) -> Options {
+    let trigger = 2 + rng.below(3) as usize;
+    Options {
+        filter: Some(FilterKind::Global),
+        memtable_bytes: 512 + rng.below(8192) as usize,
+        compaction_trigger: Some(trigger),
+        l0_slowdown: trigger + 1 + rng.below(3) as usize,
+        l0_stop: trigger + 4 + rng.below(3) as usize,
+        slowdown_bytes_per_sec: 64 << 20,
+        table_bytes: 1024 + rng.below(8192),
+        l1_bytes: 4096 + rng.below(16384),
+        level_ratio: 2 + rng.below(3),
+        mmap_reads: rng.below(2) == 0,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    }
+}
+
+fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
+    format!("k{:05}", rng.below(space)).into_bytes()
+}
+
+/// Every key of the model and some absent ones read back as the model says.
+fn check_all(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, space: u64) {
+    for i in 0..space + 50 {
+        let k = format!("k{i:05}").into_bytes();
+        assert_eq!(
+            store.get(&k).unwrap(),
+            model.get(&k).cloned(),
+            "key {}",
+            String::from_utf8_lossy(&k)
+        );
+    }
+}
+
+#[test]
+fn global_store_matches_a_model_through_flushes_compactions_and_reopens() {
+    for seed in 1..=6u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng::new(seed);
+        let o = opts(&mut rng);
+        let mut store = Store::open(dir.path(), o.clone()).unwrap();
+        let mut model = BTreeMap::new();
+        let space = 400 + rng.below(1200);
+        for step in 0..6000u32 {
+            match rng.below(100) {
+                0..=59 => {
+                    let (k, v) = (key(&mut rng, space), rng.bytes(40));
+                    store.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                60..=74 => {
+                    let k = key(&mut rng, space);
+                    store.delete(&k).unwrap();
+                    model.remove(&k);
+                }
+                75..=94 => {
+                    let k = key(&mut rng, space + 50);
+                    assert_eq!(
+                        store.get(&k).unwrap(),
+                        model.get(&k).cloned(),
+                        "seed {seed}"
+                    );
+                }
+                95 | 96 => store.flush().unwrap(),
+                97 => {
+                    store.flush().unwrap();
+                    store.compact().unwrap();
+                }
+                _ => {
+                    drop(store);
+                    store = Store::open(dir.path(), o.clone()).unwrap();
+                }
+            }
+            if step % 1000 == 999 {
+                check_all(&store, &model, space);
+            }
+        }
+        store.flush().unwrap();
+        store.wait_for_compaction().unwrap();
+        check_all(&store, &model, space);
+        let checked = store.check_global_filter().unwrap();
+        assert!(checked.is_some_and(|n| n > 0), "seed {seed}: {checked:?}");
+        let s = store.stats();
+        let g = s.global_filter.clone().expect("a global filter");
+        assert!(g.probes > 0 && g.lines_touched <= 2 * g.probes, "{g:?}");
+        assert!(
+            s.tables.iter().all(|t| t.filter_bytes == 0),
+            "no per-table filters"
+        );
+        assert!(
+            s.compactions + s.trivial_moves > 0,
+            "seed {seed}: nothing compacted"
+        );
+        // Reopened without naming a filter, the store keeps its recorded policy.
+        drop(store);
+        let store = Store::open(
+            dir.path(),
+            Options {
+                fs: Arc::new(NoSyncFs),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(store.recorded_policy().kind(), FilterKind::Global);
+        assert!(store.stats().global_filter.is_some());
+        check_all(&store, &model, space);
+    }
+}
+
+/// The buckets and fingerprint of a key hash in a fixed16 table of `b` buckets
+/// (format.md, "Global filter").
+fn slot_of(h: u64, b: u64) -> (u64, u64) {
+    let i1 = ((h as u128 * b as u128) >> 64) as u64;
+    let fp = (((h & 0xffff_ffff) * 2047) >> 32) + 1;
+    (i1, fp)
+}
+
+#[test]
+fn a_fingerprint_collision_across_runs_still_returns_the_newest_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        filter: Some(FilterKind::Global),
+        compaction_trigger: None,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), o).unwrap();
+    let b = store.stats().global_filter.unwrap().buckets;
+    // Two keys with the same first bucket and fingerprint: each matches the other's entry.
+    let mut seen = std::collections::HashMap::new();
+    let (old, new) = (0u64..)
+        .find_map(|i| {
+            let k = format!("m{i:08}");
+            let s = slot_of(filterstore::hash::key_hash(k.as_bytes()), b);
+            seen.insert(s, k.clone()).map(|other| (other, k))
+        })
+        .unwrap();
+    // `old` in L1, then `new` in an L0 table whose range covers `old`.
+    store.put(old.as_bytes(), b"old-value").unwrap();
+    store.flush().unwrap();
+    store.compact().unwrap();
+    store.put(new.as_bytes(), b"new-value").unwrap();
+    store.put(b"a", b"low").unwrap();
+    store.put(b"z", b"high").unwrap();
+    store.flush().unwrap();
+    let before = store.stats();
+    assert_eq!(
+        store.get(old.as_bytes()).unwrap(),
+        Some(b"old-value".to_vec())
+    );
+    let after = store.stats();
+    // The L0 table was named (a collision), read, and missed; L1 answered.
+    assert_eq!(after.false_positives - before.false_positives, 1);
+    assert_eq!(after.filter_positives - before.filter_positives, 2);
+    // A newer version of `old` in L0 wins over L1's, collision or not.
+    store.put(old.as_bytes(), b"newest").unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.get(old.as_bytes()).unwrap(), Some(b"newest".to_vec()));
+    assert_eq!(
+        store.get(new.as_bytes()).unwrap(),
+        Some(b"new-value".to_vec())
+    );
+    store.delete(old.as_bytes()).unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.get(old.as_bytes()).unwrap(), None);
+    store.compact().unwrap();
+    assert_eq!(store.get(old.as_bytes()).unwrap(), None);
+    assert_eq!(
+        store.get(new.as_bytes()).unwrap(),
+        Some(b"new-value".to_vec())
+    );
+    assert!(store.check_global_filter().unwrap().is_some());
+}
+
+#[test]
+fn refilter_switches_to_the_global_filter_and_back_without_rewriting_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        filter: Some(FilterKind::Bloom),
+        memtable_bytes: 16 << 10,
+        compaction_trigger: Some(3),
+        table_bytes: 8 << 10,
+        l1_bytes: 32 << 10,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), o).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..3000u32 {
+        let (k, v) = (format!("k{:05}", (i * 7919) % 2000), format!("v{i}"));
+        store.put(k.as_bytes(), v.as_bytes()).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    store.flush().unwrap();
+    store.wait_for_compaction().unwrap();
+    let tables = |s: &Store| -> Vec<u64> { s.stats().tables.iter().map(|t| t.number).collect() };
+    let before = tables(&store);
+    store.refilter(FilterKind::Global, 0.01).unwrap();
+    assert_eq!(tables(&store), before, "the same table files");
+    assert_eq!(store.recorded_policy().kind(), FilterKind::Global);
+    let s = store.stats();
+    assert!(s.global_filter.is_some());
+    assert!(s.tables.iter().all(|t| t.filter_bytes == 0));
+    check_all(&store, &model, 2000);
+    assert!(store.check_global_filter().unwrap().is_some());
+    // Writes go on under the global filter, and a reopen keeps it.
+    for i in 0..500u32 {
+        let k = format!("k{:05}", 2000 + i);
+        store.put(k.as_bytes(), b"x").unwrap();
+        model.insert(k.into_bytes(), b"x".to_vec());
+    }
+    store.flush().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert!(store.stats().global_filter.is_some());
+    check_all(&store, &model, 2500);
+    let before = tables(&store);
+    store.refilter(FilterKind::Bloom, 0.01).unwrap();
+    assert_eq!(tables(&store), before);
+    let s = store.stats();
+    assert!(s.global_filter.is_none());
+    assert!(s.tables.iter().all(|t| t.filter_bytes > 0));
+    check_all(&store, &model, 2500);
+    assert_eq!(store.check_global_filter().unwrap(), None);
+}
