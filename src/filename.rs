@@ -9,6 +9,8 @@
 //! MANIFEST.tmp   the next MANIFEST, until it is renamed over it
 //! COUNTERS       the lifetime counters
 //! COUNTERS.tmp   the next COUNTERS, until it is renamed over it
+//! GLOBALFILTER   a checkpoint of the global filter (a store under the global policy)
+//! GLOBALFILTER.tmp  the next GLOBALFILTER, until it is renamed over it
 //! LOCK           held with an exclusive flock while the store is open
 //! lost/          what `store repair` could not use
 //! ```
@@ -87,6 +89,10 @@ pub enum FileName {
     Counters,
     /// `COUNTERS.tmp`.
     CountersTmp,
+    /// `GLOBALFILTER`: the global filter's checkpoint.
+    GlobalFilter,
+    /// `GLOBALFILTER.tmp`.
+    GlobalFilterTmp,
     /// `LOCK`.
     Lock,
     /// `lost/`, the directory repair moves what it cannot use into.
@@ -99,11 +105,13 @@ pub const MANIFEST_NAME: &str = "MANIFEST";
 pub const LOST_DIR: &str = "lost";
 
 /// The fixed names, with what they parse to.
-const FIXED: [(&str, FileName); 6] = [
+const FIXED: [(&str, FileName); 8] = [
     (MANIFEST_NAME, FileName::Manifest),
     ("MANIFEST.tmp", FileName::ManifestTmp),
     ("COUNTERS", FileName::Counters),
     ("COUNTERS.tmp", FileName::CountersTmp),
+    ("GLOBALFILTER", FileName::GlobalFilter),
+    ("GLOBALFILTER.tmp", FileName::GlobalFilterTmp),
     ("LOCK", FileName::Lock),
     (LOST_DIR, FileName::Lost),
 ];
@@ -241,6 +249,8 @@ mod tests {
                 "MANIFEST.tmp",
                 "COUNTERS",
                 "COUNTERS.tmp",
+                "GLOBALFILTER",
+                "GLOBALFILTER.tmp",
                 "LOCK",
                 "lost"
             ]

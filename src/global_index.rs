@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::counters::Sharded;
 use crate::error::Result;
-use crate::filter::global::{GlobalFilter, Layout, RunId, RunSet};
+use crate::filter::global::{GlobalFilter, Layout, RunId, RunSet, DESIGN_LOAD};
 use crate::table::{Table, TableCounters, TableCursor};
 
 /// A table's run id when it has none (a table of a store without a global filter, or a
@@ -69,6 +69,17 @@ impl GlobalIndex {
             capacity,
             counters,
         })
+    }
+
+    /// A filter read back from its checkpoint, sized for what its buckets hold at the
+    /// design load.
+    pub(crate) fn from_filter(filter: GlobalFilter, counters: Arc<Sharded<8>>) -> GlobalIndex {
+        let capacity = (filter.buckets() as f64 * 4.0 * DESIGN_LOAD) as u64;
+        GlobalIndex {
+            filter,
+            capacity,
+            counters,
+        }
     }
 
     /// The runs that may hold the key of `hash`, counted as one probe.

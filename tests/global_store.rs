@@ -235,3 +235,54 @@ fn refilter_switches_to_the_global_filter_and_back_without_rewriting_data() {
     check_all(&store, &model, 2500);
     assert_eq!(store.check_global_filter().unwrap(), None);
 }
+
+#[test]
+fn a_stale_or_damaged_checkpoint_is_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        filter: Some(FilterKind::Global),
+        memtable_bytes: 16 << 10,
+        compaction_trigger: Some(3),
+        table_bytes: 8 << 10,
+        l1_bytes: 32 << 10,
+        ..Options::default()
+    };
+    let ckpt = dir.path().join("GLOBALFILTER");
+    let mut model = BTreeMap::new();
+    let mut write = |store: &Store, from: u32, to: u32| {
+        for i in from..to {
+            let (k, v) = (format!("k{:05}", (i * 7919) % 4000), format!("v{i}"));
+            store.put(k.as_bytes(), v.as_bytes()).unwrap();
+            model.insert(k.into_bytes(), v.into_bytes());
+        }
+        store.flush().unwrap();
+        store.wait_for_compaction().unwrap();
+    };
+    let store = Store::open(dir.path(), o.clone()).unwrap();
+    write(&store, 0, 2000);
+    drop(store);
+    let old = std::fs::read(&ckpt).expect("a checkpoint written at close");
+    let store = Store::open(dir.path(), o.clone()).unwrap();
+    write(&store, 2000, 5000);
+    drop(store);
+    let model = model;
+    // Stale: written for other tables.
+    std::fs::write(&ckpt, &old).unwrap();
+    let store = Store::open(dir.path(), o.clone()).unwrap();
+    check_all(&store, &model, 4000);
+    assert!(store.check_global_filter().unwrap().is_some());
+    drop(store);
+    // Damaged: one bit flipped in the table words.
+    let mut bytes = std::fs::read(&ckpt).unwrap();
+    let at = bytes.len() - 9;
+    bytes[at] ^= 0x10;
+    std::fs::write(&ckpt, &bytes).unwrap();
+    let store = Store::open(dir.path(), o.clone()).unwrap();
+    check_all(&store, &model, 4000);
+    assert!(store.check_global_filter().unwrap().is_some());
+    drop(store);
+    // Current: used as it is (and still agrees with the tables).
+    let store = Store::open(dir.path(), o).unwrap();
+    check_all(&store, &model, 4000);
+    assert!(store.check_global_filter().unwrap().is_some());
+}

@@ -13,6 +13,7 @@
 //! filter or switching to it builds a new one from the tables with flushes and compactions
 //! held off, and publishes it with the table set.
 
+use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
@@ -20,8 +21,10 @@ use super::worker::Install;
 use super::Inner;
 use crate::compaction::run::Runs;
 use crate::error::{Error, Result};
-use crate::filter::global::{RunId, Writer};
-use crate::global_index::{level_run, table_hashes, GlobalIndex, GROWTH};
+use crate::filename::FileName;
+use crate::filter::global::{GlobalFilter, RunId, Writer};
+use crate::global_index::{level_run, table_hashes, GlobalIndex, GROWTH, NO_RUN};
+use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
@@ -217,19 +220,99 @@ fn build_global(
     Ok((Arc::new(g), fresh))
 }
 
-/// The global filter a store opens with, over the tables of `v` (see
-/// [`Inner::build_global`]): `v` with it, its L0 handles replaced by ones that carry their
-/// run ids.
+/// The global filter a store opens with, over the tables of `v`: its checkpoint
+/// (`GLOBALFILTER`) when that was written for exactly these tables, else one built from
+/// the tables' keys ([`Inner::build_global`]). Returns `v` with it, its L0 handles replaced
+/// by ones that carry their run ids.
 pub(super) fn open_global(
+    dir: &Path,
     v: Version,
     counters: Arc<crate::counters::Sharded<8>>,
 ) -> Result<Version> {
+    if let Some(opened) = load_checkpoint(dir, &v, counters.clone()) {
+        return Ok(opened);
+    }
     let (g, fresh) = build_global(&v, 0, counters)?;
     Ok(v.apply(&Edit {
         replace: fresh,
         ..Edit::default()
     })
     .with_global(Some(g)))
+}
+
+/// A digest of the table set a global filter answers for: every table's level, number and
+/// run id, in lookup order. Table numbers are never reused, so equal digests mean the same
+/// tables, and so the same entries.
+fn table_set_tag(v: &Version) -> u64 {
+    let mut b = Vec::new();
+    for (l, level) in v.levels().iter().enumerate() {
+        for t in level.tables() {
+            b.extend_from_slice(&(l as u64).to_le_bytes());
+            b.extend_from_slice(&t.record.number.to_le_bytes());
+            b.push(t.run().map_or(NO_RUN, |r| r.index() as u8));
+        }
+    }
+    xxhash_rust::xxh3::xxh3_64(&b)
+}
+
+/// The checkpoint in `dir`, if there is one that decodes and was written for the tables of
+/// `v` (a missing, damaged or stale one is not an error: the filter is built instead).
+fn load_checkpoint(
+    dir: &Path,
+    v: &Version,
+    counters: Arc<crate::counters::Sharded<8>>,
+) -> Option<Version> {
+    let bytes = std::fs::read(FileName::GlobalFilter.path(dir)).ok()?;
+    let (filter, tag) = GlobalFilter::decode(&bytes).ok()?;
+    drop(bytes);
+    // L0 ids newest first, as the tables.
+    let runs = filter.writer().l0_runs().to_vec();
+    let l0 = v.levels()[0].tables();
+    if runs.len() != l0.len() {
+        return None;
+    }
+    let fresh: Vec<Arc<TableHandle>> = l0
+        .iter()
+        .zip(&runs)
+        .map(|(t, &run)| {
+            let h = Arc::new(TableHandle::new(
+                t.table.clone(),
+                t.filter.clone(),
+                t.record.clone(),
+                t.filter_problem.clone(),
+            ));
+            h.set_run(run);
+            h
+        })
+        .collect();
+    let next = v.apply(&Edit {
+        replace: fresh,
+        ..Edit::default()
+    });
+    if table_set_tag(&next) != tag {
+        return None;
+    }
+    let g = GlobalIndex::from_filter(filter, counters);
+    Some(next.with_global(Some(Arc::new(g))))
+}
+
+impl Inner {
+    /// Writes the global filter's checkpoint (`GLOBALFILTER`, replaced atomically), tagged
+    /// with the table set it answers for. Called at close, when no flush or compaction runs.
+    pub(super) fn save_global(&self) -> Result<()> {
+        let v = self.current();
+        let Some(g) = v.global() else {
+            return Ok(());
+        };
+        let bytes = g.filter.encode(table_set_tag(&v));
+        replace_file(
+            &*self.fs,
+            &self.dir,
+            FileName::GlobalFilterTmp,
+            FileName::GlobalFilter,
+            &bytes,
+        )
+    }
 }
 
 impl super::Store {

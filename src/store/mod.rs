@@ -279,6 +279,8 @@ impl Drop for Store {
         if !inner.poisoned.load(SeqCst) {
             let _ = inner.sync_all();
             inner.save_lifetime();
+            // Advisory: a store whose checkpoint is missing or stale builds the filter.
+            let _ = inner.save_global();
         }
     }
 }

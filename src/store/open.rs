@@ -167,7 +167,7 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = super::global::open_global(version, global_counters.clone())?;
+            version = super::global::open_global(&dir, version, global_counters.clone())?;
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
@@ -202,6 +202,7 @@ impl Store {
         }
         let _ = fs.remove(&FileName::ManifestTmp.path(&dir));
         let _ = fs.remove(&FileName::CountersTmp.path(&dir));
+        let _ = fs.remove(&FileName::GlobalFilterTmp.path(&dir));
         let (lifetime_base, lifetime_problem) = match crate::lifetime::load(&dir) {
             Ok(l) => (l.unwrap_or_default(), None),
             Err(e) => (Lifetime::default(), Some(e.to_string())),
