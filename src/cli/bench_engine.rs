@@ -9,8 +9,10 @@ use filterstore::hash::mix64;
 use filterstore::{Compression, FilterKind, Options, Stats, Store, SyncPolicy};
 
 mod allocation;
+mod global;
 
 use self::allocation::allocations;
+use self::global::compare_global;
 use super::latency::Histogram;
 use super::{Allocation, CliError, Exit, Global, Run};
 
@@ -109,6 +111,12 @@ pub struct BenchEngine {
     /// Filter memory of --allocation's comparison, in bits per key
     #[arg(long, default_value_t = 10.0, value_parser = super::parse_bits)]
     bits_per_key: f64,
+    /// After the lookups, swap the tables' filters for one global key-to-run filter (or,
+    /// with --filter global, for blocked-bloom filters) with refilter, no data rewritten, and
+    /// report both policies side by side: ns, filter probes, cache lines and block reads per
+    /// absent and present get, and filter memory
+    #[arg(long)]
+    compare_global: bool,
     /// Bits per key of --allocation's curve
     #[arg(long, value_delimiter = ',', default_value = "2,4,6,8,10,12,14,16")]
     curve: Vec<f64>,
@@ -540,6 +548,10 @@ impl BenchEngine {
                 "{what:<8}    {:.0} ns/get, {:.3} filter probes, {:.4} block reads and {:.4} block cache hits per get, {} found",
                 l.ns, l.probes, l.reads, l.hits, l.found
             );
+        }
+        if self.compare_global {
+            eprintln!("bench engine: comparing the per-table and the global filter");
+            compare_global(&store, self, n, lookups_n, &mut o)?;
         }
         if first && !self.allocation.is_empty() {
             eprintln!("bench engine: comparing allocations");

@@ -173,12 +173,18 @@ impl Inner {
         };
         let runs = self.global_runs(v, &source_runs, output)?;
         let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
-        let global = v.global().filter(|_| runs.is_some());
-        if let (Some(g), Some(r)) = (global, &runs) {
-            // The moved keys' new entries, before the outputs are published.
-            g.filter
-                .writer()
-                .insert_batch(&mut result.moves.added, r.output);
+        let mut global = None;
+        if let Some(r) = &runs {
+            // The moved keys' new entries, before the outputs are published (in a larger
+            // filter when they would overfill this one).
+            self.grow_global_locked(result.moves.added.len() as u64)?;
+            let g = self.current().global().cloned();
+            if let Some(g) = &g {
+                g.filter
+                    .writer()
+                    .insert_batch(&mut result.moves.added, r.output);
+            }
+            global = g;
         }
         let mut add = Vec::with_capacity(result.records.len());
         let opened: Result<()> = (|| {
@@ -208,7 +214,7 @@ impl Inner {
             }
             return Err(e);
         }
-        if let (Some(g), Some(runs)) = (global, &runs) {
+        if let (Some(g), Some(runs)) = (&global, &runs) {
             let l0: Vec<_> = runs
                 .sources
                 .iter()

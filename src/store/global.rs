@@ -59,6 +59,15 @@ impl Inner {
             return Ok(());
         }
         let _c = self.lock_compaction();
+        self.grow_global_locked(more)
+    }
+
+    /// [`grow_global`](Self::grow_global) for a caller that holds the compaction lock (a
+    /// compaction about to add `more` entries). Returns the global filter to update.
+    pub(super) fn grow_global_locked(&self, more: u64) -> Result<()> {
+        if !self.current().global().is_some_and(|g| g.full_after(more)) {
+            return Ok(());
+        }
         let _g = self.lock_global();
         let v = self.current();
         if !v.global().is_some_and(|g| g.full_after(more)) {
@@ -143,7 +152,7 @@ impl Inner {
     /// `from`'s.
     pub(super) fn global_move(
         &self,
-        g: &GlobalIndex,
+        g: &Arc<GlobalIndex>,
         t: &TableHandle,
         from: usize,
         to: usize,
@@ -157,11 +166,17 @@ impl Inner {
             )));
         };
         let hashes = table_hashes(&t.table)?;
+        self.grow_global_locked(hashes.len() as u64)?;
+        let g = self
+            .current()
+            .global()
+            .cloned()
+            .unwrap_or_else(|| g.clone());
         g.filter.writer().insert_batch(&mut hashes.clone(), to_run);
         publish()?;
         let removed = hashes.into_iter().map(|h| (from_run, h)).collect();
         let l0: &[RunId] = if from == 0 { &[from_run] } else { &[] };
-        self.global_remove(g, removed, l0);
+        self.global_remove(&g, removed, l0);
         Ok(())
     }
 }
@@ -189,7 +204,14 @@ fn build_global(
     {
         let mut w = g.filter.writer();
         for t in v.levels()[0].tables().iter().rev() {
-            let run = l0_id(&mut w);
+            // A table keeps its id (a compaction under way knows the tables by it).
+            let run = match t.run() {
+                Some(r) => {
+                    w.adopt_l0_run(r)?;
+                    r
+                }
+                None => l0_id(&mut w),
+            };
             let h = Arc::new(TableHandle::new(
                 t.table.clone(),
                 t.filter.clone(),

@@ -45,6 +45,21 @@ impl<'a> Writer<'a> {
         Some(id)
     }
 
+    /// Takes L0 id `run` again for a table that has it (a filter rebuilt for the same
+    /// tables keeps their ids): it becomes the newest run; an id already in use is shared.
+    pub fn adopt_l0_run(&mut self, run: RunId) -> Result<()> {
+        if !run.is_l0() {
+            return Err(Error::InvalidArgument(format!(
+                "run {} is not an L0 run",
+                run.index()
+            )));
+        }
+        if !self.st.runs.l0.contains(&run) {
+            self.st.runs.l0.insert(0, run);
+        }
+        Ok(())
+    }
+
     /// Gives back an L0 id once no entry uses it.
     pub fn drop_l0_run(&mut self, run: RunId) -> Result<()> {
         let at = self
