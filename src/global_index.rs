@@ -20,12 +20,17 @@ use crate::table::{Table, TableCounters, TableCursor};
 /// level's table, whose id is its level's).
 pub(crate) const NO_RUN: u8 = u8::MAX;
 
-/// The smallest filter a store gets, in entries: about 2.1 MB of table.
-pub(crate) const MIN_CAPACITY: u64 = 1 << 20;
+/// The smallest filter a store gets, in entries: about 0.5 MB of table.
+pub(crate) const MIN_CAPACITY: u64 = 1 << 18;
 
-/// A new filter holds this many times the entries it starts with, so that a growing store
-/// rebuilds it O(log n) times.
-pub(crate) const GROWTH: u64 = 4;
+/// A filter built for a store's tables holds this many times their entries (at open and
+/// refilter): room for a compaction's moved keys, whose new entries come before the old ones
+/// go, and for some growth.
+pub(crate) const HEADROOM: f64 = 1.5;
+
+/// A filter built because the last one was full holds this many times the entries, so a
+/// growing store rebuilds it O(log n) times.
+pub(crate) const GROWTH: f64 = 2.0;
 
 /// Counter slots (see [`GlobalIndex`]).
 const PROBES: usize = 0;

@@ -235,7 +235,8 @@ impl Inner {
                 replace: fresh.clone(),
                 ..Edit::default()
             });
-            let built = in_background(|| self.build_global(&next, 0));
+            let built =
+                in_background(|| self.build_global(&next, 0, crate::global_index::HEADROOM));
             let (g, l0) = match built {
                 Ok(b) => b,
                 Err(e) => {

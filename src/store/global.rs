@@ -23,7 +23,7 @@ use crate::compaction::run::Runs;
 use crate::error::{Error, Result};
 use crate::filename::FileName;
 use crate::filter::global::{GlobalFilter, RunId, Writer};
-use crate::global_index::{level_run, table_hashes, GlobalIndex, GROWTH, NO_RUN};
+use crate::global_index::{level_run, table_hashes, GlobalIndex, GROWTH, HEADROOM, NO_RUN};
 use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
@@ -31,15 +31,16 @@ use crate::version::{Edit, TableHandle, Version};
 const BUILD_BATCH: usize = 8;
 
 impl Inner {
-    /// A global filter over the tables of `v`, sized for `GROWTH` times their keys (or
-    /// `extra` more), with fresh L0 handles carrying their run ids (for an edit's
+    /// A global filter over the tables of `v`, sized for `room` times their keys and
+    /// `extra` more, with fresh L0 handles carrying their run ids (for an edit's
     /// `replace`; the handles of `v` are left alone, as lookups may be using them).
     pub(super) fn build_global(
         &self,
         v: &Version,
         extra: u64,
+        room: f64,
     ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
-        build_global(v, extra, self.global_counters.clone())
+        build_global(v, extra, room, self.global_counters.clone())
     }
 
     /// Inserts a flushed table's key hashes under a new L0 run id, which `t` takes (before
@@ -73,7 +74,7 @@ impl Inner {
         if !v.global().is_some_and(|g| g.full_after(more)) {
             return Ok(());
         }
-        let (g, fresh) = self.build_global(&v, more)?;
+        let (g, fresh) = self.build_global(&v, more, GROWTH)?;
         self.install(Install {
             edit: Edit {
                 replace: fresh,
@@ -193,11 +194,12 @@ fn l0_id(w: &mut Writer<'_>) -> RunId {
 fn build_global(
     v: &Version,
     extra: u64,
+    room: f64,
     counters: Arc<crate::counters::Sharded<8>>,
 ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
     use rayon::prelude::*;
     let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
-    let g = GlobalIndex::new(GROWTH * (keys + extra), counters)?;
+    let g = GlobalIndex::new(((keys + extra) as f64 * room) as u64, counters)?;
     let mut fresh = Vec::new();
     // L0 oldest first, so the newest table takes the newest id.
     let mut jobs: Vec<(Arc<TableHandle>, Option<RunId>)> = Vec::new();
@@ -254,7 +256,7 @@ pub(super) fn open_global(
     if let Some(opened) = load_checkpoint(dir, &v, counters.clone()) {
         return Ok(opened);
     }
-    let (g, fresh) = build_global(&v, 0, counters)?;
+    let (g, fresh) = build_global(&v, 0, HEADROOM, counters)?;
     Ok(v.apply(&Edit {
         replace: fresh,
         ..Edit::default()

@@ -130,6 +130,11 @@ impl Store {
 impl Inner {
     pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.counters.lookups.add(0, 1);
+        self.lookup(key, hash)
+    }
+
+    /// [`get_with_hash`](Self::get_with_hash) without counting the lookup.
+    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         loop {
             // Read before the table set (see `global.rs`): a change that removed global
             // filter entries after this lookup took its table set makes it look again.
@@ -265,13 +270,21 @@ impl Reader<'_> {
     /// [`Store::get_with_hash`]).
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let inner = &*self.store.inner;
+        // Before the snapshot is checked (see `Inner::lookup`): a publish before this load
+        // changed the epoch, a removal after it changes the count.
+        let removals = inner.global_removals.load(SeqCst);
         match &*self.snapshot() {
-            Some(s) if s.tables_only && s.version.global().is_none() => {
+            Some(s) if s.tables_only => {
                 inner.counters.lookups.add(0, 1);
-                s.version.get(key, hash)
+                let got = s.version.get(key, hash)?;
+                if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
+                    return Ok(got);
+                }
             }
-            _ => inner.get_with_hash(key, hash),
+            _ => return inner.get_with_hash(key, hash),
         }
+        // A global filter's entries were removed under this lookup: look again.
+        inner.lookup(key, hash)
     }
 
     /// Looks up every key of `keys` (see [`Store::multi_get`]): the values, in order, as a
