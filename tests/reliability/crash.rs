@@ -45,7 +45,12 @@ fn child_writer() {
     let seed: u64 = seed.parse().unwrap();
     let mut rng = Rng::new(seed);
     let opts = Options {
-        filter: Some(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
+        filter: Some(
+            FilterKind::ALL
+                .get(rng.below(FilterKind::ALL.len() as u64 + 1) as usize)
+                .copied()
+                .unwrap_or(FilterKind::Global),
+        ),
         memtable_bytes: 1024 + rng.below(4096) as usize,
         compaction_trigger: Some(2 + rng.below(3) as usize),
         // Tiny tables and levels, so that kills land in background flushes and in
@@ -100,7 +105,10 @@ fn child_writer() {
             }
             _ => {
                 out("@R?");
-                let kind = FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize];
+                let kind = FilterKind::ALL
+                    .get(rng.below(FilterKind::ALL.len() as u64 + 1) as usize)
+                    .copied()
+                    .unwrap_or(FilterKind::Global);
                 store.refilter(kind, 0.05).unwrap();
                 out("@R");
             }
