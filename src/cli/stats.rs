@@ -71,6 +71,21 @@ fn text(store: &Store, g: &Global) -> String {
     let tombstones: u64 = s.tables.iter().map(|t| t.tombstones).sum();
     let _ = writeln!(o, "store:          {}", g.dir().display());
     let _ = writeln!(o, "filter policy:  {policy}; recorded in the store");
+    if let Some(gf) = &s.global_filter {
+        let _ = writeln!(
+            o,
+            "global filter:  {}, {} bytes in memory ({:.2} bits per key in tables), {} entries \
+             of {} it was sized for, {} stashed; {} probes reading {} cache lines this open",
+            gf.layout,
+            gf.memory_bytes,
+            gf.memory_bytes as f64 * 8.0 / s.table_keys().max(1) as f64,
+            gf.entries,
+            gf.capacity,
+            gf.stashed,
+            gf.probes,
+            gf.lines_touched
+        );
+    }
     let _ = writeln!(
         o,
         "tables:         {} ({} keys incl. {} tombstones, {} table bytes, {} filter bytes)",
@@ -332,6 +347,15 @@ fn json(store: &Store, g: &Global) -> String {
             "allocation": policy.allocation(),
             "bits_per_key": bits,
         },
+        "global_filter": s.global_filter.as_ref().map(|gf| json!({
+            "layout": gf.layout,
+            "memory_bytes": gf.memory_bytes,
+            "entries": gf.entries,
+            "capacity": gf.capacity,
+            "stashed": gf.stashed,
+            "probes": gf.probes,
+            "lines_touched": gf.lines_touched,
+        })),
         "table_count": s.tables.len(),
         "keys": s.table_keys(),
         "tombstones": sum(|t| t.tombstones),
