@@ -4,6 +4,7 @@
 //! ```text
 //! NNNNNN.sst     a table                                 ┐ numbered: one counter
 //! NNNNNN.filter  a table's filter                        │ (the manifest's next_file),
+//! NNNNNN.range   a table's range filter                  │
 //! NNNNNN.wal     a write-ahead log                       ┘ six or more decimal digits
 //! MANIFEST       the live tables, levels and filter files
 //! MANIFEST.tmp   the next MANIFEST, until it is renamed over it
@@ -60,6 +61,7 @@ numbered_kinds! {
     // kind  extension  per table  what it holds
     Table    "sst"      true       "`NNNNNN.sst`: a table (sorted data, index, meta, footer).";
     Filter   "filter"   true       "`NNNNNN.filter`: one filter block, for one table.";
+    Range    "range"    true       "`NNNNNN.range`: one range filter block, for one table.";
     Wal      "wal"      false      "`NNNNNN.wal`: a write-ahead log.";
 }
 
@@ -177,6 +179,11 @@ pub(crate) fn filter_path(dir: &Path, n: u64) -> PathBuf {
     Numbered::Filter.path(dir, n)
 }
 
+/// `dir/NNNNNN.range`.
+pub(crate) fn range_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::Range.path(dir, n)
+}
+
 /// `dir/NNNNNN.wal`.
 pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
     Numbered::Wal.path(dir, n)
@@ -240,6 +247,7 @@ mod tests {
         let dir = Path::new("d");
         assert_eq!(table_path(dir, 7), dir.join("000007.sst"));
         assert_eq!(filter_path(dir, 7), dir.join("000007.filter"));
+        assert_eq!(range_path(dir, 7), dir.join("000007.range"));
         assert_eq!(wal_path(dir, 1_234_567), dir.join("1234567.wal"));
         let names: Vec<String> = FIXED.iter().map(|(_, f)| f.to_string()).collect();
         assert_eq!(
@@ -256,9 +264,9 @@ mod tests {
             ]
         );
         let exts: Vec<&str> = Numbered::ALL.iter().map(|k| k.extension()).collect();
-        assert_eq!(exts, ["sst", "filter", "wal"]);
+        assert_eq!(exts, ["sst", "filter", "range", "wal"]);
         let per_table: Vec<bool> = Numbered::ALL.iter().map(|k| k.per_table()).collect();
-        assert_eq!(per_table, [true, true, false]);
+        assert_eq!(per_table, [true, true, true, false]);
     }
 
     #[test]

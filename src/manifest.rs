@@ -58,6 +58,17 @@ pub struct TableRecord {
     pub min_key: Vec<u8>,
     /// Largest key.
     pub max_key: Vec<u8>,
+    /// The table's range filter (table property 1), if it has one.
+    pub range: Option<RangeRecord>,
+}
+
+/// A table's range filter file, as the manifest records it (table property 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RangeRecord {
+    /// File number of `NNNNNN.range`.
+    pub file: u64,
+    /// Bits per key it was built for.
+    pub bits_per_key: f64,
 }
 
 impl TableRecord {
@@ -84,6 +95,7 @@ impl TableRecord {
             file_bytes: meta.file_bytes,
             min_key: meta.min_key,
             max_key: meta.max_key,
+            range: None,
         }
     }
 }
@@ -109,6 +121,8 @@ pub struct Manifest {
 /// Store property tag: the filter policy (`| kind u8 | allocation u8 | value f64 |`).
 /// Tags are never reused; a reader refuses one it does not know.
 const PROP_FILTER_POLICY: u64 = 1;
+/// Table property tag: the table's range filter (`| file varint | bits_per_key f64 |`).
+const PROP_RANGE_FILTER: u64 = 1;
 /// `allocation` byte of the filter policy: every table at the rate `value`.
 const ALLOC_UNIFORM: u8 = 0;
 /// `allocation` byte of the filter policy: Monkey's split of `value` bits per key.
@@ -208,6 +222,27 @@ fn decode_policy(mut c: Cursor) -> Result<FilterPolicy> {
     }
 }
 
+fn decode_range(mut c: Cursor) -> Result<RangeRecord> {
+    let at = c.offset();
+    let file = c.varint("range filter file number")?;
+    if file == 0 {
+        return Err(Error::corrupt(at, "range filter file number 0"));
+    }
+    let at = c.offset();
+    let bits_per_key = c.f64("range filter bits per key")?;
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in the range filter property"));
+    }
+    use crate::filter::range::{MAX_BITS_PER_KEY as MAX, MIN_BITS_PER_KEY as MIN};
+    if !(MIN..=MAX).contains(&bits_per_key) {
+        return Err(Error::corrupt(
+            at,
+            format!("range filter of {bits_per_key} bits per key ({MIN} to {MAX})"),
+        ));
+    }
+    Ok(RangeRecord { file, bits_per_key })
+}
+
 impl Manifest {
     /// Serialises the manifest (always as the current version).
     pub fn encode(&self) -> Vec<u8> {
@@ -228,8 +263,16 @@ impl Manifest {
                 put_varint(&mut b, k.len() as u64);
                 b.extend_from_slice(k);
             }
-            // No table property is defined yet.
-            put_varint(&mut b, 0);
+            match &t.range {
+                Some(r) => {
+                    put_varint(&mut b, 1);
+                    let mut p = Vec::with_capacity(18);
+                    put_varint(&mut p, r.file);
+                    p.extend_from_slice(&r.bits_per_key.to_le_bytes());
+                    put_tagged(&mut b, PROP_RANGE_FILTER, &p);
+                }
+                None => put_varint(&mut b, 0),
+            }
         }
         put_varint(&mut b, self.cursors.len() as u64);
         for (level, key) in &self.cursors {
@@ -327,10 +370,13 @@ impl Manifest {
             };
             let min_key = key()?;
             let max_key = key()?;
+            let mut range = None;
             if version >= 3 {
-                // No table property is defined yet: any is a newer writer's.
-                if let Some(p) = read_tagged(&mut c, body.len(), "table properties")?.first() {
-                    return Err(unknown_tag(p, "table property"));
+                for p in read_tagged(&mut c, body.len(), "table properties")? {
+                    match p.tag {
+                        PROP_RANGE_FILTER => range = Some(decode_range(p.payload)?),
+                        _ => return Err(unknown_tag(&p, "table property")),
+                    }
                 }
             }
             tables.push(TableRecord {
@@ -344,6 +390,7 @@ impl Manifest {
                 file_bytes,
                 min_key,
                 max_key,
+                range,
             });
         }
         let mut cursors = Vec::new();
@@ -517,16 +564,46 @@ mod tests {
             e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 2"),
             "{e}"
         );
-        // A table property: none is defined yet.
-        let body = body_v3(&[(1, b"\x07")], &[(1, &monkey10())]);
+        // A table property this version does not know (tag 1 is the range filter).
+        let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains("offset 41") && e.contains("unknown table property tag 1"),
+            e.contains("offset 41") && e.contains("unknown table property tag 2"),
             "{e}"
         );
         // A newer manifest version is refused outright.
         let e = err_of(&framed(4, &body_v3(&[], &[(1, &monkey10())])));
         assert!(e.contains("unsupported manifest version 4"), "{e}");
+    }
+
+    fn range_bytes(file: u8, bits: f64) -> Vec<u8> {
+        let mut b = vec![file];
+        b.extend_from_slice(&bits.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn the_range_filter_is_table_property_1() {
+        let bytes = framed(
+            3,
+            &body_v3(&[(1, &range_bytes(8, 12.0))], &[(1, &monkey10())]),
+        );
+        let m = Manifest::decode(&bytes).unwrap();
+        let want = RangeRecord {
+            file: 8,
+            bits_per_key: 12.0,
+        };
+        assert_eq!(m.tables[0].range, Some(want));
+        assert_eq!(m.encode(), bytes, "the encoder writes the same bytes");
+        let bad = |payload: &[u8], want: &str| {
+            let e = err_of(&framed(3, &body_v3(&[(1, payload)], &[(1, &monkey10())])));
+            assert!(e.contains(want), "{payload:?}: {e}");
+        };
+        bad(&range_bytes(0, 12.0), "file number 0");
+        bad(&range_bytes(8, 2.0), "range filter of 2 bits");
+        bad(&range_bytes(8, f64::NAN), "range filter of NaN bits");
+        bad(&range_bytes(8, 12.0)[..8], "need 8 bytes");
+        bad(&[range_bytes(8, 12.0), vec![0]].concat(), "trailing bytes");
     }
 
     #[test]

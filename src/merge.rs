@@ -42,8 +42,9 @@ pub(crate) trait Source {
     fn key(&self) -> &[u8];
     /// The current value (`None`: a tombstone); only when [`State::Ready`].
     fn value(&self) -> Option<&[u8]>;
-    /// Reads up to the first entry after `start` (it may stay pending, with a higher bound).
-    fn open(&mut self, start: Bound<&[u8]>) -> Result<()>;
+    /// Reads up to the first entry after `start` (it may stay pending, with a higher bound,
+    /// for instance when it knows it holds nothing before `end`).
+    fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()>;
     /// Moves past the current entry.
     fn advance(&mut self) -> Result<()>;
 }
@@ -170,7 +171,7 @@ impl<S: Source> Merge<S> {
                 return Ok(Some(t));
             }
             let start = self.start.as_ref().map(Vec::as_slice);
-            self.sources[t].open(start)?;
+            self.sources[t].open(start, self.end.as_ref().map(Vec::as_slice))?;
             self.settle_top();
         }
     }
@@ -200,7 +201,7 @@ impl<S: Source> Merge<S> {
                 }
                 if self.sources[t].state() == State::Pending {
                     let start = self.start.as_ref().map(Vec::as_slice);
-                    self.sources[t].open(start)?;
+                    self.sources[t].open(start, self.end.as_ref().map(Vec::as_slice))?;
                 } else {
                     self.sources[t].advance()?;
                 }
@@ -267,7 +268,7 @@ mod tests {
         fn value(&self) -> Option<&[u8]> {
             self.entries[self.at].1.as_deref()
         }
-        fn open(&mut self, start: Bound<&[u8]>) -> Result<()> {
+        fn open(&mut self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Result<()> {
             self.opens += 1;
             self.bound = None;
             self.at = self.entries.partition_point(|(k, _)| match start {
@@ -335,7 +336,7 @@ mod tests {
                     let mut s = VecSource { entries, at: 0, bound: None, opens: 0 };
                     match bound {
                         // Ready from the start on, as the merge requires of sources not pending.
-                        None => s.open(start.as_ref().map(Vec::as_slice)).unwrap(),
+                        None => s.open(start.as_ref().map(Vec::as_slice), Bound::Unbounded).unwrap(),
                         Some(b) => s.bound = Some(b),
                     }
                     s

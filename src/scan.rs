@@ -30,6 +30,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::counters::Sharded;
 use crate::error::Result;
 use crate::memtable::{EntryBuf, MemCursor, Memtable};
 use crate::merge::{Merge, Source, State};
@@ -136,7 +137,7 @@ impl Source for MemSource {
     fn value(&self) -> Option<&[u8]> {
         self.buf.value(self.at)
     }
-    fn open(&mut self, _start: Bound<&[u8]>) -> Result<()> {
+    fn open(&mut self, _start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Result<()> {
         Ok(()) // never pending: the first entries are copied when the scan starts
     }
     fn advance(&mut self) -> Result<()> {
@@ -161,12 +162,46 @@ pub(crate) struct TableRun {
     cursor: Option<BlockCursor<BlockBytes>>,
     /// The cursor stands on an entry of `table`.
     ready: bool,
+    /// Where range filter probes are counted.
+    ranges: Arc<RangeCounters>,
+}
+
+/// Counter numbers in [`RangeCounters`].
+const PROBES: usize = 0;
+const SKIPPED: usize = 1;
+const FALSE_POSITIVES: usize = 2;
+
+/// What scans' range filter probes found, over a store handle's life (one set per store,
+/// shared by its scans; see `Stats::range_probes`).
+#[derive(Debug, Default)]
+pub(crate) struct RangeCounters(Sharded<3>);
+
+impl RangeCounters {
+    /// Tables whose range filter a scan asked before opening them.
+    pub(crate) fn probes(&self) -> u64 {
+        self.0.get(PROBES)
+    }
+    /// Tables a scan skipped because their range filter said the range holds no key of
+    /// theirs (no block read).
+    pub(crate) fn skipped(&self) -> u64 {
+        self.0.get(SKIPPED)
+    }
+    /// Tables whose range filter said "maybe" and that then held no key in the range.
+    pub(crate) fn false_positives(&self) -> u64 {
+        self.0.get(FALSE_POSITIVES)
+    }
 }
 
 impl TableRun {
     /// Tables `tables` (indices into the version's level `level`), pending on the first.
-    fn new(version: Arc<Version>, level: usize, tables: std::ops::Range<usize>) -> TableRun {
+    fn new(
+        version: Arc<Version>,
+        level: usize,
+        tables: std::ops::Range<usize>,
+        ranges: &Arc<RangeCounters>,
+    ) -> TableRun {
         TableRun {
+            ranges: ranges.clone(),
             version,
             level,
             table: tables.start,
@@ -240,7 +275,39 @@ impl Source for TableRun {
     fn value(&self) -> Option<&[u8]> {
         self.cursor.as_ref().and_then(|c| c.value())
     }
-    fn open(&mut self, start: Bound<&[u8]>) -> Result<()> {
+    /// Asks the range filter of the table it is about to open, if it has one: a "no"
+    /// skips the table (pending on the next one, or done) without reading a block.
+    fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
+        let Some(f) = self.handle().range.clone() else {
+            return self.open_table(start);
+        };
+        let c = &self.ranges;
+        c.0.add(PROBES, 1);
+        if !f.may_intersect(start, end) {
+            c.0.add(SKIPPED, 1);
+            self.table += 1;
+            return Ok(());
+        }
+        let table = self.table;
+        self.open_table(start)?;
+        let hit = self.ready && self.table == table && !past(self.key(), end);
+        if !hit {
+            self.ranges.0.add(FALSE_POSITIVES, 1);
+        }
+        Ok(())
+    }
+    fn advance(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.cursor {
+            let r = c.advance();
+            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
+        }
+        self.settle()
+    }
+}
+
+impl TableRun {
+    /// Opens the current table from `start` (see [`Source::open`]).
+    fn open_table(&mut self, start: Bound<&[u8]>) -> Result<()> {
         let table = self.handle().table.clone();
         let first = match start {
             Bound::Included(k) | Bound::Excluded(k) => table.block_for(k),
@@ -262,12 +329,14 @@ impl Source for TableRun {
         }
         self.settle()
     }
-    fn advance(&mut self) -> Result<()> {
-        if let Some(c) = &mut self.cursor {
-            let r = c.advance();
-            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
-        }
-        self.settle()
+}
+
+/// Whether `key` lies past `end`.
+fn past(key: &[u8], end: Bound<&[u8]>) -> bool {
+    match end {
+        Bound::Included(e) => key > e,
+        Bound::Excluded(e) => key >= e,
+        Bound::Unbounded => false,
     }
 }
 
@@ -299,10 +368,10 @@ impl Source for ScanSource {
             ScanSource::Tables(s) => s.value(),
         }
     }
-    fn open(&mut self, start: Bound<&[u8]>) -> Result<()> {
+    fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
         match self {
-            ScanSource::Mem(s) => s.open(start),
-            ScanSource::Tables(s) => s.open(start),
+            ScanSource::Mem(s) => s.open(start, end),
+            ScanSource::Tables(s) => s.open(start, end),
         }
     }
     fn advance(&mut self) -> Result<()> {
@@ -314,11 +383,13 @@ impl Source for ScanSource {
 }
 
 /// Appends to `sources` one per L0 table whose range reaches from `start` to `end` (newest
-/// first), then one per non-empty deeper level, from the table that holds `start`.
+/// first), then one per non-empty deeper level, from the table that holds `start`. Their
+/// range filter probes are counted in `ranges`.
 pub(crate) fn table_sources(
     version: &Arc<Version>,
     start: Bound<&[u8]>,
     end: Bound<&[u8]>,
+    ranges: &Arc<RangeCounters>,
     sources: &mut Vec<ScanSource>,
 ) {
     let before_start = |max: &[u8]| match start {
@@ -340,6 +411,7 @@ pub(crate) fn table_sources(
                         version.clone(),
                         0,
                         i..i + 1,
+                        ranges,
                     )));
                 }
             }
@@ -354,6 +426,7 @@ pub(crate) fn table_sources(
                 version.clone(),
                 l,
                 first..tables.len(),
+                ranges,
             )));
         }
     }

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::filename::{filter_path, numbered_files, table_path, wal_path, FileName, Numbered};
+use crate::filename::{
+    filter_path, numbered_files, range_path, table_path, wal_path, FileName, Numbered,
+};
+use crate::filter::range::RangeFilter;
 use crate::filter::Filter;
 use crate::manifest::Manifest;
 use crate::table::{Table, TableCounters};
@@ -118,6 +121,18 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
                     }
                 }
                 Err(e) => r.problems.push(Error::io(&fpath, e)),
+            }
+        }
+        if let Some(rr) = t.range {
+            let rpath = range_path(dir, rr.file);
+            r.files += 1;
+            match std::fs::read(&rpath) {
+                Ok(b) => {
+                    if let Err(e) = RangeFilter::decode(&b) {
+                        r.problems.push(e.in_file(&rpath, 0));
+                    }
+                }
+                Err(e) => r.problems.push(Error::io(&rpath, e)),
             }
         }
     }

@@ -22,11 +22,11 @@ use std::sync::Arc;
 
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
-use crate::filename::{filter_path, table_path};
+use crate::filename::{filter_path, range_path, table_path};
 use crate::filter::global::RunId;
 use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
-use crate::table::{BlockCache, MappedFilter, Table, TableCounters};
+use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
 
 /// A live table with its current filter and counters.
 #[derive(Debug)]
@@ -43,6 +43,10 @@ pub(crate) struct TableHandle {
     pub filter_problem: Option<String>,
     /// The run id of an L0 table in the store's global filter ([`NO_RUN`] when none).
     run: AtomicU8,
+    /// Its range filter, if it has one that opened and checked out.
+    pub range: Option<Arc<MappedRangeFilter>>,
+    /// Why a recorded range filter is not in use (damaged or missing), if so.
+    pub range_problem: Option<String>,
     /// [`prefix8`] of the table's smallest and largest key.
     lo: u64,
     hi: u64,
@@ -85,6 +89,8 @@ impl TableHandle {
             counters: TableCounters::default(),
             filter_problem,
             run: AtomicU8::new(NO_RUN),
+            range: None,
+            range_problem: None,
             lo,
             hi,
         }
@@ -125,7 +131,30 @@ impl TableHandle {
                 Err(e) => (None, Some(e.to_string())),
             }
         };
-        Ok(TableHandle::new(table, filter, record, filter_problem))
+        let (range, range_problem) = match record.range {
+            None => (None, None),
+            Some(r) => match MappedRangeFilter::open(&range_path(dir, r.file)) {
+                Ok(f) => (Some(Arc::new(f)), None),
+                // As for the point filter: the table is scanned without it.
+                Err(e) => (None, Some(e.to_string())),
+            },
+        };
+        Ok(
+            TableHandle::new(table, filter, record, filter_problem)
+                .with_range(range, range_problem),
+        )
+    }
+
+    /// The same handle with range filter `range` (`problem`: why a recorded one is not in
+    /// use).
+    pub(crate) fn with_range(
+        mut self,
+        range: Option<Arc<MappedRangeFilter>>,
+        problem: Option<String>,
+    ) -> TableHandle {
+        self.range = range;
+        self.range_problem = problem;
+        self
     }
 
     /// The same table and filter at another level (a trivial move), with fresh counters.
@@ -138,6 +167,7 @@ impl TableHandle {
             record,
             self.filter_problem.clone(),
         )
+        .with_range(self.range.clone(), self.range_problem.clone())
     }
 
     /// Whether `key` (with `p = prefix8(key)`) lies inside the table's key range.

@@ -1,11 +1,13 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v6/`
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v7/`
 //! is what the current code writes (manifest version 3: the store's filter policy, Monkey's
-//! allocation of cuckoo filters, among its tagged properties; the older table in L1, the
+//! allocation of cuckoo filters, among its tagged properties, and each table's range filter
+//! file (`NNNNNN.range`, 16 bits per key) as table property 1; the older table in L1, the
 //! newer in L0; table format version 4: a codec byte after every data block, LZ4-compressed
 //! blocks where that saves an eighth, a restart point at every index entry). The older
 //! fixtures hold the same store as written before, and must still open, keeping the policy
-//! they had (uniform at their recorded kind and rate): `store-v5/` (manifest version 2),
+//! they had (uniform at their recorded kind and rate) and no range filters: `store-v6/`
+//! (no table properties), `store-v5/` (manifest version 2),
 //! `store-v4/` (also table format 3: no codec bytes, page-aligned blocks), `store-v3/` (also
 //! table format 2), `store-v2/` (also manifest version 1, both tables in L0) and `store-v1/`
 //! (also table format 1, blocks back to back). `tests/fixtures/table-v4-mixed.sst` is one
@@ -29,7 +31,7 @@ fn fixture_dir(n: u32) -> PathBuf {
 }
 
 /// The fixture the current code writes.
-const CURRENT: u32 = 6;
+const CURRENT: u32 = 7;
 
 /// Per fixture: its table format version, the level of its older table, and its manifest
 /// version.
@@ -40,6 +42,7 @@ fn fixture_facts(n: u32) -> (u32, u32, u32) {
         3 => (2, 1, 2),
         4 => (3, 1, 2),
         5 => (4, 1, 2),
+        6 => (4, 1, 3),
         _ => (
             filterstore::table::TABLE_VERSION,
             1,
@@ -124,7 +127,7 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for n in [1, 2, 3, 4, 5, CURRENT] {
+    for n in [1, 2, 3, 4, 5, 6, CURRENT] {
         check_fixture(n);
     }
 }
@@ -152,6 +155,24 @@ fn check_fixture(n: u32) {
     assert_eq!(older.max_key, b"key-0299");
     assert_eq!(newer.max_key, b"key-0297");
     assert_eq!((newer.level, older.level), (0, older_level), "fixture {n}");
+    // Range filters: each table's in its own file from fixture 7 on, none before.
+    for t in &m.tables {
+        match t.range {
+            Some(r) => {
+                assert!(n >= 7, "fixture {n}");
+                assert_eq!(r.bits_per_key, 16.0);
+                let b = std::fs::read(fixture().join(format!("{:06}.range", r.file))).unwrap();
+                let f = filterstore::filter::range::RangeFilter::decode(&b).unwrap();
+                assert_eq!(f.header().keys, t.entries);
+                assert_eq!(f.prefix(), b"key-0");
+                assert!(f.may_intersect(t.min_key.as_slice()..=t.min_key.as_slice()));
+                // Past the largest key, and between two keys of the older table.
+                assert!(!f.may_intersect(b"key-0300".as_slice()..b"key-0400".as_slice()));
+                assert!(!f.may_intersect(b"key-0001a".as_slice()..b"key-0001z".as_slice()));
+            }
+            None => assert!(n < 7, "fixture {n}"),
+        }
+    }
 
     // The older table decoded directly, block by block, with both ways of reading blocks.
     let older_path = fixture().join(format!("{:06}.sst", older.number));
@@ -216,6 +237,18 @@ fn check_fixture(n: u32) {
         assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
         let levels: Vec<u32> = store.stats().tables.iter().map(|t| t.level).collect();
         assert_eq!(levels, vec![0, older_level], "fixture {n}");
+        // A range between two keys: with range filters, no table is read.
+        let before = store.stats();
+        assert_eq!(
+            store
+                .scan(b"key-0001a".as_slice()..b"key-0001z".as_slice())
+                .count(),
+            0
+        );
+        let s = store.stats();
+        let ranged = s.tables.iter().filter(|t| t.range_filter_bytes > 0).count();
+        assert_eq!(ranged, if n >= 7 { 2 } else { 0 }, "fixture {n}");
+        assert_eq!(s.range_skipped - before.range_skipped, ranged as u64);
         // The store keeps the policy it had, and so does the manifest its next change
         // writes (as the current version).
         assert_eq!(store.recorded_policy(), fixture_policy(n), "fixture {n}");

@@ -341,8 +341,9 @@ fn compaction_drops_tombstones_and_old_files() {
     assert_eq!(s.tables[0].keys, 500);
     assert_eq!(s.tables[0].tombstones, 0);
     let files = std::fs::read_dir(dir.path()).unwrap().count();
-    // LOCK, MANIFEST, COUNTERS (saved by the flushes), one WAL, one table, one filter.
-    assert_eq!(files, 6);
+    // LOCK, MANIFEST, COUNTERS (saved by the flushes), one WAL, one table, one filter, one
+    // range filter.
+    assert_eq!(files, 7);
     for i in 0..1000u64 {
         let want = (i % 2 == 1).then(|| b"v2".to_vec());
         assert_eq!(store.get(&key(i)).unwrap(), want);

@@ -10,6 +10,7 @@ use super::bench_engine::BenchEngine;
 #[cfg(feature = "parquet")]
 use super::bench_export::BenchExport;
 use super::bench_hyph::BenchHyphenation;
+use super::bench_range::BenchRange;
 use super::{CliError, Exit, Global, Run};
 
 /// The filter benchmark's options (see [`Bench`]).
@@ -125,9 +126,9 @@ impl Run for FilterBench {
 /// The store is built in a fresh temporary directory (or --work-dir) and removed afterwards.
 /// Progress goes to stderr, the table to stdout.
 ///
-/// `store bench engine` measures the engine at scale instead, `store bench hyphenation`
-/// runs the hyphenation experiment, and `store bench export` the Parquet export benchmark
-/// (see their --help).
+/// `store bench engine` measures the engine at scale instead, `store bench range` the range
+/// filters on empty and non-empty scans, `store bench hyphenation` runs the hyphenation
+/// experiment, and `store bench export` the Parquet export benchmark (see their --help).
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Bench {
@@ -142,6 +143,7 @@ pub struct Bench {
 enum BenchWhat {
     Engine(BenchEngine),
     Hyphenation(BenchHyphenation),
+    Range(BenchRange),
     #[cfg(feature = "parquet")]
     Export(BenchExport),
 }
@@ -151,6 +153,7 @@ impl Run for Bench {
         match self.what {
             Some(BenchWhat::Engine(e)) => e.run(g),
             Some(BenchWhat::Hyphenation(h)) => h.run(g),
+            Some(BenchWhat::Range(r)) => r.run(g),
             #[cfg(feature = "parquet")]
             Some(BenchWhat::Export(e)) => e.run(g),
             None => self.filters.run(g),

@@ -53,13 +53,28 @@ impl Run for Compact {
 /// computed for the levels as they are now and only the filters whose size would change by
 /// more than 5 % are rebuilt (the kind: --filter, else the store's). Either way the store
 /// records the new policy (the kind, the allocation and its ε or budget): tables sealed
-/// later follow it. `store stats` shows it. Prints the number of tables refiltered. Needs an
-/// existing store.
+/// later follow it. `store stats` shows it. Prints the number of tables refiltered.
+/// With --range-bits B (alone or with the above): every table's range filter is rebuilt at B
+/// bits per key, added where a table has none, or with 0 removed; tables whose range filter
+/// already has B bits per key are left alone. Needs an existing store.
 #[derive(Args, Debug)]
 pub struct Refilter {}
 
 impl Run for Refilter {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
+        if let Some(bits) = g.range_bits {
+            let store = g.open(Access::Existing)?;
+            let n = store.refilter_ranges(bits)?;
+            let what = if bits == 0.0 {
+                "removed".to_string()
+            } else {
+                format!("{bits} bits per key")
+            };
+            println(format_args!("range filters of {n} tables: {what}"))?;
+            if g.filter.is_none() && g.allocation.is_none() && g.bits_per_key.is_none() {
+                return Ok(Exit::Success);
+            }
+        }
         if let (Some(policy), Some(bits)) = (g.policy(), g.bits_per_key) {
             let store = g.open(Access::Existing)?;
             let r = store.rebalance(policy)?;
@@ -75,7 +90,7 @@ impl Run for Refilter {
         if g.filter.is_none() && g.allocation.is_none() {
             return Err(CliError::usage(
                 "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo, binary-fuse or global), \
-                 --allocation monkey|uniform or --bits-per-key B",
+                 --allocation monkey|uniform, --bits-per-key B or --range-bits B",
             ));
         }
         let store = g.open(Access::Existing)?;

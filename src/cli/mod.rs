@@ -9,6 +9,7 @@ mod bench_engine;
 #[cfg(feature = "parquet")]
 mod bench_export;
 mod bench_hyph;
+mod bench_range;
 mod bench_ycsb;
 #[cfg(feature = "parquet")]
 mod export;
@@ -60,7 +61,12 @@ allocation; only refilter records a new policy. `store stats` shows the one in f
 
 --compression none|lz4, given before the command, chooses how the data blocks of the tables \
 this command writes are compressed (lz4 unless told otherwise; a block that does not shrink \
-by an eighth is stored raw); tables already written keep theirs.";
+by an eighth is stored raw); tables already written keep theirs.
+
+Range filters: each table written gets a range filter of --range-bits B bits per key (16 \
+unless told otherwise; 0 for none), which `scan` asks before reading any of the table's \
+blocks: a range with no key of the table skips it. `refilter --range-bits B` rebuilds, adds \
+or removes them for the tables already written.";
 
 const AFTER_LONG_HELP: &str = "\
 Exit codes:
@@ -121,6 +127,12 @@ pub struct Global {
     /// files' codec)
     #[arg(long, value_name = "HOW", value_parser = parse_compression)]
     pub compression: Option<Compression>,
+    /// Bits per key of the range filters of the tables this command writes (flushes,
+    /// compactions), from 3 to 40, or 0 for none: a scan skips a table whose range filter
+    /// rules the range out, without a read. With `refilter`: rebuild, add (or, with 0,
+    /// remove) every table's range filter at B [default: 16]
+    #[arg(long, global = true, value_name = "B", value_parser = parse_range_bits)]
+    pub range_bits: Option<f64>,
 }
 
 /// How a bits-per-key budget is split across levels.
@@ -170,6 +182,13 @@ pub(crate) fn parse_bits(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(b) if (0.0..=64.0).contains(&b) => Ok(b),
         _ => Err("give a number of bits per key from 0 to 64".into()),
+    }
+}
+
+pub(crate) fn parse_range_bits(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(b) if b == 0.0 || (3.0..=40.0).contains(&b) => Ok(b),
+        _ => Err("give 0 (no range filter) or a number of bits per key from 3 to 40".into()),
     }
 }
 
@@ -421,6 +440,7 @@ impl Global {
                 defaults.compaction_trigger
             },
             compression: self.compression.unwrap_or(defaults.compression),
+            range_filter_bits: self.range_bits.unwrap_or(defaults.range_filter_bits),
             ..defaults
         };
         let store = Store::open(&dir, opts).map_err(|e| {

@@ -152,6 +152,27 @@ fn text(store: &Store, g: &Global) -> String {
         s.block_cache_hits,
         s.block_cache_misses
     );
+    let ranged = s.tables.iter().filter(|t| t.range_filter_bytes > 0).count();
+    let _ = writeln!(
+        o,
+        "range filters:  {ranged} of {} tables, {} bytes ({:.2} bits per key); this process: \
+         {} probes by scans, {} tables skipped, {} false positives (observed FPR {})",
+        s.tables.len(),
+        s.range_filter_bytes,
+        s.range_filter_bytes as f64 * 8.0 / s.table_keys().max(1) as f64,
+        s.range_probes,
+        s.range_skipped,
+        s.range_false_positives,
+        fpr_of(s.range_false_positives, s.range_skipped)
+    );
+    for t in s.tables.iter().filter(|t| t.range_problem.is_some()) {
+        let p = t.range_problem.as_deref().unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "                table {}: range filter not in use: {p}",
+            t.number
+        );
+    }
     let _ = writeln!(
         o,
         "absent lookup:  {:.6} expected wasted block reads (sum of ε over the tables it probes), \
@@ -336,6 +357,9 @@ fn json(store: &Store, g: &Global) -> String {
                 "max_key": std::str::from_utf8(&t.max_key).ok(),
                 "max_key_hex": hex(&t.max_key),
                 "filter_problem": t.filter_problem,
+                "range_filter_bytes": t.range_filter_bytes,
+                "range_bits_per_key": num(t.range_bits_per_key),
+                "range_problem": t.range_problem,
             })
         })
         .collect();
@@ -363,6 +387,7 @@ fn json(store: &Store, g: &Global) -> String {
         "data_bytes": s.data_bytes(),
         "stored_data_bytes": s.stored_data_bytes(),
         "filter_bytes": sum(|t| t.filter_bytes),
+        "range_filter_bytes": s.range_filter_bytes,
         "block_cache": {
             "capacity_bytes": s.block_cache_capacity,
             "held_bytes": s.block_cache_bytes,
@@ -383,6 +408,9 @@ fn json(store: &Store, g: &Global) -> String {
             "bytes_read": s.bytes_read,
             "commit_groups": s.commit_groups,
             "commit_writes": s.commit_writes,
+            "range_probes": s.range_probes,
+            "range_skipped": s.range_skipped,
+            "range_false_positives": s.range_false_positives,
         },
         "absent_lookup": {
             "expected_reads": num(s.expected_absent_reads()),

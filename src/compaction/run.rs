@@ -19,12 +19,13 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::filter::global::RunId;
+use crate::filter::range::RangeFilterBuilder;
 use crate::filter::FilterKind;
 use crate::io::Fs;
-use crate::manifest::TableRecord;
+use crate::manifest::{RangeRecord, TableRecord};
 use crate::table::{
-    encode_part, run_full, write_filter_file, Compression, OwnedRun, Part, SortedEntries, Table,
-    TableBuilder, TableCounters, TableCursor,
+    encode_part, run_full, write_filter_file, write_range_file, Compression, OwnedRun, Part,
+    SortedEntries, Table, TableBuilder, TableCounters, TableCursor,
 };
 use crate::version::prefix8;
 
@@ -202,6 +203,8 @@ pub(crate) struct Output<'a> {
     pub filter: (FilterKind, f64),
     /// How the output tables' data blocks are compressed.
     pub compression: Compression,
+    /// Bits per key of the output tables' range filters (0: none).
+    pub range_bits: f64,
     /// Hands out unused file numbers.
     pub alloc: &'a (dyn Fn() -> u64 + Sync),
 }
@@ -330,6 +333,8 @@ struct WriteSide<'o> {
     bufs: Vec<Vec<u8>>,
     table: Option<(u64, TableBuilder)>,
     hashes: Vec<u64>,
+    /// The range filter of the table being written, fed its keys as its parts are written.
+    range: Option<RangeFilterBuilder>,
     /// Files created so far (removed if the merge fails).
     created: Vec<std::path::PathBuf>,
     records: Vec<TableRecord>,
@@ -355,8 +360,7 @@ impl WriteSide<'_> {
                 )
             })
             .collect();
-        spare.extend(chunks.into_iter().map(|c| c.run));
-        for (mut part, ends) in parts {
+        for ((mut part, ends), chunk) in parts.into_iter().zip(&chunks) {
             if part.hashes.is_empty() && !ends {
                 continue;
             }
@@ -366,6 +370,14 @@ impl WriteSide<'_> {
                     let path = crate::filename::table_path(self.out.dir, n);
                     self.created.push(path.clone());
                     self.table = Some((n, TableBuilder::create(self.out.fs, &path)?));
+                    if self.out.range_bits > 0.0 {
+                        self.range = Some(RangeFilterBuilder::new(self.out.range_bits)?);
+                    }
+                }
+                if let Some(r) = &mut self.range {
+                    for i in 0..chunk.run.len() {
+                        r.push(chunk.run.entry(i).0)?;
+                    }
                 }
                 self.hashes.append(&mut part.hashes);
                 if let Some((_, b)) = &mut self.table {
@@ -376,6 +388,7 @@ impl WriteSide<'_> {
                 self.finish_table()?;
             }
         }
+        spare.extend(chunks.into_iter().map(|c| c.run));
         Ok(())
     }
 
@@ -395,10 +408,28 @@ impl WriteSide<'_> {
         if filter_no != 0 {
             self.created.push(fpath.clone());
         }
-        let filter_bytes = write_filter_file(self.out.fs, &fpath, kind, fpr, &self.hashes)?;
+        let range = self.range.take().map(|b| (b, (self.out.alloc)()));
+        let range_file = range.as_ref().map(|r| r.1);
+        let (fs, dir, hashes) = (self.out.fs, self.out.dir, &self.hashes);
+        if let Some(n) = range_file {
+            self.created.push(crate::filename::range_path(dir, n));
+        }
+        // The two filters in parallel (the range filter's sort is itself parallel).
+        let (filter_bytes, range_bytes) = rayon::join(
+            || write_filter_file(fs, &fpath, kind, fpr, hashes),
+            move || {
+                range
+                    .map(|(b, n)| {
+                        let block = b.finish()?;
+                        write_range_file(fs, &crate::filename::range_path(dir, n), &block)
+                    })
+                    .transpose()
+            },
+        );
+        let (filter_bytes, range_bytes) = (filter_bytes?, range_bytes?);
         self.hashes.clear();
-        self.written += meta.file_bytes + filter_bytes.unwrap_or(0);
-        self.records.push(TableRecord::written(
+        self.written += meta.file_bytes + filter_bytes.unwrap_or(0) + range_bytes.unwrap_or(0);
+        let mut record = TableRecord::written(
             self.out.level,
             number,
             meta,
@@ -406,7 +437,12 @@ impl WriteSide<'_> {
             kind,
             fpr,
             filter_bytes.is_some(),
-        ));
+        );
+        record.range = range_file.map(|file| RangeRecord {
+            file,
+            bits_per_key: self.out.range_bits,
+        });
+        self.records.push(record);
         Ok(())
     }
 }
@@ -439,6 +475,7 @@ pub(crate) fn merge(
         bufs: Vec::new(),
         table: None,
         hashes: Vec::new(),
+        range: None,
         created: Vec::new(),
         records: Vec::new(),
         written: 0,
@@ -543,6 +580,7 @@ mod tests {
                 table_bytes: 1 << 20,
                 filter: (FilterKind::BlockedBloom, 0.01),
                 compression: Compression::Lz4,
+                range_bits: 16.0,
                 alloc: &alloc,
             };
             let counters = Arc::new(TableCounters::default());

@@ -228,6 +228,7 @@ impl Repair<'_> {
                     file_bytes: 0,
                     min_key: Vec::new(),
                     max_key: Vec::new(),
+                    range: None,
                 })
                 .collect(),
         };
@@ -239,6 +240,9 @@ impl Repair<'_> {
             if c.filter_file != 0 {
                 named.insert((c.filter_file, Numbered::Filter));
             }
+            if let Some(r) = &c.range {
+                named.insert((r.file, Numbered::Range));
+            }
             if let Some(t) = self.table(c, rebuild_all_filters)? {
                 tables.push(t);
             }
@@ -249,7 +253,7 @@ impl Repair<'_> {
             let Some(kind) = kind else { continue };
             let orphan = match kind {
                 Numbered::Table => old.is_some() && !named.contains(&(n, kind)),
-                Numbered::Filter => !named.contains(&(n, kind)),
+                Numbered::Filter | Numbered::Range => !named.contains(&(n, kind)),
                 Numbered::Wal => false,
             };
             let p = kind.path(dir, n);

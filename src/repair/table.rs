@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::{Kept, KeyGap, Repair};
 use crate::error::{Error, Result};
-use crate::filename::{filter_path, table_path};
+use crate::filename::{filter_path, range_path, table_path};
+use crate::filter::range::RangeFilter;
 use crate::filter::{Filter, FilterKind};
 use crate::manifest::TableRecord;
 use crate::table::{write_filter_file, write_table, Table, TableCounters};
@@ -127,11 +128,13 @@ impl Repair<'_> {
     ) -> Result<Option<TableRecord>> {
         let dir = self.dir;
         let path = table_path(dir, c.number);
+        let range_file = c.range.map(|r| range_path(dir, r.file));
         if !path.exists() {
             self.drop_file(&path, 0, None, "table file missing".to_string());
             if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
                 self.lose(&filter_path(dir, c.filter_file))?;
             }
+            self.keep_range(range_file.as_deref(), false)?;
             return Ok(None);
         }
         let Some(s) = self.read_table(&path) else {
@@ -139,6 +142,7 @@ impl Repair<'_> {
             if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
                 self.lose(&filter_path(dir, c.filter_file))?;
             }
+            self.keep_range(range_file.as_deref(), false)?;
             return Ok(None);
         };
         let hashes = || -> Vec<u64> {
@@ -148,6 +152,11 @@ impl Repair<'_> {
                 .collect()
         };
         let mut record = c.clone();
+        // The range filter: kept when it decodes and the table is kept as it was; else the
+        // table is read without one (`store refilter --range-bits` builds a new one).
+        if !self.keep_range(range_file.as_deref(), !s.damaged)? {
+            record.range = None;
+        }
         let old_filter = (c.filter_file != 0).then(|| filter_path(dir, c.filter_file));
         if s.damaged {
             if s.entries.is_empty() {
@@ -251,5 +260,31 @@ impl Repair<'_> {
             }
         }
         Ok(Some(record))
+    }
+
+    /// Keeps the range filter file `file` (true) when `keep` and it decodes; else reports
+    /// why it does not decode (if so) and moves it to `lost/`.
+    fn keep_range(&mut self, file: Option<&Path>, keep: bool) -> Result<bool> {
+        let Some(f) = file else {
+            return Ok(false);
+        };
+        if !f.exists() {
+            if keep {
+                self.drop_file(f, 0, None, "range filter file missing".to_string());
+            }
+            return Ok(false);
+        }
+        if keep {
+            let e = match std::fs::read(f) {
+                Ok(b) => RangeFilter::decode(&b).err().map(|e| e.in_file(f, 0)),
+                Err(e) => Some(Error::io(f, e)),
+            };
+            match e {
+                None => return Ok(true),
+                Some(e) => self.drop_err(f, &e),
+            }
+        }
+        self.lose(f)?;
+        Ok(false)
     }
 }

@@ -14,7 +14,7 @@ use super::{Inner, Store};
 use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::Result;
-use crate::filename::{filter_path, table_path};
+use crate::filename::{filter_path, range_path, table_path};
 use crate::table::TableCounters;
 use crate::version::{TableHandle, Version};
 
@@ -140,6 +140,9 @@ impl Inner {
                 if t.record.filter_file != 0 {
                     doomed.push(filter_path(&self.dir, t.record.filter_file));
                 }
+                if let Some(r) = t.record.range {
+                    doomed.push(range_path(&self.dir, r.file));
+                }
             }
             let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
             if l == 0 {
@@ -169,6 +172,7 @@ impl Inner {
             table_bytes: self.opts.table_bytes,
             filter,
             compression: self.opts.compression,
+            range_bits: self.range_bits(),
             alloc: &alloc,
         };
         let runs = self.global_runs(v, &source_runs, output)?;
@@ -210,6 +214,9 @@ impl Inner {
                 for r in &result.records {
                     let _ = self.fs.remove(&table_path(&self.dir, r.number));
                     let _ = self.fs.remove(&filter_path(&self.dir, r.filter_file));
+                    if let Some(rr) = r.range {
+                        let _ = self.fs.remove(&range_path(&self.dir, rr.file));
+                    }
                 }
             }
             return Err(e);

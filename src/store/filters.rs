@@ -310,11 +310,9 @@ impl Inner {
             Some(_) => Some(Arc::new(MappedFilter::open(&fpath)?)),
             None => None,
         };
-        Ok(Arc::new(TableHandle::new(
-            t.table.clone(),
-            filter,
-            record,
-            None,
-        )))
+        Ok(Arc::new(
+            TableHandle::new(t.table.clone(), filter, record, None)
+                .with_range(t.range.clone(), t.range_problem.clone()),
+        ))
     }
 }

@@ -20,6 +20,7 @@ mod filters;
 mod global;
 mod open;
 mod options;
+mod ranges;
 mod read;
 mod stats;
 mod worker;
@@ -40,6 +41,7 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::memtable::Memtable;
+use crate::scan::RangeCounters;
 use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::Version;
@@ -184,6 +186,11 @@ pub(crate) struct Inner {
     bg: Mutex<Bg>,
     bg_cv: Condvar,
     next_file: AtomicU64,
+    /// Bits per key of the range filters of this handle's new tables (an `f64`'s bits):
+    /// [`Options::range_filter_bits`] until `refilter_ranges` sets another.
+    range_bits: AtomicU64,
+    /// What scans' range filter probes found (see [`Stats`]).
+    range_counters: Arc<RangeCounters>,
     /// The block cache every table of this store reads through (`None`: turned off).
     block_cache: Option<Arc<BlockCache>>,
     poisoned: AtomicBool,
@@ -326,6 +333,11 @@ impl Inner {
     /// An unused file number.
     fn alloc_file(&self) -> u64 {
         self.next_file.fetch_add(1, SeqCst)
+    }
+
+    /// Bits per key of the range filters of new tables (0: none).
+    fn range_bits(&self) -> f64 {
+        f64::from_bits(self.range_bits.load(Relaxed))
     }
 
     fn check_writable(&self) -> Result<()> {

@@ -188,7 +188,7 @@ impl Store {
         let live: HashSet<u64> = manifest
             .tables
             .iter()
-            .flat_map(|t| [t.number, t.filter_file])
+            .flat_map(|t| [t.number, t.filter_file, t.range.map_or(0, |r| r.file)])
             .collect();
         for &(n, kind) in &files {
             let Some(kind) = kind else { continue };
@@ -249,6 +249,8 @@ impl Store {
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
             next_file: AtomicU64::new(next_file),
+            range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
+            range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),

@@ -105,6 +105,13 @@ pub struct Options {
     /// compressed. [`Compression::Lz4`] by default: a block that does not shrink by at least
     /// an eighth is stored raw. Tables already written keep their blocks as they are.
     pub compression: Compression,
+    /// Bits per key of the range filter written beside each table from now on (flushes and
+    /// compactions; [`DEFAULT_RANGE_BITS`] by default, 0 for none): a scan skips a table
+    /// whose range filter says the scan's range holds none of its keys, without reading
+    /// its blocks. An empty range of ℓ key values is a false positive with probability
+    /// about ℓ / 2^(bits − 2.1) per table (`docs/engine.md`, "Range filters"). Tables
+    /// already written keep theirs until a compaction or `refilter_ranges` replaces them.
+    pub range_filter_bits: f64,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
 }
@@ -129,6 +136,7 @@ impl Default for Options {
             mmap_reads: false,
             block_cache_bytes: 32 << 20,
             compression: Compression::Lz4,
+            range_filter_bits: DEFAULT_RANGE_BITS,
             fs: Arc::new(RealFs),
         }
     }
@@ -151,6 +159,7 @@ impl Options {
         if let Some(p) = &self.policy {
             check_policy(p)?;
         }
+        check_range_bits(self.range_filter_bits)?;
         let bad = |what: &str| Err(Error::InvalidArgument(what.to_string()));
         if self.compaction_trigger == Some(0) {
             return bad("compaction_trigger must be at least 1");
@@ -171,6 +180,20 @@ impl Options {
 /// Filter probes of L0 tables since writes paused that, with [`Options::idle_drain`], show
 /// that lookups are paying for L0 (about 2,500 absent lookups over 4 L0 tables).
 pub const IDLE_DRAIN_PROBES: u64 = 10_000;
+
+/// Default bits per key of the range filters ([`Options::range_filter_bits`]).
+pub const DEFAULT_RANGE_BITS: f64 = 16.0;
+
+/// `bits` is 0 (no range filter) or a size the range filter builder accepts.
+pub(crate) fn check_range_bits(bits: f64) -> Result<()> {
+    use crate::filter::range::{MAX_BITS_PER_KEY as MAX, MIN_BITS_PER_KEY as MIN};
+    if bits == 0.0 || (MIN..=MAX).contains(&bits) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "range filter bits per key {bits} must be 0 (none) or from {MIN} to {MAX}"
+    )))
+}
 
 /// Default filter of a new store.
 pub const DEFAULT_FILTER: FilterKind = FilterKind::BlockedBloom;

@@ -211,7 +211,7 @@ impl Inner {
             }
             st.current.clone()
         };
-        table_sources(&version, from, to, &mut sources);
+        table_sources(&version, from, to, &self.range_counters, &mut sources);
         Scan::new(sources, start, end)
     }
 }

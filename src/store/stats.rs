@@ -81,6 +81,18 @@ pub struct Stats {
     /// Writes committed in those groups: `commit_writes ÷ commit_groups` is the mean group
     /// size.
     pub commit_writes: u64,
+    /// Range filter probes: tables whose range filter a scan (`scan`, `scan_prefix`) asked
+    /// before reading any of their blocks. This process's, since the store was opened.
+    pub range_probes: u64,
+    /// Probes that answered "no key of this table in the range": tables a scan skipped
+    /// without reading a block.
+    pub range_skipped: u64,
+    /// Probes that answered "maybe" for a table that then held no key in the range (one
+    /// block read for nothing); `range_false_positives ÷ (range_false_positives +
+    /// range_skipped)` is the observed false-positive rate on empty ranges.
+    pub range_false_positives: u64,
+    /// Bytes of the live tables' range filter files (mapped, like the point filters).
+    pub range_filter_bytes: u64,
     /// Live tables: L0 newest first, then each level in key order.
     pub tables: Vec<TableStats>,
     /// Per level, L0 first; levels without tables are included up to the deepest one that
@@ -316,6 +328,12 @@ pub struct TableStats {
     pub block_cache_misses: u64,
     /// Why the recorded filter is not in use, if it is not.
     pub filter_problem: Option<String>,
+    /// Range filter file size (0: none).
+    pub range_filter_bytes: u64,
+    /// Bits per key the range filter was built for (0: none).
+    pub range_bits_per_key: f64,
+    /// Why the recorded range filter is not in use, if it is not.
+    pub range_problem: Option<String>,
 }
 
 impl TableStats {
@@ -466,6 +484,10 @@ impl super::Inner {
             memtable_wait_micros: micros(&c.memtable_wait_ns),
             commit_groups: groups,
             commit_writes: writes,
+            range_probes: inner.range_counters.probes(),
+            range_skipped: inner.range_counters.skipped(),
+            range_false_positives: inner.range_counters.false_positives(),
+            range_filter_bytes: 0,
             tables: Vec::new(),
             levels: Vec::new(),
             lifetime: inner.lifetime_base.plus(&p),
@@ -540,6 +562,12 @@ impl super::Inner {
                     block_cache_hits: c.cache_hits(),
                     block_cache_misses: c.cache_misses(),
                     filter_problem: t.filter_problem.clone(),
+                    range_filter_bytes: t.range.as_ref().map_or(0, |f| f.bytes()),
+                    range_bits_per_key: t
+                        .range
+                        .as_ref()
+                        .map_or(0.0, |_| t.record.range.map_or(0.0, |r| r.bits_per_key)),
+                    range_problem: t.range_problem.clone(),
                 };
                 ls.tables += 1;
                 ls.keys += ts.keys;
@@ -560,6 +588,7 @@ impl super::Inner {
                 if l == 0 {
                     ls.expected_reads += ts.theoretical_fpr;
                 }
+                s.range_filter_bytes += ts.range_filter_bytes;
                 s.tables.push(ts);
             }
             if ls.keys > 0 {

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use super::{Imm, Inner, IDLE_DRAIN_PROBES};
 use crate::error::{Error, Result};
-use crate::filename::{filter_path, table_path, wal_path};
+use crate::filename::{filter_path, range_path, table_path, wal_path};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
-use crate::manifest::{Manifest, TableRecord};
-use crate::table::{write_filter_file, SortedEntries};
+use crate::manifest::{Manifest, RangeRecord, TableRecord};
+use crate::table::{write_filter_file, write_range_file, SortedEntries};
 use crate::version::{Edit, TableHandle, Version};
 
 /// A change to publish (see [`Inner::install`]).
@@ -232,14 +232,20 @@ impl Inner {
         } else {
             self.alloc_file()
         };
+        let bits = self.range_bits();
+        let range = (bits > 0.0).then(|| (self.alloc_file(), bits));
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
-        let record = self.write_table_files(table_no, filter_no, filter, &sorted, &hashes);
+        let files = (table_no, filter_no, range);
+        let record = self.write_table_files(files, filter, &sorted, &hashes);
         let record = match record {
             Ok(r) => r,
             Err(e) => {
                 let _ = self.fs.remove(&table_path(&self.dir, table_no));
                 let _ = self.fs.remove(&filter_path(&self.dir, filter_no));
+                if let Some((n, _)) = range {
+                    let _ = self.fs.remove(&range_path(&self.dir, n));
+                }
                 return Err(e);
             }
         };
@@ -278,12 +284,12 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes an L0 table and its filter (in parallel) from sorted entries; `None` when
-    /// there are no entries (no file is left behind).
+    /// Writes an L0 table, its filter and its range filter (in parallel) from sorted
+    /// entries, as file numbers `(table, filter, (range filter, its bits per key))`; `None`
+    /// when there are no entries (no file is left behind).
     fn write_table_files<E: SortedEntries + ?Sized>(
         &self,
-        table_no: u64,
-        filter_no: u64,
+        (table_no, filter_no, range): (u64, u64, Option<(u64, f64)>),
         (kind, fpr): (FilterKind, f64),
         entries: &E,
         hashes: &[u64],
@@ -293,15 +299,26 @@ impl Inner {
         }
         let tpath = table_path(&self.dir, table_no);
         let fpath = filter_path(&self.dir, filter_no);
-        let (t, f) = rayon::join(
+        let write_range = |(n, bits): (u64, f64)| -> Result<u64> {
+            let keys = (0..entries.len()).map(|i| entries.entry(i).0);
+            let block = crate::filter::range::build(keys, bits)?;
+            write_range_file(&*self.fs, &range_path(&self.dir, n), &block)
+        };
+        let (t, (f, r)) = rayon::join(
             || crate::table::write_table(&*self.fs, &tpath, entries, self.opts.compression),
-            || write_filter_file(&*self.fs, &fpath, kind, fpr, hashes),
+            || {
+                rayon::join(
+                    || write_filter_file(&*self.fs, &fpath, kind, fpr, hashes),
+                    || range.map(write_range).transpose(),
+                )
+            },
         );
-        let (meta, filter_bytes) = (t?, f?);
-        self.counters
-            .flush_bytes
-            .fetch_add(filter_bytes.unwrap_or(0), Relaxed);
-        Ok(Some(TableRecord::written(
+        let (meta, filter_bytes, range_bytes) = (t?, f?, r?);
+        self.counters.flush_bytes.fetch_add(
+            filter_bytes.unwrap_or(0) + range_bytes.unwrap_or(0),
+            Relaxed,
+        );
+        let mut record = TableRecord::written(
             0,
             table_no,
             meta,
@@ -309,7 +326,9 @@ impl Inner {
             kind,
             fpr,
             filter_bytes.is_some(),
-        )))
+        );
+        record.range = range.map(|(file, bits_per_key)| RangeRecord { file, bits_per_key });
+        Ok(Some(record))
     }
 
     /// Publishes a change: the manifest naming the new table set is made durable, then the

@@ -14,6 +14,7 @@ pub mod block;
 pub mod compress;
 mod footer;
 mod index;
+mod range_file;
 mod reader;
 mod writer;
 
@@ -27,6 +28,7 @@ pub use self::compress::Compression;
 pub use self::footer::{
     decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
 };
+pub use self::range_file::{write_range_file, MappedRangeFilter};
 pub use self::reader::Table;
 pub(crate) use self::reader::{BlockBytes, TableCursor};
 /// A store's block cache of its tables' blocks (`src/cache.rs`).

@@ -190,6 +190,8 @@ fn power_cut_at_every_sync_point_loses_nothing_acknowledged() {
             "table"
         } else if name.ends_with(".filter") {
             "filter"
+        } else if name.ends_with(".range") {
+            "range filter"
         } else if name.starts_with("MANIFEST") {
             "manifest"
         } else {
@@ -413,7 +415,7 @@ fn disk_full_during_background_flush_or_compaction() {
                 assert_eq!(source.raw_os_error(), Some(ENOSPC), "{what}: {cause}");
                 let name = p.to_string_lossy();
                 assert!(
-                    name.ends_with(".sst") || name.ends_with(".filter"),
+                    name.ends_with(".sst") || name.ends_with(".filter") || name.ends_with(".range"),
                     "{what}: {cause}"
                 );
             }

@@ -511,7 +511,7 @@ fn fixtures(target: &str) -> Vec<Vec<u8>> {
                 "table" => name.ends_with(".sst"),
                 "filter" => name.ends_with(".filter") || name.starts_with("filter-"),
                 "manifest" => name == "MANIFEST",
-                "range" => name.starts_with("range-"),
+                "range" => name.starts_with("range-") || name.ends_with(".range"),
                 "global" => name.starts_with("global-"),
                 _ => false,
             }

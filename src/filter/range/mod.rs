@@ -38,6 +38,7 @@
 
 mod build;
 mod read;
+mod select;
 
 pub use build::{build, RangeFilterBuilder};
 pub use read::RangeFilter;

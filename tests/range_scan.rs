@@ -1,0 +1,236 @@
+//! Scans with range filters: the answer never changes (against a `BTreeMap` model, over
+//! ranges of every length and keys that share long prefixes), and a table whose range filter
+//! says "empty" is skipped without a block read, as the counters show.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use common::NoSyncFs;
+use filterstore::{Options, Store};
+use proptest::prelude::*;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn small(range_bits: f64) -> Options {
+    Options {
+        memtable_bytes: 1 << 20,
+        compaction_trigger: None,
+        range_filter_bits: range_bits,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    }
+}
+
+/// Keys drawn from a few shapes: a long shared prefix then a short tail (the filter's
+/// window starts after the common prefix), short keys, keys with trailing zero bytes, and
+/// keys that are prefixes of others.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    let long = (0usize..40, prop::collection::vec(any::<u8>(), 0..4))
+        .prop_map(|(n, tail)| [vec![b'p'; n], tail].concat());
+    let short = prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', b'b', 255]), 0..4);
+    prop_oneof![long, short]
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(Vec<u8>),
+    Delete(Vec<u8>),
+    Flush,
+    Compact,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => key().prop_map(Op::Put),
+        2 => key().prop_map(Op::Delete),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+    ]
+}
+
+/// A range of every kind: empty, one key, short, long, open at either end or both.
+fn bounds() -> impl Strategy<Value = (Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let b = prop_oneof![
+        1 => Just(Bound::Unbounded),
+        3 => key().prop_map(Bound::Included),
+        3 => key().prop_map(Bound::Excluded),
+    ];
+    (b.clone(), b)
+}
+
+fn empty_or_inverted(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    use Bound::*;
+    match (lo, hi) {
+        (Included(a), Included(b)) => a > b,
+        (Included(a) | Excluded(a), Excluded(b)) | (Excluded(a), Included(b)) => a >= b,
+        _ => false,
+    }
+}
+
+fn check(store: &Store, model: &Model, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) {
+    let want: Vec<(Vec<u8>, Vec<u8>)> = if empty_or_inverted(&lo, &hi) {
+        Vec::new()
+    } else {
+        model
+            .range((lo.clone(), hi.clone()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let got: Vec<_> = store
+        .scan::<Vec<u8>>((lo.clone(), hi.clone()))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(got, want, "scan {lo:?}..{hi:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every scan and prefix scan gives the model's answer, with range filters of 4 and 16
+    /// bits per key (4: many false positives, which must cost reads, never keys).
+    #[test]
+    fn scans_agree_with_the_model(
+        ops in prop::collection::vec(op(), 1..120),
+        ranges in prop::collection::vec(bounds(), 1..40),
+        prefixes in prop::collection::vec(key(), 1..10),
+        bits in prop::sample::select(vec![4.0, 16.0]),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), small(bits)).unwrap();
+        let mut model = Model::new();
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Put(k) => {
+                    let v = format!("v{i}").into_bytes();
+                    store.put(k, &v).unwrap();
+                    model.insert(k.clone(), v);
+                }
+                Op::Delete(k) => {
+                    store.delete(k).unwrap();
+                    model.remove(k);
+                }
+                Op::Flush => store.flush().unwrap(),
+                Op::Compact => store.compact().unwrap(),
+            }
+        }
+        store.flush().unwrap();
+        for (lo, hi) in ranges {
+            check(&store, &model, lo, hi);
+        }
+        // Single keys, present and absent: [k, k] and [k, k+"\0").
+        for k in model.keys().take(20).chain(prefixes.iter()) {
+            check(&store, &model, Bound::Included(k.clone()), Bound::Included(k.clone()));
+            let next = [k.as_slice(), &[0]].concat();
+            check(&store, &model, Bound::Included(k.clone()), Bound::Excluded(next));
+        }
+        for p in &prefixes {
+            let want: Vec<_> = model
+                .iter()
+                .filter(|(k, _)| k.starts_with(p))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let got: Vec<_> = store.scan_prefix(p).collect::<Result<_, _>>().unwrap();
+            prop_assert_eq!(got, want, "prefix {:?}", p);
+        }
+        let s = store.stats();
+        prop_assert!(s.range_skipped + s.range_false_positives <= s.range_probes);
+        // Reopened: the range filters come back from the manifest.
+        drop(store);
+        let store = Store::open(dir.path(), small(0.0)).unwrap();
+        let with = store.stats().tables.iter().filter(|t| t.range_filter_bytes > 0).count();
+        prop_assert_eq!(with, store.stats().tables.len());
+        check(&store, &model, Bound::Unbounded, Bound::Unbounded);
+    }
+}
+
+/// 16-byte random keys (as the side-by-side harness's), in `tables` flushed tables.
+fn random_tables(dir: &std::path::Path, bits: f64, tables: usize, per: usize) -> Store {
+    let store = Store::open(dir, small(bits)).unwrap();
+    let mut x = 0x1234_5678_9abc_def1u64;
+    for _ in 0..tables {
+        for _ in 0..per {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Even keys are present; odd ones (the last bit flipped) are absent.
+            let k = (u128::from(x) << 64 | u128::from(x.rotate_left(29))) & !1;
+            store.put(&k.to_be_bytes(), b"value").unwrap();
+        }
+        store.flush().unwrap();
+    }
+    store
+}
+
+/// Empty scans [a, a+1) at absent keys inside every table's range: with range filters the
+/// tables are skipped (almost) without a read; without them each costs a block per table.
+#[test]
+fn empty_scans_skip_tables() {
+    let (tables, per, scans) = (4, 20_000, 2_000u64);
+    let mut reads = Vec::new();
+    for bits in [0.0, 16.0] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = random_tables(dir.path(), bits, tables, per);
+        let before = store.stats();
+        let mut x = 0x0fed_cba9_8765_4321u64;
+        for _ in 0..scans {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = (u128::from(x) << 64 | u128::from(x.rotate_left(29))) | 1;
+            let b = a + 1;
+            let n = store
+                .scan(a.to_be_bytes().as_slice()..b.to_be_bytes().as_slice())
+                .count();
+            assert_eq!(n, 0);
+        }
+        let s = store.stats();
+        let used = (s.data_block_reads + s.block_cache_hits)
+            - (before.data_block_reads + before.block_cache_hits);
+        if bits == 0.0 {
+            assert_eq!(s.range_probes, 0);
+            assert!(used >= scans * tables as u64 * 9 / 10, "{used} blocks");
+        } else {
+            // Every table reached was asked; almost all said "empty".
+            assert!(s.range_probes >= scans * tables as u64 * 9 / 10, "{s:?}");
+            assert_eq!(s.range_false_positives, s.range_probes - s.range_skipped);
+            assert_eq!(
+                used, s.range_false_positives,
+                "a false positive costs one block"
+            );
+            assert!(s.range_false_positives * 100 < s.range_probes, "{s:?}");
+            assert!(s.range_filter_bytes > 0);
+        }
+        reads.push(used);
+    }
+    assert!(reads[1] * 50 < reads[0], "{reads:?}");
+}
+
+/// A present key's one-key range is never skipped, and a range holding keys of only some
+/// tables reads the others only on a false positive.
+#[test]
+fn present_keys_are_found_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = random_tables(dir.path(), 16.0, 3, 5_000);
+    let keys: Vec<Vec<u8>> = store
+        .scan::<&[u8]>(..)
+        .map(|r| r.unwrap().0)
+        .step_by(97)
+        .collect();
+    let before = store.stats();
+    for k in &keys {
+        let got: Vec<_> = store
+            .scan(k.as_slice()..=k.as_slice())
+            .map(|r| r.unwrap().0)
+            .collect();
+        assert_eq!(got, std::slice::from_ref(k));
+    }
+    let s = store.stats();
+    let probes = s.range_probes - before.range_probes;
+    let empty = (s.range_skipped - before.range_skipped)
+        + (s.range_false_positives - before.range_false_positives);
+    // One table holds each key: it answers "maybe" and yields it; the others are empty.
+    assert_eq!(probes - empty, keys.len() as u64);
+}
