@@ -162,8 +162,9 @@ pub(crate) struct TableRun {
     cursor: Option<BlockCursor<BlockBytes>>,
     /// The cursor stands on an entry of `table`.
     ready: bool,
-    /// Where range filter probes are counted.
-    ranges: Arc<RangeCounters>,
+    /// Where range filter probes are counted; `None`: the tables' range filters are not
+    /// asked (a scan open at either end, where the key range already says all they could).
+    ranges: Option<Arc<RangeCounters>>,
 }
 
 /// Counter numbers in [`RangeCounters`].
@@ -198,10 +199,10 @@ impl TableRun {
         version: Arc<Version>,
         level: usize,
         tables: std::ops::Range<usize>,
-        ranges: &Arc<RangeCounters>,
+        ranges: Option<&Arc<RangeCounters>>,
     ) -> TableRun {
         TableRun {
-            ranges: ranges.clone(),
+            ranges: ranges.cloned(),
             version,
             level,
             table: tables.start,
@@ -278,10 +279,12 @@ impl Source for TableRun {
     /// Asks the range filter of the table it is about to open, if it has one: a "no"
     /// skips the table (pending on the next one, or done) without reading a block.
     fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
-        let Some(f) = self.handle().range.clone() else {
+        let Some(c) = &self.ranges else {
             return self.open_table(start);
         };
-        let c = &self.ranges;
+        let Some(f) = &self.handle().range else {
+            return self.open_table(start);
+        };
         c.0.add(PROBES, 1);
         if !f.may_intersect(start, end) {
             c.0.add(SKIPPED, 1);
@@ -292,7 +295,9 @@ impl Source for TableRun {
         self.open_table(start)?;
         let hit = self.ready && self.table == table && !past(self.key(), end);
         if !hit {
-            self.ranges.0.add(FALSE_POSITIVES, 1);
+            if let Some(c) = &self.ranges {
+                c.0.add(FALSE_POSITIVES, 1);
+            }
         }
         Ok(())
     }
@@ -384,7 +389,9 @@ impl Source for ScanSource {
 
 /// Appends to `sources` one per L0 table whose range reaches from `start` to `end` (newest
 /// first), then one per non-empty deeper level, from the table that holds `start`. Their
-/// range filter probes are counted in `ranges`.
+/// range filter probes are counted in `ranges`. A scan open at either end asks no range
+/// filter: of `[a, ∞)` a range filter can only say what the table's largest key already
+/// does (and the merge never opens a table whose smallest key lies past the end).
 pub(crate) fn table_sources(
     version: &Arc<Version>,
     start: Bound<&[u8]>,
@@ -397,6 +404,8 @@ pub(crate) fn table_sources(
         Bound::Excluded(s) => max <= s,
         Bound::Unbounded => false,
     };
+    let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
+    let ranges = bounded.then_some(ranges);
     let after_end = |min: &[u8]| match end {
         Bound::Included(e) => min > e,
         Bound::Excluded(e) => min >= e,
