@@ -51,7 +51,8 @@ pub use self::filters::Rebalanced;
 pub(crate) use self::open::lock_dir;
 pub use self::open::{stored_default_filter, stored_policy};
 pub use self::options::{
-    default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, IDLE_DRAIN_PROBES,
+    default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, DEFAULT_RANGE_BITS,
+    IDLE_DRAIN_PROBES,
 };
 pub use self::read::{prefix_successor, Reader, Scan};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};

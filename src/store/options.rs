@@ -106,9 +106,9 @@ pub struct Options {
     /// an eighth is stored raw. Tables already written keep their blocks as they are.
     pub compression: Compression,
     /// Bits per key of the range filter written beside each table from now on (flushes and
-    /// compactions; [`DEFAULT_RANGE_BITS`] by default, 0 for none): a scan skips a table
-    /// whose range filter says the scan's range holds none of its keys, without reading
-    /// its blocks. An empty range of ℓ key values is a false positive with probability
+    /// compactions; [`DEFAULT_RANGE_BITS`](crate::store::DEFAULT_RANGE_BITS), 16, by
+    /// default; 0 for none): a scan skips a table whose range filter says the scan's range
+    /// holds none of its keys, without reading its blocks. An empty range of ℓ key values is a false positive with probability
     /// about ℓ / 2^(bits − 2.1) per table (`docs/engine.md`, "Range filters"). Tables
     /// already written keep theirs until a compaction or `refilter_ranges` replaces them.
     pub range_filter_bits: f64,
