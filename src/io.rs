@@ -16,6 +16,14 @@ pub trait WritableFile: Send {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes everything written so far durable (fsync).
     fn sync(&mut self) -> io::Result<()>;
+    /// Reserves disk space for the file's first `len` bytes, extending it with zero bytes
+    /// where it is shorter (`fallocate(2)`, mode 0); the write position stays where it is.
+    /// `Ok(false)`: the file system cannot (nothing changed). An fsync of bytes written into
+    /// reserved space then has no block allocation or file size to record: only the data.
+    fn allocate(&mut self, len: u64) -> io::Result<bool> {
+        let _ = len;
+        Ok(false)
+    }
 }
 
 /// The write side of a file system.
@@ -63,6 +71,14 @@ impl WritableFile for RealFile {
     }
     fn sync(&mut self) -> io::Result<()> {
         self.0.sync_data()
+    }
+    fn allocate(&mut self, len: u64) -> io::Result<bool> {
+        use rustix::fs::{fallocate, FallocateFlags};
+        match fallocate(&self.0, FallocateFlags::empty(), 0, len) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -173,7 +189,7 @@ pub const EIO: i32 = 5;
 
 #[derive(Debug, Default)]
 struct FaultState {
-    data: Vec<(Vec<u8>, usize)>,
+    data: Vec<Inode>,
     names: std::collections::BTreeMap<std::path::PathBuf, usize>,
     durable: std::collections::BTreeMap<std::path::PathBuf, usize>,
     pending: Vec<DirOp>,
@@ -187,6 +203,29 @@ struct FaultState {
     dead: bool,
     fired: Option<String>,
     sync_log: Vec<std::path::PathBuf>,
+}
+
+/// One file's contents as the model knows them.
+#[derive(Debug, Default)]
+struct Inode {
+    /// The bytes written.
+    bytes: Vec<u8>,
+    /// How many of them an fsync covered.
+    synced: usize,
+    /// The length reserved by [`WritableFile::allocate`] (zeros past the bytes written)...
+    allocated: u64,
+    /// ...and as of the last fsync: a power cut leaves the file at least this long.
+    synced_allocated: u64,
+}
+
+impl Inode {
+    fn new(bytes: Vec<u8>, synced: usize) -> Inode {
+        Inode {
+            bytes,
+            synced,
+            ..Inode::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -296,7 +335,7 @@ impl FaultFs {
             if e.file_type()?.is_file() {
                 let bytes = fs::read(e.path())?;
                 let len = bytes.len();
-                s.data.push((bytes, len));
+                s.data.push(Inode::new(bytes, len));
                 let ino = s.data.len() - 1;
                 s.names.insert(e.path(), ino);
                 s.durable.insert(e.path(), ino);
@@ -412,11 +451,17 @@ impl FaultFs {
             apply_op(&mut m, op);
         }
         for (p, ino) in m {
-            let (bytes, synced) = &s.data[ino];
+            let d = &s.data[ino];
             let name = p
                 .file_name()
                 .ok_or_else(|| io::Error::other("no file name"))?;
-            fs::write(dst.join(name), &bytes[..*synced])?;
+            let mut bytes = d.bytes[..d.synced].to_vec();
+            // Reserved space the fsync made durable reads back as zeros.
+            let reserved = usize::try_from(d.synced_allocated).map_err(io::Error::other)?;
+            if reserved > bytes.len() {
+                bytes.resize(reserved, 0);
+            }
+            fs::write(dst.join(name), &bytes)?;
         }
         Ok(())
     }
@@ -434,7 +479,7 @@ impl WritableFile for FaultFile {
             Err((e, partial)) => (if partial { buf.len() / 2 } else { 0 }, Err(os_err(e))),
         };
         self.file.write_all(&buf[..n])?;
-        s.data[self.ino].0.extend_from_slice(&buf[..n]);
+        s.data[self.ino].bytes.extend_from_slice(&buf[..n]);
         r
     }
     fn sync(&mut self) -> io::Result<()> {
@@ -449,8 +494,22 @@ impl WritableFile for FaultFile {
         s.step("fsync", &self.path, true)
             .map_err(|(e, _)| os_err(e))?;
         let d = &mut s.data[self.ino];
-        d.1 = d.0.len();
+        d.synced = d.bytes.len();
+        d.synced_allocated = d.allocated;
         Ok(())
+    }
+    fn allocate(&mut self, len: u64) -> io::Result<bool> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.step("allocate", &self.path, false)
+            .map_err(|(e, _)| os_err(e))?;
+        let d = &mut s.data[self.ino];
+        if len > d.allocated.max(d.bytes.len() as u64) {
+            // The real file reads back as the store would find it: zeros past the bytes
+            // written (the write position stays).
+            self.file.set_len(len)?;
+        }
+        d.allocated = d.allocated.max(len);
+        Ok(true)
     }
 }
 
@@ -465,11 +524,11 @@ impl Fs for FaultFs {
             .open(path)?;
         let ino = match s.names.get(path) {
             Some(&ino) => {
-                s.data[ino] = (Vec::new(), 0);
+                s.data[ino] = Inode::default();
                 ino
             }
             None => {
-                s.data.push((Vec::new(), 0));
+                s.data.push(Inode::default());
                 let ino = s.data.len() - 1;
                 s.names.insert(path.to_path_buf(), ino);
                 s.pending.push(DirOp::Create(path.to_path_buf(), ino));
@@ -526,6 +585,9 @@ impl WritableFile for NoSyncFile {
     fn sync(&mut self) -> io::Result<()> {
         Ok(())
     }
+    fn allocate(&mut self, len: u64) -> io::Result<bool> {
+        self.0.allocate(len)
+    }
 }
 
 impl Fs for NoSyncFs {
@@ -546,6 +608,46 @@ impl Fs for NoSyncFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reserved space reads back as zeros past the bytes written, the write position stays,
+    /// and a power cut keeps the reservation only once an fsync covered it.
+    #[test]
+    fn allocate_reserves_zeros_that_an_fsync_makes_durable() {
+        for (fs, real) in [(&FaultFs::new() as &dyn Fs, false), (&RealFs, true)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("000001.wal");
+            let mut f = fs.create(&path).unwrap();
+            f.write_all(b"head").unwrap();
+            if !f.allocate(64).unwrap() {
+                assert!(real, "FaultFs always reserves");
+                continue; // a file system without fallocate
+            }
+            f.write_all(b"tail").unwrap();
+            let mut want = b"headtail".to_vec();
+            want.resize(64, 0);
+            assert_eq!(std::fs::read(&path).unwrap(), want);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new();
+        let path = dir.path().join("000001.wal");
+        let mut f = fs.create(&path).unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        f.write_all(b"abc").unwrap();
+        f.sync().unwrap();
+        assert!(f.allocate(32).unwrap());
+        let image = |name: &str| {
+            let img = dir.path().join(name);
+            std::fs::create_dir(&img).unwrap();
+            fs.crash_image(&img, usize::MAX).unwrap();
+            std::fs::read(img.join("000001.wal")).unwrap()
+        };
+        assert_eq!(image("before"), b"abc", "reservation not yet synced");
+        f.write_all(b"de").unwrap();
+        f.sync().unwrap();
+        let mut want = b"abcde".to_vec();
+        want.resize(32, 0);
+        assert_eq!(image("after"), want);
+    }
 
     /// The steps in their order (create, write, fsync, rename, directory fsync), each failure
     /// an error naming its file, and `MANIFEST` whole, old or new, whichever step failed.
