@@ -695,6 +695,10 @@ fn garbage_appended_to_the_logs_is_a_torn_tail_not_a_dead_store() {
     let mut tails = Vec::new();
     for (n, p) in logs.iter().enumerate() {
         let mut b = std::fs::read(p).unwrap();
+        // Without the space the log reserved after its records (zeros, the log's end).
+        let end = filterstore::wal::replay_bytes(&b, |_, _| {}).unwrap();
+        assert_eq!(end.torn_tail, None);
+        b.truncate(end.valid_len as usize);
         tails.push((
             p.file_name().unwrap().to_str().unwrap().to_string(),
             b.len(),

@@ -338,3 +338,32 @@ fn checked_in_mixed_table_decodes_and_is_reproduced() {
         "today's writer no longer reproduces table-v4-mixed.sst"
     );
 }
+
+/// `tests/fixtures/wal-v2-reserved.wal` (made from `format.md`, not by the writer): three
+/// records, then 4096 zero bytes, space reserved ahead of the records. The zeros are the
+/// log's end, not a torn tail; a byte other than zero among them makes them one.
+#[test]
+fn a_log_ending_in_reserved_zeros_replays_without_a_torn_tail() {
+    use filterstore::wal::replay_bytes;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wal-v2-reserved.wal");
+    let bytes = std::fs::read(path).unwrap();
+    let mut ops = Vec::new();
+    let end = replay_bytes(&bytes, |k, v| ops.push((k, v))).unwrap();
+    let op = |k: &str, v: Option<&str>| (k.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec()));
+    let value3 = format!("value-3-{}", "x".repeat(20));
+    assert_eq!(
+        ops,
+        [
+            op("key-1", Some("value-1")),
+            op("key-2", Some("value-2")),
+            op("key-1", None),
+            op("key-3", Some(&value3)),
+        ]
+    );
+    assert_eq!((end.records, end.valid_len, end.torn_tail), (3, 120, None));
+    assert_eq!(bytes.len(), 120 + 4096);
+    let mut torn = bytes.clone();
+    torn[120 + 4000] = 1;
+    let t = replay_bytes(&torn, |_, _| {}).unwrap().torn_tail.unwrap();
+    assert_eq!((t.offset, t.len), (120, 4096));
+}

@@ -11,8 +11,9 @@
 //! the rest of the file is then scanned for a valid record (header CRC, plausible length,
 //! payload CRC). None follows: the damage is a torn tail, dropped and reported in
 //! [`ReplayEnd::torn_tail`]. One follows: mid-log corruption, an error naming the file and the
-//! damaged record's offset. `format.md` ("Write-ahead log") has the rules and why garbage
-//! cannot pass for a record.
+//! damaged record's offset. Zeros from a record boundary to the end are space the writer
+//! reserved ahead of its records: the log's end, not a torn tail. `format.md` ("Write-ahead
+//! log") has the rules and why garbage cannot pass for a record.
 //!
 //! The files by job: `record` is one record's bytes (encode, check, decode), `resync` finds
 //! the next valid record after damage, `writer` appends records, `replay` reads a log back

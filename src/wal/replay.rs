@@ -38,6 +38,10 @@ pub struct TornTail {
 /// Decodes the WAL `bytes` (the whole file), calling `apply` for each operation in order.
 /// Offsets in errors are file offsets; the caller adds the file name.
 ///
+/// Zero bytes from a record boundary to the end of the file are space the writer reserved
+/// ahead of its records (see [`WalWriter`](super::WalWriter)): the log ends there, and
+/// nothing is torn.
+///
 /// A record that fails its checks ends the log: if no valid record (see
 /// [`record_at`](super::record_at)) starts anywhere after the damage, the damage is a torn
 /// tail, reported in [`ReplayEnd::torn_tail`]; if one does, the damage is mid-log corruption
@@ -106,6 +110,9 @@ pub fn replay_bytes(
             }
             Check::Damaged { reason, resume } => (reason, resume),
         };
+        if bytes.get(pos..).is_some_and(reserved_tail) {
+            break;
+        }
         return match next_record(bytes, resume, bytes.len()) {
             None => Ok(torn(pos as u64, records, reason)),
             Some(next) => Err(Error::corrupt(
@@ -200,6 +207,7 @@ pub fn salvage_bytes(
                 }
                 pos = end;
             }
+            Check::Damaged { .. } if bytes.get(pos..).is_some_and(reserved_tail) => break,
             Check::Damaged { reason, resume } => {
                 let next = next_record(bytes, resume.min(n), n).unwrap_or(n);
                 drop_range(&mut out, pos, next, reason.to_string());
@@ -208,6 +216,12 @@ pub fn salvage_bytes(
         }
     }
     out
+}
+
+/// True when `rest`, what follows the last record, is all zeros: space reserved ahead of
+/// the records, the log's end (zeros never pass for a record: format.md, "Write-ahead log").
+fn reserved_tail(rest: &[u8]) -> bool {
+    rest.iter().all(|&b| b == 0)
 }
 
 /// The reason of a corruption error, or the error's text.

@@ -450,3 +450,72 @@ fn disk_full_during_background_flush_or_compaction() {
          {compactions} in compactions; first refused by {refused_by:?}), {keys} key checks"
     );
 }
+
+/// A log whose appends are fsynced reserves its space ahead of its records. A power cut then
+/// leaves zeros after its last record, which reopening reads as the log's end: no torn tail,
+/// every acknowledged write there. A reservation that fails (a full disk) only stops the
+/// reserving: the writes go on, as durable as before.
+#[test]
+fn reserved_log_space_is_the_logs_end_after_a_power_cut() {
+    let tmp = crate::scratch_dir();
+    let mut failed_reservations = 0;
+    // Fault at each of the first operations of the writes: some of them are reservations.
+    for fault in [None].into_iter().chain((0..12).map(Some)) {
+        let dir = subdir(tmp.path(), "s");
+        let fs = FaultFs::new();
+        let mut o = opts(&fs, FilterKind::Bloom);
+        o.memtable_bytes = 4 << 20;
+        o.compaction_trigger = None;
+        let store = Store::open(&dir, o).unwrap();
+        if let Some(n) = fault {
+            fs.fail_at(fs.ops() + n, ENOSPC, false);
+        }
+        let mut model = Model::new();
+        let mut may = Model::new();
+        // About 250 KB of records: past the first reservations.
+        for i in 0..2000u32 {
+            let k = format!("key{i:05}").into_bytes();
+            let v = value_of(&k, 1);
+            match store.put(&k, &v) {
+                Ok(()) => model.insert(k, Some(v)),
+                Err(_) => may.insert(k, Some(v)),
+            };
+        }
+        let fired = fs.fired();
+        let reservation_failed = fired.as_deref().is_some_and(|f| f.starts_with("allocate"));
+        if reservation_failed {
+            failed_reservations += 1;
+            assert_eq!(model.len(), 2000, "a failed reservation failed a write");
+        }
+        let what = format!("fault {fault:?}: {fired:?}");
+        let img = subdir(tmp.path(), "img");
+        fs.crash_image(&img, 0).unwrap();
+        drop(store);
+        let wal: Vec<_> = std::fs::read_dir(&img)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+            .collect();
+        match &wal[..] {
+            // The fault failed the log's creation (or first write): nothing acknowledged.
+            [] => assert!(model.is_empty(), "{what}: no log"),
+            [wal] => {
+                let bytes = std::fs::read(wal).unwrap();
+                let end = filterstore::wal::replay_bytes(&bytes, |_, _| {}).unwrap();
+                assert_eq!(end.torn_tail, None, "{what}");
+                let zeros = bytes.len() as u64 - end.valid_len;
+                if fault.is_none() {
+                    assert!(zeros > 0, "{what}: no space reserved");
+                }
+                if reservation_failed {
+                    assert_eq!(zeros, 0, "{what}: reserved after the failure");
+                }
+            }
+            _ => panic!("{what}: logs {wal:?}"),
+        }
+        check_recovery(&img, &model, &may, &what);
+        let store = Store::open(&img, Options::default()).unwrap();
+        assert_eq!(store.stats().torn_tails_dropped, 0, "{what}");
+    }
+    assert!(failed_reservations >= 1, "no fault hit a reservation");
+}
