@@ -8,8 +8,8 @@
 //!                └───────── no ──► encodes its record, joins the queue, parks until its group
 //!                                  is committed, or until it is the queue's front and
 //!                                  nobody leads (then it leads); the queue's front watches
-//!                                  for the lead to come free for up to 200 µs before it
-//!                                  parks
+//!                                  for the lead to come free for up to 200 µs (while at
+//!                                  most 4 writers wait) before it parks
 //! leader ─► writer lock ─► make_room (backpressure, memtable switch: the leader waits for
 //!           the group) ─► takes the queue's front into its group (1 MiB of records, or the
 //!           first record + 128 KiB when that is small) ─► one log write of every record, one
@@ -59,14 +59,19 @@ const SMALL_RECORD_BYTES: usize = 128 << 10;
 /// `WriteThread` waits the same way (`enable_write_thread_adaptive_yield`).
 const FRONT_WATCH: Duration = Duration::from_micros(200);
 
-/// Waits, yielding, until nobody leads (`true`) or [`FRONT_WATCH`] has passed (`false`).
-fn watch_for_lead(leading: &AtomicBool) -> bool {
+/// The front stops watching once more writers than this wait: they need the cores to get
+/// to the queue, and their group is large enough that one wake-up more costs little.
+const WATCH_MAX_WAITING: usize = 4;
+
+/// Waits, yielding, until nobody leads (`true`), or [`FRONT_WATCH`] has passed or more than
+/// [`WATCH_MAX_WAITING`] writers wait (`false`).
+fn watch_for_lead(leading: &AtomicBool, waiting: &AtomicUsize) -> bool {
     let end = Instant::now() + FRONT_WATCH;
     loop {
         if !leading.load(SeqCst) {
             return true;
         }
-        if Instant::now() >= end {
+        if Instant::now() >= end || waiting.load(Relaxed) > WATCH_MAX_WAITING {
             return false;
         }
         std::thread::yield_now();
@@ -213,7 +218,7 @@ impl Inner {
             drop(q);
             // The next leader watches for the lead to come free rather than wait to be
             // woken (a wake-up costs a scheduler round trip per group).
-            if front && watch_for_lead(&c.leading) {
+            if front && watch_for_lead(&c.leading, &c.waiting) {
                 continue;
             }
             // Woken by the leader that committed this write, or by the one that left this
