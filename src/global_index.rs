@@ -4,7 +4,7 @@
 //! their keys when a store opens, kept up to date by flushes (insert), compactions and
 //! trivial moves (the new run's entries added before the install, the old runs' removed
 //! after it), and grown by building a larger one from the tables' keys again
-//! (`store/global.rs` does all of that; `version.rs` reads through it). See
+//! (`store/global.rs` does all of that; `version/` reads through it). See
 //! `docs/global-filter.md`.
 //!
 //! [`FilterKind::Global`]: crate::filter::FilterKind::Global
@@ -152,4 +152,28 @@ pub(crate) fn table_hashes(table: &Arc<Table>) -> Result<Vec<u64>> {
         c.advance()?;
     }
     Ok(hashes)
+}
+
+/// The global filter's size and what its lookups did (see [`Stats::global_filter`](crate::Stats::global_filter)).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct GlobalFilterStats {
+    /// Its layout (`fixed16`).
+    pub layout: &'static str,
+    /// Bytes it takes in memory: table, sequence words, stash.
+    pub memory_bytes: u64,
+    /// Entries it holds: one per version of a key in a table.
+    pub entries: u64,
+    /// Entries it was sized for; a larger one is built from the tables' keys past that.
+    pub capacity: u64,
+    /// Buckets of its table (four entries each; format.md, "Global filter").
+    pub buckets: u64,
+    /// Entries in its stash (no bucket pair had room).
+    pub stashed: u64,
+    /// Lookups that probed it (this process's).
+    pub probes: u64,
+    /// Cache lines of its table those probes read.
+    pub lines_touched: u64,
+    /// The false-positive rate its fingerprints give per probe, in theory.
+    pub theoretical_fpr: f64,
 }

@@ -7,7 +7,7 @@
 //!   target, `l1_bytes × ratio^(n−1)`. The last level never scores (it has no level
 //!   below). The highest score ≥ 1 is compacted; on a tie the upper level goes first.
 //! - **L0 → L1** takes every L0 table and the L1 tables their key range overlaps (taking all
-//!   of L0 is what keeps "newest wins" true without sequence numbers; see `version.rs`).
+//!   of L0 is what keeps "newest wins" true without sequence numbers; see `version/mod.rs`).
 //! - **Ln → Ln+1** takes one Ln table, the first whose smallest key lies past the level's
 //!   cursor (the largest key of the table its previous compaction took; round robin, back
 //!   to the first table at the end), and the Ln+1 tables it overlaps.

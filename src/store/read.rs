@@ -1,5 +1,5 @@
 //! The read path: point lookups (memtable, immutable memtable, then the table set of
-//! `version.rs`), long-lived [`Reader`]s, and the start of range scans (`scan.rs`).
+//! `version/`), long-lived [`Reader`]s, and the start of range scans (`scan.rs`).
 
 use std::cell::RefCell;
 use std::ops::{Bound, RangeBounds};

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::Store;
 use crate::filter::FilterKind;
+pub use crate::global_index::GlobalFilterStats;
 use crate::lifetime::Lifetime;
 use crate::verify::Warning;
 use crate::version::Version;
@@ -118,30 +119,6 @@ pub struct Stats {
     /// the `filter_positives`, and each of those that did not hold the key one of the
     /// `false_positives`.
     pub global_filter: Option<GlobalFilterStats>,
-}
-
-/// The global filter's size and what its lookups did (see [`Stats::global_filter`]).
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct GlobalFilterStats {
-    /// Its layout (`fixed16`).
-    pub layout: &'static str,
-    /// Bytes it takes in memory: table, sequence words, stash.
-    pub memory_bytes: u64,
-    /// Entries it holds: one per version of a key in a table.
-    pub entries: u64,
-    /// Entries it was sized for; a larger one is built from the tables' keys past that.
-    pub capacity: u64,
-    /// Buckets of its table (four entries each; format.md, "Global filter").
-    pub buckets: u64,
-    /// Entries in its stash (no bucket pair had room).
-    pub stashed: u64,
-    /// Lookups that probed it (this process's).
-    pub probes: u64,
-    /// Cache lines of its table those probes read.
-    pub lines_touched: u64,
-    /// The false-positive rate its fingerprints give per probe, in theory.
-    pub theoretical_fpr: f64,
 }
 
 /// The observed false-positive rate of filters that answered "maybe" `false_positives`
