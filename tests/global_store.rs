@@ -213,6 +213,7 @@ fn refilter_switches_to_the_global_filter_and_back_without_rewriting_data() {
     let s = store.stats();
     assert!(s.global_filter.is_some());
     assert!(s.tables.iter().all(|t| t.filter_bytes == 0));
+    assert!(s.tables.iter().all(|t| t.filter_kind == FilterKind::Global));
     check_all(&store, &model, 2000);
     assert!(store.check_global_filter().unwrap().is_some());
     // Writes go on under the global filter, and a reopen keeps it.
@@ -232,6 +233,7 @@ fn refilter_switches_to_the_global_filter_and_back_without_rewriting_data() {
     let s = store.stats();
     assert!(s.global_filter.is_none());
     assert!(s.tables.iter().all(|t| t.filter_bytes > 0));
+    assert!(s.tables.iter().all(|t| t.filter_kind == FilterKind::Bloom));
     check_all(&store, &model, 2500);
     assert_eq!(store.check_global_filter().unwrap(), None);
 }

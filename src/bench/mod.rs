@@ -226,6 +226,15 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
     for &f in &cfg.fprs {
         crate::filter::check_fpr(f)?;
     }
+    if cfg.kinds.contains(&FilterKind::Global) {
+        // This bench refilters one store's tables kind by kind; the global filter is not a
+        // per-table kind.
+        return Err(Error::InvalidArgument(
+            "global is one filter for the whole store, not a per-table kind: compare it with \
+             `store bench engine --compare-global`"
+                .into(),
+        ));
+    }
     if cfg.cold && cfg.mmap_reads {
         // posix_fadvise cannot evict pages a process has mapped, so the "cold" reads would
         // be served from memory.
@@ -535,6 +544,18 @@ mod tests {
         let mut lines = 0;
         let err = run(&cfg, &mut |_| lines += 1).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert_eq!(lines, 0, "refused before any work");
+    }
+
+    #[test]
+    fn the_global_filter_is_refused_as_a_per_table_kind() {
+        let cfg = BenchConfig {
+            kinds: vec![FilterKind::Bloom, FilterKind::Global],
+            ..BenchConfig::default()
+        };
+        let mut lines = 0;
+        let err = run(&cfg, &mut |_| lines += 1).unwrap_err();
+        assert!(err.to_string().contains("--compare-global"), "{err}");
         assert_eq!(lines, 0, "refused before any work");
     }
 }

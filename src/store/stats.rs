@@ -262,7 +262,8 @@ pub struct TableStats {
     pub number: u64,
     /// Its level.
     pub level: u32,
-    /// Filter kind in use (`none` when absent or damaged).
+    /// Filter kind in use: `global` for every table of a store with the global filter,
+    /// `none` when the table's own filter is absent or damaged.
     pub filter_kind: FilterKind,
     /// Target false-positive rate.
     pub target_fpr: f64,
@@ -498,6 +499,8 @@ impl super::Inner {
             }),
         };
         let shape = inner.opts.shape();
+        // A global store's tables are fronted by the one global filter, not their own.
+        let global = version.global().is_some();
         let deepest = version
             .levels()
             .iter()
@@ -516,6 +519,8 @@ impl super::Inner {
                     level: l as u32,
                     filter_kind: if t.filter.is_some() {
                         t.record.filter_kind
+                    } else if global {
+                        FilterKind::Global
                     } else {
                         FilterKind::None
                     },
