@@ -48,7 +48,10 @@ fn main() -> filterstore::Result<()> {
             dicts.push((format!("disk, {kind} at {eps}"), d));
         }
     }
-    let readers: Vec<_> = dicts.iter().map(|(_, d)| d.reader()).collect();
+    let readers = dicts
+        .iter()
+        .map(|(_, d)| d.reader())
+        .collect::<filterstore::Result<Vec<_>>>()?;
     let mut runs: Vec<(&str, &dyn ExceptionLookup)> = vec![("memory", &memory)];
     for ((name, _), r) in dicts.iter().zip(&readers) {
         runs.push((name, r));

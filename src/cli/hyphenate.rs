@@ -92,7 +92,7 @@ impl Run for Hyphenate {
             _ => Box::new(BufReader::new(io::stdin().lock())),
         };
         let before = dict.stats();
-        let reader = dict.reader();
+        let reader = dict.reader()?;
         let start = Instant::now();
         let mut out = stdout();
         let (mut words, mut lookups, mut exceptions) = (0u64, 0u64, 0u64);

@@ -12,7 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use super::exceptions::{parse_exceptions, ExceptionLookup, MemoryExceptions};
-use crate::{Error, FilterKind, Options, Reader, Result, Stats, Store, SyncPolicy, WriteBatch};
+use crate::{
+    Error, FilterKind, Options, PinnedReader, Reader, Result, Stats, Store, SyncPolicy, WriteBatch,
+};
 
 /// The reserved key holding the digest of the exception sources (never a word).
 pub const DIGEST_KEY: &[u8] = b"#sources-digest";
@@ -235,10 +237,12 @@ impl ExceptionDict {
         &self.store
     }
 
-    /// A lookup source for one thread that skips the store's lock per word (see
-    /// [`Store::reader`]); use it for a run of many words.
-    pub fn reader(&self) -> Reader<'_> {
-        self.store.reader()
+    /// A lookup source for one thread pinned to the dictionary's tables (see
+    /// [`Store::pinned_reader`]): no lock, no check of the store's state and no memtable
+    /// per word, the one table of a built dictionary asked directly; use it for a run of
+    /// many words. Writes made to the store after this call are not seen by it.
+    pub fn reader(&self) -> Result<PinnedReader<'_>> {
+        self.store.pinned_reader()
     }
 
     /// The store's counters (diff two snapshots for per-run figures).
@@ -256,6 +260,14 @@ impl ExceptionLookup for ExceptionDict {
 
 impl ExceptionLookup for Reader<'_> {
     /// One [`Reader::get_with_hash`] with the hyphenator's hash.
+    fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(lower_word, hash)
+    }
+}
+
+impl ExceptionLookup for PinnedReader<'_> {
+    /// One [`PinnedReader::get_with_hash`] with the hyphenator's hash.
+    #[inline]
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.get_with_hash(lower_word, hash)
     }

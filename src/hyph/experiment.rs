@@ -292,7 +292,7 @@ fn measure_disk(
     let dict = ExceptionDict::open_with(dir, wanted, digest, Some(kind), Some(eps))?;
     s.build_secs = t.elapsed().as_secs_f64();
     let before = dict.stats();
-    hyphenate_all(h, words, &dict.reader(), &mut s)?;
+    hyphenate_all(h, words, &dict.reader()?, &mut s)?;
     (s.filter_negatives, s.false_positives, s.block_reads) = diff(&before, &dict.stats());
     drop(dict);
     std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;

@@ -54,7 +54,7 @@ pub use self::options::{
     default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, DEFAULT_RANGE_BITS,
     IDLE_DRAIN_PROBES,
 };
-pub use self::read::{prefix_successor, Reader, Scan};
+pub use self::read::{prefix_successor, PinnedReader, Reader, Scan};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;

@@ -85,6 +85,54 @@ impl Store {
         }
     }
 
+    /// A read-only reader pinned to the store's tables as they are now: the memtables are
+    /// flushed first when they hold entries (so every write that completed before this call
+    /// is seen), then the table set is taken once and kept. Lookups see exactly that set:
+    /// later writes, flushes and compactions are not seen (the pinned tables stay readable
+    /// until the reader is dropped). Meant for stores that are no longer written, such as
+    /// the hyphenation dictionary: a lookup takes no lock and makes no check of the store's
+    /// state, and a store of one table (a dictionary after its flush) is asked directly,
+    /// its filter first. A filter's "maybe" still reads the table's block (through the block
+    /// cache), and every lookup is counted in [`Stats`](super::Stats) as a [`get`](Self::get)
+    /// would be.
+    ///
+    /// With the global filter ([`FilterKind::Global`](crate::FilterKind::Global)) nothing is
+    /// pinned: that filter follows the store as it changes, so the reader looks up as a
+    /// [`Reader`] does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put(b"apple", b"red")?;
+    /// let pinned = store.pinned_reader()?; // flushes "apple" into a table
+    /// store.put(b"pear", b"green")?;       // after the pin: not seen
+    /// assert_eq!(pinned.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(pinned.get(b"pear")?, None);
+    /// assert_eq!(store.get(b"pear")?, Some(b"green".to_vec()));
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn pinned_reader(&self) -> Result<PinnedReader<'_>> {
+        let inner = &*self.inner;
+        let pending = {
+            let st = inner.read_state();
+            !st.mem.is_empty() || st.imm.is_some()
+        };
+        if pending {
+            self.flush()?;
+        }
+        // After the flush the table set holds every write made before this call.
+        let version = inner.read_state().current.clone();
+        let pin = if version.global().is_some() {
+            Pin::Follow(self.reader())
+        } else {
+            match version.single_table() {
+                Some(t) => Pin::One(t.clone()),
+                None => Pin::Tables(version),
+            }
+        };
+        Ok(PinnedReader { store: self, pin })
+    }
+
     /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden,
     /// as the store was when the scan started: writes made after that are not seen, and
     /// flushes and compactions under the scan do not disturb it. Entries are read as the
@@ -341,6 +389,54 @@ impl Reader<'_> {
             version: st.current.clone(),
             tables_only: st.mem.is_empty() && st.imm.is_none(),
         });
+    }
+}
+
+/// A reader pinned to one table set (see [`Store::pinned_reader`]).
+pub struct PinnedReader<'s> {
+    store: &'s Store,
+    pin: Pin<'s>,
+}
+
+enum Pin<'s> {
+    /// The table set holds one table: it is asked directly.
+    One(Arc<crate::version::TableHandle>),
+    /// Any other table set.
+    Tables(Arc<Version>),
+    /// The store has a global filter: lookups follow the store.
+    Follow(Reader<'s>),
+}
+
+impl std::fmt::Debug for PinnedReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedReader")
+            .field("dir", &self.store.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PinnedReader<'_> {
+    /// Looks `key` up in the pinned tables (see [`Store::pinned_reader`]).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_hash(key, key_hash(key))
+    }
+
+    /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
+    /// [`Store::get_with_hash`]).
+    #[inline]
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        let counters = &self.store.inner.counters;
+        match &self.pin {
+            Pin::One(t) => {
+                counters.lookups.add(0, 1);
+                t.get(key, hash)
+            }
+            Pin::Tables(v) => {
+                counters.lookups.add(0, 1);
+                v.get(key, hash)
+            }
+            Pin::Follow(r) => r.get_with_hash(key, hash),
+        }
     }
 }
 

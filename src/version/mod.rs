@@ -190,6 +190,19 @@ impl TableHandle {
         &self.table.meta.max_key
     }
 
+    /// Looks `key` up in this table alone, as [`Version::get`] does for a version of this
+    /// one table: the key range, then the filter, then (on "maybe") the table's block.
+    #[inline]
+    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        if !self.in_range(key, prefix8(key)) {
+            return Ok(None);
+        }
+        match self.probe(key, hash)? {
+            Probe::Found(v) => Ok(v),
+            Probe::Skip => Ok(None),
+        }
+    }
+
     /// Asks the filter, then (on "maybe") the table. The caller checked the key range.
     /// Inlined up to the filter's answer: most probes end there.
     #[inline]
@@ -372,6 +385,15 @@ impl Version {
     /// The global filter lookups go through, if any.
     pub(crate) fn global(&self) -> Option<&Arc<GlobalIndex>> {
         self.global.as_ref()
+    }
+
+    /// The one table of a version that holds exactly one.
+    pub(crate) fn single_table(&self) -> Option<&Arc<TableHandle>> {
+        let mut tables = self.tables();
+        match (tables.next(), tables.next()) {
+            (Some(t), None) => Some(t),
+            _ => None,
+        }
     }
 
     /// Looks `key` up through the global filter: one probe names the runs that may hold
