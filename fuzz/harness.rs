@@ -16,8 +16,12 @@
 //! - range: a range filter that stores no value answers "no" to every range.
 //! - global filter: an accepted filter answers queries, accepts updates, and re-encodes to
 //!   bytes that decode to the same encoding.
-//! - compressed block: an accepted one decodes to at most `LZ4_MAX_RATIO` times its payload
-//!   and at most `MAX_BLOCK_LEN` bytes; an error is a corruption at an offset inside it.
+//! - compressed block: an accepted one decodes to at most `LZ4_MAX_RATIO` (LZ4) or
+//!   `ZSTD_MAX_RATIO` (zstd) times its payload and at most `MAX_BLOCK_LEN` bytes, a zstd one
+//!   to at most what its frame's headers allow; an error is a corruption at an offset inside
+//!   it (or, for zstd in a build without the feature, unsupported there).
+//! - zstd frame: the bound read from a frame's headers is at most `ZSTD_MAX_RATIO` times its
+//!   bytes, and a frame the library decodes never yields more than that bound.
 //!
 //! Checked-in inputs: `fuzz/corpus/<target>/` (seeds, and any input that once failed).
 #![allow(dead_code)] // each cargo-fuzz target uses one function
@@ -29,14 +33,14 @@ use filterstore::filter::range::RangeFilter;
 use filterstore::filter::Filter;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
-use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN};
+use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN, ZSTD_MAX_RATIO};
 use filterstore::table::{Table, TableCounters};
 use filterstore::wal::replay_bytes;
 use filterstore::Error;
 use filterstore::FilterPolicy;
 
 /// Input names, as the cargo-fuzz targets and corpus directories are named.
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "wal",
     "block",
     "table",
@@ -45,6 +49,7 @@ pub const TARGETS: [&str; 8] = [
     "range",
     "global",
     "compressed",
+    "zstd",
 ];
 
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -142,17 +147,30 @@ pub fn block(data: &[u8]) -> bool {
 }
 
 /// The bytes of a table-format-4 data block without its CRC (payload, then the codec tag):
-/// decompressed when the tag says LZ4, then read as a block (as `block` does).
+/// decompressed when the tag says LZ4 or zstd, then read as a block (as `block` does).
 pub fn compressed(data: &[u8]) -> bool {
     let mut buf = Vec::new();
+    let ratio = match data.last() {
+        Some(2) => ZSTD_MAX_RATIO,
+        _ => LZ4_MAX_RATIO,
+    };
     match compress::decode(data, 0, &mut buf) {
         Ok(raw) => {
             let payload = data.len().saturating_sub(1);
             assert!(
-                raw.len() <= MAX_BLOCK_LEN && raw.len() <= payload.max(1) * LZ4_MAX_RATIO,
+                raw.len() <= MAX_BLOCK_LEN && raw.len() <= payload.max(1) * ratio,
                 "{} bytes decompressed from a {payload}-byte payload",
                 raw.len()
             );
+            if data.last() == Some(&2) {
+                let frame = data.get(4..payload).unwrap_or_default();
+                let bound = compress::zstd_frame_bound(frame);
+                assert!(
+                    bound.is_some_and(|b| raw.len() <= b),
+                    "{} bytes decompressed from a zstd frame bounded at {bound:?}",
+                    raw.len()
+                );
+            }
             if let Ok(b) = Block::new(raw, 0) {
                 for e in b.iter().take(100_000) {
                     if e.is_err() {
@@ -163,11 +181,47 @@ pub fn compressed(data: &[u8]) -> bool {
             true
         }
         Err(Error::Corruption { offset, .. }) if offset <= data.len() as u64 => false,
+        // A zstd block in a build without the `zstd` feature.
+        Err(Error::Unsupported { offset, .. })
+            if offset <= data.len() as u64 && data.last() == Some(&2) =>
+        {
+            false
+        }
         Err(e) => panic!(
             "a {}-byte block: not a corruption inside it: {e:?}",
             data.len()
         ),
     }
+}
+
+/// A zstd frame (the body of a codec-2 block without its length): accepted when its headers
+/// give a bound; then, with the `zstd` feature, the frame decoded through the block decoder
+/// under claims around that bound.
+pub fn zstd(data: &[u8]) -> bool {
+    let Some(bound) = compress::zstd_frame_bound(data) else {
+        return false;
+    };
+    assert!(
+        bound <= data.len() * ZSTD_MAX_RATIO,
+        "a {}-byte frame bounded at {bound}",
+        data.len()
+    );
+    let mut buf = Vec::new();
+    for claim in [1, bound / 2, bound, bound + 1]
+        .into_iter()
+        .filter(|&c| (1..=MAX_BLOCK_LEN).contains(&c) && c <= u32::MAX as usize)
+    {
+        let mut block = (claim as u32).to_le_bytes().to_vec();
+        block.extend_from_slice(data);
+        block.push(2);
+        match compress::decode(&block, 0, &mut buf) {
+            Ok(raw) => assert!(raw.len() == claim && claim <= bound, "{claim} of {bound}"),
+            Err(Error::Corruption { offset, .. } | Error::Unsupported { offset, .. })
+                if offset <= block.len() as u64 => {}
+            Err(e) => panic!("a {}-byte frame: {e:?}", data.len()),
+        }
+    }
+    true
 }
 
 /// A table file: written to `path`, opened both ways (positioned reads and a map), every

@@ -33,6 +33,18 @@ pub enum Error {
         /// For a failed checksum: the value stored on disk and the one computed.
         checksum: Option<ChecksumMismatch>,
     },
+    /// Bytes on disk use a feature this build of the library does not include (a data
+    /// block compressed with zstd, read by a build without the `zstd` feature). Not
+    /// [`Error::Corruption`]: the bytes may be sound, and `repair` leaves such files alone.
+    #[error("unsupported in {}: offset {offset}: {reason}", file.display())]
+    Unsupported {
+        /// The file holding the bytes.
+        file: PathBuf,
+        /// Byte offset of what is not supported inside `file`.
+        offset: u64,
+        /// What is not supported, and what would read it.
+        reason: String,
+    },
     /// Another handle (in this or another process) holds the store's lock.
     #[error("store at {} is locked by another process or handle", .0.display())]
     Locked(PathBuf),
@@ -135,6 +147,11 @@ impl Error {
                 reason,
                 checksum,
             },
+            Error::Unsupported { offset, reason, .. } => Error::Unsupported {
+                file: file.into(),
+                offset: offset + base,
+                reason,
+            },
             Error::Io { path: None, source } => Error::Io {
                 path: Some(file.into()),
                 source,
@@ -172,6 +189,15 @@ impl Error {
                 offset: *offset,
                 reason: reason.clone(),
                 checksum: *checksum,
+            },
+            Error::Unsupported {
+                file,
+                offset,
+                reason,
+            } => Error::Unsupported {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
             },
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),

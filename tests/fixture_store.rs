@@ -11,8 +11,10 @@
 //! `store-v4/` (also table format 3: no codec bytes, page-aligned blocks), `store-v3/` (also
 //! table format 2), `store-v2/` (also manifest version 1, both tables in L0) and `store-v1/`
 //! (also table format 1, blocks back to back). `tests/fixtures/table-v4-mixed.sst` is one
-//! table of format 4 holding both raw and LZ4 blocks; it decodes to known entries and today's
-//! writer reproduces it byte for byte.
+//! table of format 4 holding both raw and LZ4 blocks, `table-v4-zstd.sst` the same entries
+//! with zstd blocks (codec 2); each decodes to known entries and today's writer reproduces it
+//! byte for byte (the zstd one in builds with the `zstd` feature; without it, its zstd blocks
+//! are an error naming the file).
 //!
 //! Regenerate the current ones (only after a deliberate format change, with `format.md`
 //! updated in the same commit): `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test
@@ -337,6 +339,79 @@ fn checked_in_mixed_table_decodes_and_is_reproduced() {
         std::fs::read(&fresh).unwrap() == bytes,
         "today's writer no longer reproduces table-v4-mixed.sst"
     );
+}
+
+/// `tests/fixtures/table-v4-zstd.sst`: the entries of [`mixed_entries`] written with zstd
+/// (codec 2), so that the compressible blocks are stored zstd-compressed and the others raw.
+/// With the `zstd` feature it decodes to those entries and today's writer reproduces it byte
+/// for byte.
+#[cfg(feature = "zstd")]
+#[test]
+fn checked_in_zstd_table_decodes_and_is_reproduced() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/table-v4-zstd.sst");
+    let want = mixed_entries();
+    let view: Vec<(&[u8], Option<&[u8]>)> = want
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_deref()))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let fresh = tmp.path().join("000001.sst");
+    write_table(&RealFs, &fresh, view.as_slice(), Compression::Zstd).unwrap();
+    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
+        std::fs::copy(&fresh, &path).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    for mmap_reads in [false, true] {
+        let t = Table::open(&path, mmap_reads).unwrap();
+        let codecs: Vec<u8> = (0..t.block_count())
+            .map(|i| {
+                let (offset, len) = t.block_span(i).unwrap();
+                bytes[(offset + len as u64 - 1) as usize]
+            })
+            .collect();
+        assert!(codecs.contains(&0) && codecs.contains(&2), "{codecs:?}");
+        assert!(codecs.iter().all(|&c| c == 0 || c == 2), "{codecs:?}");
+        let c = TableCounters::default();
+        let all: Vec<_> = (0..t.block_count())
+            .flat_map(|i| t.block_entries(i, &c).unwrap())
+            .collect();
+        assert!(all == want, "the fixture decodes to other entries");
+        for (k, v) in &want {
+            assert_eq!(t.get(k, &c).unwrap(), Some(v.clone()));
+        }
+        assert!(t.meta.stored_data_bytes < t.meta.data_bytes);
+    }
+    assert!(
+        std::fs::read(&fresh).unwrap() == bytes,
+        "today's writer no longer reproduces table-v4-zstd.sst"
+    );
+}
+
+/// Without the `zstd` feature the same fixture opens, its raw blocks read, and a lookup in
+/// a zstd block is an [`filterstore::Error::Unsupported`] naming the file and the block.
+#[cfg(not(feature = "zstd"))]
+#[test]
+fn a_zstd_table_without_the_feature_is_an_error_naming_the_file() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/table-v4-zstd.sst");
+    let t = Table::open(&path, false).unwrap();
+    let c = TableCounters::default();
+    let (mut raw, mut unsupported) = (0, 0);
+    for (k, v) in mixed_entries() {
+        match t.get(&k, &c) {
+            Ok(got) => {
+                assert_eq!(got, Some(v));
+                raw += 1;
+            }
+            Err(e @ filterstore::Error::Unsupported { .. }) => {
+                let shown = e.to_string();
+                assert!(shown.contains("table-v4-zstd.sst"), "{shown}");
+                assert!(shown.contains("`zstd` feature"), "{shown}");
+                unsupported += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(raw > 0 && unsupported > 0, "{raw} {unsupported}");
 }
 
 /// `tests/fixtures/wal-v2-reserved.wal` (made from `format.md`, not by the writer): three

@@ -32,7 +32,7 @@ fn a_pinned_reader_sees_the_store_as_it_was_made() {
         let mut step = |store: &Store, model: &mut BTreeMap<Vec<u8>, Vec<u8>>| {
             x = filterstore::hash::mix64(x);
             let k = key(x);
-            if x % 5 == 0 {
+            if x.is_multiple_of(5) {
                 store.delete(&k).unwrap();
                 model.remove(&k);
             } else {

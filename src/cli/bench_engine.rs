@@ -31,7 +31,7 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// and present lookups after a reopen: ns per lookup, filter probes and block reads per
 /// lookup.
 ///
-/// With --compression none,lz4 the whole run (load, reopen, lookups) is made once per choice,
+/// With --compression none,lz4,zstd the whole run (load, reopen, lookups) is made once per choice,
 /// each into a fresh store, and a last line compares them: disk bytes and present-get time
 /// against the first choice. --value-compressibility makes values compressible the way
 /// db_bench's compression_ratio does (random printable bytes, repeated).
@@ -57,7 +57,8 @@ pub struct BenchEngine {
     /// --compression_ratio is 1 − C: 0.5 is half-compressible)
     #[arg(long, default_value_t = 0.0, value_parser = parse_compressibility)]
     value_compressibility: f64,
-    /// Block compression of the tables: a comma-separated list of none and lz4, one run each
+    /// Block compression of the tables: a comma-separated list of none, lz4 and zstd, one
+    /// run each
     /// [default: the library's, lz4]
     #[arg(long, value_delimiter = ',', value_parser = super::parse_compression)]
     compression: Vec<Compression>,

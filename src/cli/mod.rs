@@ -59,9 +59,10 @@ existing store these options apply to the tables sealed by this command (flush, 
 a memtable that fills up during load), --filter and --fpr under the store's recorded \
 allocation; only refilter records a new policy. `store stats` shows the one in force.
 
---compression none|lz4, given before the command, chooses how the data blocks of the tables \
-this command writes are compressed (lz4 unless told otherwise; a block that does not shrink \
-by an eighth is stored raw); tables already written keep theirs.
+--compression none|lz4|zstd, given before the command, chooses how the data blocks of the \
+tables this command writes are compressed (lz4 unless told otherwise; zstd stores fewer bytes \
+and decodes more slowly, and needs a build with the `zstd` feature, on by default; a block \
+that does not shrink by an eighth is stored raw); tables already written keep theirs.
 
 Range filters: each table written gets a range filter of --range-bits B bits per key (16 \
 unless told otherwise; 0 for none), which `scan` asks before reading any of the table's \
@@ -122,8 +123,8 @@ pub struct Global {
     /// [default: the store's; uniform for a new store; monkey with --bits-per-key]
     #[arg(long, global = true, value_name = "HOW", value_parser = parse_allocation)]
     pub allocation: Option<Allocation>,
-    /// Block compression of the tables this command writes (flushes, compactions): none or
-    /// lz4 [default: lz4]. Before the command only (`export --compression` is the Parquet
+    /// Block compression of the tables this command writes (flushes, compactions): none,
+    /// lz4 or zstd [default: lz4]. Before the command only (`export --compression` is the Parquet
     /// files' codec)
     #[arg(long, value_name = "HOW", value_parser = parse_compression)]
     pub compression: Option<Compression>,
@@ -203,10 +204,15 @@ pub(crate) fn parse_filter(s: &str) -> Result<FilterKind, String> {
 }
 
 pub(crate) fn parse_compression(s: &str) -> Result<Compression, String> {
-    s.parse::<Compression>().map_err(|_| {
+    let c = s.parse::<Compression>().map_err(|_| {
         let valid: Vec<&str> = Compression::ALL.iter().map(|c| c.name()).collect();
         format!("unknown compression; valid choices: {}", valid.join(", "))
-    })
+    })?;
+    c.check_available().map_err(|e| match e {
+        filterstore::Error::InvalidArgument(why) => why,
+        other => other.to_string(),
+    })?;
+    Ok(c)
 }
 
 pub(crate) fn parse_fpr(s: &str) -> Result<f64, String> {

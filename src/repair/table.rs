@@ -20,13 +20,16 @@ struct Salvaged {
 }
 
 impl Repair<'_> {
-    /// Reads every block of the table at `path`: the entries of the good ones.
-    fn read_table(&mut self, path: &Path) -> Option<Salvaged> {
+    /// Reads every block of the table at `path`: the entries of the good ones (`None`: the
+    /// table does not open). A block this build cannot read (compressed with a codec it
+    /// does not include) stops the repair with that error: its bytes may be sound, and
+    /// salvaging around it would drop them.
+    fn read_table(&mut self, path: &Path) -> Result<Option<Salvaged>> {
         let table = match Table::open(path, false) {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 self.drop_err(path, &e);
-                return None;
+                return Ok(None);
             }
         };
         let counters = TableCounters::default();
@@ -86,6 +89,7 @@ impl Repair<'_> {
                     }
                     out.entries.extend(block);
                 }
+                Err(e @ Error::Unsupported { .. }) => return Err(e),
                 Err(e) => {
                     out.damaged = true;
                     let why = match &e {
@@ -117,7 +121,7 @@ impl Repair<'_> {
             );
             out.damaged = true;
         }
-        Some(out)
+        Ok(Some(out))
     }
 
     /// Keeps, rewrites or loses one table; the record for the new manifest, if any.
@@ -137,7 +141,7 @@ impl Repair<'_> {
             self.keep_range(range_file.as_deref(), false)?;
             return Ok(None);
         }
-        let Some(s) = self.read_table(&path) else {
+        let Some(s) = self.read_table(&path)? else {
             self.lose(&path)?;
             if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
                 self.lose(&filter_path(dir, c.filter_file))?;

@@ -103,7 +103,8 @@ pub struct Options {
     pub block_cache_bytes: usize,
     /// How the data blocks of tables written from now on (flushes and compactions) are
     /// compressed. [`Compression::Lz4`] by default: a block that does not shrink by at least
-    /// an eighth is stored raw. Tables already written keep their blocks as they are.
+    /// an eighth is stored raw. [`Compression::Zstd`] needs the `zstd` feature (without it,
+    /// `open` refuses it). Tables already written keep their blocks as they are.
     pub compression: Compression,
     /// Bits per key of the range filter written beside each table from now on (flushes and
     /// compactions; [`DEFAULT_RANGE_BITS`](crate::store::DEFAULT_RANGE_BITS), 16, by
@@ -160,6 +161,7 @@ impl Options {
             check_policy(p)?;
         }
         check_range_bits(self.range_filter_bits)?;
+        self.compression.check_available()?;
         let bad = |what: &str| Err(Error::InvalidArgument(what.to_string()));
         if self.compaction_trigger == Some(0) {
             return bad("compaction_trigger must be at least 1");

@@ -1,5 +1,5 @@
 //! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, compressed block,
-//! table, filter, manifest, range filter, global filter) fed random and mutated bytes for a
+//! zstd frame bound, table, filter, manifest, range filter, global filter) fed random and mutated bytes for a
 //! bounded time, checking no panic, no hang, no allocation larger than the input justifies,
 //! and the properties in `fuzz/harness.rs`.
 //!
@@ -10,7 +10,7 @@
 //! guidance; what makes up for much of it: the inputs start from valid encodings, and the
 //! mutator recomputes CRCs (in two inputs out of three) so they get past the checksums into
 //! the parsers behind them, where mutation alone rarely gets. CI time: 10 s per decoder by
-//! default, 50 s of CPU, about 30 s of wall time on 2 cores. Both runners
+//! default, 90 s of CPU, about 45 s of wall time on 2 cores. Both runners
 //! call the same functions (`fuzz/harness.rs`) and share the checked-in corpus
 //! (`fuzz/corpus/<target>/`), so an input libFuzzer finds is checked in once and then runs in
 //! CI for good.
@@ -51,6 +51,45 @@ fn budget(len: usize) -> usize {
 /// up to 255 times (`LZ4_MAX_RATIO`), so a valid block of `len` bytes may decode to that.
 fn lz4_budget(len: usize) -> usize {
     256 * len + (64 << 10)
+}
+
+/// For one compressed block: [`lz4_budget`], or for a zstd block (codec 2) what its frame's
+/// headers allow it to decode to (`zstd_frame_bound`), which the decoder checks its claim
+/// against before allocating.
+fn block_budget(b: &[u8]) -> usize {
+    let zstd = match b.split_last() {
+        Some((2, payload)) => payload
+            .get(4..)
+            .and_then(filterstore::table::compress::zstd_frame_bound)
+            .unwrap_or(0),
+        _ => 0,
+    };
+    lz4_budget(b.len()).max(zstd.min(filterstore::table::compress::MAX_BLOCK_LEN) + (64 << 10))
+}
+
+/// A zstd decoding context is made once per thread, on its first zstd block: made here, so
+/// that the fuzzed inputs are charged only for what they allocate themselves.
+fn warm_zstd() {
+    let mut raw = Vec::new();
+    for i in 0..200u32 {
+        raw.extend_from_slice(format!("entry {i} of a block, ").as_bytes());
+    }
+    let t = crate::scratch_dir();
+    let p = t.path().join("warm.sst");
+    let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![(b"k".to_vec(), Some(raw))];
+    let view: Vec<(&[u8], Option<&[u8]>)> = entries
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_deref()))
+        .collect();
+    filterstore::table::write_table(
+        &NoSyncFs,
+        &p,
+        view.as_slice(),
+        filterstore::Compression::Zstd,
+    )
+    .unwrap();
+    let t = filterstore::table::Table::open(&p, false).unwrap();
+    let _ = t.get(b"k", &filterstore::table::TableCounters::default());
 }
 
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
@@ -354,7 +393,10 @@ fn block_seeds() -> Vec<Vec<u8>> {
 /// current code writes from compressible and incompressible entries.
 fn compressed_seeds(tables: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let dir = crate::scratch_dir();
-    let mut files = vec![manifest_dir().join("tests/fixtures/table-v4-mixed.sst")];
+    let mut files = vec![
+        manifest_dir().join("tests/fixtures/table-v4-mixed.sst"),
+        manifest_dir().join("tests/fixtures/table-v4-zstd.sst"),
+    ];
     for e in std::fs::read_dir(manifest_dir().join("tests/fixtures/store-v5")).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "sst") {
@@ -377,15 +419,14 @@ fn compressed_seeds(tables: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .iter()
         .map(|(k, v)| (k.as_slice(), v.as_deref()))
         .collect();
-    let p = dir.path().join("compressible.sst");
-    filterstore::table::write_table(
-        &NoSyncFs,
-        &p,
-        view.as_slice(),
+    for c in [
         filterstore::Compression::Lz4,
-    )
-    .unwrap();
-    files.push(p);
+        filterstore::Compression::Zstd,
+    ] {
+        let p = dir.path().join(format!("compressible-{c}.sst"));
+        filterstore::table::write_table(&NoSyncFs, &p, view.as_slice(), c).unwrap();
+        files.push(p);
+    }
     let mut seeds = Vec::new();
     for p in files {
         let bytes = std::fs::read(&p).unwrap();
@@ -559,7 +600,7 @@ fn fuzz(
     written: Vec<Vec<u8>>,
     floor: u64,
     fix: fn(&mut [u8]),
-    budget: fn(usize) -> usize,
+    budget: fn(&[u8]) -> usize,
     mut decode: impl FnMut(&[u8]) -> bool,
 ) -> String {
     let checked_in = corpus(target);
@@ -621,7 +662,7 @@ fn fuzz(
             )
         };
         match r {
-            Ok((ok, big)) if big <= budget(b.len()) => (ok, big),
+            Ok((ok, big)) if big <= budget(b) => (ok, big),
             Ok((_, big)) => fail(format!("a {big}-byte allocation")),
             Err(e) => fail(
                 e.downcast_ref::<String>()
@@ -671,7 +712,14 @@ fn wal_replay() {
     let w = written();
     println!(
         "{}",
-        fuzz("wal", w.wal, 300_000, fix_wal, budget, harness::wal)
+        fuzz(
+            "wal",
+            w.wal,
+            300_000,
+            fix_wal,
+            |b| budget(b.len()),
+            harness::wal
+        )
     );
 }
 
@@ -684,14 +732,50 @@ fn block() {
             block_seeds(),
             500_000,
             |_| {},
-            budget,
+            |b| budget(b.len()),
             harness::block
+        )
+    );
+}
+
+/// The zstd frames of the blocks in `compressed_seeds` (their payloads after the length).
+fn zstd_seeds(blocks: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    blocks
+        .iter()
+        .filter_map(|b| match b.split_last() {
+            Some((2, payload)) => payload.get(4..).map(<[u8]>::to_vec),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn zstd_frame() {
+    let w = written();
+    let seeds = zstd_seeds(&compressed_seeds(&w.table));
+    assert!(seeds.len() >= 3, "{} zstd frames", seeds.len());
+    warm_zstd();
+    println!(
+        "{}",
+        fuzz(
+            "zstd",
+            seeds,
+            100_000,
+            |_| {},
+            |b| {
+                filterstore::table::compress::zstd_frame_bound(b)
+                    .unwrap_or(0)
+                    .min(filterstore::table::compress::MAX_BLOCK_LEN)
+                    + lz4_budget(b.len())
+            },
+            harness::zstd
         )
     );
 }
 
 #[test]
 fn compressed_block() {
+    warm_zstd();
     let w = written();
     println!(
         "{}",
@@ -700,7 +784,7 @@ fn compressed_block() {
             compressed_seeds(&w.table),
             300_000,
             |_| {},
-            lz4_budget,
+            block_budget,
             harness::compressed
         )
     );
@@ -711,11 +795,17 @@ fn table_open() {
     let w = written();
     let dir = crate::scratch_dir();
     let path = dir.path().join("000001.sst");
+    warm_zstd();
     println!(
         "{}",
-        fuzz("table", w.table, 20_000, fix_table, lz4_budget, |b| {
-            harness::table(b, &path)
-        })
+        fuzz(
+            "table",
+            w.table,
+            20_000,
+            fix_table,
+            |b| lz4_budget(b.len()),
+            |b| { harness::table(b, &path) }
+        )
     );
 }
 
@@ -730,7 +820,7 @@ fn filter_decode() {
             seeds,
             300_000,
             fix_filter,
-            budget,
+            |b| budget(b.len()),
             harness::filter
         )
     );
@@ -747,7 +837,7 @@ fn range_decode() {
             range_seeds(),
             300_000,
             fix_filter,
-            budget,
+            |b| budget(b.len()),
             harness::range
         )
     );
@@ -763,7 +853,7 @@ fn manifest_decode() {
             w.manifest,
             300_000,
             fix_manifest,
-            budget,
+            |b| budget(b.len()),
             harness::manifest
         )
     );
@@ -778,7 +868,7 @@ fn global_decode() {
             global_seeds(),
             100_000,
             fix_filter,
-            budget,
+            |b| budget(b.len()),
             harness::global
         )
     );
