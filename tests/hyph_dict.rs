@@ -231,3 +231,50 @@ fn disk_dictionary_matches_memory_on_the_whole_list() {
         );
     }
 }
+
+/// Lookups through the dictionary's pinned reader are all counted, however long they run:
+/// the dictionary's one table is never merged away under them (no idle L0 drain, which
+/// would otherwise start after a second of lookups without writes).
+#[test]
+fn a_long_run_of_pinned_lookups_is_counted_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = ExceptionDict::open_or_build(
+        tmp.path().join("dict"),
+        &ExceptionSource::en_us(),
+        Some(FilterKind::BlockedBloom),
+        Some(0.01),
+    )
+    .unwrap();
+    let before = d.stats();
+    let reader = d.reader().unwrap();
+    let words: Vec<(Vec<u8>, u64)> = (0..5000u64)
+        .map(|i| {
+            // Letters after "m": inside the dictionary's key range, almost all absent.
+            let x = filterstore::hash::mix64(i);
+            let w: Vec<u8> = std::iter::once(b'm')
+                .chain((0..8).map(|j| b'a' + (x >> (5 * j) & 15) as u8))
+                .collect();
+            let h = filterstore::hash::key_hash(&w);
+            (w, h)
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let mut asked = 0u64;
+    // 1.6 s of lookups with no write: long enough for an idle drain to start and finish.
+    while start.elapsed() < std::time::Duration::from_millis(1600) {
+        for (w, h) in &words {
+            reader.lookup(w, *h).unwrap();
+        }
+        asked += words.len() as u64;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let after = d.stats();
+    assert_eq!(after.idle_drains, 0);
+    assert_eq!(after.lookups - before.lookups, asked);
+    let answered = (after.filter_negatives - before.filter_negatives)
+        + (after.data_blocks_used() - before.data_blocks_used());
+    assert_eq!(
+        answered, asked,
+        "every lookup in the table's range: a filter answer"
+    );
+}

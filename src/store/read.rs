@@ -96,6 +96,11 @@ impl Store {
     /// cache), and every lookup is counted in [`Stats`](super::Stats) as a [`get`](Self::get)
     /// would be.
     ///
+    /// Lookups are counted in the pinned tables' own counters, which [`Stats`](super::Stats)
+    /// reads while the store lists those tables: once a compaction has replaced a pinned
+    /// table, the lookups that still reach it are no longer in `stats()`. Take a new pinned
+    /// reader after writes (or use a [`Reader`]) when the counts must follow the store.
+    ///
     /// With the global filter ([`FilterKind::Global`](crate::FilterKind::Global)) nothing is
     /// pinned: that filter follows the store as it changes, so the reader looks up as a
     /// [`Reader`] does.

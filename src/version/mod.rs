@@ -192,12 +192,19 @@ impl TableHandle {
 
     /// Looks `key` up in this table alone, as [`Version::get`] does for a version of this
     /// one table: the key range, then the filter, then (on "maybe") the table's block.
-    #[inline]
+    /// Inlined up to the filter's answer, as [`probe`](Self::probe) is meant to be.
+    #[inline(always)]
     pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         if !self.in_range(key, prefix8(key)) {
             return Ok(None);
         }
-        match self.probe(key, hash)? {
+        if let Some(f) = &self.filter {
+            if !f.may_contain(hash) {
+                self.counters.add_negatives(1);
+                return Ok(None);
+            }
+        }
+        match self.read(key)? {
             Probe::Found(v) => Ok(v),
             Probe::Skip => Ok(None),
         }
