@@ -72,20 +72,27 @@ lifetime_counters!(
     compactions,
     block_cache_hits,
     block_cache_misses,
+    range_probes,
+    range_skipped,
+    range_false_positives,
 );
 
 const MAGIC: &[u8; 8] = b"FSCOUNTR";
-/// The version written: 2 added the block cache's hits and misses.
-const VERSION: u32 = 2;
+/// The version written: 2 added the block cache's hits and misses, 3 the range filters'
+/// probes, tables skipped and false positives.
+const VERSION: u32 = 3;
 /// Offsets of the header fields.
 const OFF_VERSION: usize = 8;
 const OFF_COUNT: usize = 12;
 const OFF_VALUES: usize = 16;
-/// Counters in a version-2 file: the fields of `Lifetime`, in declaration order.
+/// Counters in a version-3 file: the fields of `Lifetime`, in declaration order.
 const COUNT: usize = Lifetime::COUNT;
 /// Counters in a version-1 file (still read): the first 14 fields of `Lifetime`; the rest
 /// count from zero.
 const COUNT_V1: usize = 14;
+/// Counters in a version-2 file (still read): the first 16 fields; the range filters'
+/// count from zero.
+const COUNT_V2: usize = 16;
 
 /// Length of a file of `count` counters: header, values, CRC.
 const fn file_len(count: usize) -> usize {
@@ -116,11 +123,12 @@ pub(crate) fn decode(b: &[u8]) -> Result<Lifetime> {
     let version = c.u32("COUNTERS version")?;
     let want = match version {
         1 => COUNT_V1,
+        2 => COUNT_V2,
         VERSION => COUNT,
         _ => {
             return Err(Error::corrupt(
                 OFF_VERSION as u64,
-                format!("unknown COUNTERS version {version} (this build reads 1 and {VERSION})"),
+                format!("unknown COUNTERS version {version} (this build reads 1 to {VERSION})"),
             ))
         }
     };
@@ -185,33 +193,42 @@ mod tests {
         Lifetime::from_array(std::array::from_fn(|i| (i as u64 + 1) * 1_000_003))
     }
 
-    /// `tests/fixtures/counters-v2.bin` was written from format.md by an independent script
+    /// `tests/fixtures/counters-v3.bin` was written from format.md by an independent script
     /// (Python's struct and zlib.crc32) with counter i = (i + 1) × 1,000,003.
     #[test]
     fn fixture_decodes_and_today_encodes_it_byte_for_byte() {
-        let b = include_bytes!("../tests/fixtures/counters-v2.bin");
-        assert_eq!(b.len(), 148);
+        let b = include_bytes!("../tests/fixtures/counters-v3.bin");
+        assert_eq!(b.len(), 172);
         let l = decode(b).unwrap();
         assert_eq!(l, sample());
         assert_eq!(l.lookups, 1_000_003);
         assert_eq!(l.compactions, 14 * 1_000_003);
         assert_eq!(l.block_cache_hits, 15 * 1_000_003);
         assert_eq!(l.block_cache_misses, 16 * 1_000_003);
+        assert_eq!(l.range_probes, 17 * 1_000_003);
+        assert_eq!(l.range_skipped, 18 * 1_000_003);
+        assert_eq!(l.range_false_positives, 19 * 1_000_003);
         assert_eq!(encode(&l), b.to_vec());
     }
 
-    /// Version 1 (`tests/fixtures/counters-v1.bin`, the same script's output for the 14
-    /// counters it held) is still read; the counters it lacks are zero.
+    /// Older versions (`tests/fixtures/counters-v1.bin` and `counters-v2.bin`, the same
+    /// script's output for the 14 and 16 counters they held) are still read; the counters
+    /// they lack are zero.
     #[test]
-    fn version_1_fixture_still_decodes() {
-        let b = include_bytes!("../tests/fixtures/counters-v1.bin");
-        assert_eq!(b.len(), 132);
-        let l = decode(b).unwrap();
-        let mut want = sample().to_array();
-        want[COUNT_V1..].fill(0);
-        assert_eq!(l, Lifetime::from_array(want));
-        assert_eq!(l.compactions, 14 * 1_000_003);
-        assert_eq!(l.block_cache_hits, 0);
+    fn older_fixtures_still_decode() {
+        let v1 = include_bytes!("../tests/fixtures/counters-v1.bin");
+        let v2 = include_bytes!("../tests/fixtures/counters-v2.bin");
+        for (b, len, held) in [(&v1[..], 132, COUNT_V1), (&v2[..], 148, COUNT_V2)] {
+            assert_eq!(b.len(), len);
+            let l = decode(b).unwrap();
+            let mut want = sample().to_array();
+            want[held..].fill(0);
+            assert_eq!(l, Lifetime::from_array(want));
+            assert_eq!(l.compactions, 14 * 1_000_003);
+            assert_eq!(l.range_probes, 0);
+        }
+        assert_eq!(decode(v1).unwrap().block_cache_hits, 0);
+        assert_eq!(decode(v2).unwrap().block_cache_misses, 16 * 1_000_003);
     }
 
     #[test]
@@ -225,7 +242,8 @@ mod tests {
     #[test]
     fn every_truncation_and_bit_flip_is_an_error() {
         let v1 = include_bytes!("../tests/fixtures/counters-v1.bin").to_vec();
-        for b in [encode(&sample()), v1] {
+        let v2 = include_bytes!("../tests/fixtures/counters-v2.bin").to_vec();
+        for b in [encode(&sample()), v1, v2] {
             for n in 0..b.len() {
                 assert!(decode(&b[..n]).is_err(), "truncated to {n}");
             }

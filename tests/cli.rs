@@ -665,6 +665,19 @@ fn lifetime_counters_add_up_across_processes() {
     assert!(l["problem"].is_null());
     let text = ok(store(&d, &["stats"]));
     assert!(text.contains("lookups 3,"), "{text}");
+    // Scans ask the table's range filter: two processes' probes add up too.
+    assert_eq!(l["range_probes"], 0);
+    ok(store(&d, &["scan", "--from", "a0", "--to", "a1"]));
+    ok(store(&d, &["scan", "--prefix", "b"]));
+    let l = &stats_json(&d)["lifetime"];
+    assert_eq!(l["range_probes"], 2, "{l}");
+    let (skipped, fp) = (
+        l["range_skipped"].as_u64().unwrap(),
+        l["range_false_positives"].as_u64().unwrap(),
+    );
+    assert!(skipped + fp <= 2, "the prefix scan finds b: {l}");
+    let text = ok(store(&d, &["stats"]));
+    assert!(text.contains("lifetime: 2 probes by scans"), "{text}");
     // A damaged COUNTERS file is reported, and the count restarts from this open.
     let f = d.join("COUNTERS");
     let mut bytes = std::fs::read(&f).unwrap();

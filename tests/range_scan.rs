@@ -234,3 +234,82 @@ fn present_keys_are_found_and_counted() {
     // One table holds each key: it answers "maybe" and yields it; the others are empty.
     assert_eq!(probes - empty, keys.len() as u64);
 }
+
+/// The range counters are lifetime counters: read back at open and added to across
+/// handles; a crash keeps the counts saved by the last flush and loses only the scans made
+/// after it.
+#[test]
+fn range_counters_survive_reopen_and_a_crash_keeps_the_last_saved() {
+    use filterstore::io::FaultFs;
+    let t = tempfile::tempdir().unwrap();
+    let live = t.path().join("live");
+    let fs = FaultFs::new();
+    let o = || Options {
+        fs: Arc::new(fs.clone()),
+        ..small(16.0)
+    };
+    // Keys 0, 2, …, 398 as 4-byte big-endian; a scan of [2i + 1, 2i + 2) is empty.
+    let empty_scans = |s: &Store, from: u32, n: u32| {
+        for i in from..from + n {
+            let (a, b) = ((2 * i + 1).to_be_bytes(), (2 * i + 2).to_be_bytes());
+            assert_eq!(s.scan(a.as_slice()..b.as_slice()).count(), 0);
+        }
+    };
+    let first = {
+        let s = Store::open(&live, o()).unwrap();
+        for i in 0..200u32 {
+            s.put(&(2 * i).to_be_bytes(), b"v").unwrap();
+        }
+        s.flush().unwrap();
+        empty_scans(&s, 0, 150);
+        let st = s.stats();
+        assert_eq!(st.range_probes, 150, "one table, asked by every scan");
+        assert!(st.range_skipped > 140, "{st:?}");
+        assert_eq!(st.range_skipped + st.range_false_positives, 150);
+        assert_eq!(
+            (
+                st.lifetime.range_probes,
+                st.lifetime.range_skipped,
+                st.lifetime.range_false_positives
+            ),
+            (st.range_probes, st.range_skipped, st.range_false_positives)
+        );
+        st.lifetime
+    };
+    let s = Store::open(&live, o()).unwrap();
+    let st = s.stats();
+    assert_eq!(st.range_probes, 0, "this process's counters start at zero");
+    assert_eq!(st.lifetime.range_probes, 150);
+    assert_eq!(st.lifetime.range_skipped, first.range_skipped);
+    assert_eq!(
+        st.lifetime.range_false_positives,
+        first.range_false_positives
+    );
+    empty_scans(&s, 0, 40);
+    s.put(&1000u32.to_be_bytes(), b"w").unwrap();
+    s.flush().unwrap(); // saves 190 probes (the new table is past every scanned range)
+    let saved = s.stats().lifetime;
+    assert_eq!(saved.range_probes, 190);
+    empty_scans(&s, 50, 30); // saved only at close
+    let img = t.path().join("crash");
+    std::fs::create_dir(&img).unwrap();
+    fs.crash_image(&img, 0).unwrap();
+    drop(s); // a clean close of the live store saves 220
+    let crashed = Store::open(&img, small(16.0)).unwrap().stats().lifetime;
+    assert_eq!(
+        (
+            crashed.range_probes,
+            crashed.range_skipped,
+            crashed.range_false_positives
+        ),
+        (
+            saved.range_probes,
+            saved.range_skipped,
+            saved.range_false_positives
+        )
+    );
+    let l = Store::open(&live, o()).unwrap().stats().lifetime;
+    assert_eq!(l.range_probes, 220);
+    assert_eq!(l.range_skipped + l.range_false_positives, 220);
+    assert!(l.range_skipped > saved.range_skipped);
+}

@@ -30,8 +30,9 @@ use super::{rate, stdout, Access, CliError, Exit, Global, Run};
 /// hits and misses.
 ///
 /// The counters (lookups, filter negatives/positives, false positives, observed FPR,
-/// data-block reads from table files, block cache hits and misses, bytes read and written)
-/// are shown twice: over the store's lifetime,
+/// data-block reads from table files, block cache hits and misses, bytes read and written,
+/// and the range filters' probes by scans, tables skipped and false positives) are shown
+/// twice: over the store's lifetime,
 /// summed across every process that used it, and for this process alone. The lifetime
 /// totals are saved in the store's COUNTERS file at the end of every flush and when a
 /// process closes the store, so a crash loses the counts since the last flush or close.
@@ -155,15 +156,19 @@ fn text(store: &Store, g: &Global) -> String {
     let ranged = s.tables.iter().filter(|t| t.range_filter_bytes > 0).count();
     let _ = writeln!(
         o,
-        "range filters:  {ranged} of {} tables, {} bytes ({:.2} bits per key); this process: \
-         {} probes by scans, {} tables skipped, {} false positives (observed FPR {})",
+        "range filters:  {ranged} of {} tables, {} bytes ({:.2} bits per key); lifetime: \
+         {} probes by scans, {} tables skipped, {} false positives (observed FPR {}); \
+         this process: {} probes, {} skipped, {} false positives",
         s.tables.len(),
         s.range_filter_bytes,
         s.range_filter_bytes as f64 * 8.0 / s.table_keys().max(1) as f64,
+        l.range_probes,
+        l.range_skipped,
+        l.range_false_positives,
+        fpr_of(l.range_false_positives, l.range_skipped),
         s.range_probes,
         s.range_skipped,
         s.range_false_positives,
-        fpr_of(s.range_false_positives, s.range_skipped)
     );
     for t in s.tables.iter().filter(|t| t.range_problem.is_some()) {
         let p = t.range_problem.as_deref().unwrap_or_default();
@@ -435,6 +440,9 @@ fn json(store: &Store, g: &Global) -> String {
             "compaction_bytes_read": s.lifetime.compaction_bytes_read,
             "flushes": s.lifetime.flushes,
             "compactions": s.lifetime.compactions,
+            "range_probes": s.lifetime.range_probes,
+            "range_skipped": s.lifetime.range_skipped,
+            "range_false_positives": s.lifetime.range_false_positives,
             "problem": s.lifetime_problem,
         },
         "levels": levels,

@@ -83,7 +83,9 @@ pub struct Stats {
     /// size.
     pub commit_writes: u64,
     /// Range filter probes: tables whose range filter a scan (`scan`, `scan_prefix`) asked
-    /// before reading any of their blocks. This process's, since the store was opened.
+    /// before reading any of their blocks. This process's, since the store was opened (the
+    /// store's totals, like those of the other range counters, are in
+    /// [`lifetime`](Self::lifetime)).
     pub range_probes: u64,
     /// Probes that answered "no key of this table in the range": tables a scan skipped
     /// without reading a block.
@@ -385,6 +387,9 @@ impl super::Inner {
             compactions: c.compactions.load(Relaxed),
             block_cache_hits: r.cache_hits.load(Relaxed),
             block_cache_misses: r.cache_misses.load(Relaxed),
+            range_probes: self.range_counters.probes(),
+            range_skipped: self.range_counters.skipped(),
+            range_false_positives: self.range_counters.false_positives(),
         };
         let g = crate::global_index::counts(&self.global_counters);
         t.filter_negatives += g.negatives;
@@ -462,9 +467,9 @@ impl super::Inner {
             memtable_wait_micros: micros(&c.memtable_wait_ns),
             commit_groups: groups,
             commit_writes: writes,
-            range_probes: inner.range_counters.probes(),
-            range_skipped: inner.range_counters.skipped(),
-            range_false_positives: inner.range_counters.false_positives(),
+            range_probes: p.range_probes,
+            range_skipped: p.range_skipped,
+            range_false_positives: p.range_false_positives,
             range_filter_bytes: 0,
             tables: Vec::new(),
             levels: Vec::new(),
