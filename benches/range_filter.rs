@@ -10,15 +10,18 @@
 //!   (a uniform over the keys' span) and clustered (a = a key + 1 ..= 64), at 10, 12, 16 and
 //!   20 bits per key over n = 1,000,000 keys, beside the design's expected rate and Grafite's
 //!   bound ℓ / 2^(B − 2) at the block's measured B;
-//! * ns per key to build, n = 100k, 1M and 10M, on 1 and 2 threads: the range filter from the
+//! * ns per key to build, n = 10k, 100k, 600k and 1M on one thread, of 16-byte random keys and
+//!   of keys that share prefixes (`user:NNNNNNNNNN:item:NNNNNN`): the range filter from the
 //!   sorted keys, against blocked-bloom at ε = 1 % from the same keys (key hashing included,
-//!   as a table's seal does it), built alternately, medians of 7 rounds (3 at 10M) of CPU time
-//!   (the process's, every thread) and of wall time;
+//!   as a table's seal does it), built alternately, medians of 15 rounds (7 from 600k) of CPU
+//!   time (the process's, every thread) and of wall time; with `RANGE_BENCH_10M` set, also
+//!   10M random keys on 1 and 2 threads (3 rounds);
 //!
 //! and measures with criterion ns per query (n = 1M, 16 bits per key): empty ranges of ℓ = 1
 //! and 32, uniform and clustered; ranges that hold keys; prefixes; and a blocked-bloom point
 //! query on the same machine for scale. `cargo bench --bench range_filter -- tables` prints
-//! only the tables, `-- query` runs only the query benches.
+//! only the tables, `-- tables-build` only the build table, `-- query` runs only the query
+//! benches.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -141,45 +144,73 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Build time per key of the range filter (16 bits/key) and of blocked-bloom at ε = 1 % from
-/// the same keys (hashing included, as a table's seal does it), built alternately, 7 rounds:
-/// medians of CPU time and of wall time.
+/// n sorted, distinct 27-byte keys that share prefixes: `user:` and a 10-digit user number
+/// (one of n / 16 users), `:item:` and a 6-digit item number, as keys made of fields are.
+fn prefixed_keys(n: u64) -> Vec<[u8; 27]> {
+    let users = (n / 16).max(1);
+    let mut k: Vec<[u8; 27]> = (0..n)
+        .map(|i| {
+            let u = mix64(i % users) % 10_000_000_000;
+            let s = format!("user:{u:010}:item:{:06}", mix64(i ^ (1 << 40)) % 1_000_000);
+            s.as_bytes().try_into().expect("27 bytes")
+        })
+        .collect();
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+/// Build time per key of the range filter (16 bits/key) and of blocked-bloom at ε = 1 % (the
+/// default point filter, about 10 bits per key) from the same keys (hashing included, as a
+/// table's seal does it), built alternately, `rounds` rounds: medians of CPU time and of wall
+/// time.
+fn build_row<K: AsRef<[u8]> + Sync>(ks: &[K], shape: &str, threads: usize, rounds: usize) {
+    let per_key = |s: f64| s * 1e9 / ks.len() as f64;
+    let pool = pool(threads);
+    let (mut rc, mut rw, mut pc, mut pw) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let (c, w) = time_once(|| drop(black_box(pool.install(|| range::build(ks, 16.0)))));
+        rc.push(per_key(c));
+        rw.push(per_key(w));
+        let (c, w) = time_once(|| {
+            pool.install(|| {
+                let h = hash_keys(ks);
+                black_box(filter::build(FilterKind::BlockedBloom, 0.01, &h))
+            })
+            .expect("build");
+        });
+        pc.push(per_key(c));
+        pw.push(per_key(w));
+    }
+    let (rc, rw, pc, pw) = (
+        median(&mut rc),
+        median(&mut rw),
+        median(&mut pc),
+        median(&mut pw),
+    );
+    eprintln!(
+        "| {} | {shape} | {threads} | {rc:.1} | {rw:.1} | {pc:.1} | {pw:.1} | {:.2}× | {:.2}× |",
+        ks.len(),
+        rc / pc,
+        rw / pw
+    );
+}
+
+/// The build table: tables of the sizes the engine makes (10k, 100k, 600k keys) and 1M, of
+/// 16-byte random keys and of keys that share prefixes, on one thread, medians of 15 rounds
+/// (7 at 600k and more); then 10M random keys on 1 and 2 threads, 3 rounds.
 fn build_table() {
-    eprintln!("\n| n | threads | range filter: CPU ns/key | wall | blocked-bloom from keys: CPU ns/key | wall | range / blocked-bloom (CPU) | (wall) |");
-    eprintln!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for n in [100_000u64, 1_000_000, 10_000_000] {
-        let ks = keys(n);
-        let per_key = |s: f64| s * 1e9 / ks.len() as f64;
+    eprintln!("\n| n | keys | threads | range filter: CPU ns/key | wall | blocked-bloom from keys: CPU ns/key | wall | range / blocked-bloom (CPU) | (wall) |");
+    eprintln!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for n in [10_000u64, 100_000, 600_000, 1_000_000] {
+        let rounds = if n >= 600_000 { 7 } else { 15 };
+        build_row(&keys(n), "random 16 B", 1, rounds);
+        build_row(&prefixed_keys(n), "shared prefixes", 1, rounds);
+    }
+    if std::env::var_os("RANGE_BENCH_10M").is_some() {
+        let ks = keys(10_000_000);
         for threads in [1, 2] {
-            let pool = pool(threads);
-            let (mut rc, mut rw, mut pc, mut pw) = (vec![], vec![], vec![], vec![]);
-            let rounds = if n > 1_000_000 { 3 } else { 7 };
-            for _ in 0..rounds {
-                let (c, w) =
-                    time_once(|| drop(black_box(pool.install(|| range::build(ks.iter(), 16.0)))));
-                rc.push(per_key(c));
-                rw.push(per_key(w));
-                let (c, w) = time_once(|| {
-                    pool.install(|| {
-                        let h = hash_keys(&ks);
-                        black_box(filter::build(FilterKind::BlockedBloom, 0.01, &h))
-                    })
-                    .expect("build");
-                });
-                pc.push(per_key(c));
-                pw.push(per_key(w));
-            }
-            let (rc, rw, pc, pw) = (
-                median(&mut rc),
-                median(&mut rw),
-                median(&mut pc),
-                median(&mut pw),
-            );
-            eprintln!(
-                "| {n} | {threads} | {rc:.1} | {rw:.1} | {pc:.1} | {pw:.1} | {:.2}× | {:.2}× |",
-                rc / pc,
-                rw / pw
-            );
+            build_row(&ks, "random 16 B", threads, 3);
         }
     }
 }
@@ -259,6 +290,10 @@ fn tables(_: &mut Criterion) {
     if !args.iter().any(|a| a == "--bench")
         || (!filters.is_empty() && !filters.iter().any(|f| f.contains("tables")))
     {
+        return;
+    }
+    if filters.iter().any(|f| f.contains("build")) {
+        build_table();
         return;
     }
     fpr_table();
