@@ -108,6 +108,25 @@ fn bench_on_generated_keys_writes_every_output_and_filters_cut_reads() {
         rows.iter().all(|r| r["reads_per_absent"].is_number()),
         "{j}"
     );
+    // The range filters' rows: empty scans at the same absent keys, none then 16 bits per
+    // key, at ℓ = 1 and 32; the none rows read a block per table in range, as gets do.
+    let scans = v["scan_rows"].as_array().unwrap();
+    assert_eq!(scans.len(), 4, "{j}");
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    for (none, with) in [(&scans[0], &scans[2]), (&scans[1], &scans[3])] {
+        assert_eq!((f(none, "range_bits"), f(with, "range_bits")), (0.0, 16.0));
+        assert_eq!(none["len"], with["len"]);
+        assert!(f(none, "reads_per_scan") > 3.0, "{none}");
+        assert!(f(with, "reads_per_scan") < 0.05, "{with}");
+        assert!(f(with, "avoided") > 0.98, "{with}");
+        assert!(f(with, "bits_per_key") > 15.0, "{with}");
+        assert!(f(with, "observed_fpr") < 0.01, "{with}");
+    }
+    assert!(
+        (f(&scans[0], "reads_per_scan") - baseline).abs() < 0.2,
+        "{j}"
+    );
+    assert!(stdout.contains("reads/scan"), "{stdout}");
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg") && s.contains("polyline") && s.trim_end().ends_with("</svg>"));
 }
@@ -137,8 +156,18 @@ fn bench_on_real_keys_from_a_file() {
         "--csv",
         csv.to_str().unwrap(),
     ]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("from file"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("from file"));
     assert_eq!(csv_rows(&csv).len(), 3);
+    // Keys of 9 bytes: empty scans of one key value only (none, then 16 bits per key).
+    let scan_lines: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("reads/scan"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(scan_lines.len(), 2, "{stdout}");
+    assert!(scan_lines[0].starts_with("none"), "{stdout}");
 }
 
 #[test]
@@ -300,4 +329,35 @@ fn bench_engine_runs_the_ycsb_mixes() {
         "{text}"
     );
     assert!(text.contains("read") && text.contains("p99.9"), "{text}");
+}
+
+/// `store bench range` on a tiny store: the no-filter rows come first (whatever the order of
+/// --bits) and the range filter's rows say what share of their blocks it avoided.
+#[test]
+fn bench_range_reports_blocks_avoided_against_no_filter() {
+    let out = store_ok(&[
+        "bench", "range", "-n", "8000", "--tables", "4", "--scans", "300", "--bits", "16,0",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() == 12 && w[0].parse::<f64>().is_ok())
+        .collect();
+    assert_eq!(rows.len(), 2 * 11 * 2, "{stdout}");
+    assert!(
+        rows[..22].iter().all(|w| w[0] == "0" && w[6] == "-"),
+        "{stdout}"
+    );
+    let pct = |s: &str| s.trim_end_matches('%').parse::<f64>().unwrap();
+    for w in &rows[22..] {
+        assert_eq!(w[0], "16");
+        let len: u32 = w[3].parse().unwrap();
+        // Short empty ranges: almost every block avoided; a scan from a present key still
+        // reads the table holding it, so about 3 of 4 blocks are avoided.
+        if len <= 32 {
+            assert!(pct(w[6]) > 95.0, "{w:?}");
+            assert!((60.0..80.0).contains(&pct(w[11])), "{w:?}");
+        }
+    }
 }

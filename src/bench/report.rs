@@ -143,7 +143,45 @@ impl BenchReport {
         }
         let _ = writeln!(s, "{} of {} filtered rows have an observed FPR inside the band around theory; total {:.1} s",
             self.rows.iter().filter(|r| r.fpr.is_some()).count() - outside, self.rows.iter().filter(|r| r.fpr.is_some()).count(), self.total_secs);
+        self.scans_text(&mut s);
         s
+    }
+
+    /// The range filters' rows: reads avoided for empty scans, beside the point filters'
+    /// reads avoided for absent gets above.
+    fn scans_text(&self, s: &mut String) {
+        let Some(first) = self.scan_rows.first() else {
+            return;
+        };
+        let _ = writeln!(
+            s,
+            "\nrange filters, {} empty scans per row at the same absent keys ([a, a] at each; [a, a+32) \
+             at the 16-byte ones, a read as a number), on the same tables (range filters swapped with \
+             refilter_ranges):",
+            first.scans
+        );
+        let _ = writeln!(
+            s,
+            "{:<14} {:>9} {:>4} {:>10} {:>8} {:>10} {:>10} {:>9}",
+            "range filter", "bits/key", "ℓ", "reads/scan", "avoided", "obs FPR", "bound", "ns/scan"
+        );
+        for r in &self.scan_rows {
+            let (name, avoided, obs, bound) = if r.range_bits > 0.0 {
+                (
+                    format!("{} bits", r.range_bits),
+                    format!("{:.1}%", r.avoided * 100.0),
+                    r.observed_fpr.map_or("-".into(), pct),
+                    pct(r.bound),
+                )
+            } else {
+                ("none".into(), "-".into(), "-".into(), "-".into())
+            };
+            let _ = writeln!(
+                s,
+                "{name:<14} {:>9.2} {:>4} {:>10.4} {avoided:>8} {obs:>10} {bound:>10} {:>9.0}",
+                r.bits_per_key, r.len, r.reads_per_scan, r.ns_per_scan
+            );
+        }
     }
 
     /// One CSV line per row, with a header.
@@ -240,6 +278,17 @@ impl BenchReport {
             "total_secs": num(self.total_secs),
             "engine": engine,
             "rows": rows,
+            "scan_rows": self.scan_rows.iter().map(|r| json!({
+                "range_bits": num(r.range_bits),
+                "bits_per_key": num(r.bits_per_key),
+                "len": r.len,
+                "scans": r.scans,
+                "reads_per_scan": num(r.reads_per_scan),
+                "avoided": num(r.avoided),
+                "observed_fpr": opt(r.observed_fpr),
+                "bound": num(r.bound),
+                "ns_per_scan": num(r.ns_per_scan),
+            })).collect::<Vec<Value>>(),
         });
         let mut out = serde_json::to_string_pretty(&v).unwrap_or_default();
         out.push('\n');

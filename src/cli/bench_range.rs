@@ -18,8 +18,10 @@ use super::{println, CliError, Exit, Global, Run};
 /// uniformly random a ("uniform") and from a = a present key + 1 ("clustered", right next
 /// to keys), then as many non-empty scans [k, k+ℓ) from present keys k. Reported per row:
 /// the range filter's size in bits per key, ns per scan, data blocks per scan (reads and
-/// cache hits), the observed false-positive rate per table probed (a table not skipped that
-/// held no key in the range) against Grafite's bound ℓ / 2^(bits − 2). Progress to stderr.
+/// cache hits), the share of the no-filter row's blocks (same ℓ and ranges) that the filter
+/// avoided (when --bits holds 0, measured first), the observed false-positive rate per table
+/// probed (a table not skipped that held no key in the range) against Grafite's bound
+/// ℓ / 2^(bits − 2). Progress to stderr.
 #[derive(Args, Debug)]
 pub struct BenchRange {
     /// Number of keys
@@ -127,19 +129,27 @@ impl Run for BenchRange {
             self.scans
         ))?;
         println(format_args!(
-            "\n{:>5} {:>8} {:>9} {:>5} {:>10} {:>8} {:>10} {:>10} {:>12} {:>8}",
+            "\n{:>5} {:>8} {:>9} {:>5} {:>10} {:>8} {:>8} {:>10} {:>10} {:>12} {:>8} {:>8}",
             "bits",
             "bits/key",
             "ranges",
             "ℓ",
             "empty ns",
             "blocks",
+            "avoided",
             "obs. FPR",
             "bound",
             "non-empty ns",
-            "blocks"
+            "blocks",
+            "avoided"
         ))?;
-        for &bits in &self.bits {
+        // Blocks per scan without a range filter, per (ℓ, ranges), empty and non-empty.
+        let mut unfiltered: std::collections::HashMap<(u32, &str), (f64, f64)> =
+            std::collections::HashMap::new();
+        let mut bits_list = self.bits.clone();
+        // The baseline first, so every later row has its "avoided".
+        bits_list.sort_by_key(|&b| b != 0.0);
+        for &bits in &bits_list {
             store.refilter_ranges(bits)?;
             let real_bits = store.stats().range_filter_bytes as f64 * 8.0 / keys_total;
             for log_len in 0..=10u32 {
@@ -174,9 +184,23 @@ impl Run for BenchRange {
                         format!("{:.6}", grafite_bound(len as u64, real_bits).min(1.0))
                     };
                     let _ = e.probes;
+                    if bits == 0.0 {
+                        unfiltered.insert((log_len, ranges), (e.blocks, n.blocks));
+                    }
+                    let avoided = |i: usize, now: f64| match unfiltered.get(&(log_len, ranges)) {
+                        Some(&b) if bits != 0.0 => {
+                            let base = if i == 0 { b.0 } else { b.1 };
+                            if base > 0.0 {
+                                format!("{:.1}%", (1.0 - now / base) * 100.0)
+                            } else {
+                                "-".to_string()
+                            }
+                        }
+                        _ => "-".to_string(),
+                    };
                     println(format_args!(
-                        "{bits:>5} {real_bits:>8.2} {ranges:>9} {len:>5} {:>10.0} {:>8.3} {fpr:>10} {bound:>10} {:>12.0} {:>8.3}",
-                        e.nanos, e.blocks, n.nanos, n.blocks
+                        "{bits:>5} {real_bits:>8.2} {ranges:>9} {len:>5} {:>10.0} {:>8.3} {:>8} {fpr:>10} {bound:>10} {:>12.0} {:>8.3} {:>8}",
+                        e.nanos, e.blocks, avoided(0, e.blocks), n.nanos, n.blocks, avoided(1, n.blocks)
                     ))?;
                 }
             }
