@@ -1,5 +1,5 @@
 //! Live heap against resident memory while loading N keys with background work on:
-//! `cargo run --release --example memory_profile [keys]`. A counting allocator records the
+//! `cargo run --release --example memory_profile [keys] [range filter bits per key]`. A counting allocator records the
 //! peak of live heap bytes; /proc gives the peak resident set. The gap is memory the
 //! allocator holds but the store does not use.
 
@@ -29,8 +29,17 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5_000_000);
+    // Range filter bits per key (0: none), the default unless given.
+    let range_filter_bits = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(filterstore::store::DEFAULT_RANGE_BITS);
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let options = Options {
+        range_filter_bits,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), options).unwrap();
     let v = [7u8; 100];
     let mib = |b: usize| b >> 20;
     for i in 0..n {

@@ -79,7 +79,8 @@ impl Windows<'_> {
 /// Hashes the windows of the keys with `hasher` and sorts the values, in place in the tails'
 /// memory, in two parallel passes.
 ///
-/// The tails are seen as u64 words, two per key, in chunks of [`CHUNK`] keys. Pass 1, per
+/// The tails are seen as u64 words, two per key, in chunks of [`CHUNK`] keys (every chunk
+/// but the last holds exactly that many). Pass 1, per
 /// chunk: each key's value goes to the chunk's first half (value j over word j, whose tail
 /// was read before), then the values are grouped by partition (the top `parts_log2` of
 /// `bits` bits) into the second half. Pass 2, per partition: its values are gathered from
@@ -88,7 +89,7 @@ impl Windows<'_> {
 /// order, to the first halves, which then hold all values sorted (chunk after chunk). Returns
 /// the least and the greatest window.
 fn hash_and_sort(
-    tails: &mut [[u64; 2]],
+    tails: &mut [Vec<[u64; 2]>],
     windows: &Windows<'_>,
     hasher: &Hasher,
     bits: u32,
@@ -96,13 +97,14 @@ fn hash_and_sort(
 ) -> (u128, u128) {
     let parts = 1usize << parts_log2;
     let shift = bits - parts_log2;
-    let n = tails.len();
+    let n: usize = tails.iter().map(Vec::len).sum();
     // Per chunk: where each partition's values start in its second half, its least and
     // greatest window.
     let chunks: Vec<(Vec<u32>, u128, u128)> = tails
-        .par_chunks_mut(CHUNK)
+        .par_iter_mut()
         .enumerate()
         .map(|(c, chunk)| {
+            let chunk = chunk.as_mut_slice();
             let h = *hasher;
             let mut start = vec![0u32; parts + 1];
             let (mut lo, mut hi) = (u128::MAX, 0);
@@ -142,7 +144,7 @@ fn hash_and_sort(
     // Each chunk's halves: the first (to hold sorted values) and the second (grouped).
     let mut firsts: Vec<&mut [u64]> = Vec::with_capacity(starts.len());
     let mut seconds: Vec<&[u64]> = Vec::with_capacity(starts.len());
-    for chunk in tails.chunks_mut(CHUNK) {
+    for chunk in tails.iter_mut() {
         let len = chunk.len();
         let (first, second) = chunk.as_flattened_mut().split_at_mut(len);
         firsts.push(first);
@@ -201,9 +203,9 @@ fn prefix_sums(c: &mut [u32]) {
 }
 
 /// The sorted values [`hash_and_sort`] left in the first halves of the tails' chunks.
-fn sorted_values(tails: &[[u64; 2]]) -> impl Iterator<Item = u64> + Clone + '_ {
+fn sorted_values(tails: &[Vec<[u64; 2]>]) -> impl Iterator<Item = u64> + Clone + '_ {
     tails
-        .chunks(CHUNK)
+        .iter()
         .flat_map(|chunk| chunk.as_flattened()[..chunk.len()].iter().copied())
 }
 
@@ -252,7 +254,10 @@ fn sort_in_cache<'a>(
 
 /// Builds a range filter block from keys pushed one at a time (a table's keys as its writer
 /// streams them out), in any order, repeats allowed: the filter describes the set. Keeps 16
-/// bytes per key until [`finish`](Self::finish).
+/// bytes per key until [`finish`](Self::finish), in chunks of [`CHUNK`] keys (1 MiB): the
+/// buffer grows without copies and without a doubling's slack (a 500,000-key table of a
+/// compaction, whose size is not known in advance, holds 8 MB, where one growing vector
+/// would reach 16 MB, and 24 MB while it moved).
 #[derive(Debug)]
 pub struct RangeFilterBuilder {
     bits_per_key: f64,
@@ -265,8 +270,12 @@ pub struct RangeFilterBuilder {
     min_len: usize,
     max_len: usize,
     /// Per key, its 16 bytes from the common prefix length at the time it was pushed, as two
-    /// big-endian halves (later, in place, its hashed value: see [`hash_and_sort`]).
-    tails: Vec<[u64; 2]>,
+    /// big-endian halves (later, in place, its hashed value: see [`hash_and_sort`]); in
+    /// chunks of [`CHUNK`] keys, every one full but the last.
+    tails: Vec<Vec<[u64; 2]>>,
+    /// Keys announced by [`reserve`](Self::reserve) and not pushed yet: a new chunk is sized
+    /// for them (up to [`CHUNK`]).
+    expected: usize,
     /// (index of the first key, common prefix length) each time the common prefix shrank.
     runs: Vec<(usize, usize)>,
 }
@@ -290,6 +299,7 @@ impl RangeFilterBuilder {
             min_len: usize::MAX,
             max_len: 0,
             tails: Vec::new(),
+            expected: 0,
             runs: Vec::new(),
         })
     }
@@ -323,21 +333,44 @@ impl RangeFilterBuilder {
             let d = lcp(&self.first[..self.depth], key);
             if d < self.depth {
                 self.depth = d;
-                self.runs.push((self.tails.len(), d));
+                self.runs.push((self.keys as usize, d));
             }
         }
         let t = window16(key, self.depth);
-        self.tails.push([(t >> 64) as u64, t as u64]);
+        self.push_tail([(t >> 64) as u64, t as u64]);
         self.min_len = self.min_len.min(key.len());
         self.max_len = self.max_len.max(key.len());
         self.keys += 1;
         Ok(())
     }
 
-    /// Makes room for `keys` more keys (it saves the copies of a growing buffer when the
+    /// Makes room for `keys` more keys (it saves the copies of a growing chunk when the
     /// number of keys is known, as when a memtable is sealed).
     pub fn reserve(&mut self, keys: usize) {
-        self.tails.reserve(keys);
+        self.expected = self.expected.saturating_add(keys);
+        self.tails.reserve(keys.div_ceil(CHUNK));
+    }
+
+    /// Appends a tail: to the last chunk while it holds fewer than [`CHUNK`], else to a new
+    /// one sized for the keys announced (a chunk that fills grows by doubling, up to
+    /// [`CHUNK`]).
+    #[inline]
+    fn push_tail(&mut self, t: [u64; 2]) {
+        match self.tails.last_mut() {
+            Some(c) if c.len() < CHUNK => {
+                if c.len() == c.capacity() {
+                    let cap = c.capacity();
+                    c.reserve_exact(cap.max(64).min(CHUNK - cap));
+                }
+                c.push(t);
+            }
+            _ => {
+                let mut c = Vec::with_capacity(self.expected.clamp(64, CHUNK));
+                c.push(t);
+                self.tails.push(c);
+            }
+        }
+        self.expected = self.expected.saturating_sub(1);
     }
 
     /// Keys pushed so far.
@@ -545,6 +578,28 @@ fn encode(
 mod tests {
     use super::*;
 
+    /// Keys pushed without a size hint (a compaction's output table) are kept in chunks with
+    /// no doubling's slack: at most one partly filled chunk. A single vector grown by
+    /// doubling would hold 2^18 entries for these 140,000 keys.
+    #[test]
+    fn tails_grow_in_chunks_without_slack() {
+        let n = 140_000usize;
+        let mut b = RangeFilterBuilder::new(16.0).unwrap();
+        for i in 0..n as u64 {
+            b.push(&crate::hash::mix64(i).to_be_bytes()).unwrap();
+        }
+        let held: usize = b.tails.iter().map(Vec::capacity).sum();
+        assert!(held <= n + CHUNK / 4, "{held} entries held for {n} keys");
+        assert!(b.tails.iter().rev().skip(1).all(|c| c.len() == CHUNK));
+        // A size hint makes every chunk exact.
+        let mut b = RangeFilterBuilder::new(16.0).unwrap();
+        b.reserve(n);
+        for i in 0..n as u64 {
+            b.push(&i.to_be_bytes()).unwrap();
+        }
+        assert_eq!(b.tails.iter().map(Vec::capacity).sum::<usize>(), n);
+    }
+
     #[test]
     fn hash_and_sort_sorts() {
         for (n, r, parts) in [
@@ -557,8 +612,8 @@ mod tests {
         ] {
             let hasher = Hasher::new(n as u64, r);
             let xs: Vec<u128> = (0..n as u128).map(|i| i * 0x1_0000_0001).collect();
-            let mut tails: Vec<[u64; 2]> =
-                xs.iter().map(|&x| [(x >> 64) as u64, x as u64]).collect();
+            let flat: Vec<[u64; 2]> = xs.iter().map(|&x| [(x >> 64) as u64, x as u64]).collect();
+            let mut tails: Vec<Vec<[u64; 2]>> = flat.chunks(CHUNK).map(<[_]>::to_vec).collect();
             let bits = 64 - r.saturating_sub(1).leading_zeros();
             let mut want: Vec<u64> = xs.iter().map(|&x| hasher.image(x)).collect();
             want.sort_unstable();
