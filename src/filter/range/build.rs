@@ -254,7 +254,7 @@ fn sort_in_cache<'a>(
 
 /// Builds a range filter block from keys pushed one at a time (a table's keys as its writer
 /// streams them out), in any order, repeats allowed: the filter describes the set. Keeps 16
-/// bytes per key until [`finish`](Self::finish), in chunks of [`CHUNK`] keys (1 MiB): the
+/// bytes per key until [`finish`](Self::finish), in chunks of 65,536 keys (1 MiB): the
 /// buffer grows without copies and without a doubling's slack (a 500,000-key table of a
 /// compaction, whose size is not known in advance, holds 8 MB, where one growing vector
 /// would reach 16 MB, and 24 MB while it moved).
