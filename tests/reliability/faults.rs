@@ -200,10 +200,11 @@ fn power_cut_at_every_sync_point_loses_nothing_acknowledged() {
         *kinds.entry(kind).or_default() += 1;
     }
     let (mut images, mut keys, mut with_pending) = (0u64, 0u64, 0u64);
-    // Background flushes and compactions make the number of sync points vary a little from
-    // run to run (how many L0 tables a compaction finds depends on timing), so the cuts go
-    // on until a run ends before its cut point.
-    let mut cut = 0u64;
+    // Background flushes and compactions make the number of sync points vary from run to
+    // run (how many L0 tables a compaction finds depends on timing), so the cuts go on until
+    // a run ends before its cut point, and at least to 90 % of the clean run's count (a
+    // run with fewer sync points than its cut is still checked, as a run without a cut).
+    let (mut cut, mut fired) = (0u64, 0u64);
     loop {
         let fs = FaultFs::new();
         fs.cut_power_at_sync(cut);
@@ -228,14 +229,16 @@ fn power_cut_at_every_sync_point_loses_nothing_acknowledged() {
             keys += check_recovery(&img, &must, &may, &what);
             images += 1;
         }
-        if !reached {
+        if reached {
+            fired += 1;
+        } else if cut * 10 >= total * 9 {
             break;
         }
         cut += 1;
     }
     assert!(
-        cut * 10 >= total * 9,
-        "{cut} cut points, but a clean run had {total} sync points"
+        fired * 10 >= total * 9,
+        "{fired} cuts fired, but a clean run had {total} sync points"
     );
     assert!(full.len() > 20);
     println!(
