@@ -21,7 +21,8 @@
 //! - `mmap.rs`: mapping filter and table files read-only (they are never modified after
 //!   they are renamed into place);
 //! - `filter/simd.rs`: the AVX2 and AVX-512 query kernels and their unaligned loads, the
-//!   SSE prefetch hint that batched lookups issue ahead of their filter queries, and
+//!   SSE prefetch hint that batched lookups issue ahead of their filter queries (and the
+//!   global filter's batches ahead of their buckets), and
 //!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
 //!   checked for its instructions;
 //! - `hyph/patterns.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of the

@@ -60,15 +60,24 @@ pub fn avx512() -> bool {
 /// it while the line is on its way, so many misses can be in flight at once.
 #[inline(always)]
 pub(super) fn prefetch(body: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
     if let Some(b) = body.get(at) {
+        prefetch_ref(b);
+    }
+}
+
+/// Asks the CPU to bring the cache line of `*r` into cache, without waiting for it (see
+/// [`prefetch`]): the global filter's batches issue it for buckets a few operations ahead.
+#[inline(always)]
+pub(super) fn prefetch_ref<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: SSE, the only feature `prefetcht0` needs, is part of the x86-64 baseline;
-        // the pointer is to a live byte of `body`, and a prefetch reads nothing back.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) }
+        // the pointer is to a live value (`r`), and a prefetch reads nothing back.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(r).cast()) }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    std::hint::black_box(body.get(at).copied());
+    std::hint::black_box(r);
 }
 
 /// The fastest blocked-bloom version 2 kernel this CPU has for `k` probes, with the value the

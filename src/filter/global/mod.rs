@@ -35,8 +35,9 @@
 //! A flush inserts its keys with the new L0 run's id ([`Writer::insert_batch`]). A compaction
 //! gives, for every key it merged, the runs that held a version of it and the run that holds
 //! the survivor ([`MergeKey`], [`Writer::merge_batch`]): one entry is relabelled, the others
-//! removed; nothing is read from disk. Batches are sorted by hash first, so the buckets are
-//! visited in address order.
+//! removed; nothing is read from disk. Batches are put in the order of their buckets first
+//! (a counting sort), so the table is swept in address order, with each bucket prefetched a
+//! few operations before it is read.
 //!
 //! # Overflow
 //! An insert that finds both buckets full moves entries along a cuckoo path found first and

@@ -12,6 +12,9 @@ use super::{
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 
+/// How many operations of a sorted batch ahead a bucket is prefetched.
+const PREFETCH_AHEAD: usize = 16;
+
 /// The writer of a [`GlobalFilter`] (one at a time: it holds the filter's mutex).
 #[derive(Debug)]
 pub struct Writer<'a> {
@@ -374,7 +377,7 @@ impl<'a> Writer<'a> {
     /// missing.
     ///
     /// Batches visit the table in address order, in phases: every operation is first tried
-    /// in its key's first bucket, in hash order (the first bucket is monotonic in the hash);
+    /// in its key's first bucket, in the order of those buckets ([`by_address`]);
     /// those that bucket could not serve are sorted by their second bucket and tried there;
     /// the few left take the single-key path (both buckets again, cuckoo walks, the stash).
     /// No entry moves between the first two phases, so an entry not found in the first
@@ -404,16 +407,24 @@ impl<'a> Writer<'a> {
         let f: &'a GlobalFilter = self.f;
         let t = &f.table;
         let mut out = Outcome::default();
-        ops.sort_unstable_by_key(|&(h, _)| h);
+        let ops = by_address(ops, t.buckets, |&(h, _)| (t.i1(h), h));
         let mut second: Vec<(u64, u64, Op)> = Vec::new();
-        for &(h, op) in ops.iter() {
+        // Buckets a batch visits are far apart in a large table: each is asked for
+        // `PREFETCH_AHEAD` operations before it is read, so the misses overlap.
+        for (j, &(h, op)) in ops.iter().enumerate() {
+            if let Some(&(ahead, _)) = ops.get(j + PREFETCH_AHEAD) {
+                t.prefetch(t.i1(ahead));
+            }
             if !self.try_at(t.i1(h), h, op, true) {
                 second.push((t.pair(h).1, h, op));
             }
         }
-        second.sort_unstable_by_key(|&(i2, h, _)| (i2, h));
+        let second = by_address(&second, t.buckets, |&(i2, h, _)| (i2, h));
         let mut last: Vec<(u64, Op)> = Vec::new();
-        for &(i2, h, op) in &second {
+        for (j, &(i2, h, op)) in second.iter().enumerate() {
+            if let Some(&(ahead, _, _)) = second.get(j + PREFETCH_AHEAD) {
+                t.prefetch(ahead);
+            }
             if !self.try_at(i2, h, op, false) {
                 last.push((h, op));
             }
@@ -577,6 +588,41 @@ impl<'a> Writer<'a> {
         st
     }
 }
+
+/// `ops` in the order of `key(op)` = (bucket, hash), or close to it: the batch's sweep of
+/// the table in address order. A batch of fewer than [`EXACT_BELOW`] operations is sorted
+/// by the key; a larger one by a counting sort on the bucket's top bits (stable, two linear
+/// passes, one bin per about two operations and at most 2¹⁶ bins: within a bin, buckets lie
+/// within 1/2¹⁶ of the table, which the prefetch covers). A comparison sort of a
+/// compaction's keys took most of the batch's time.
+fn by_address<T: Copy>(ops: &[T], buckets: u64, key: impl Fn(&T) -> (u64, u64)) -> Vec<T> {
+    let mut out = ops.to_vec();
+    if ops.len() < EXACT_BELOW {
+        out.sort_unstable_by_key(key);
+        return out;
+    }
+    let bins = (ops.len() / 2).next_power_of_two().min(1 << 16);
+    // A bucket number has `width` bits; its top log2(bins) of them are its bin.
+    let width = 64 - buckets.saturating_sub(1).leading_zeros();
+    let shift = width.saturating_sub(bins.trailing_zeros());
+    let bin = |o: &T| ((key(o).0 >> shift) as usize).min(bins - 1);
+    let mut start = vec![0usize; bins + 1];
+    for o in ops {
+        start[bin(o) + 1] += 1;
+    }
+    for b in 0..bins {
+        start[b + 1] += start[b];
+    }
+    for o in ops {
+        let b = bin(o);
+        out[start[b]] = *o;
+        start[b] += 1;
+    }
+    out
+}
+
+/// Batches smaller than this are sorted exactly (see [`by_address`]).
+const EXACT_BELOW: usize = 4096;
 
 /// One operation of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
