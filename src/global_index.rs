@@ -9,6 +9,8 @@
 //!
 //! [`FilterKind::Global`]: crate::filter::FilterKind::Global
 
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use crate::counters::Sharded;
@@ -47,6 +49,35 @@ pub(crate) struct GlobalIndex {
     pub(crate) capacity: u64,
     /// The store's counters (shared by every filter a store handle builds).
     counters: Arc<Sharded<8>>,
+    /// A change under way that relabels entries before its tables are published ([`Move`],
+    /// encoded; 0: none). See [`GlobalIndex::begin_move`].
+    moving: AtomicU64,
+}
+
+/// A compaction or trivial move in flight in the filter: entries of `sources` are being
+/// relabelled to `output` (or removed) before the table set that matches is published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Move {
+    /// The runs whose keys move (the compaction's inputs outside the output level).
+    pub sources: RunSet,
+    /// The run they move to.
+    pub output: RunId,
+}
+
+impl Move {
+    fn encode(self) -> u64 {
+        1 << 40 | (self.output.index() as u64) << 32 | u64::from(self.sources.0)
+    }
+
+    fn decode(x: u64) -> Option<Move> {
+        if x == 0 {
+            return None;
+        }
+        Some(Move {
+            sources: RunSet(x as u32),
+            output: RunId::from_index((x >> 32 & 0xff) as usize)?,
+        })
+    }
 }
 
 /// What the global filter's lookups did, summed over its life in this handle.
@@ -73,6 +104,7 @@ impl GlobalIndex {
             filter: GlobalFilter::new(Layout::Fixed16, capacity)?,
             capacity,
             counters,
+            moving: AtomicU64::new(0),
         })
     }
 
@@ -84,13 +116,22 @@ impl GlobalIndex {
             filter,
             capacity,
             counters,
+            moving: AtomicU64::new(0),
         }
     }
 
-    /// The runs that may hold the key of `hash`, counted as one probe.
+    /// The runs that may hold the key of `hash`, counted as one probe. While a move is under
+    /// way ([`begin_move`](Self::begin_move)), a set that names its output names its sources
+    /// too: the key's entry may have been relabelled before its new tables are published.
     #[inline]
     pub(crate) fn query(&self, hash: u64) -> RunSet {
-        let set = self.filter.query(hash);
+        let mut set = self.filter.query(hash);
+        // After the filter's words (see `begin_move`).
+        if let Some(m) = Move::decode(self.moving.load(SeqCst)) {
+            if set.contains(m.output) {
+                set = set | m.sources;
+            }
+        }
         let c = &self.counters;
         c.add(PROBES, 1);
         c.add(LINES, u64::from(self.filter.lines_touched(hash)));
@@ -98,6 +139,30 @@ impl GlobalIndex {
             c.add(NEGATIVES, 1);
         }
         set
+    }
+
+    /// Announces a compaction or trivial move that is about to relabel entries of
+    /// `m.sources` to `m.output` (and remove others) before the tables that match are
+    /// published, so that meanwhile a lookup through the tables as they were still finds
+    /// every key: a set naming the output names the sources too ([`query`](Self::query)).
+    ///
+    /// Why that suffices: a key the change touches keeps an entry in its sources or in the
+    /// output at every instant (a relabel rewrites one entry in place), except one that is
+    /// dropped, whose newest version is a tombstone with nothing below (absent either way).
+    /// The announcement is stored before the first bucket changes, and a lookup reads it
+    /// after its buckets: one that saw a changed bucket sees the announcement (the bucket
+    /// writes are released after it, the query's reads acquired before), or, if it was
+    /// already withdrawn, the owner's bump of the removal count that comes before
+    /// [`end_move`](Self::end_move), and looks again with the new tables.
+    pub(crate) fn begin_move(&self, m: Move) {
+        self.moving.store(m.encode(), SeqCst);
+    }
+
+    /// Withdraws [`begin_move`](Self::begin_move)'s announcement: call it after the
+    /// change's tables are published (or its entries put back) and the removal count
+    /// bumped.
+    pub(crate) fn end_move(&self) {
+        self.moving.store(0, SeqCst);
     }
 
     /// A run the filter named was read: `found` whether it held the key.

@@ -322,3 +322,115 @@ fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
     }
     assert_eq!(store.check_global_filter().unwrap(), Some(n));
 }
+
+/// Lookups racing compactions and trivial moves find every key: a compaction relabels its
+/// keys' entries to the output level before its tables are published, and lookups through
+/// the tables as they were must still reach the sources (the move announcement,
+/// `GlobalIndex::begin_move`). Readers check keys written once while a writer's new keys
+/// keep L0 → L1 compactions, deeper ones and moves going.
+#[test]
+fn lookups_racing_compactions_find_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        filter: Some(FilterKind::Global),
+        memtable_bytes: 64 << 10,
+        compaction_trigger: Some(2),
+        table_bytes: 32 << 10,
+        l1_bytes: 128 << 10,
+        level_ratio: 3,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    };
+    let store = Arc::new(Store::open(dir.path(), o).unwrap());
+    let stable = |i: u64| format!("s{:08}", i.wrapping_mul(0x9e37_79b9) % 100_000_000).into_bytes();
+    const STABLE: u64 = 4000;
+    for i in 0..STABLE {
+        store.put(&stable(i), &i.to_le_bytes()).unwrap();
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (store, done) = (store.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(100 + r);
+                let mut reads = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 10_000 {
+                    let i = rng.below(STABLE);
+                    let got = store.get(&stable(i)).unwrap();
+                    assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut rng = Rng::new(7);
+    for i in 0..60_000u64 {
+        let k = format!("w{:08}", rng.below(100_000_000)).into_bytes();
+        store.put(&k, &i.to_le_bytes()).unwrap();
+    }
+    store.flush().unwrap();
+    store.wait_for_compaction().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let s = store.stats();
+    assert!(s.compactions >= 5, "{} compactions", s.compactions);
+    println!(
+        "{} compactions, {} trivial moves",
+        s.compactions, s.trivial_moves
+    );
+    assert!(store.check_global_filter().unwrap().is_some());
+}
+
+/// A compaction that fails at any of its I/O operations (EIO, once) leaves the global filter
+/// agreeing with the tables: the entries it relabelled before a failed publish are put back
+/// (`unmerge_batch`), so every key still reads as the model says through the tables as they
+/// are, and `check_global_filter` finds every key under its run.
+#[test]
+fn a_compaction_that_fails_to_publish_puts_the_filter_back() {
+    use filterstore::io::{FaultFs, EIO};
+    let mut points = 0;
+    for n in 0.. {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new();
+        let o = Options {
+            filter: Some(FilterKind::Global),
+            compaction_trigger: None,
+            fs: Arc::new(fs.clone()),
+            ..Options::default()
+        };
+        let store = Store::open(dir.path(), o).unwrap();
+        let mut model = BTreeMap::new();
+        let mut rng = Rng::new(5);
+        for round in 0..4u64 {
+            for i in 0..300u64 {
+                let k = format!("k{:05}", rng.below(600)).into_bytes();
+                if i % 11 == 0 {
+                    store.delete(&k).unwrap();
+                    model.remove(&k);
+                } else {
+                    let v = (round * 1000 + i).to_le_bytes().to_vec();
+                    store.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            store.flush().unwrap();
+        }
+        fs.fail_at(fs.ops() + n, EIO, false);
+        let r = store.compact();
+        if fs.fired().is_none() {
+            r.unwrap();
+            break;
+        }
+        points += 1;
+        check_all(&store, &model, 600);
+        assert!(
+            store.check_global_filter().unwrap().is_some(),
+            "fault at op {n}: {:?}",
+            fs.fired()
+        );
+    }
+    assert!(points > 3, "{points} fault points");
+}

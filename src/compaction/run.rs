@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::filter::global::RunId;
+use crate::filter::global::{MergeKey, RunId, RunSet};
 use crate::filter::range::RangeFilterBuilder;
 use crate::filter::FilterKind;
 use crate::io::Fs;
@@ -218,16 +218,15 @@ pub(crate) struct Runs {
     pub output: RunId,
 }
 
-/// What a merge changes in a store's global filter, for its owner to apply: `added` (key
-/// hashes to insert under the output run, before the result is published: keys that were
-/// not in the output level before) and `removed` (entries to remove after it is published:
-/// each version the merge consumed outside the output level, and the output level's own
-/// entry of a key it dropped). Keys that only the output level held and that stay cost
-/// nothing.
+/// What a merge changes in a store's global filter, for its owner to apply (with
+/// [`Writer::merge_batch`]): one [`MergeKey`] per merged key that was in a run other than
+/// the output, or that was dropped: the runs that held it and the run that holds it after
+/// (the output, or none). Keys that only the output level held and that stay cost nothing.
+///
+/// [`Writer::merge_batch`]: crate::filter::global::Writer::merge_batch
 #[derive(Debug, Default)]
 pub(crate) struct Moves {
-    pub added: Vec<u64>,
-    pub removed: Vec<(RunId, u64)>,
+    pub keys: Vec<MergeKey>,
 }
 
 impl Moves {
@@ -238,15 +237,27 @@ impl Moves {
         if kept && in_output && held.len() == 1 {
             return;
         }
-        let h = crate::hash::key_hash(key);
-        if kept && !in_output {
-            self.added.push(h);
-        }
+        let hash = crate::hash::key_hash(key);
+        let mut from = RunSet::EMPTY;
         for &s in held {
-            if !kept || run(s) != runs.output {
-                self.removed.push((run(s), h));
+            let r = run(s);
+            if from.contains(r) {
+                // Two L0 tables that share an id (past 26 of them) both held the key: the
+                // second entry is removed on its own.
+                self.keys.push(MergeKey {
+                    hash,
+                    from: RunSet::of(r),
+                    to: None,
+                });
+            } else {
+                from = from.with(r);
             }
         }
+        self.keys.push(MergeKey {
+            hash,
+            from,
+            to: kept.then_some(runs.output),
+        });
     }
 }
 
@@ -463,7 +474,7 @@ pub(crate) struct MergeResult {
 /// durable (fsynced) when this returns; on an error they are removed.
 ///
 /// With `runs` (a store with a global filter), it also collects what the filter must change
-/// ([`Moves`], 8 to 9 bytes per key that moves: memory that grows with the upper inputs).
+/// ([`Moves`], 16 bytes per key that moves: memory that grows with the upper inputs).
 pub(crate) fn merge(
     sources: Vec<Source>,
     drop_tombstone: &(dyn Fn(&[u8]) -> bool + Sync),

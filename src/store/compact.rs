@@ -108,7 +108,7 @@ impl Inner {
                     .map(drop)
                 };
                 match v.global() {
-                    Some(g) => self.global_move(g, t, *from, task.output_level(), publish)?,
+                    Some(_) => self.global_move(t, *from, task.output_level(), publish)?,
                     None => publish()?,
                 }
                 self.counters.trivial_moves.fetch_add(1, Relaxed);
@@ -177,19 +177,6 @@ impl Inner {
         };
         let runs = self.global_runs(v, &source_runs, output)?;
         let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
-        let mut global = None;
-        if let Some(r) = &runs {
-            // The moved keys' new entries, before the outputs are published (in a larger
-            // filter when they would overfill this one).
-            self.grow_global_locked(result.moves.added.len() as u64)?;
-            let g = self.current().global().cloned();
-            if let Some(g) = &g {
-                g.filter
-                    .writer()
-                    .insert_batch(&mut result.moves.added, r.output);
-            }
-            global = g;
-        }
         let mut add = Vec::with_capacity(result.records.len());
         let opened: Result<()> = (|| {
             for r in &result.records {
@@ -202,12 +189,26 @@ impl Inner {
             }
             Ok(())
         })();
-        let installed = opened.and_then(|()| {
+        let publish = || {
             self.install(Install {
                 edit: task.edit(add),
                 cursor: task.cursor(),
                 ..Install::default()
             })
+            .map(drop)
+        };
+        let installed = opened.and_then(|()| match &runs {
+            Some(runs) => {
+                let l0: Vec<_> = runs
+                    .sources
+                    .iter()
+                    .zip(&source_runs)
+                    .filter(|(_, (l, _))| *l == 0)
+                    .map(|(r, _)| *r)
+                    .collect();
+                self.global_merge(runs, &mut result.moves.keys, &l0, publish)
+            }
+            _ => publish(),
         });
         if let Err(e) = installed {
             if !self.poisoned.load(SeqCst) {
@@ -220,16 +221,6 @@ impl Inner {
                 }
             }
             return Err(e);
-        }
-        if let (Some(g), Some(runs)) = (&global, &runs) {
-            let l0: Vec<_> = runs
-                .sources
-                .iter()
-                .zip(&source_runs)
-                .filter(|(_, (l, _))| *l == 0)
-                .map(|(r, _)| *r)
-                .collect();
-            self.global_remove(g, std::mem::take(&mut result.moves.removed), &l0);
         }
         for p in doomed {
             let _ = self.fs.remove(&p);

@@ -1,17 +1,18 @@
 //! The global filter in the engine (`FilterKind::Global`): building it from the tables'
 //! keys, and keeping it in step with flushes, compactions and trivial moves.
 //!
-//! **Why a lookup never misses a key.** Every change adds before it removes: a flush inserts
-//! the new table's keys under its L0 run id before the table is published (until then the
-//! keys are in the immutable memtable, which lookups search first); a compaction or trivial
-//! move inserts the keys that move under the output level's id before the result is
-//! published, and removes the old entries only after. A lookup that took the table set
-//! before a publish and reads the filter after the removals began could miss a run, so
-//! removals bump `Inner::global_removals` first and a lookup that sees it change takes the
-//! table set again (`read.rs`): rare, only lookups that straddle a publish. The filter can
-//! only hold extra entries (a failed compaction's additions), never lack one. Growing the
-//! filter or switching to it builds a new one from the tables with flushes and compactions
-//! held off, and publishes it with the table set.
+//! **Why a lookup never misses a key.** A flush inserts the new table's keys under its L0
+//! run id before the table is published (until then the keys are in the immutable memtable,
+//! which lookups search first). A compaction or trivial move relabels the entries of the
+//! keys it moves to the output level's id in place (and removes the entries of versions it
+//! consumed) before its tables are published, under a [`Move`] announcement: meanwhile a
+//! lookup whose runs include the output also reads the sources, so a lookup through the
+//! tables as they were finds every key (`GlobalIndex::begin_move`). After the publish the
+//! removal count `Inner::global_removals` is bumped before the announcement is withdrawn, and
+//! a lookup that sees the count change takes the table set again (`read.rs`): rare, only
+//! lookups that straddle a publish. A change that fails to publish puts its entries back.
+//! Growing the filter or switching to it builds a new one from the tables with flushes and
+//! compactions held off, and publishes it with the table set.
 
 use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
@@ -22,13 +23,17 @@ use super::Inner;
 use crate::compaction::run::Runs;
 use crate::error::{Error, Result};
 use crate::filename::FileName;
-use crate::filter::global::{GlobalFilter, RunId, Writer};
-use crate::global_index::{level_run, table_hashes, GlobalIndex, GROWTH, HEADROOM, NO_RUN};
+use crate::filter::global::{GlobalFilter, MergeKey, RunId, RunSet, Writer};
+use crate::global_index::{level_run, table_hashes, GlobalIndex, Move, GROWTH, HEADROOM, NO_RUN};
 use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
 const BUILD_BATCH: usize = 8;
+
+/// Operations a compaction or trivial move applies to the global filter per hold of its
+/// writer's lock (a flush waiting to insert waits for one such chunk at most).
+const MOVE_CHUNK: usize = 1 << 16;
 
 impl Inner {
     /// A global filter over the tables of `v`, sized for `room` times their keys and
@@ -53,22 +58,18 @@ impl Inner {
         w.insert_batch(&mut hashes.to_vec(), run);
     }
 
-    /// Grows the global filter (a new, larger one built from the tables) when `more` entries
-    /// would overfill it. Takes the compaction lock: call it without the global lock.
+    /// Grows the global filter (a new, larger one built from the tables) when a flush's
+    /// `more` entries would overfill it. Call it without the global lock. It waits for a
+    /// compaction's change window (`global_change`), not for the compaction: a compaction
+    /// that merges meanwhile applies its changes to the filter in use when its window
+    /// opens, which holds its inputs' entries under the same run ids (L0 tables keep
+    /// theirs). (Compactions and trivial moves relabel entries and remove others, so they
+    /// never need room.)
     pub(super) fn grow_global(&self, more: u64) -> Result<()> {
         if !self.current().global().is_some_and(|g| g.full_after(more)) {
             return Ok(());
         }
-        let _c = self.lock_compaction();
-        self.grow_global_locked(more)
-    }
-
-    /// [`grow_global`](Self::grow_global) for a caller that holds the compaction lock (a
-    /// compaction about to add `more` entries). Returns the global filter to update.
-    pub(super) fn grow_global_locked(&self, more: u64) -> Result<()> {
-        if !self.current().global().is_some_and(|g| g.full_after(more)) {
-            return Ok(());
-        }
+        let _m = self.lock_global_change();
         let _g = self.lock_global();
         let v = self.current();
         if !v.global().is_some_and(|g| g.full_after(more)) {
@@ -118,42 +119,46 @@ impl Inner {
         }))
     }
 
-    /// After a publish: removes the entries the change made obsolete, then gives back the L0
-    /// run ids `l0` that no live table uses any more.
-    pub(super) fn global_remove(
+    /// A compaction's changes to the global filter `g`, around `publish` (which installs
+    /// its tables): its `keys` are applied ([`Writer::merge_batch`]: relabelled to the
+    /// output, or removed) under a [`Move`] announcement, the tables published, and the L0
+    /// ids `l0` of the consumed tables given back. If `publish` fails, the entries are put
+    /// back as they were. See [`GlobalIndex::begin_move`] for why no lookup misses a key
+    /// meanwhile.
+    pub(super) fn global_merge(
         &self,
-        g: &GlobalIndex,
-        mut removed: Vec<(RunId, u64)>,
+        runs: &Runs,
+        keys: &mut [MergeKey],
         l0: &[RunId],
-    ) {
-        // Before the first removal: a lookup that read the filter after it retries.
-        self.global_removals.fetch_add(1, SeqCst);
-        removed.sort_unstable_by_key(|&(r, h)| (r.index(), h));
-        let mut w = g.filter.writer();
-        for group in removed.chunk_by(|a, b| a.0 == b.0) {
-            let mut hashes: Vec<u64> = group.iter().map(|&(_, h)| h).collect();
-            w.remove_batch(&mut hashes, group[0].0);
-        }
-        let v = self.current();
-        let live: Vec<RunId> = v.levels()[0]
-            .tables()
+        publish: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let sources = runs
+            .sources
             .iter()
-            .filter_map(|t| t.run())
-            .collect();
-        for &r in l0 {
-            if !live.contains(&r) {
-                // Refused while entries remain (an id shared with a table not yet published).
-                let _ = w.drop_l0_run(r);
-            }
-        }
+            .fold(RunSet::EMPTY, |s, &r| s.with(r))
+            .without(runs.output);
+        self.global_change(
+            Move {
+                sources,
+                output: runs.output,
+            },
+            |w, chunk| {
+                w.merge_batch(chunk);
+            },
+            |w, chunk| {
+                w.unmerge_batch(chunk);
+            },
+            keys,
+            l0,
+            publish,
+        )
     }
 
     /// A trivial move of `t` from level `from` to `to` in the global filter, around
-    /// `publish`: its keys are read, inserted under `to`'s id, published, removed from
-    /// `from`'s.
+    /// `publish`: its keys are read and their entries relabelled from `from`'s run to
+    /// `to`'s (as [`global_merge`](Self::global_merge) does).
     pub(super) fn global_move(
         &self,
-        g: &Arc<GlobalIndex>,
         t: &TableHandle,
         from: usize,
         to: usize,
@@ -166,19 +171,76 @@ impl Inner {
                 t.record.number
             )));
         };
-        let hashes = table_hashes(&t.table)?;
-        self.grow_global_locked(hashes.len() as u64)?;
-        let g = self
-            .current()
-            .global()
-            .cloned()
-            .unwrap_or_else(|| g.clone());
-        g.filter.writer().insert_batch(&mut hashes.clone(), to_run);
-        publish()?;
-        let removed = hashes.into_iter().map(|h| (from_run, h)).collect();
+        let mut hashes = table_hashes(&t.table)?;
         let l0: &[RunId] = if from == 0 { &[from_run] } else { &[] };
-        self.global_remove(&g, removed, l0);
+        self.global_change(
+            Move {
+                sources: RunSet::of(from_run),
+                output: to_run,
+            },
+            |w, chunk| {
+                w.relabel_batch(chunk, from_run, to_run);
+            },
+            |w, chunk| {
+                w.relabel_batch(chunk, to_run, from_run);
+            },
+            &mut hashes,
+            l0,
+            publish,
+        )
+    }
+
+    /// Applies `apply` to `items` in the global filter in use, in chunks of [`MOVE_CHUNK`]
+    /// (the writer's lock is let go between chunks, so a flush's insert waits for one chunk
+    /// at most), publishes, and gives back the L0 ids `l0`; on failure it applies `undo`
+    /// the same way instead. The [`Move`] is announced throughout, and the removal count
+    /// bumped before it is withdrawn. No filter is grown meanwhile (`global_change`).
+    fn global_change<T>(
+        &self,
+        m: Move,
+        apply: impl Fn(&mut Writer<'_>, &mut [T]),
+        undo: impl Fn(&mut Writer<'_>, &mut [T]),
+        items: &mut [T],
+        l0: &[RunId],
+        publish: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let _m = self.lock_global_change();
+        let Some(g) = self.current().global().cloned() else {
+            return publish();
+        };
+        g.begin_move(m);
+        for chunk in items.chunks_mut(MOVE_CHUNK) {
+            apply(&mut g.filter.writer(), chunk);
+        }
+        let published = publish();
+        if published.is_err() {
+            for chunk in items.chunks_mut(MOVE_CHUNK) {
+                undo(&mut g.filter.writer(), chunk);
+            }
+        }
+        // A lookup that read a relabelled entry and then no announcement looks again.
+        self.global_removals.fetch_add(1, SeqCst);
+        g.end_move();
+        published?;
+        self.release_l0(&g, l0);
         Ok(())
+    }
+
+    /// Gives back the L0 run ids `l0` that no live table uses any more.
+    fn release_l0(&self, g: &GlobalIndex, l0: &[RunId]) {
+        let v = self.current();
+        let live: Vec<RunId> = v.levels()[0]
+            .tables()
+            .iter()
+            .filter_map(|t| t.run())
+            .collect();
+        let mut w = g.filter.writer();
+        for &r in l0 {
+            if !live.contains(&r) {
+                // Refused while entries remain (an id shared with a table still live).
+                let _ = w.drop_l0_run(r);
+            }
+        }
     }
 }
 

@@ -179,7 +179,12 @@ pub(crate) struct Inner {
     /// Held by a flush from the choice of its table's filter to its publish, and by whoever
     /// replaces the global filter (`global.rs`). Taken after `compaction`.
     global_lock: Mutex<()>,
-    /// Bumped before a change removes entries from the global filter (`global.rs`).
+    /// Held by a compaction or trivial move while it changes the global filter and publishes
+    /// its tables, and by whoever grows the filter (`global.rs`): a growth waits for that
+    /// window, not for a whole compaction. Taken after `compaction`, before `global_lock`.
+    global_change: Mutex<()>,
+    /// Bumped after a change published tables whose entries it relabelled or removed in
+    /// the global filter (`global.rs`).
     global_removals: AtomicU64,
     /// What the global filter's lookups did (shared by every global filter this handle
     /// builds).
@@ -312,6 +317,10 @@ impl Inner {
 
     fn lock_global(&self) -> MutexGuard<'_, ()> {
         self.global_lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_global_change(&self) -> MutexGuard<'_, ()> {
+        self.global_change.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn read_state(&self) -> RwLockReadGuard<'_, State> {

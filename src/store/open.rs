@@ -244,6 +244,7 @@ impl Store {
             }),
             compaction: Mutex::new(()),
             global_lock: Mutex::new(()),
+            global_change: Mutex::new(()),
             global_removals: AtomicU64::new(0),
             global_counters,
             bg: Mutex::new(Bg::default()),

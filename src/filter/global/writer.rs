@@ -402,6 +402,29 @@ impl<'a> Writer<'a> {
         self.apply(&mut ops).missing
     }
 
+    /// Undoes [`Writer::merge_batch`] on the same keys (a compaction whose result was not
+    /// published): the entry relabelled to `to` goes back to the run it came from, and the
+    /// removed ones are inserted again. Returns how many entries were missing.
+    pub fn unmerge_batch(&mut self, keys: &mut [MergeKey]) -> u64 {
+        let mut ops: Vec<(u64, Op)> = Vec::with_capacity(keys.len());
+        for m in keys.iter() {
+            let mut rest = m.from;
+            match m.to {
+                Some(to) if rest.contains(to) => rest = rest.without(to),
+                Some(to) => match rest.iter().next() {
+                    Some(first) => {
+                        rest = rest.without(first);
+                        ops.push((m.hash, Op::Relabel(to, first)));
+                    }
+                    None => ops.push((m.hash, Op::Remove(to))),
+                },
+                None => {}
+            }
+            ops.extend(rest.iter().map(|r| (m.hash, Op::Insert(r))));
+        }
+        self.apply(&mut ops).missing
+    }
+
     /// Applies `ops` in the phases [`Writer::merge_batch`] describes.
     fn apply(&mut self, ops: &mut [(u64, Op)]) -> Outcome {
         let f: &'a GlobalFilter = self.f;
