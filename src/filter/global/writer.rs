@@ -377,7 +377,7 @@ impl<'a> Writer<'a> {
     /// missing.
     ///
     /// Batches visit the table in address order, in phases: every operation is first tried
-    /// in its key's first bucket, in the order of those buckets ([`by_address`]);
+    /// in its key's first bucket, in the order of those buckets (a counting sort);
     /// those that bucket could not serve are sorted by their second bucket and tried there;
     /// the few left take the single-key path (both buckets again, cuckoo walks, the stash).
     /// No entry moves between the first two phases, so an entry not found in the first
