@@ -18,8 +18,8 @@
 //!
 //! The key is the table's file number and the block's index in it. File numbers are never
 //! reused (format.md, "Store directory"), so a block of a table that compaction removed can
-//! never be found under a live table's key: it is simply never asked for again, and the
-//! FIFO evicts it like any other cold block.
+//! never be found under a live table's key. The store drops a removed table's blocks when
+//! it installs the table set without it ([`BlockCache::forget_file`]).
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -187,6 +187,22 @@ impl<V: Clone + std::ops::Deref<Target = [u8]>> BlockCache<V> {
         self.cache.insert(key, block);
     }
 
+    /// Drops the blocks of file `file` (block indices `0..blocks`), a table that left the
+    /// store: nobody asks for them again, and a full cache would otherwise keep them until
+    /// evicted, admitting the live tables' blocks only on their second miss meanwhile. The
+    /// space freed is filled again as a filling cache is: every block read is admitted
+    /// until it is full.
+    pub(crate) fn forget_file(&self, file: u64, blocks: u64) {
+        let mut freed = false;
+        for block in 0..blocks {
+            freed |= self.cache.remove(&BlockKey { file, block }).is_some();
+        }
+        if freed {
+            self.inserted.store(self.used_bytes(), Relaxed);
+            self.full.store(false, Relaxed);
+        }
+    }
+
     /// The capacity in bytes (the sum of the shards' capacities).
     pub(crate) fn capacity(&self) -> u64 {
         self.cache.capacity()
@@ -272,6 +288,34 @@ mod tests {
             c.admit(&key(j + (1 << 41)), 4000);
         }
         assert!(!c.admit(&k, 4000), "remembered after 100,000 other misses");
+    }
+
+    /// A forgotten file's blocks are gone, others stay, and a full cache that lost blocks
+    /// admits every block again until it is full once more.
+    #[test]
+    fn forgetting_a_file_frees_its_blocks_and_reopens_admission() {
+        let c = BlockCache::<Block>::new(1 << 20).unwrap();
+        let key = |file: u64, i: u64| BlockKey { file, block: i };
+        let mut i = 0;
+        while !c.full.load(Relaxed) {
+            assert!(c.admit(&key(1 + i % 2, i / 2), 4000));
+            c.insert(key(1 + i % 2, i / 2), block(4000, 1));
+            i += 1;
+        }
+        assert!(!c.admit(&key(3, 0), 4000), "full: first miss not admitted");
+        let before = c.len();
+        c.forget_file(1, i);
+        assert!(c.len() < before && c.len() > 0, "{} of {before}", c.len());
+        assert!(
+            (0..i).all(|b| c.get(&key(1, b)).is_none()),
+            "file 1 forgotten"
+        );
+        assert!((0..i).any(|b| c.get(&key(2, b)).is_some()), "file 2 kept");
+        assert_eq!(c.inserted.load(Relaxed), c.used_bytes());
+        assert!(
+            c.admit(&key(3, 1), 4000),
+            "room again: admitted on a first miss"
+        );
     }
 
     #[test]

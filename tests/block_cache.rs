@@ -167,8 +167,9 @@ fn a_long_scan_leaves_the_hot_lookup_blocks_cached() {
 }
 
 /// A compaction reads its inputs without the cache: it neither looks blocks up nor inserts
-/// them, so the hot blocks of a table it does not touch stay cached; and the blocks of the
-/// tables it removes can never be read for the tables it writes, whose file numbers are new.
+/// them, so the hot blocks of a table it does not touch stay cached; the blocks of the
+/// tables it removes leave the cache, and could never be read for the tables it writes,
+/// whose file numbers are new.
 #[test]
 fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     let dir = tempfile::tempdir().unwrap();
@@ -234,6 +235,11 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
         .tables
         .iter()
         .all(|t| t.number > *old.iter().max().unwrap()));
+    assert!(again.block_cache_bytes > 0);
+    assert_eq!(
+        st.block_cache_bytes, 0,
+        "the removed tables' blocks left the cache"
+    );
     for i in 0..5_000 {
         let want = if hot.contains(&i) {
             b"new".to_vec()

@@ -386,6 +386,15 @@ impl Inner {
         for t in old.tables().filter(|t| !live.contains(&Arc::as_ptr(t))) {
             self.retire(t);
         }
+        if let Some(cache) = &self.block_cache {
+            // Tables whose file left the store (a refilter or a move keeps the file, and
+            // with it the blocks' keys). A scan still holding one reads its blocks from the
+            // file.
+            let files: HashSet<u64> = next.tables().map(|t| t.record.number).collect();
+            for t in old.tables().filter(|t| !files.contains(&t.record.number)) {
+                cache.forget_file(t.record.number, t.table.block_count() as u64);
+            }
+        }
         if change.sealed.is_some() {
             self.counters.flushes.fetch_add(1, Relaxed);
             // Before the flush is announced, so that a caller of `flush()` sees them saved.
