@@ -375,17 +375,7 @@ pub fn zstd_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
                 None => Err(std::io::Error::other("no zstd context")),
             }
         });
-        match got {
-            Ok(n) if n == raw_len => Ok(raw_len),
-            Ok(n) => Err(Error::corrupt(
-                at + 4,
-                format!("compressed block decodes to {n} bytes, not the {raw_len} it claims"),
-            )),
-            Err(e) => Err(Error::corrupt(
-                at + 4,
-                format!("compressed block does not decode: {e}"),
-            )),
-        }
+        decoded(got, raw_len, at)
     }
     #[cfg(not(feature = "zstd"))]
     {
@@ -409,7 +399,17 @@ pub fn lz4_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
         // Grown when shorter, never zeroed again: a reused buffer costs no memset.
         out.resize(raw_len, 0);
     }
-    match decompress_into(body, &mut out[..raw_len]) {
+    decoded(decompress_into(body, &mut out[..raw_len]), raw_len, at)
+}
+
+/// `raw_len` when a decoder's result `got` filled exactly the `raw_len` bytes the payload at
+/// file offset `at` claims; a corruption error naming the offset otherwise.
+fn decoded(
+    got: std::result::Result<usize, impl std::fmt::Display>,
+    raw_len: usize,
+    at: u64,
+) -> Result<usize> {
+    match got {
         Ok(n) if n == raw_len => Ok(raw_len),
         Ok(n) => Err(Error::corrupt(
             at + 4,

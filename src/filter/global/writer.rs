@@ -383,22 +383,7 @@ impl<'a> Writer<'a> {
     /// No entry moves between the first two phases, so an entry not found in the first
     /// bucket is in the second, in the stash, or missing.
     pub fn merge_batch(&mut self, keys: &mut [MergeKey]) -> u64 {
-        let mut ops: Vec<(u64, Op)> = Vec::with_capacity(keys.len());
-        for m in keys.iter() {
-            let mut rest = m.from;
-            match m.to {
-                Some(to) if rest.contains(to) => rest = rest.without(to),
-                Some(to) => match rest.iter().next() {
-                    Some(first) => {
-                        rest = rest.without(first);
-                        ops.push((m.hash, Op::Relabel(first, to)));
-                    }
-                    None => ops.push((m.hash, Op::Insert(to))),
-                },
-                None => {}
-            }
-            ops.extend(rest.iter().map(|r| (m.hash, Op::Remove(r))));
-        }
+        let mut ops = merge_ops(keys, false);
         self.apply(&mut ops).missing
     }
 
@@ -406,22 +391,7 @@ impl<'a> Writer<'a> {
     /// published): the entry relabelled to `to` goes back to the run it came from, and the
     /// removed ones are inserted again. Returns how many entries were missing.
     pub fn unmerge_batch(&mut self, keys: &mut [MergeKey]) -> u64 {
-        let mut ops: Vec<(u64, Op)> = Vec::with_capacity(keys.len());
-        for m in keys.iter() {
-            let mut rest = m.from;
-            match m.to {
-                Some(to) if rest.contains(to) => rest = rest.without(to),
-                Some(to) => match rest.iter().next() {
-                    Some(first) => {
-                        rest = rest.without(first);
-                        ops.push((m.hash, Op::Relabel(to, first)));
-                    }
-                    None => ops.push((m.hash, Op::Remove(to))),
-                },
-                None => {}
-            }
-            ops.extend(rest.iter().map(|r| (m.hash, Op::Insert(r))));
-        }
+        let mut ops = merge_ops(keys, true);
         self.apply(&mut ops).missing
     }
 
@@ -662,4 +632,31 @@ struct Outcome {
     missing: u64,
     /// Inserts that went to the stash.
     stashed: u64,
+}
+
+/// The operations of [`Writer::merge_batch`] for `keys` (`undo`: those of
+/// [`Writer::unmerge_batch`]): each key keeps one entry, relabelled from the first of its
+/// `from` runs to `to` (or inserted when it had none), and loses the others.
+fn merge_ops(keys: &[MergeKey], undo: bool) -> Vec<(u64, Op)> {
+    let mut ops: Vec<(u64, Op)> = Vec::with_capacity(keys.len());
+    for m in keys {
+        let mut rest = m.from;
+        match m.to {
+            Some(to) if rest.contains(to) => rest = rest.without(to),
+            Some(to) => match rest.iter().next() {
+                Some(first) => {
+                    rest = rest.without(first);
+                    let (a, b) = if undo { (to, first) } else { (first, to) };
+                    ops.push((m.hash, Op::Relabel(a, b)));
+                }
+                None => ops.push((m.hash, if undo { Op::Remove(to) } else { Op::Insert(to) })),
+            },
+            None => {}
+        }
+        ops.extend(
+            rest.iter()
+                .map(|r| (m.hash, if undo { Op::Insert(r) } else { Op::Remove(r) })),
+        );
+    }
+    ops
 }
