@@ -434,3 +434,48 @@ fn a_compaction_that_fails_to_publish_puts_the_filter_back() {
     }
     assert!(points > 3, "{points} fault points");
 }
+
+/// L0 tables keep their range filters when the global filter gives them run ids: at the
+/// switch to it (a build from the tables) and at a reopen from its checkpoint.
+#[test]
+fn l0_tables_keep_their_range_filters_under_the_global_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = |filter| Options {
+        filter,
+        memtable_bytes: 16 << 10,
+        compaction_trigger: Some(100),
+        l0_slowdown: 200,
+        l0_stop: 300,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), o(Some(FilterKind::Bloom))).unwrap();
+    for i in 0..3000u32 {
+        let k = format!("k{:05}", (i * 7919) % 3000);
+        store.put(k.as_bytes(), b"v").unwrap();
+    }
+    store.flush().unwrap();
+    let ranged = |s: &Store| -> Vec<(u32, bool)> {
+        let st = s.stats();
+        st.tables
+            .iter()
+            .map(|t| (t.level, t.range_filter_bytes > 0))
+            .collect()
+    };
+    let before = ranged(&store);
+    assert!(
+        before.len() > 2 && before.iter().all(|&(l, r)| l == 0 && r),
+        "{before:?}"
+    );
+    store.refilter(FilterKind::Global, 0.01).unwrap();
+    assert_eq!(ranged(&store), before, "after the switch");
+    drop(store);
+    // The store's recorded policy (global) is kept when none is asked for.
+    let store = Store::open(dir.path(), o(None)).unwrap();
+    assert!(store.stats().global_filter.is_some());
+    assert_eq!(ranged(&store), before, "after a reopen from the checkpoint");
+    // An empty scan between two keys is answered without a table read.
+    let skipped = store.stats().range_skipped;
+    assert_eq!(store.scan(&b"k00001a"[..]..&b"k00001b"[..]).count(), 0);
+    assert!(store.stats().range_skipped > skipped);
+}

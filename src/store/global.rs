@@ -276,13 +276,7 @@ fn build_global(
                 }
                 None => l0_id(&mut w),
             };
-            let h = Arc::new(TableHandle::new(
-                t.table.clone(),
-                t.filter.clone(),
-                t.record.clone(),
-                t.filter_problem.clone(),
-            ));
-            h.set_run(run);
+            let h = Arc::new(t.with_run(run));
             fresh.push(h.clone());
             jobs.push((h, Some(run)));
         }
@@ -360,16 +354,7 @@ fn load_checkpoint(
     let fresh: Vec<Arc<TableHandle>> = l0
         .iter()
         .zip(&runs)
-        .map(|(t, &run)| {
-            let h = Arc::new(TableHandle::new(
-                t.table.clone(),
-                t.filter.clone(),
-                t.record.clone(),
-                t.filter_problem.clone(),
-            ));
-            h.set_run(run);
-            h
-        })
+        .map(|(t, &run)| Arc::new(t.with_run(run)))
         .collect();
     let next = v.apply(&Edit {
         replace: fresh,

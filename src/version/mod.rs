@@ -173,6 +173,15 @@ impl TableHandle {
         .with_range(self.range.clone(), self.range_problem.clone())
     }
 
+    /// The same table, filters and level under L0 run id `run` in a new global filter, with
+    /// fresh counters (the handles of the version in use are left alone: lookups may be
+    /// using them).
+    pub(crate) fn with_run(&self, run: RunId) -> TableHandle {
+        let h = self.at_level(self.record.level);
+        h.set_run(run);
+        h
+    }
+
     /// Whether `key` (with `p = prefix8(key)`) lies inside the table's key range.
     #[inline]
     fn in_range(&self, key: &[u8], p: u64) -> bool {
