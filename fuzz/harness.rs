@@ -20,6 +20,9 @@
 //!   `ZSTD_MAX_RATIO` (zstd) times its payload and at most `MAX_BLOCK_LEN` bytes, a zstd one
 //!   to at most what its frame's headers allow; an error is a corruption at an offset inside
 //!   it (or, for zstd in a build without the feature, unsupported there).
+//! - lifetime counters: an accepted `COUNTERS` file re-encodes (as the current version) to
+//!   bytes that decode to the same counters, and a current-version file re-encodes to itself;
+//!   a refused one is a corruption at an offset inside the file.
 //! - zstd frame: the bound read from a frame's headers is at most `ZSTD_MAX_RATIO` times its
 //!   bytes, and a frame the library decodes never yields more than that bound.
 //!
@@ -31,6 +34,7 @@ use std::path::Path;
 use filterstore::filter::global::{GlobalFilter, RunId};
 use filterstore::filter::range::RangeFilter;
 use filterstore::filter::Filter;
+use filterstore::lifetime;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
 use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN, ZSTD_MAX_RATIO};
@@ -40,7 +44,7 @@ use filterstore::Error;
 use filterstore::FilterPolicy;
 
 /// Input names, as the cargo-fuzz targets and corpus directories are named.
-pub const TARGETS: [&str; 9] = [
+pub const TARGETS: [&str; 10] = [
     "wal",
     "block",
     "table",
@@ -50,6 +54,7 @@ pub const TARGETS: [&str; 9] = [
     "global",
     "compressed",
     "zstd",
+    "counters",
 ];
 
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -295,6 +300,29 @@ pub fn manifest(data: &[u8]) -> bool {
         again.policy == m.policy && again.encode() == bytes,
         "a decoded manifest does not survive encode, decode, encode"
     );
+    true
+}
+
+/// A whole `COUNTERS` file (the lifetime counters).
+pub fn counters(data: &[u8]) -> bool {
+    let n = data.len() as u64;
+    let l = match lifetime::decode(data) {
+        Ok(l) => l,
+        // Every refusal names an offset inside the file (or its end, for one cut short).
+        Err(Error::Corruption { offset, .. }) if offset <= n => return false,
+        Err(e) => panic!("a {n}-byte COUNTERS file: not a corruption inside it: {e:?}"),
+    };
+    let bytes = lifetime::encode(&l);
+    let again = lifetime::decode(&bytes)
+        .unwrap_or_else(|e| panic!("decoded counters re-encode to bytes they refuse: {e}"));
+    assert_eq!(again, l, "counters do not survive encode and decode");
+    if data.len() == bytes.len() {
+        // Same length means the current version: nothing may be lost or reordered.
+        assert_eq!(
+            bytes, data,
+            "a current-version COUNTERS file re-encodes differently"
+        );
+    }
     true
 }
 

@@ -50,6 +50,10 @@ pub mod hyph;
 #[cfg(feature = "parquet")]
 pub mod import;
 pub mod io;
+// The on-disk decoders are public only with `internals`, for tests and fuzz targets.
+#[cfg(feature = "internals")]
+pub mod lifetime;
+#[cfg(not(feature = "internals"))]
 mod lifetime;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]

@@ -100,7 +100,7 @@ const fn file_len(count: usize) -> usize {
 }
 
 /// The file's bytes for `l`.
-pub(crate) fn encode(l: &Lifetime) -> Vec<u8> {
+pub fn encode(l: &Lifetime) -> Vec<u8> {
     let mut out = Vec::with_capacity(file_len(COUNT));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -115,7 +115,7 @@ pub(crate) fn encode(l: &Lifetime) -> Vec<u8> {
 
 /// Decodes a `COUNTERS` file's bytes. Errors carry the offset of what is wrong (the caller
 /// adds the file name).
-pub(crate) fn decode(b: &[u8]) -> Result<Lifetime> {
+pub fn decode(b: &[u8]) -> Result<Lifetime> {
     let mut c = Cursor::new(b, 0);
     if c.bytes(MAGIC.len(), "COUNTERS magic")? != MAGIC {
         return Err(Error::corrupt(0, "not a COUNTERS file (bad magic)"));

@@ -1,5 +1,5 @@
 //! The fuzzing that CI runs (issue 15, item 5): every decoder (WAL, block, compressed block,
-//! zstd frame bound, table, filter, manifest, range filter, global filter) fed random and mutated bytes for a
+//! zstd frame bound, table, filter, manifest, range filter, global filter, lifetime counters) fed random and mutated bytes for a
 //! bounded time, checking no panic, no hang, no allocation larger than the input justifies,
 //! and the properties in `fuzz/harness.rs`.
 //!
@@ -177,6 +177,14 @@ fn fix_manifest(b: &mut [u8]) {
     }
 }
 
+/// Recomputes the trailing CRC of a `COUNTERS` file (over everything before it).
+fn fix_counters(b: &mut [u8]) {
+    if let Some(at) = b.len().checked_sub(4) {
+        let crc = crc32fast::hash(&b[..at]);
+        put32(b, at, crc);
+    }
+}
+
 fn fix_filter(b: &mut [u8]) {
     if b.len() >= 64 {
         let n = (b.len() - 64) as u64;
@@ -234,12 +242,13 @@ fn manifest_dir() -> PathBuf {
 /// 60 entries (with bloom, blocked-bloom, cuckoo and binary-fuse filters), the manifest after
 /// each flush, and
 /// a log of 40 batches, whole, torn by 14 bytes of garbage, with a damaged first record, and
-/// cut short.
+/// cut short, and the store's lifetime counters.
 struct Written {
     wal: Vec<Vec<u8>>,
     table: Vec<Vec<u8>>,
     filter: Vec<Vec<u8>>,
     manifest: Vec<Vec<u8>>,
+    counters: Vec<Vec<u8>>,
 }
 
 fn written() -> Written {
@@ -324,6 +333,7 @@ fn written() -> Written {
         table: read("sst"),
         filter: read("filter"),
         manifest,
+        counters: vec![std::fs::read(dir.path().join("COUNTERS")).unwrap()],
     }
 }
 
@@ -554,6 +564,7 @@ fn fixtures(target: &str) -> Vec<Vec<u8>> {
                 "manifest" => name == "MANIFEST",
                 "range" => name.starts_with("range-") || name.ends_with(".range"),
                 "global" => name.starts_with("global-"),
+                "counters" => name.starts_with("counters-") || name == "COUNTERS",
                 _ => false,
             }
         })
@@ -855,6 +866,22 @@ fn manifest_decode() {
             fix_manifest,
             |b| budget(b.len()),
             harness::manifest
+        )
+    );
+}
+
+#[test]
+fn counters_decode() {
+    let w = written();
+    println!(
+        "{}",
+        fuzz(
+            "counters",
+            w.counters,
+            100_000,
+            fix_counters,
+            |b| budget(b.len()),
+            harness::counters
         )
     );
 }
