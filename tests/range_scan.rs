@@ -313,3 +313,35 @@ fn range_counters_survive_reopen_and_a_crash_keeps_the_last_saved() {
     assert_eq!(l.range_skipped + l.range_false_positives, 220);
     assert!(l.range_skipped > saved.range_skipped);
 }
+
+/// A seal reads the memtable's keys in the order they were inserted (its memory's order), not
+/// in key order: the table's range filter must still be the one of its keys, tombstones'
+/// included, byte for byte.
+#[test]
+fn a_sealed_tables_range_filter_is_the_one_of_its_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small(16.0)).unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    for i in 0..3000u64 {
+        // Inserted out of key order: a multiplicative permutation of 0..3000.
+        let j = i * 1237 % 3000;
+        let k = format!("user:{:05}:{}", j * 7, j % 13).into_bytes();
+        store.put(&k, b"v").unwrap();
+        if j % 5 == 0 {
+            store.delete(&k).unwrap();
+        }
+        if j % 7 == 0 {
+            store.put(&k, b"again").unwrap();
+        }
+        keys.insert(k);
+    }
+    store.flush().unwrap();
+    let ranges: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "range"))
+        .collect();
+    assert_eq!(ranges.len(), 1, "one sealed table, one range filter");
+    let want = filterstore::filter::range::build(keys.iter(), 16.0).unwrap();
+    assert_eq!(std::fs::read(&ranges[0]).unwrap(), want);
+}

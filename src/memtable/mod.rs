@@ -8,7 +8,8 @@
 //! ```
 //! A put costs one hash-table probe and one append (no allocation per entry, no tree walk);
 //! an overwrite appends only the new value; a get is one probe. Sealing sorts in parallel on
-//! the current rayon pool and hands the filter the key hashes computed at insert time.
+//! the current rayon pool, hands the filter the key hashes computed at insert time and the
+//! range filter the keys in insertion order (the arena's order: one stream of memory).
 //!
 //! **Key order** is kept as sorted runs of `(first eight key bytes big-endian, slot number)`,
 //! built when a scan or the seal asks for it, never by a put. Keys are never removed, so the
@@ -237,6 +238,14 @@ impl Memtable {
             mem: self,
             order: self.merged(),
         }
+    }
+
+    /// Every key (tombstones' included), in insertion order: the slots' and the arena's
+    /// order, so the bytes are read as one stream (for the range filter at sealing, which
+    /// takes its keys in any order; in key order, every key would be a cache and TLB miss
+    /// in the arena).
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &[u8]> + Send + '_ {
+        self.slots.iter().map(|s| self.key(s))
     }
 
     /// The key hash of every entry, in no particular order (for the filter at sealing).

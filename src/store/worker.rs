@@ -237,7 +237,7 @@ impl Inner {
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
         let files = (table_no, filter_no, range);
-        let record = self.write_table_files(files, filter, &sorted, &hashes);
+        let record = self.write_table_files(files, filter, &sorted, imm.mem.keys(), &hashes);
         let record = match record {
             Ok(r) => r,
             Err(e) => {
@@ -286,12 +286,14 @@ impl Inner {
 
     /// Writes an L0 table, its filter and its range filter (in parallel) from sorted
     /// entries, as file numbers `(table, filter, (range filter, its bits per key))`; `None`
-    /// when there are no entries (no file is left behind).
-    fn write_table_files<E: SortedEntries + ?Sized>(
+    /// when there are no entries (no file is left behind). The range filter is built from
+    /// `keys`, the entries' keys in any order (the memtable gives them in its memory's order).
+    fn write_table_files<'k, E: SortedEntries + ?Sized>(
         &self,
         (table_no, filter_no, range): (u64, u64, Option<(u64, f64)>),
         (kind, fpr): (FilterKind, f64),
         entries: &E,
+        keys: impl ExactSizeIterator<Item = &'k [u8]> + Send,
         hashes: &[u64],
     ) -> Result<Option<TableRecord>> {
         if entries.is_empty() {
@@ -300,7 +302,6 @@ impl Inner {
         let tpath = table_path(&self.dir, table_no);
         let fpath = filter_path(&self.dir, filter_no);
         let write_range = |(n, bits): (u64, f64)| -> Result<u64> {
-            let keys = (0..entries.len()).map(|i| entries.entry(i).0);
             let block = crate::filter::range::build(keys, bits)?;
             write_range_file(&*self.fs, &range_path(&self.dir, n), &block)
         };

@@ -87,14 +87,14 @@ impl Windows<'_> {
 /// every chunk's second half, sorted in cache (a counting sort by their next bits, about two
 /// slots per value, then an insertion sort of each slot's few values) and written, in value
 /// order, to the first halves, which then hold all values sorted (chunk after chunk). Returns
-/// the least and the greatest window.
+/// the least and the greatest window, and the number of distinct values.
 fn hash_and_sort(
     tails: &mut [Vec<[u64; 2]>],
     windows: &Windows<'_>,
     hasher: &Hasher,
     bits: u32,
     parts_log2: u32,
-) -> (u128, u128) {
+) -> (u128, u128, u64) {
     let parts = 1usize << parts_log2;
     let shift = bits - parts_log2;
     let n: usize = tails.iter().map(Vec::len).sum();
@@ -173,22 +173,29 @@ fn hash_and_sort(
         outputs.push(pieces);
     }
     debug_assert_eq!(n, starts.iter().map(|s| s[parts] as usize).sum::<usize>());
-    outputs.into_par_iter().enumerate().for_each_init(
-        || (Vec::new(), Vec::new()),
-        |(count, sorted): &mut (Vec<u32>, Vec<u64>), (p, pieces)| {
-            let segments = starts
-                .iter()
-                .zip(&seconds)
-                .map(|(s, second)| &second[s[p] as usize..s[p + 1] as usize]);
-            sort_in_cache(segments, shift, count, sorted);
-            let mut from = 0;
-            for piece in pieces {
-                piece.copy_from_slice(&sorted[from..from + piece.len()]);
-                from += piece.len();
-            }
-        },
-    );
-    (x_min, x_max)
+    let stored = outputs
+        .into_par_iter()
+        .enumerate()
+        .map_init(
+            || (Vec::new(), Vec::new()),
+            |(count, sorted): &mut (Vec<u32>, Vec<u64>), (p, pieces)| {
+                let segments = starts
+                    .iter()
+                    .zip(&seconds)
+                    .map(|(s, second)| &second[s[p] as usize..s[p + 1] as usize]);
+                sort_in_cache(segments, shift, count, sorted);
+                let mut from = 0;
+                for piece in pieces {
+                    piece.copy_from_slice(&sorted[from..from + piece.len()]);
+                    from += piece.len();
+                }
+                // Partitions hold disjoint ranges of values: repeats lie in one.
+                let repeats = sorted.windows(2).filter(|w| w[0] == w[1]).count();
+                (sorted.len() - repeats) as u64
+            },
+        )
+        .sum();
+    (x_min, x_max, stored)
 }
 
 /// Replaces each count by the sum of it and those before it. The running sum stays in a
@@ -203,10 +210,11 @@ fn prefix_sums(c: &mut [u32]) {
 }
 
 /// The sorted values [`hash_and_sort`] left in the first halves of the tails' chunks.
-fn sorted_values(tails: &[Vec<[u64; 2]>]) -> impl Iterator<Item = u64> + Clone + '_ {
+fn sorted_values(tails: &[Vec<[u64; 2]>]) -> Vec<&[u64]> {
     tails
         .iter()
-        .flat_map(|chunk| chunk.as_flattened()[..chunk.len()].iter().copied())
+        .map(|chunk| &chunk.as_flattened()[..chunk.len()])
+        .collect()
 }
 
 /// Sorts the values of `segments` (below 2^`width` once their partition bits are dropped)
@@ -271,11 +279,12 @@ pub struct RangeFilterBuilder {
     max_len: usize,
     /// Per key, its 16 bytes from the common prefix length at the time it was pushed, as two
     /// big-endian halves (later, in place, its hashed value: see [`hash_and_sort`]); in
-    /// chunks of [`CHUNK`] keys, every one full but the last.
-    tails: Vec<Vec<[u64; 2]>>,
-    /// Keys announced by [`reserve`](Self::reserve) and not pushed yet: a new chunk is sized
-    /// for them (up to [`CHUNK`]).
-    expected: usize,
+    /// chunks of [`CHUNK`] keys: the full ones, then `cur`, the one being filled.
+    full: Vec<Vec<[u64; 2]>>,
+    cur: Vec<[u64; 2]>,
+    /// The keys pushed and announced by [`reserve`](Self::reserve): a new chunk is sized for
+    /// those not pushed yet (up to [`CHUNK`]).
+    announced: u64,
     /// (index of the first key, common prefix length) each time the common prefix shrank.
     runs: Vec<(usize, usize)>,
 }
@@ -298,8 +307,9 @@ impl RangeFilterBuilder {
             depth: 0,
             min_len: usize::MAX,
             max_len: 0,
-            tails: Vec::new(),
-            expected: 0,
+            full: Vec::new(),
+            cur: Vec::new(),
+            announced: 0,
             runs: Vec::new(),
         })
     }
@@ -337,7 +347,10 @@ impl RangeFilterBuilder {
             }
         }
         let t = window16(key, self.depth);
-        self.push_tail([(t >> 64) as u64, t as u64]);
+        if self.cur.len() == self.cur.capacity() {
+            self.grow();
+        }
+        self.cur.push([(t >> 64) as u64, t as u64]);
         self.min_len = self.min_len.min(key.len());
         self.max_len = self.max_len.max(key.len());
         self.keys += 1;
@@ -347,30 +360,26 @@ impl RangeFilterBuilder {
     /// Makes room for `keys` more keys (it saves the copies of a growing chunk when the
     /// number of keys is known, as when a memtable is sealed).
     pub fn reserve(&mut self, keys: usize) {
-        self.expected = self.expected.saturating_add(keys);
-        self.tails.reserve(keys.div_ceil(CHUNK));
+        self.announced = self.announced.max(self.keys).saturating_add(keys as u64);
+        self.full.reserve(keys.div_ceil(CHUNK));
     }
 
-    /// Appends a tail: to the last chunk while it holds fewer than [`CHUNK`], else to a new
-    /// one sized for the keys announced (a chunk that fills grows by doubling, up to
-    /// [`CHUNK`]).
-    #[inline]
-    fn push_tail(&mut self, t: [u64; 2]) {
-        match self.tails.last_mut() {
-            Some(c) if c.len() < CHUNK => {
-                if c.len() == c.capacity() {
-                    let cap = c.capacity();
-                    c.reserve_exact(cap.max(64).min(CHUNK - cap));
-                }
-                c.push(t);
-            }
-            _ => {
-                let mut c = Vec::with_capacity(self.expected.clamp(64, CHUNK));
-                c.push(t);
-                self.tails.push(c);
-            }
+    /// Makes room in `cur` for one more tail: a full chunk is put aside and a new one sized
+    /// for the keys announced and not pushed yet; a chunk that fills before [`CHUNK`] grows
+    /// by doubling, up to [`CHUNK`].
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        if self.cur.len() == CHUNK {
+            self.full.push(std::mem::take(&mut self.cur));
         }
-        self.expected = self.expected.saturating_sub(1);
+        match self.cur.capacity() {
+            0 => {
+                let want = self.announced.saturating_sub(self.keys);
+                self.cur = Vec::with_capacity(want.clamp(64, CHUNK as u64) as usize);
+            }
+            cap => self.cur.reserve_exact(cap.max(64).min(CHUNK - cap)),
+        }
     }
 
     /// Keys pushed so far.
@@ -388,7 +397,10 @@ impl RangeFilterBuilder {
         let p = self.depth;
         let window = (self.max_len - p).min(MAX_WINDOW);
         let first_window = window16(&self.first, p);
-        let mut tails = std::mem::take(&mut self.tails);
+        let mut tails = std::mem::take(&mut self.full);
+        if !self.cur.is_empty() {
+            tails.push(std::mem::take(&mut self.cur));
+        }
         let windows = Windows {
             runs: &self.runs,
             prefix: p,
@@ -412,7 +424,7 @@ impl RangeFilterBuilder {
         let parts_log2 = (63 - (self.keys / PARTITION).max(1).leading_zeros())
             .min(MAX_PARTITION_LOG2)
             .min(bits);
-        let (x_min, x_max) = hash_and_sort(&mut tails, &windows, &hasher, bits, parts_log2);
+        let (x_min, x_max, stored) = hash_and_sort(&mut tails, &windows, &hasher, bits, parts_log2);
         encode(
             &RangeHeader {
                 version: RANGE_VERSION,
@@ -436,7 +448,8 @@ impl RangeFilterBuilder {
             &self.first[..p.min(self.first.len())],
             x_min,
             x_max,
-            sorted_values(&tails),
+            &sorted_values(&tails),
+            stored,
         )
     }
 }
@@ -456,38 +469,22 @@ pub fn build<K: AsRef<[u8]>>(
     b.finish()
 }
 
-/// Writes little-endian u64 words into a byte buffer, one after another from `at`.
-struct Words<'a> {
-    buf: &'a mut [u8],
-    at: usize,
-}
-
-impl Words<'_> {
-    /// Stores `w` as word `i` (nothing past the end of the buffer).
-    fn put(&mut self, i: usize, w: u64) {
-        let at = self.at + 8 * i;
-        if let Some(dst) = self.buf.get_mut(at..at + 8) {
-            dst.copy_from_slice(&w.to_le_bytes());
-        }
-    }
-}
-
 /// Writes the block: header, then the body of format.md ("Range filter block"). `sorted`
-/// holds the hashed values in ascending order, repeats allowed (they are stored once); the
-/// low bits follow from their number.
+/// holds the hashed values in ascending order, slice after slice, repeats allowed (they are
+/// stored once); `stored` is the number of distinct values, from which the low bits follow.
+///
+/// One pass, without a branch that depends on the values but the (rare) repeat: each value
+/// sets its bit in a register holding the current upper word and appends its low bits to a
+/// register holding the current low word, and both registers are stored at every value (a
+/// later store of the same word carries the earlier bits).
 fn encode(
     h: &RangeHeader,
     prefix: &[u8],
     x_min: u128,
     x_max: u128,
-    sorted: impl Iterator<Item = u64> + Clone,
+    sorted: &[&[u64]],
+    stored: u64,
 ) -> Result<Vec<u8>> {
-    let mut stored = 0;
-    let mut prev = None;
-    for v in sorted.clone() {
-        stored += u64::from(prev != Some(v));
-        prev = Some(v);
-    }
     let low = low_bits_for(stored, h.universe);
     let h = RangeHeader {
         stored,
@@ -502,67 +499,17 @@ fn encode(
     block[HEADER_LEN..HEADER_LEN + 16].copy_from_slice(&x_min.to_le_bytes());
     block[HEADER_LEN + 16..HEADER_LEN + 32].copy_from_slice(&x_max.to_le_bytes());
     let mut samples = Vec::with_capacity(lay.samples as usize);
-    {
-        let (head, tail) = block.split_at_mut(lay.upper_at);
-        let mut upper = Words { buf: tail, at: 0 };
-        let (mut word, mut acc) = (0usize, 0u64); // the upper word being filled
-        let (mut low_word, mut low_acc, mut used) = (0usize, 0u64, 0u32);
-        let lows_at = lay.lows_at - lay.upper_at;
-        let lmask = (1u64 << low) - 1;
-        let mut i = 0u64; // values written
-        let mut prev = None;
-        for v in sorted {
-            if prev == Some(v) {
-                continue;
-            }
-            prev = Some(v);
-            let high = v >> low;
-            while (samples.len() as u64) < lay.samples && (samples.len() as u64) << s <= high {
-                samples.push(((samples.len() as u64) << s) + i);
-            }
-            let pos = high + i;
-            if (pos / 64) as usize != word {
-                upper.put(word, acc);
-                (word, acc) = ((pos / 64) as usize, 0);
-            }
-            acc |= 1 << (pos % 64);
-            if low > 0 {
-                low_acc |= (v & lmask) << used;
-                used += low;
-                if used >= 64 {
-                    Words {
-                        buf: &mut *upper.buf,
-                        at: lows_at,
-                    }
-                    .put(low_word, low_acc);
-                    low_word += 1;
-                    used -= 64;
-                    low_acc = if used == 0 {
-                        0
-                    } else {
-                        (v & lmask) >> (low - used)
-                    };
-                }
-            }
-            i += 1;
-        }
-        upper.put(word, acc);
-        if used > 0 {
-            Words {
-                buf: &mut *upper.buf,
-                at: lows_at,
-            }
-            .put(low_word, low_acc);
-        }
-        while (samples.len() as u64) < lay.samples {
-            samples.push(((samples.len() as u64) << s) + i);
-        }
-        for (j, &pos) in samples.iter().enumerate() {
-            let at = lay.samples_at + 4 * j;
-            if let Some(dst) = head.get_mut(at..at + 4) {
-                dst.copy_from_slice(&(pos as u32).to_le_bytes());
-            }
-        }
+    let (head, rest) = block.split_at_mut(lay.upper_at);
+    let (upper, rest) = rest.split_at_mut(lay.lows_at - lay.upper_at);
+    let lows = &mut rest[..lay.prefix_at - lay.lows_at];
+    let i = encode_values(sorted, low, s, upper, lows, &mut samples);
+    while (samples.len() as u64) < lay.samples {
+        samples.push((((samples.len() as u64) << s) + i) as u32);
+    }
+    let at = lay.samples_at;
+    let dst = head.get_mut(at..at + 4 * samples.len()).unwrap_or_default();
+    for (d, &pos) in dst.chunks_exact_mut(4).zip(&samples) {
+        d.copy_from_slice(&pos.to_le_bytes());
     }
     block[lay.prefix_at..].copy_from_slice(prefix);
     let header = RangeHeader {
@@ -574,9 +521,189 @@ fn encode(
     Ok(block)
 }
 
+/// Stores `word` as the `w`-th little-endian u64 of `bytes` (nothing past the end).
+#[inline(always)]
+fn put(bytes: &mut [u8], w: usize, word: u64) {
+    if let Some(d) = bytes.get_mut(8 * w..8 * w + 8) {
+        d.copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+/// The loop of [`encode`]: writes the distinct values of `sorted` into the Elias–Fano upper
+/// part `upper` and low part `lows` (zeroed), and the select samples reached; returns the
+/// number of values written.
+#[inline(never)]
+fn encode_values(
+    sorted: &[&[u64]],
+    low: u32,
+    s: u32,
+    upper: &mut [u8],
+    lows: &mut [u8],
+    samples: &mut Vec<u32>,
+) -> u64 {
+    let lmask = (1u64 << low) - 1;
+    let (mut uw, mut uacc) = (0usize, 0u64); // the upper word being filled
+    let (mut lw, mut lacc, mut used) = (0usize, 0u64, 0u32); // the low word being filled
+    let mut next_sample = 0u64; // the bucket of the next select sample
+    let mut i = 0u64; // values written
+    let mut prev = u64::MAX; // no value: values are below r ≤ 2^63
+    for slice in sorted {
+        for &v in *slice {
+            if v == prev {
+                continue;
+            }
+            prev = v;
+            let high = v >> low;
+            while next_sample <= high {
+                samples.push((next_sample + i) as u32);
+                next_sample += 1 << s;
+            }
+            let pos = high + i;
+            let w = (pos / 64) as usize;
+            uacc = if w == uw { uacc } else { 0 };
+            uacc |= 1 << (pos % 64);
+            uw = w;
+            put(upper, w, uacc);
+            // used < 64: the bits of this value that do not fit the word go to the next.
+            let bits = v & lmask;
+            lacc |= bits << used;
+            let spill = (bits >> 1) >> (63 - used);
+            used += low;
+            put(lows, lw, lacc);
+            let full = used >= 64;
+            lw += usize::from(full);
+            lacc = if full { spill } else { lacc };
+            used = if full { used - 64 } else { used };
+            i += 1;
+        }
+    }
+    put(lows, lw, lacc);
+    i
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::{any, prop, prop_oneof, Just, Strategy};
+
+    /// Writes little-endian u64 words into a byte buffer, one after another from `at`.
+    struct Words<'a> {
+        buf: &'a mut [u8],
+        at: usize,
+    }
+
+    impl Words<'_> {
+        /// Stores `w` as word `i` (nothing past the end of the buffer).
+        fn put(&mut self, i: usize, w: u64) {
+            let at = self.at + 8 * i;
+            if let Some(dst) = self.buf.get_mut(at..at + 8) {
+                dst.copy_from_slice(&w.to_le_bytes());
+            }
+        }
+    }
+
+    /// Writes the block: header, then the body of format.md ("Range filter block"). `sorted`
+    /// holds the hashed values in ascending order, repeats allowed (they are stored once); the
+    /// low bits follow from their number.
+    fn reference_encode(
+        h: &RangeHeader,
+        prefix: &[u8],
+        x_min: u128,
+        x_max: u128,
+        sorted: impl Iterator<Item = u64> + Clone,
+    ) -> Result<Vec<u8>> {
+        let mut stored = 0;
+        let mut prev = None;
+        for v in sorted.clone() {
+            stored += u64::from(prev != Some(v));
+            prev = Some(v);
+        }
+        let low = low_bits_for(stored, h.universe);
+        let h = RangeHeader {
+            stored,
+            low_bits: low as u8,
+            ..*h
+        };
+        let s = u32::from(h.sample_log2);
+        let lay =
+            Layout::new(h.stored, h.universe, low, s, prefix.len() as u64).ok_or_else(|| {
+                Error::InvalidArgument(format!("{} keys are too many for one range filter", h.keys))
+            })?;
+        let mut block = vec![0u8; HEADER_LEN + lay.body_len as usize];
+        block[HEADER_LEN..HEADER_LEN + 16].copy_from_slice(&x_min.to_le_bytes());
+        block[HEADER_LEN + 16..HEADER_LEN + 32].copy_from_slice(&x_max.to_le_bytes());
+        let mut samples = Vec::with_capacity(lay.samples as usize);
+        {
+            let (head, tail) = block.split_at_mut(lay.upper_at);
+            let mut upper = Words { buf: tail, at: 0 };
+            let (mut word, mut acc) = (0usize, 0u64); // the upper word being filled
+            let (mut low_word, mut low_acc, mut used) = (0usize, 0u64, 0u32);
+            let lows_at = lay.lows_at - lay.upper_at;
+            let lmask = (1u64 << low) - 1;
+            let mut i = 0u64; // values written
+            let mut prev = None;
+            for v in sorted {
+                if prev == Some(v) {
+                    continue;
+                }
+                prev = Some(v);
+                let high = v >> low;
+                while (samples.len() as u64) < lay.samples && (samples.len() as u64) << s <= high {
+                    samples.push(((samples.len() as u64) << s) + i);
+                }
+                let pos = high + i;
+                if (pos / 64) as usize != word {
+                    upper.put(word, acc);
+                    (word, acc) = ((pos / 64) as usize, 0);
+                }
+                acc |= 1 << (pos % 64);
+                if low > 0 {
+                    low_acc |= (v & lmask) << used;
+                    used += low;
+                    if used >= 64 {
+                        Words {
+                            buf: &mut *upper.buf,
+                            at: lows_at,
+                        }
+                        .put(low_word, low_acc);
+                        low_word += 1;
+                        used -= 64;
+                        low_acc = if used == 0 {
+                            0
+                        } else {
+                            (v & lmask) >> (low - used)
+                        };
+                    }
+                }
+                i += 1;
+            }
+            upper.put(word, acc);
+            if used > 0 {
+                Words {
+                    buf: &mut *upper.buf,
+                    at: lows_at,
+                }
+                .put(low_word, low_acc);
+            }
+            while (samples.len() as u64) < lay.samples {
+                samples.push(((samples.len() as u64) << s) + i);
+            }
+            for (j, &pos) in samples.iter().enumerate() {
+                let at = lay.samples_at + 4 * j;
+                if let Some(dst) = head.get_mut(at..at + 4) {
+                    dst.copy_from_slice(&(pos as u32).to_le_bytes());
+                }
+            }
+        }
+        block[lay.prefix_at..].copy_from_slice(prefix);
+        let header = RangeHeader {
+            body_len: lay.body_len,
+            ..h
+        };
+        let head = header.encode(&block[HEADER_LEN..]);
+        block[..HEADER_LEN].copy_from_slice(&head);
+        Ok(block)
+    }
 
     /// Keys pushed without a size hint (a compaction's output table) are kept in chunks with
     /// no doubling's slack: at most one partly filled chunk. A single vector grown by
@@ -588,16 +715,160 @@ mod tests {
         for i in 0..n as u64 {
             b.push(&crate::hash::mix64(i).to_be_bytes()).unwrap();
         }
-        let held: usize = b.tails.iter().map(Vec::capacity).sum();
+        let held: usize = b.full.iter().chain([&b.cur]).map(Vec::capacity).sum();
         assert!(held <= n + CHUNK / 4, "{held} entries held for {n} keys");
-        assert!(b.tails.iter().rev().skip(1).all(|c| c.len() == CHUNK));
+        assert!(b.full.iter().all(|c| c.len() == CHUNK));
         // A size hint makes every chunk exact.
         let mut b = RangeFilterBuilder::new(16.0).unwrap();
         b.reserve(n);
         for i in 0..n as u64 {
             b.push(&i.to_be_bytes()).unwrap();
         }
-        assert_eq!(b.tails.iter().map(Vec::capacity).sum::<usize>(), n);
+        assert_eq!(
+            b.full
+                .iter()
+                .chain([&b.cur])
+                .map(Vec::capacity)
+                .sum::<usize>(),
+            n
+        );
+    }
+
+    /// The block of format.md computed the plain way: every key's window at the final common
+    /// prefix, hashed with [`Hasher::image`], sorted, encoded by the straightforward encoder
+    /// above. The builder must write exactly these bytes.
+    fn reference_build(keys: &[Vec<u8>], bits: f64, seed: u64) -> Vec<u8> {
+        let n = keys.len() as u64;
+        let p = keys.iter().map(|k| lcp(&keys[0], k)).min().unwrap_or(0);
+        let max_len = keys.iter().map(Vec::len).max().unwrap_or(0);
+        let min_len = keys.iter().map(Vec::len).min().unwrap_or(0);
+        let window = (max_len - p.min(max_len)).min(MAX_WINDOW);
+        let x = |k: &Vec<u8>| match window {
+            0 => 0,
+            w => window16(k, p) >> (8 * (MAX_WINDOW - w)),
+        };
+        let universe = match window {
+            MAX_WINDOW => u128::MAX,
+            w => 1u128 << (8 * w),
+        };
+        let r = universe_for(n, bits, universe, u32::from(SAMPLE_LOG2));
+        let hasher = Hasher::new(seed, r);
+        let mut values: Vec<u64> = keys.iter().map(|k| hasher.image(x(k))).collect();
+        values.sort_unstable();
+        let flags = if n == 0 {
+            0
+        } else {
+            (u8::from(min_len - p >= window) * FILL) | (u8::from(max_len - p <= window) * FIT)
+        };
+        reference_encode(
+            &RangeHeader {
+                version: RANGE_VERSION,
+                kind: KIND_GRAFITE,
+                window: window as u8,
+                low_bits: 0,
+                sample_log2: SAMPLE_LOG2,
+                flags,
+                prefix_len: p as u32,
+                keys: n,
+                stored: 0,
+                universe: r,
+                seed,
+                body_len: 0,
+            },
+            keys.first().map_or(&[][..], |k| &k[..p]),
+            keys.iter().map(x).min().unwrap_or(0),
+            keys.iter().map(x).max().unwrap_or(0),
+            values.into_iter(),
+        )
+        .unwrap()
+    }
+
+    /// Key sets of every shape the mapping distinguishes: a shared prefix of 0 to 40 bytes,
+    /// then suffixes of 0 to 24 bytes (short keys, the empty key, keys longer than the
+    /// window past the prefix, repeats), sorted or not.
+    fn key_sets() -> impl Strategy<Value = (Vec<Vec<u8>>, bool)> {
+        let suffix = prop::collection::vec(
+            prop_oneof![Just(0u8), Just(0xff), any::<u8>(), 0u8..4],
+            0..24,
+        );
+        (
+            prop::collection::vec(any::<u8>(), 0..40),
+            prop::collection::vec((0usize..40, suffix), 0..300),
+            any::<bool>(),
+        )
+            .prop_map(|(prefix, tails, sorted)| {
+                let mut keys: Vec<Vec<u8>> = tails
+                    .into_iter()
+                    .map(|(cut, t)| [&prefix[..cut.min(prefix.len())], &t[..]].concat())
+                    .collect();
+                if sorted {
+                    keys.sort();
+                }
+                (keys, sorted)
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// The builder writes the reference bytes for small sets of every shape.
+        #[test]
+        fn bytes_match_the_reference(
+            (keys, _sorted) in key_sets(),
+            bits in 3.0f64..40.0,
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let mut b = RangeFilterBuilder::new(bits).unwrap().seed(seed);
+            for k in &keys {
+                b.push(k).unwrap();
+            }
+            proptest::prop_assert_eq!(b.finish().unwrap(), reference_build(&keys, bits, seed));
+        }
+    }
+
+    /// Large sets (several chunks, many partitions, repeats, a prefix that shrinks late) give
+    /// the reference bytes too.
+    #[test]
+    fn large_sets_match_the_reference() {
+        let random = |i: u64| crate::hash::mix64(i).to_be_bytes().to_vec();
+        let sets: Vec<Vec<Vec<u8>>> = vec![
+            vec![],
+            vec![vec![]],
+            vec![b"only".to_vec()],
+            // 16 random bytes: the common case.
+            (0..200_000u64)
+                .map(|i| [random(i), random(i ^ (1 << 40))].concat())
+                .collect(),
+            // A long shared prefix that shrinks at the last key, keys past the window.
+            (0..150_000u64)
+                .map(|i| {
+                    let head = if i == 149_999 {
+                        b"user:9".to_vec()
+                    } else {
+                        b"user:0000:".to_vec()
+                    };
+                    [head, random(i / 3), random(i)].concat()
+                })
+                .collect(),
+            // Dense 3-byte keys (a small exact universe), with repeats.
+            (0..100_000u64)
+                .map(|i| (i / 2).to_be_bytes()[5..].to_vec())
+                .collect(),
+        ];
+        for mut keys in sets {
+            for sorted in [true, false] {
+                if sorted {
+                    keys.sort();
+                }
+                for bits in [4.0, 16.0, 33.0] {
+                    let got = build(keys.iter(), bits).unwrap();
+                    assert!(
+                        got == reference_build(&keys, bits, DEFAULT_SEED),
+                        "{} keys, sorted {sorted}, {bits} bits",
+                        keys.len()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -624,8 +895,12 @@ mod tests {
                 width: 16,
                 first: 0,
             };
-            let (lo, hi) = hash_and_sort(&mut tails, &windows, &hasher, bits, parts.min(bits));
-            let got: Vec<u64> = sorted_values(&tails).collect();
+            let (lo, hi, stored) =
+                hash_and_sort(&mut tails, &windows, &hasher, bits, parts.min(bits));
+            let got: Vec<u64> = sorted_values(&tails).concat();
+            let mut distinct = want.clone();
+            distinct.dedup();
+            assert_eq!(stored, distinct.len() as u64);
             assert_eq!(got, want, "n {n} r {r}");
             assert_eq!(
                 (lo, hi),
