@@ -1,21 +1,21 @@
 //! The store's global key-to-run filter as the engine keeps it: one
 //! [`GlobalFilter`] for every table of a store under [`FilterKind::Global`], with the
 //! counters its lookups bump. The tables are the durable truth: the filter is built from
-//! their keys when a store opens, kept up to date by flushes (insert), compactions and
-//! trivial moves (the new run's entries added before the install, the old runs' removed
-//! after it), and grown by building a larger one from the tables' keys again
-//! (`store/global.rs` does all of that; `version/` reads through it). See
-//! `docs/global-filter.md`.
+//! their keys when a store opens (or read from its checkpoint), kept up to date by flushes
+//! (insert), compactions and trivial moves (entries relabelled in place under a [`Move`]
+//! announcement), and grown by building a larger one from the tables' keys in the
+//! background while its [`Change`] log keeps what happens meanwhile (`store/global.rs`
+//! does all of that; `version/` reads through it). See `docs/global-filter.md`.
 //!
 //! [`FilterKind::Global`]: crate::filter::FilterKind::Global
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::counters::Sharded;
 use crate::error::Result;
-use crate::filter::global::{GlobalFilter, Layout, RunId, RunSet, DESIGN_LOAD};
+use crate::filter::global::{GlobalFilter, Layout, MergeKey, RunId, RunSet, Writer, DESIGN_LOAD};
 use crate::table::{Table, TableCounters, TableCursor};
 
 /// A table's run id when it has none (a table of a store without a global filter, or a
@@ -30,9 +30,14 @@ pub(crate) const MIN_CAPACITY: u64 = 1 << 18;
 /// go, and for some growth.
 pub(crate) const HEADROOM: f64 = 1.5;
 
-/// A filter built because the last one was full holds this many times the entries, so a
-/// growing store rebuilds it O(log n) times.
+/// A filter built because the last one was filling holds this many times the entries it
+/// was sized for, so a growing store rebuilds it O(log n) times.
 pub(crate) const GROWTH: f64 = 2.0;
+
+/// Share of its capacity past which a filter starts growing: a larger one is built in the
+/// background while the store goes on (`store/global.rs`), so that it is usually ready
+/// before a flush finds the filter full.
+pub(crate) const GROW_AT: f64 = 0.8;
 
 /// Counter slots (see [`GlobalIndex`]).
 const PROBES: usize = 0;
@@ -52,6 +57,51 @@ pub(crate) struct GlobalIndex {
     /// A change under way that relabels entries before its tables are published ([`Move`],
     /// encoded; 0: none). See [`GlobalIndex::begin_move`].
     moving: AtomicU64,
+    /// While a larger filter is built to replace this one: every change made to this one
+    /// since the table set it is built from, in order, to replay before the swap
+    /// ([`GlobalIndex::record`]).
+    log: Mutex<Option<Vec<Change>>>,
+}
+
+/// A change made to a filter while its successor is built (see [`GlobalIndex::record`]).
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// A flushed table's keys inserted under its L0 id ([`Writer::insert_batch`]).
+    Insert(Vec<u64>, RunId),
+    /// A compaction's merged keys ([`Writer::merge_batch`]).
+    Merge(Vec<MergeKey>),
+    /// A failed compaction's merged keys put back ([`Writer::unmerge_batch`]).
+    Unmerge(Vec<MergeKey>),
+    /// A trivial move's keys relabelled ([`Writer::relabel_batch`]).
+    Relabel(Vec<u64>, RunId, RunId),
+}
+
+impl Change {
+    /// Applies the change to another filter's writer.
+    pub(crate) fn replay(mut self, w: &mut Writer<'_>) {
+        match &mut self {
+            Change::Insert(h, run) => {
+                w.insert_batch(h, *run);
+            }
+            Change::Merge(k) => {
+                w.merge_batch(k);
+            }
+            Change::Unmerge(k) => {
+                w.unmerge_batch(k);
+            }
+            Change::Relabel(h, from, to) => {
+                w.relabel_batch(h, *from, *to);
+            }
+        }
+    }
+
+    /// Keys it touches.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Change::Insert(h, _) | Change::Relabel(h, _, _) => h.len(),
+            Change::Merge(k) | Change::Unmerge(k) => k.len(),
+        }
+    }
 }
 
 /// A compaction or trivial move in flight in the filter: entries of `sources` are being
@@ -105,6 +155,7 @@ impl GlobalIndex {
             capacity,
             counters,
             moving: AtomicU64::new(0),
+            log: Mutex::new(None),
         })
     }
 
@@ -117,6 +168,7 @@ impl GlobalIndex {
             capacity,
             counters,
             moving: AtomicU64::new(0),
+            log: Mutex::new(None),
         }
     }
 
@@ -178,6 +230,45 @@ impl GlobalIndex {
     pub(crate) fn counts(&self) -> GlobalCounts {
         counts(&self.counters)
     }
+
+    fn lock_log(&self) -> std::sync::MutexGuard<'_, Option<Vec<Change>>> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts keeping the changes made to this filter ([`record`](Self::record)): call it
+    /// when the filter holds exactly the entries of the table set a successor is built from.
+    pub(crate) fn start_log(&self) {
+        *self.lock_log() = Some(Vec::new());
+    }
+
+    /// Notes a change just made to this filter, if changes are being kept (`change` is only
+    /// called then). Call it while holding the filter's writer, so that changes are kept in
+    /// the order they were made.
+    pub(crate) fn record(&self, change: impl FnOnce() -> Change) {
+        if let Some(log) = self.lock_log().as_mut() {
+            log.push(change());
+        }
+    }
+
+    /// The changes kept since the last call (or since [`start_log`](Self::start_log)); the
+    /// log goes on.
+    pub(crate) fn take_log(&self) -> Vec<Change> {
+        self.lock_log()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Keys of the changes kept so far.
+    #[cfg(test)]
+    pub(crate) fn logged(&self) -> usize {
+        self.lock_log().iter().flatten().map(Change::len).sum()
+    }
+
+    /// Stops keeping changes and drops those kept.
+    pub(crate) fn stop_log(&self) {
+        *self.lock_log() = None;
+    }
 }
 
 /// The counts in `c` (the counters of [`GlobalIndex::new`]).
@@ -199,6 +290,13 @@ impl GlobalIndex {
     pub(crate) fn full_after(&self, more: u64) -> bool {
         let w = self.filter.writer();
         w.len() + more > self.capacity || w.needs_rebuild()
+    }
+
+    /// True when `more` entries would take the filter past [`GROW_AT`] of its capacity (or
+    /// it must be rebuilt): time to build its successor.
+    pub(crate) fn wants_growth(&self, more: u64) -> bool {
+        let w = self.filter.writer();
+        (w.len() + more) as f64 > self.capacity as f64 * GROW_AT || w.needs_rebuild()
     }
 }
 
@@ -235,6 +333,9 @@ pub struct GlobalFilterStats {
     pub buckets: u64,
     /// Entries in its stash (no bucket pair had room).
     pub stashed: u64,
+    /// Larger filters built in the background and swapped in for a full one (this
+    /// handle's).
+    pub growths: u64,
     /// Lookups that probed it (this process's).
     pub probes: u64,
     /// Cache lines of its table those probes read.

@@ -479,3 +479,81 @@ fn l0_tables_keep_their_range_filters_under_the_global_filter() {
     assert_eq!(store.scan(&b"k00001a"[..]..&b"k00001b"[..]).count(), 0);
     assert!(store.stats().range_skipped > skipped);
 }
+
+/// The global filter grows several times in the background (a larger one built from the
+/// tables off the locks, the changes made meanwhile replayed, then swapped in) while a
+/// writer's puts and deletes keep flushes, compactions and moves going and readers look up
+/// keys written before: every key reads as a `BTreeMap` model says, the readers never miss
+/// one, and the filter agrees with the tables at the end.
+#[test]
+fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        filter: Some(FilterKind::Global),
+        memtable_bytes: 1 << 20,
+        compaction_trigger: Some(4),
+        table_bytes: 1 << 20,
+        l1_bytes: 4 << 20,
+        level_ratio: 4,
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    };
+    let store = Arc::new(Store::open(dir.path(), o).unwrap());
+    let first = store.stats().global_filter.unwrap().capacity;
+    let stable =
+        |i: u64| format!("s{:09}", i.wrapping_mul(0x9e37_79b9) % 1_000_000_000).into_bytes();
+    const STABLE: u64 = 50_000;
+    for i in 0..STABLE {
+        store.put(&stable(i), &i.to_le_bytes()).unwrap();
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (store, done) = (store.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(200 + r);
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let i = rng.below(STABLE);
+                    let got = store.get(&stable(i)).unwrap();
+                    assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
+                }
+            })
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    let mut rng = Rng::new(11);
+    let w = |i: u64| format!("w{i:09}").into_bytes();
+    // 2.5 times the first capacity in writes: the filter grows at least twice.
+    let n = first * 5 / 2;
+    for i in 0..n {
+        let k = w(rng.below(n * 2));
+        if i % 7 == 0 {
+            store.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            store.put(&k, &i.to_le_bytes()).unwrap();
+            model.insert(k, i.to_le_bytes().to_vec());
+        }
+    }
+    store.flush().unwrap();
+    store.wait_for_compaction().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let g = store.stats().global_filter.unwrap();
+    println!(
+        "{} growths, capacity {} -> {}",
+        g.growths, first, g.capacity
+    );
+    assert!(g.growths >= 2, "{g:?}");
+    assert!(g.capacity >= first * 4, "{g:?}");
+    assert!(g.entries <= g.capacity, "{g:?}");
+    assert!(store.check_global_filter().unwrap().is_some());
+    let mut rng = Rng::new(11);
+    for _ in 0..n {
+        let k = w(rng.below(n * 2));
+        assert_eq!(store.get(&k).unwrap(), model.get(&k).cloned(), "{k:?}");
+    }
+    drop(store);
+}

@@ -235,8 +235,7 @@ impl Inner {
                 replace: fresh.clone(),
                 ..Edit::default()
             });
-            let built =
-                in_background(|| self.build_global(&next, 0, crate::global_index::HEADROOM));
+            let built = in_background(|| self.build_global(&next, 0));
             let (g, l0) = match built {
                 Ok(b) => b,
                 Err(e) => {

@@ -11,11 +11,14 @@
 //! removal count `Inner::global_removals` is bumped before the announcement is withdrawn, and
 //! a lookup that sees the count change takes the table set again (`read.rs`): rare, only
 //! lookups that straddle a publish. A change that fails to publish puts its entries back.
-//! Growing the filter or switching to it builds a new one from the tables with flushes and
-//! compactions held off, and publishes it with the table set.
+//! Switching to the filter builds it from the tables with flushes and compactions held off,
+//! and publishes it with the table set. Growing it does not hold them off: the growth
+//! thread builds a larger one from a table set while the filter in use logs the changes
+//! made to it, replays them, and swaps it in ([`Inner::finish_growth`]).
 
 use std::path::Path;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
 use super::worker::Install;
@@ -24,7 +27,9 @@ use crate::compaction::run::Runs;
 use crate::error::{Error, Result};
 use crate::filename::FileName;
 use crate::filter::global::{GlobalFilter, MergeKey, RunId, RunSet, Writer};
-use crate::global_index::{level_run, table_hashes, GlobalIndex, Move, GROWTH, HEADROOM, NO_RUN};
+use crate::global_index::{
+    level_run, table_hashes, Change, GlobalIndex, Move, GROWTH, HEADROOM, NO_RUN,
+};
 use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
@@ -35,17 +40,30 @@ const BUILD_BATCH: usize = 8;
 /// writer's lock (a flush waiting to insert waits for one such chunk at most).
 const MOVE_CHUNK: usize = 1 << 16;
 
+/// A growth replays the changes made meanwhile in at most this many rounds off the locks
+/// before the last one under them ...
+const CATCH_UP_ROUNDS: usize = 4;
+/// ... and stops early once a round had fewer keys than this (the last round, under the
+/// locks, then holds flushes and compactions for about as many bucket writes).
+const CATCH_UP_KEYS: usize = 1 << 16;
+
 impl Inner {
-    /// A global filter over the tables of `v`, sized for `room` times their keys and
-    /// `extra` more, with fresh L0 handles carrying their run ids (for an edit's
-    /// `replace`; the handles of `v` are left alone, as lookups may be using them).
+    /// A global filter over the tables of `v`, sized for [`HEADROOM`] times their keys and
+    /// `extra` more, with fresh L0 handles carrying their run ids (for an edit's `replace`;
+    /// the handles of `v` are left alone, as lookups may be using them).
     pub(super) fn build_global(
         &self,
         v: &Version,
         extra: u64,
-        room: f64,
     ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
-        build_global(v, extra, room, self.global_counters.clone())
+        let capacity = headroom_capacity(v, extra);
+        build_global(
+            v,
+            capacity,
+            self.global_counters.clone(),
+            &AtomicBool::new(false),
+            true,
+        )
     }
 
     /// Inserts a flushed table's key hashes under a new L0 run id, which `t` takes (before
@@ -55,33 +73,155 @@ impl Inner {
         // Past 26 L0 tables two tables share an id: a lookup naming it reads both.
         let run = l0_id(&mut w);
         t.set_run(run);
-        w.insert_batch(&mut hashes.to_vec(), run);
+        let mut hashes = hashes.to_vec();
+        w.insert_batch(&mut hashes, run);
+        g.record(|| Change::Insert(hashes, run));
     }
 
-    /// Grows the global filter (a new, larger one built from the tables) when a flush's
-    /// `more` entries would overfill it. Call it without the global lock. It waits for a
-    /// compaction's change window (`global_change`), not for the compaction: a compaction
-    /// that merges meanwhile applies its changes to the filter in use when its window
-    /// opens, which holds its inputs' entries under the same run ids (L0 tables keep
-    /// theirs). (Compactions and trivial moves relabel entries and remove others, so they
-    /// never need room.)
+    /// Makes room in the global filter for a flush's `more` entries. Past [`GROW_AT`](crate::global_index::GROW_AT) of
+    /// its capacity it asks the growth thread for a larger one ([`Inner::grow`], built
+    /// off the locks while the store goes on); a flush that would overfill it waits for that
+    /// growth, and builds one itself only if none could run. Call it without the global
+    /// locks.
     pub(super) fn grow_global(&self, more: u64) -> Result<()> {
-        if !self.current().global().is_some_and(|g| g.full_after(more)) {
+        let Some(g) = self.current().global().cloned() else {
+            return Ok(());
+        };
+        if g.wants_growth(more) {
+            self.want_growth(more);
+        }
+        if !g.full_after(more) {
             return Ok(());
         }
+        self.wait_for_growth();
         let _m = self.lock_global_change();
         let _g = self.lock_global();
         let v = self.current();
-        if !v.global().is_some_and(|g| g.full_after(more)) {
+        let Some(g) = v.global().filter(|g| g.full_after(more)) else {
             return Ok(());
-        }
-        let (g, fresh) = self.build_global(&v, more, GROWTH)?;
+        };
+        let capacity = grown_capacity(g, &v, more);
+        let stop = AtomicBool::new(false);
+        let (g, fresh) = build_global(&v, capacity, self.global_counters.clone(), &stop, true)?;
         self.install(Install {
             edit: Edit {
                 replace: fresh,
                 ..Edit::default()
             },
             global: Some(Some(g)),
+            ..Install::default()
+        })?;
+        Ok(())
+    }
+
+    /// Asks the growth thread for a larger filter (`more`: the entries a flush is about to
+    /// add), unless it is building one.
+    fn want_growth(&self, more: u64) {
+        let mut bg = self.lock_bg();
+        if !bg.growing {
+            bg.grow_wanted = Some(bg.grow_wanted.unwrap_or(0).max(more));
+            self.bg_cv.notify_all();
+        }
+    }
+
+    /// Waits until the growth thread has no growth asked for or under way (or the store
+    /// shuts down or failed).
+    fn wait_for_growth(&self) {
+        let mut bg = self.lock_bg();
+        while (bg.grow_wanted.is_some() || bg.growing)
+            && bg.error.is_none()
+            && !self.shutdown.load(SeqCst)
+        {
+            bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Grows the global filter without stopping the store (the growth thread runs it when a
+    /// flush asked, with `more` the entries that flush was about to add): see
+    /// [`begin_growth`](Self::begin_growth) and [`finish_growth`](Self::finish_growth).
+    pub(super) fn grow(&self, more: u64) -> Result<()> {
+        match self.begin_growth(more) {
+            Some(growth) => self.finish_growth(growth),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts a growth if the filter in use wants one: under the global locks (no flush is
+    /// between its insert and its publish, no compaction in its change window, so the filter
+    /// holds exactly the entries of the table set), takes that table set and starts the
+    /// filter's change log. `None` when no growth is due (or an L0 table has no run id: the
+    /// flush then grows the filter itself).
+    pub(super) fn begin_growth(&self, more: u64) -> Option<Growth> {
+        let _m = self.lock_global_change();
+        let _g = self.lock_global();
+        let v = self.current();
+        let g = v.global().filter(|g| g.wants_growth(more))?.clone();
+        if v.levels()[0].tables().iter().any(|t| t.run().is_none()) {
+            return None;
+        }
+        let capacity = grown_capacity(&g, &v, more);
+        g.start_log();
+        Some(Growth {
+            old: g,
+            tables: v,
+            capacity,
+        })
+    }
+
+    /// Builds the larger filter of `growth` from its tables' keys off the locks (tables in
+    /// parallel, on the background pool), replays the changes the filter in use took
+    /// meanwhile (in rounds while they keep coming, the last one under the global locks),
+    /// and swaps it in with the L0 ids of the filter it replaces. The filter in use keeps
+    /// every entry until the swap, and the new one has them all from it on: a lookup never
+    /// misses a key, and a crash meanwhile leaves the tables, which are the truth, as
+    /// they were. Abandoned (no error) when the store shuts down or the filter in use was
+    /// replaced meanwhile (a refilter).
+    pub(super) fn finish_growth(&self, growth: Growth) -> Result<()> {
+        let Growth {
+            old,
+            tables,
+            capacity,
+        } = growth;
+        // The log stops however this ends.
+        struct StopLog<'a>(&'a GlobalIndex);
+        impl Drop for StopLog<'_> {
+            fn drop(&mut self) {
+                self.0.stop_log();
+            }
+        }
+        let _stop = StopLog(&old);
+        let counters = self.global_counters.clone();
+        // On this thread, at its lowered priority, one table at a time: the background
+        // pool's threads stay free for compactions, and flushes keep the global pool.
+        let (new, _) = build_global(&tables, capacity, counters, &self.shutdown, false)?;
+        drop(tables);
+        if self.shutdown.load(SeqCst) {
+            return Ok(());
+        }
+        for _ in 0..CATCH_UP_ROUNDS {
+            let changes = old.take_log();
+            let keys: usize = changes.iter().map(Change::len).sum();
+            replay(&new, changes);
+            if keys < CATCH_UP_KEYS {
+                break;
+            }
+        }
+        let _m = self.lock_global_change();
+        let _g = self.lock_global();
+        if !self
+            .current()
+            .global()
+            .is_some_and(|g| Arc::ptr_eq(g, &old))
+        {
+            return Ok(());
+        }
+        replay(&new, old.take_log());
+        new.filter
+            .writer()
+            .set_l0_runs(old.filter.writer().l0_runs())?;
+        self.counters.global_growths.fetch_add(1, Relaxed);
+        self.install(Install {
+            global: Some(Some(new)),
             ..Install::default()
         })?;
         Ok(())
@@ -148,6 +288,13 @@ impl Inner {
             |w, chunk| {
                 w.unmerge_batch(chunk);
             },
+            |chunk, undo| {
+                if undo {
+                    Change::Unmerge(chunk.to_vec())
+                } else {
+                    Change::Merge(chunk.to_vec())
+                }
+            },
             keys,
             l0,
             publish,
@@ -184,6 +331,14 @@ impl Inner {
             |w, chunk| {
                 w.relabel_batch(chunk, to_run, from_run);
             },
+            |chunk, undo| {
+                let (from, to) = if undo {
+                    (to_run, from_run)
+                } else {
+                    (from_run, to_run)
+                };
+                Change::Relabel(chunk.to_vec(), from, to)
+            },
             &mut hashes,
             l0,
             publish,
@@ -194,12 +349,15 @@ impl Inner {
     /// (the writer's lock is let go between chunks, so a flush's insert waits for one chunk
     /// at most), publishes, and gives back the L0 ids `l0`; on failure it applies `undo`
     /// the same way instead. The [`Move`] is announced throughout, and the removal count
-    /// bumped before it is withdrawn. No filter is grown meanwhile (`global_change`).
+    /// bumped before it is withdrawn. No filter is swapped meanwhile (`global_change`); a
+    /// filter being grown gets each chunk's change from `record` (with `true` for an undo).
+    #[allow(clippy::too_many_arguments)]
     fn global_change<T>(
         &self,
         m: Move,
         apply: impl Fn(&mut Writer<'_>, &mut [T]),
         undo: impl Fn(&mut Writer<'_>, &mut [T]),
+        record: impl Fn(&[T], bool) -> Change,
         items: &mut [T],
         l0: &[RunId],
         publish: impl FnOnce() -> Result<()>,
@@ -210,12 +368,16 @@ impl Inner {
         };
         g.begin_move(m);
         for chunk in items.chunks_mut(MOVE_CHUNK) {
-            apply(&mut g.filter.writer(), chunk);
+            let mut w = g.filter.writer();
+            apply(&mut w, chunk);
+            g.record(|| record(chunk, false));
         }
         let published = publish();
         if published.is_err() {
             for chunk in items.chunks_mut(MOVE_CHUNK) {
-                undo(&mut g.filter.writer(), chunk);
+                let mut w = g.filter.writer();
+                undo(&mut w, chunk);
+                g.record(|| record(chunk, true));
             }
         }
         // A lookup that read a relabelled entry and then no announcement looks again.
@@ -252,16 +414,20 @@ fn l0_id(w: &mut Writer<'_>) -> RunId {
         .expect("id 6 is an L0 id")
 }
 
-/// See [`Inner::build_global`].
+/// A global filter for `capacity` entries over the tables of `v`, with fresh L0 handles
+/// carrying their run ids (for an edit's `replace`; the handles of `v` are left alone, as
+/// lookups may be using them). Tables are read [`BUILD_BATCH`] at a time in parallel on the
+/// rayon pool the caller runs in, or one by one on the calling thread when not `parallel`.
+/// Stops early, with the filter unfinished, when `stop` is set.
 fn build_global(
     v: &Version,
-    extra: u64,
-    room: f64,
+    capacity: u64,
     counters: Arc<crate::counters::Sharded<8>>,
+    stop: &AtomicBool,
+    parallel: bool,
 ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
     use rayon::prelude::*;
-    let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
-    let g = GlobalIndex::new(((keys + extra) as f64 * room) as u64, counters)?;
+    let g = GlobalIndex::new(capacity, counters)?;
     let mut fresh = Vec::new();
     // L0 oldest first, so the newest table takes the newest id.
     let mut jobs: Vec<(Arc<TableHandle>, Option<RunId>)> = Vec::new();
@@ -287,10 +453,15 @@ fn build_global(
         }
     }
     for batch in jobs.chunks(BUILD_BATCH) {
-        let hashes: Vec<Result<Vec<u64>>> = batch
-            .par_iter()
-            .map(|(t, _)| table_hashes(&t.table))
-            .collect();
+        if stop.load(SeqCst) {
+            break;
+        }
+        let read = |(t, _): &(Arc<TableHandle>, Option<RunId>)| table_hashes(&t.table);
+        let hashes: Vec<Result<Vec<u64>>> = if parallel {
+            batch.par_iter().map(read).collect()
+        } else {
+            batch.iter().map(read).collect()
+        };
         let mut w = g.filter.writer();
         for ((_, run), h) in batch.iter().zip(hashes) {
             let Some(run) = run else { continue };
@@ -298,6 +469,39 @@ fn build_global(
         }
     }
     Ok((Arc::new(g), fresh))
+}
+
+/// The capacity a filter is built for over the tables of `v` (plus `extra` entries) at
+/// open, a refilter or a switch: [`HEADROOM`] times their entries.
+pub(super) fn headroom_capacity(v: &Version, extra: u64) -> u64 {
+    let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
+    ((keys + extra) as f64 * HEADROOM) as u64
+}
+
+/// The capacity the successor of `g` (over the tables of `v`, with `more` entries about to
+/// be added) is built for: [`GROWTH`] times `g`'s, or times the entries if more.
+fn grown_capacity(g: &GlobalIndex, v: &Version, more: u64) -> u64 {
+    let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
+    let by_keys = ((keys + more) as f64 * GROWTH) as u64;
+    by_keys.max((g.capacity as f64 * GROWTH) as u64)
+}
+
+/// Applies `changes`, in order, to `g` (a filter being built to replace the one that took
+/// them).
+fn replay(g: &GlobalIndex, changes: Vec<Change>) {
+    for c in changes {
+        c.replay(&mut g.filter.writer());
+    }
+}
+
+/// A growth under way (see [`Inner::begin_growth`]).
+pub(super) struct Growth {
+    /// The filter in use, whose changes are logged meanwhile.
+    old: Arc<GlobalIndex>,
+    /// The table set whose entries `old` held when its log started.
+    tables: Arc<Version>,
+    /// Entries the new filter is built for.
+    capacity: u64,
 }
 
 /// The global filter a store opens with, over the tables of `v`: its checkpoint
@@ -312,7 +516,8 @@ pub(super) fn open_global(
     if let Some(opened) = load_checkpoint(dir, &v, counters.clone()) {
         return Ok(opened);
     }
-    let (g, fresh) = build_global(&v, 0, HEADROOM, counters)?;
+    let capacity = headroom_capacity(&v, 0);
+    let (g, fresh) = build_global(&v, capacity, counters, &AtomicBool::new(false), true)?;
     Ok(v.apply(&Edit {
         replace: fresh,
         ..Edit::default()
@@ -420,5 +625,81 @@ impl super::Store {
             }
         }
         Ok(Some(checked))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use crate::filter::FilterKind;
+    use crate::{Options, Store};
+
+    fn key(i: u64) -> Vec<u8> {
+        format!("k{:08}", i.wrapping_mul(0x9e37_79b9) % 100_000_000).into_bytes()
+    }
+
+    /// A growth started on one table set and finished after flushes, compactions and
+    /// deletes changed it: the changes logged meanwhile are replayed into the new filter
+    /// before the swap, so it holds every entry of the tables as they are (without the
+    /// replay `check_global_filter` finds the new tables' keys missing).
+    #[test]
+    fn a_growth_replays_the_changes_made_while_it_was_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Options {
+            filter: Some(FilterKind::Global),
+            memtable_bytes: 64 << 10,
+            compaction_trigger: Some(2),
+            table_bytes: 32 << 10,
+            l1_bytes: 128 << 10,
+            level_ratio: 3,
+            fs: Arc::new(crate::io::NoSyncFs),
+            ..Options::default()
+        };
+        let store = Store::open(dir.path(), o).unwrap();
+        let mut model = BTreeMap::new();
+        for i in 0..20_000u64 {
+            store.put(&key(i), &i.to_le_bytes()).unwrap();
+            model.insert(key(i), i.to_le_bytes().to_vec());
+        }
+        store.flush().unwrap();
+        store.wait_for_compaction().unwrap();
+        let inner = &store.inner;
+        let first = store.stats().global_filter.unwrap().capacity;
+        // Far below its capacity: only this test's growth happens.
+        let growth = inner.begin_growth(first).expect("a growth starts");
+        for i in 10_000..40_000u64 {
+            if i % 5 == 0 {
+                store.delete(&key(i)).unwrap();
+                model.remove(&key(i));
+            } else {
+                store.put(&key(i), &(i + 1).to_le_bytes()).unwrap();
+                model.insert(key(i), (i + 1).to_le_bytes().to_vec());
+            }
+        }
+        store.flush().unwrap();
+        store.wait_for_compaction().unwrap();
+        let logged = inner.current().global().unwrap().logged();
+        assert!(logged > 10_000, "{logged} keys' changes logged");
+        inner.finish_growth(growth).unwrap();
+        let g = store.stats().global_filter.unwrap();
+        assert_eq!(g.growths, 1, "{g:?}");
+        assert!(g.capacity > first, "{g:?}");
+        assert!(store.check_global_filter().unwrap().is_some());
+        for i in 0..40_000u64 {
+            assert_eq!(
+                store.get(&key(i)).unwrap(),
+                model.get(&key(i)).cloned(),
+                "{i}"
+            );
+        }
+        // Writes go on into the new filter.
+        for i in 40_000..45_000u64 {
+            store.put(&key(i), &i.to_le_bytes()).unwrap();
+        }
+        store.flush().unwrap();
+        store.wait_for_compaction().unwrap();
+        assert!(store.check_global_filter().unwrap().is_some());
     }
 }

@@ -128,6 +128,11 @@ struct Bg {
     /// in a table).
     queued: u64,
     sealed: u64,
+    /// A flush asks the growth thread for a larger global filter (`global.rs`), giving the
+    /// entries it is about to add.
+    grow_wanted: Option<u64>,
+    /// The growth thread is building one.
+    growing: bool,
 }
 
 /// Counters of tables that left the live set (their counts stay in the store's totals).
@@ -156,6 +161,8 @@ struct EngineCounters {
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
     idle_drains: AtomicU64,
+    /// Global filters grown in the background and swapped in.
+    global_growths: AtomicU64,
     slowdown_ns: AtomicU64,
     stop_ns: AtomicU64,
     memtable_wait_ns: AtomicU64,

@@ -497,6 +497,7 @@ impl super::Inner {
                     capacity: g.capacity,
                     buckets: st.buckets,
                     stashed: st.stashed,
+                    growths: inner.counters.global_growths.load(Relaxed),
                     probes: counts.probes,
                     lines_touched: counts.lines,
                     theoretical_fpr: g.filter.theoretical_fpr(),

@@ -1,8 +1,9 @@
 //! Background threads, sealing, and installing a new table set.
 //!
-//! Two threads per store: the **flush thread** seals the immutable memtable into an L0 table
+//! Three threads per store: the **flush thread** seals the immutable memtable into an L0 table
 //! (the table and its filter written in parallel on the rayon pool); the **compaction thread**
-//! runs the compaction driver (`compact.rs`) until no task is due. Each result is published
+//! runs the compaction driver (`compact.rs`) until no task is due; the **growth thread**
+//! builds a larger global filter when a flush finds the one in use filling (`global.rs`). Each result is published
 //! by [`Inner::install`]: under the version-set lock, the new table set is written to the
 //! manifest (atomically) and then swapped in for readers. A failure poisons the store:
 //! writes get [`Error::Poisoned`], reads go on, and the logs that are not yet in tables stay
@@ -99,7 +100,35 @@ pub(super) fn spawn(inner: &Arc<Inner>) -> Result<Vec<std::thread::JoinHandle<()
     Ok(vec![
         spawn("filterstore-flush", flush_loop, false)?,
         spawn("filterstore-compact", compaction_loop, true)?,
+        spawn("filterstore-grow", growth_loop, true)?,
     ])
+}
+
+/// Grows the global filter when a flush asks (`Inner::grow`): a thread of its own, so that
+/// neither flushes nor compactions wait for the build.
+fn growth_loop(inner: Arc<Inner>) {
+    loop {
+        let more = {
+            let mut bg = inner.lock_bg();
+            let more = loop {
+                if inner.shutdown.load(SeqCst) {
+                    return;
+                }
+                match bg.grow_wanted.take() {
+                    Some(more) if bg.error.is_none() => break more,
+                    _ => bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner()),
+                }
+            };
+            bg.growing = true;
+            more
+        };
+        let r = inner.grow(more);
+        inner.lock_bg().growing = false;
+        inner.bg_cv.notify_all();
+        if let Err(e) = r {
+            inner.poison(&e);
+        }
+    }
 }
 
 fn flush_loop(inner: Arc<Inner>) {

@@ -85,6 +85,19 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Makes `runs` (newest first, as [`Writer::l0_runs`] gives them) the L0 ids in use: a
+    /// filter built to replace another takes over the other's ids and their order.
+    pub fn set_l0_runs(&mut self, runs: &[RunId]) -> Result<()> {
+        if let Some(r) = runs.iter().find(|r| !r.is_l0()) {
+            return Err(Error::InvalidArgument(format!(
+                "run {} is not an L0 run",
+                r.index()
+            )));
+        }
+        self.st.runs.l0 = runs.to_vec();
+        Ok(())
+    }
+
     /// The L0 ids in use, newest first.
     pub fn l0_runs(&self) -> &[RunId] {
         &self.st.runs.l0
