@@ -68,6 +68,9 @@ pub(crate) struct GlobalIndex {
 pub(crate) enum Change {
     /// A flushed table's keys inserted under its L0 id ([`Writer::insert_batch`]).
     Insert(Vec<u64>, RunId),
+    /// A flushed table's keys taken out again, its table not written
+    /// ([`Writer::remove_batch`]).
+    Remove(Vec<u64>, RunId),
     /// A compaction's merged keys ([`Writer::merge_batch`]).
     Merge(Vec<MergeKey>),
     /// A failed compaction's merged keys put back ([`Writer::unmerge_batch`]).
@@ -82,6 +85,9 @@ impl Change {
         match &mut self {
             Change::Insert(h, run) => {
                 w.insert_batch(h, *run);
+            }
+            Change::Remove(h, run) => {
+                w.remove_batch(h, *run);
             }
             Change::Merge(k) => {
                 w.merge_batch(k);
@@ -98,7 +104,7 @@ impl Change {
     /// Keys it touches.
     pub(crate) fn len(&self) -> usize {
         match self {
-            Change::Insert(h, _) | Change::Relabel(h, _, _) => h.len(),
+            Change::Insert(h, _) | Change::Remove(h, _) | Change::Relabel(h, _, _) => h.len(),
             Change::Merge(k) | Change::Unmerge(k) => k.len(),
         }
     }

@@ -66,23 +66,34 @@ impl Inner {
         )
     }
 
-    /// Inserts a flushed table's key hashes under a new L0 run id, which `t` takes (before
-    /// `t` is published).
-    pub(super) fn global_flush(&self, g: &GlobalIndex, t: &TableHandle, hashes: &[u64]) {
+    /// Inserts a flushed table's key hashes under a new L0 run id, which the table takes
+    /// (before it is published).
+    pub(super) fn global_insert(&self, g: &GlobalIndex, hashes: &[u64]) -> RunId {
         let mut w = g.filter.writer();
         // Past 26 L0 tables two tables share an id: a lookup naming it reads both.
         let run = l0_id(&mut w);
-        t.set_run(run);
         let mut hashes = hashes.to_vec();
         w.insert_batch(&mut hashes, run);
         g.record(|| Change::Insert(hashes, run));
+        run
     }
 
-    /// Makes room in the global filter for a flush's `more` entries. Past [`GROW_AT`](crate::global_index::GROW_AT) of
-    /// its capacity it asks the growth thread for a larger one ([`Inner::grow`], built
-    /// off the locks while the store goes on); a flush that would overfill it waits for that
-    /// growth, and builds one itself only if none could run. Call it without the global
-    /// locks.
+    /// Takes back [`global_insert`](Self::global_insert)'s entries when the table could
+    /// not be written.
+    pub(super) fn global_uninsert(&self, g: &GlobalIndex, run: RunId, hashes: &[u64]) {
+        let mut w = g.filter.writer();
+        let mut hashes = hashes.to_vec();
+        w.remove_batch(&mut hashes, run);
+        // Refused while entries remain (an id shared with a live table).
+        let _ = w.drop_l0_run(run);
+        g.record(|| Change::Remove(hashes, run));
+    }
+
+    /// Makes room in the global filter for a flush's `more` entries. Past
+    /// [`GROW_AT`](crate::global_index::GROW_AT) of its capacity it asks the growth thread
+    /// for a larger one ([`Inner::grow`], built off the locks while the store goes on); a
+    /// flush that would overfill it waits for that growth, and builds one itself only if
+    /// none could run. Call it without the global locks.
     pub(super) fn grow_global(&self, more: u64) -> Result<()> {
         let Some(g) = self.current().global().cloned() else {
             return Ok(());

@@ -266,10 +266,18 @@ impl Inner {
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
         let files = (table_no, filter_no, range);
-        let record = self.write_table_files(files, filter, &sorted, imm.mem.keys(), &hashes);
+        // The global filter takes the keys while the table is written: its entries may
+        // come before the table (a run without a table is not read), never after.
+        let (record, run) = rayon::join(
+            || self.write_table_files(files, filter, &sorted, imm.mem.keys(), &hashes),
+            || global.as_ref().map(|g| self.global_insert(g, &hashes)),
+        );
         let record = match record {
             Ok(r) => r,
             Err(e) => {
+                if let (Some(g), Some(run)) = (&global, run) {
+                    self.global_uninsert(g, run, &hashes);
+                }
                 let _ = self.fs.remove(&table_path(&self.dir, table_no));
                 let _ = self.fs.remove(&filter_path(&self.dir, filter_no));
                 if let Some((n, _)) = range {
@@ -288,8 +296,8 @@ impl Inner {
                 self.opts.mmap_reads,
                 self.block_cache.as_ref(),
             )?;
-            if let Some(g) = &global {
-                self.global_flush(g, &t, &hashes);
+            if let Some(run) = run {
+                t.set_run(run);
             }
             add.push(Arc::new(t));
             let c = &self.counters;
