@@ -33,7 +33,8 @@ use super::{Allocation, CliError, Exit, Global, Run};
 ///
 /// With --compression none,lz4,zstd the whole run (load, reopen, lookups) is made once per choice,
 /// each into a fresh store, and a last line compares them: disk bytes and present-get time
-/// against the first choice. --value-compressibility makes values compressible the way
+/// against the first choice. The lookups are then timed as with --settle (no compaction or
+/// idle drain under them), so the choices are compared on the same tables. --value-compressibility makes values compressible the way
 /// db_bench's compression_ratio does (random printable bytes, repeated).
 ///
 /// With --allocation uniform,monkey the filters of the loaded store are then rebalanced
@@ -98,8 +99,11 @@ pub struct BenchEngine {
     /// L0 tables at which writes stop [default: the library's]
     #[arg(long)]
     l0_stop: Option<usize>,
-    /// Wait for compactions to finish before the lookups (default: look up at once, as the
-    /// store is when the load ends)
+    /// Wait for compactions to finish before the lookups, and time the lookups on a quiet
+    /// store: reopened without the idle L0 drain, which would otherwise rewrite L0 under the
+    /// timed lookups once writes pause (default: look up at once, as the store is when the
+    /// load ends, compactions and drains running under the lookups). Several --compression
+    /// choices imply it, so that each codec's lookups run against the same table set
     #[arg(long)]
     settle: bool,
     /// Seed of the generated keys
@@ -441,7 +445,8 @@ impl BenchEngine {
         let load_rss = peak_rss_kib();
         let (anon, file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
         let mut settle = Duration::ZERO;
-        if self.settle {
+        let quiet = self.settle || self.compression.len() > 1;
+        if quiet {
             eprintln!("bench engine: waiting for compactions");
             let ts = Instant::now();
             store.wait_for_compaction()?;
@@ -452,8 +457,18 @@ impl BenchEngine {
         let live = n * (16 + self.value_bytes as u64);
         let tr = Instant::now();
         let opts_for_lookups = opts.clone();
-        let store = Store::open(dir, opts)?;
+        let store = Store::open(
+            dir,
+            Options {
+                idle_drain: if quiet { None } else { opts.idle_drain },
+                ..opts
+            },
+        )?;
         let reopen = tr.elapsed();
+        if quiet {
+            // Nothing runs under the timed lookups: what is due at reopen runs now.
+            store.wait_for_compaction()?;
+        }
         let after_open = store.stats();
         let lookups_n = self.lookups.max(1);
         eprintln!("bench engine: {lookups_n} absent and {lookups_n} present lookups");
@@ -536,7 +551,7 @@ impl BenchEngine {
             levels_line(&loaded),
             levels_line(&after_open),
             levels_line(&after_lookups),
-            if self.settle {
+            if quiet {
                 format!(" (compactions settled in {:.1} s)", settle.as_secs_f64())
             } else {
                 String::new()
