@@ -19,7 +19,9 @@
 //! - compressed block: an accepted one decodes to at most `LZ4_MAX_RATIO` (LZ4) or
 //!   `ZSTD_MAX_RATIO` (zstd) times its payload and at most `MAX_BLOCK_LEN` bytes, a zstd one
 //!   to at most what its frame's headers allow; an error is a corruption at an offset inside
-//!   it (or, for zstd in a build without the feature, unsupported there).
+//!   it (or, for zstd in a build without the feature, unsupported there); an LZ4 one decoded
+//!   a prefix at a time (as a point lookup decodes it) yields prefixes of the same bytes and
+//!   fails exactly when the whole decode fails.
 //! - lifetime counters: an accepted `COUNTERS` file re-encodes (as the current version) to
 //!   bytes that decode to the same counters, and a current-version file re-encodes to itself;
 //!   a refused one is a corruption at an offset inside the file.
@@ -159,7 +161,11 @@ pub fn compressed(data: &[u8]) -> bool {
         Some(2) => ZSTD_MAX_RATIO,
         _ => LZ4_MAX_RATIO,
     };
-    match compress::decode(data, 0, &mut buf) {
+    let whole = compress::decode(data, 0, &mut buf);
+    if data.last() == Some(&1) {
+        lz4_prefixes(&data[..data.len() - 1], whole.as_deref().ok());
+    }
+    match whole {
         Ok(raw) => {
             let payload = data.len().saturating_sub(1);
             assert!(
@@ -197,6 +203,37 @@ pub fn compressed(data: &[u8]) -> bool {
             data.len()
         ),
     }
+}
+
+/// An LZ4 payload decoded a prefix at a time (as a point lookup decodes it): every prefix
+/// it yields is the start of what the whole decode yields, and it fails exactly when that
+/// fails (`whole`: the whole decode's bytes, `None` when it failed).
+fn lz4_prefixes(payload: &[u8], whole: Option<&[u8]>) {
+    let Ok((mut d, len)) = compress::Lz4Prefix::new(payload, 0) else {
+        assert!(
+            whole.is_none(),
+            "the claim refused only by the prefix decoder"
+        );
+        return;
+    };
+    let mut out = vec![0u8; len];
+    let mut step = 1usize;
+    while d.decoded() < len {
+        let before = d.decoded();
+        if d.fill(&mut out, before + step).is_err() {
+            assert!(
+                whole.is_none(),
+                "a prefix fails where the whole decode does not"
+            );
+            return;
+        }
+        assert!(d.decoded() > before, "no progress");
+        if let Some(w) = whole {
+            assert_eq!(&out[..d.decoded()], &w[..d.decoded()], "prefix differs");
+        }
+        step = step * 2 + 1;
+    }
+    assert!(whole.is_some(), "decoded in prefixes, not whole");
 }
 
 /// A zstd frame (the body of a codec-2 block without its length): accepted when its headers

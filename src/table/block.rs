@@ -321,6 +321,87 @@ impl<'a> Block<'a> {
     }
 }
 
+/// Looks `key` up in an LZ4-compressed block while `dec` decodes it into `out` (the
+/// block's `raw_len` bytes): entries are read from the first, each decoded only once it is
+/// needed, so a lookup stops decoding at the entry it was looking for (or the first one
+/// past it) instead of decompressing the whole block. `Some` answer as [`Block::get`]
+/// gives it for a sorted block; `None` when this scan cannot read an entry (a length that
+/// is no varint, or an entry past the block's end: bytes no writer makes): the caller then
+/// decodes the rest and asks [`Block::get`], whose checks name the damage.
+pub(crate) fn get_decoding(
+    dec: &mut super::compress::Lz4Prefix<'_>,
+    out: &mut [u8],
+    key: &[u8],
+) -> Result<Option<Option<Option<Vec<u8>>>>> {
+    // The scan of `Block::get`'s last step, from the block's first entry (see there).
+    let (mut pos, mut prev_len, mut matched) = (0usize, 0usize, 0usize);
+    loop {
+        let Some((shared, unshared, vtag, at)) = header_at(&out[..dec.decoded()], pos) else {
+            // Not decoded yet (three varints take at most 30 bytes), or no header.
+            if dec.decoded() == out.len() {
+                return Ok(None);
+            }
+            let upto = (pos + 30).max(dec.decoded() + 1);
+            dec.fill(out, upto)?;
+            continue;
+        };
+        let key_end = at.checked_add(unshared);
+        let end = key_end.and_then(|k| k.checked_add(vtag.saturating_sub(1)));
+        let (Some(key_end), Some(end)) = (key_end, end) else {
+            return Ok(None);
+        };
+        if shared > prev_len || end > out.len() {
+            return Ok(None);
+        }
+        if end > dec.decoded() {
+            dec.fill(out, end)?;
+        }
+        prev_len = shared + unshared;
+        if shared <= matched {
+            let suffix = &out[at..key_end];
+            let (common, order) = lcp_cmp(suffix, key.get(shared..).unwrap_or_default());
+            match order {
+                Ordering::Less => matched = shared + common,
+                Ordering::Equal => {
+                    return Ok(Some(Some((vtag != 0).then(|| out[key_end..end].to_vec()))))
+                }
+                Ordering::Greater => return Ok(Some(None)),
+            }
+        }
+        pos = end;
+    }
+}
+
+/// The three lengths of the entry header at `pos` of `bytes` (shared, unshared, value tag)
+/// and where its key suffix starts; `None` when `bytes` ends inside it or a varint is
+/// longer than 10 bytes or overflows a `usize`. One-byte lengths take the fast path.
+#[inline]
+fn header_at(bytes: &[u8], pos: usize) -> Option<(usize, usize, usize, usize)> {
+    if let Some(&[s, u, t]) = bytes.get(pos..pos.saturating_add(3)) {
+        if (s | u | t) < 0x80 {
+            return Some((s as usize, u as usize, t as usize, pos + 3));
+        }
+    }
+    let mut at = pos;
+    let mut next = || -> Option<usize> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = *bytes.get(at)?;
+            at += 1;
+            if i == 9 && b > 1 {
+                return None; // past 64 bits
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                return usize::try_from(v).ok();
+            }
+        }
+        None
+    };
+    let (s, u, t) = (next()?, next()?, next()?);
+    Some((s, u, t, at))
+}
+
 /// Where the entry at byte `pos` of a block's entries lies: `entries` is the block's bytes up
 /// to its restart array, `prev_len` the length of the previous key (0 at the first entry),
 /// `base` the block's file offset for errors. For readers that keep the block and decode
@@ -799,6 +880,53 @@ pub(crate) mod tests {
         assert!(!c.valid());
         c.seek(b"a", false).unwrap();
         assert!(!c.valid());
+    }
+
+    /// A lookup in an LZ4 block decodes only up to the entry it finds (or the first past
+    /// it), answers as `Block::get` does, and leaves undecided (to the whole decode) only
+    /// what its fast scan cannot read.
+    #[test]
+    fn get_decoding_stops_at_the_entry_and_agrees_with_get() {
+        use super::super::compress::{Compression, Compressor, Lz4Prefix};
+        let mut c = Compressor::new(Compression::Lz4);
+        let (mut decided, mut undecided) = (0, 0);
+        for set in adversarial_key_sets() {
+            for keys in set.chunks(40).take(6) {
+                let mut b = BlockBuilder::default();
+                for (i, k) in keys.iter().enumerate() {
+                    // Short repetitive values (one-byte lengths), some of 200 bytes (two).
+                    let v = vec![b'v'; if i % 11 == 4 { 200 } else { 20 + i % 30 }];
+                    b.add(k, (i % 5 != 3).then_some(v.as_slice()));
+                }
+                let raw = b.finish();
+                let block = Block::new(&raw, 0).unwrap();
+                let Some((payload, _)) = c.compress(&raw) else {
+                    continue;
+                };
+                let payload = payload.to_vec();
+                for (j, p) in probes(keys).iter().enumerate() {
+                    if keys.last().is_some_and(|last| p > last) {
+                        continue; // the index sends such keys to the next block
+                    }
+                    let (mut dec, len) = Lz4Prefix::new(&payload, 0).unwrap();
+                    let mut out = vec![0u8; len];
+                    match get_decoding(&mut dec, &mut out, p).unwrap() {
+                        Some(got) => {
+                            decided += 1;
+                            assert_eq!(got, block.get(p).unwrap(), "probe {p:?}");
+                            if j > 0 && keys.first() == Some(p) && len > 1000 {
+                                assert!(dec.decoded() < len / 4, "{} of {len}", dec.decoded());
+                            }
+                        }
+                        None => undecided += 1,
+                    }
+                }
+            }
+        }
+        assert!(
+            undecided == 0 && decided > 10_000,
+            "{decided} / {undecided}"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use std::str::FromStr;
 
-use lz4_flex::block::{compress_into_with_table, decompress_into, CompressTable};
+use lz4_flex::block::{compress_into_with_table, CompressTable};
 
 use crate::error::{Error, Result};
 
@@ -392,16 +392,158 @@ pub fn zstd_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
 
 /// Decompresses an LZ4 payload (`| raw_len u32 | LZ4 block |`) at file offset `at` into the
 /// first `raw_len` bytes of `out` (grown when shorter, never zeroed again: a reused buffer
-/// costs no memset), after bounding the length it claims; returns `raw_len`.
+/// costs no memset), after bounding the length it claims, with [`Lz4Prefix`]; returns
+/// `raw_len`. A stream that does not fill exactly `raw_len` bytes is an error.
 pub fn lz4_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
-    let (raw_len, body) = claimed(payload, at, LZ4_MAX_RATIO)?;
+    let (mut d, raw_len) = Lz4Prefix::new(payload, at)?;
     if out.len() < raw_len {
         // Grown when shorter, never zeroed again: a reused buffer costs no memset.
         out.resize(raw_len, 0);
     }
-    decoded(decompress_into(body, &mut out[..raw_len]), raw_len, at)
+    d.fill(&mut out[..raw_len], raw_len)?;
+    Ok(raw_len)
 }
 
+/// An LZ4 block (the body of a codec-1 payload) decoded a prefix at a time: a point
+/// lookup decodes only as far as the entry it looks for (on average half the block), where
+/// [`lz4_into`] decodes it all. Written here, not taken from `lz4_flex`, because that crate
+/// decodes a block only whole. Every length and offset is checked against the input, the
+/// output and what was decoded before; damage is an error at the payload's file offset
+/// plus 4, as [`lz4_into`] reports it.
+pub struct Lz4Prefix<'a> {
+    body: &'a [u8],
+    /// Next input byte.
+    ip: usize,
+    /// Output bytes decoded so far (`out[..op]`).
+    op: usize,
+    /// File offset of the payload (errors name `at + 4`).
+    at: u64,
+}
+
+impl<'a> Lz4Prefix<'a> {
+    /// A decoder of the LZ4 payload `payload` (`| raw_len u32 | LZ4 block |`) at file offset
+    /// `at`, and the claimed length, checked as [`lz4_into`] checks it; `out` must then hold
+    /// at least that many bytes before [`fill`](Self::fill) writes them.
+    pub fn new(payload: &'a [u8], at: u64) -> Result<(Lz4Prefix<'a>, usize)> {
+        let (raw_len, body) = claimed(payload, at, LZ4_MAX_RATIO)?;
+        Ok((
+            Lz4Prefix {
+                body,
+                ip: 0,
+                op: 0,
+                at,
+            },
+            raw_len,
+        ))
+    }
+
+    /// Bytes of the output decoded so far.
+    #[inline]
+    pub fn decoded(&self) -> usize {
+        self.op
+    }
+
+    fn damaged(&self, what: &str) -> Error {
+        Error::corrupt(
+            self.at + 4,
+            format!(
+                "compressed block does not decode: {what} at input byte {}",
+                self.ip
+            ),
+        )
+    }
+
+    /// A length's extension bytes (LZ4: 255 means another byte follows).
+    #[inline]
+    fn more_len(&mut self, mut n: usize) -> Result<usize> {
+        loop {
+            let Some(&b) = self.body.get(self.ip) else {
+                return Err(self.damaged("a length runs past the input"));
+            };
+            self.ip += 1;
+            n += b as usize;
+            if b != 255 {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Decodes whole sequences into `out` (the block's `raw_len` bytes) until at least
+    /// `upto` bytes (capped at `out.len()`) are decoded or the input ends. The input ending
+    /// before `out` is full, or a sequence that writes past it, is an error; so is an
+    /// input that goes on once `out` is full.
+    pub fn fill(&mut self, out: &mut [u8], upto: usize) -> Result<()> {
+        let upto = upto.min(out.len());
+        let (body, mut ip, mut op) = (self.body, self.ip, self.op);
+        while op < upto {
+            let Some(&token) = body.get(ip) else {
+                self.ip = ip;
+                return Err(self.damaged("the input ends early"));
+            };
+            ip += 1;
+            let mut lit = (token >> 4) as usize;
+            if lit == 15 {
+                self.ip = ip;
+                lit = self.more_len(lit)?;
+                ip = self.ip;
+            }
+            let (Some(src), Some(dst)) = (
+                body.get(ip..ip.wrapping_add(lit)),
+                out.get_mut(op..op.wrapping_add(lit)),
+            ) else {
+                self.ip = ip;
+                return Err(self.damaged("literals run past the input or the block"));
+            };
+            dst.copy_from_slice(src);
+            ip += lit;
+            op += lit;
+            if ip == body.len() {
+                // The last sequence has literals only, and must fill the block.
+                if op != out.len() {
+                    self.ip = ip;
+                    return Err(self.damaged("the input ends early"));
+                }
+                break;
+            }
+            let Some(o) = body.get(ip..ip + 2) else {
+                self.ip = ip;
+                return Err(self.damaged("a match offset runs past the input"));
+            };
+            let offset = u16::from_le_bytes([o[0], o[1]]) as usize;
+            ip += 2;
+            let mut len = (token & 15) as usize;
+            if len == 15 {
+                self.ip = ip;
+                len = self.more_len(len)?;
+                ip = self.ip;
+            }
+            len += 4;
+            if offset == 0 || offset > op || op + len > out.len() {
+                self.ip = ip;
+                return Err(self.damaged("a match reaches outside the block"));
+            }
+            let from = op - offset;
+            if offset >= len {
+                out.copy_within(from..from + len, op);
+            } else {
+                // Overlapping: the match repeats the last `offset` bytes.
+                for i in 0..len {
+                    out[op + i] = out[from + i];
+                }
+            }
+            op += len;
+        }
+        if op == out.len() && ip != body.len() {
+            self.ip = ip;
+            return Err(self.damaged("input left after the block is full"));
+        }
+        self.ip = ip;
+        self.op = op;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "zstd")]
 /// `raw_len` when a decoder's result `got` filled exactly the `raw_len` bytes the payload at
 /// file offset `at` claims; a corruption error naming the offset otherwise.
 fn decoded(
@@ -543,6 +685,95 @@ mod tests {
             Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 43),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Blocks of many shapes: overlapping matches (runs shorter than their match), long
+    /// literal and match lengths (extension bytes), incompressible and empty-ish input.
+    fn lz4_shapes() -> Vec<Vec<u8>> {
+        let mut v = vec![
+            half_compressible(4000, 1),
+            half_compressible(70_000, 2),
+            vec![7u8; 4000],
+            vec![7u8; 100_000],
+            random(4000, 3),
+            random(300, 4),
+            b"abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabc".to_vec(),
+        ];
+        let mut x = Vec::new();
+        for i in 0..3000u32 {
+            x.extend_from_slice(&(i % 7).to_le_bytes());
+            x.extend_from_slice(&random(i as usize % 40, u64::from(i)));
+        }
+        v.push(x);
+        v
+    }
+
+    /// The prefix decoder yields what `lz4_flex` yields, whole or a prefix at a time, and
+    /// each fill stops after the first whole sequence that reaches the bytes asked for.
+    #[test]
+    fn the_prefix_decoder_agrees_with_lz4_flex() {
+        for raw in lz4_shapes() {
+            let mut body = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(raw.len())];
+            body[..4].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+            let n = lz4_flex::block::compress_into(&raw, &mut body[4..]).unwrap();
+            body.truncate(4 + n);
+            let mut want = Vec::new();
+            assert_eq!(lz4_into(&body, 0, &mut want).unwrap(), raw.len());
+            assert_eq!(&want[..raw.len()], raw.as_slice());
+            for step in [1usize, 17, 100, 1000, usize::MAX] {
+                let (mut d, len) = Lz4Prefix::new(&body, 0).unwrap();
+                assert_eq!(len, raw.len());
+                let mut out = vec![0u8; len];
+                while d.decoded() < len {
+                    let upto = d.decoded().saturating_add(step);
+                    let before = d.decoded();
+                    d.fill(&mut out, upto).unwrap();
+                    assert!(d.decoded() >= upto.min(len) && d.decoded() > before);
+                    assert_eq!(&out[..d.decoded()], &raw[..d.decoded()], "step {step}");
+                }
+                assert_eq!(out, raw);
+            }
+        }
+    }
+
+    /// Damaged LZ4 input, truncated or with any byte changed: the prefix decoder returns an
+    /// error at the payload's offset + 4 or some bytes, never panics or writes past the block.
+    #[test]
+    fn the_prefix_decoder_survives_damage() {
+        let raw = half_compressible(3000, 9);
+        let mut body = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(raw.len())];
+        body[..4].copy_from_slice(&3000u32.to_le_bytes());
+        let n = lz4_flex::block::compress_into(&raw, &mut body[4..]).unwrap();
+        body.truncate(4 + n);
+        let mut errors = 0;
+        let mut check = |b: &[u8]| {
+            let Ok((mut d, len)) = Lz4Prefix::new(b, 40) else {
+                return;
+            };
+            let mut out = vec![0u8; len];
+            match d.fill(&mut out, len) {
+                Ok(()) => assert_eq!(d.decoded(), len),
+                Err(Error::Corruption { offset, .. }) => {
+                    assert_eq!(offset, 44);
+                    errors += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        for cut in 4..body.len() {
+            check(&body[..cut]);
+        }
+        for i in 4..body.len() {
+            for flip in [0x01u8, 0x10, 0x80, 0xff] {
+                let mut t = body.clone();
+                t[i] ^= flip;
+                check(&t);
+            }
+        }
+        let mut longer = body.clone();
+        longer.push(0);
+        check(&longer);
+        assert!(errors > body.len(), "{errors} errors");
     }
 
     #[cfg(feature = "zstd")]

@@ -439,24 +439,6 @@ impl Table {
         })
     }
 
-    /// Reads block `i` from the file (counted, CRC-checked, decompressed, in per-thread
-    /// buffers) and hands its bytes to `f`.
-    fn with_block<T>(
-        &self,
-        i: usize,
-        counters: &TableCounters,
-        f: impl FnOnce(&[u8]) -> Result<T>,
-    ) -> Result<T> {
-        READ_BUF.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
-            PLAIN_BUF.with(|p| {
-                let mut plain = p.borrow_mut();
-                f(self.decode(stored, offset, &mut plain)?)
-            })
-        })
-    }
-
     /// The index of the only block that can hold `key` (the first whose last key >= key).
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
         let i = self.index.search(key);
@@ -478,7 +460,7 @@ impl Table {
                 .map_err(|e| e.in_file(&self.path, 0))
         };
         let Some((cache, file)) = &self.cache else {
-            return self.with_block(i, counters, search);
+            return self.search_read(i, key, counters);
         };
         let k = BlockKey {
             file: *file,
@@ -507,7 +489,48 @@ impl Table {
             cache.insert(k, b.clone());
             return search(&b);
         }
-        self.with_block(i, counters, search)
+        self.search_read(i, key, counters)
+    }
+
+    /// Looks `key` up in block `i`, read from the file (counted, CRC-checked) into this
+    /// thread's buffers and not kept: an LZ4 block is decoded only as far as the lookup
+    /// needs ([`block::get_decoding`]), any other searched whole.
+    fn search_read(
+        &self,
+        i: usize,
+        key: &[u8],
+        counters: &TableCounters,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        READ_BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
+            let in_file = |e: Error| e.in_file(&self.path, 0);
+            PLAIN_BUF.with(|p| {
+                let mut plain = p.borrow_mut();
+                let data = match stored.split_last() {
+                    Some((&compress::CODEC_LZ4, payload)) if self.version >= 4 => {
+                        let (mut dec, raw_len) =
+                            compress::Lz4Prefix::new(payload, offset).map_err(in_file)?;
+                        if plain.len() < raw_len {
+                            plain.resize(raw_len, 0);
+                        }
+                        let out = &mut plain[..raw_len];
+                        if let Some(found) =
+                            block::get_decoding(&mut dec, out, key).map_err(in_file)?
+                        {
+                            return Ok(found);
+                        }
+                        // Undecided: the rest of the block, then the checked search.
+                        dec.fill(out, raw_len).map_err(in_file)?;
+                        &*out
+                    }
+                    _ => self.decode(stored, offset, &mut plain)?,
+                };
+                Block::new(data, offset)
+                    .and_then(|b| b.get(key))
+                    .map_err(in_file)
+            })
+        })
     }
 
     /// Decodes every entry of block `i` (read through the cache, filling it, when the table
