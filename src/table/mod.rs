@@ -312,6 +312,13 @@ mod tests {
         for (e, (k, v)) in all.iter().zip(&entries) {
             assert_eq!((e.0.as_slice(), e.1.as_deref()), (*k, *v));
         }
+        // The cache's fill accounting counts a block at about its decompressed length.
+        let cached: usize = (0..t.block_count()).map(|i| t.cached_len(i)).sum();
+        let want = meta.data_bytes as f64;
+        assert!(
+            (cached as f64 - want).abs() < want * 0.02,
+            "{cached} vs {want}"
+        );
         let cache = Arc::new(crate::cache::BlockCache::new(1 << 20).unwrap());
         let t = Table::open(&path, false).unwrap().with_cache(cache, 1);
         for round in 0..2 {
