@@ -534,7 +534,7 @@ impl BenchEngine {
         let w = |b: u64| b as f64 / s.user_bytes_written.max(1) as f64;
         let _ = writeln!(
             o,
-            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves, {} idle L0 drains",
+            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves, {} idle L0 drains, {} L0 merges",
             s.write_amplification().unwrap_or(0.0),
             w(s.wal_bytes_written),
             w(s.flush_bytes_written),
@@ -542,7 +542,8 @@ impl BenchEngine {
             s.flushes,
             s.compactions,
             s.trivial_moves,
-            s.idle_drains
+            s.idle_drains,
+            s.l0_merges
         );
         let _ = writeln!(
             o,

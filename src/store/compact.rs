@@ -32,6 +32,25 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Runs the L0 merge if it is the compaction due (at most `Shape::l0_merge_bytes` of
+    /// input; see `plan_l0_merge`), and nothing else: what a closing store does after its
+    /// background threads stopped, so that the next open starts with one L0 table instead
+    /// of half the trigger's. `Ok(false)`: none was due.
+    pub(super) fn merge_l0_at_close(&self) -> Result<bool> {
+        let _c = self.lock_compaction();
+        let v = self.current();
+        let cursors = self.lock_versions().cursors.clone();
+        match plan(&v.level_slices(), &cursors, &self.opts.shape()) {
+            Some(task @ Task::Merge { output: 0, .. }) => {
+                in_background(|| self.run_task(&v, task))?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
 impl Store {
     /// Merges every table into one sorted run (dropping overwritten values and
     /// tombstones) through the same streaming merge as background compaction, waiting for a
@@ -169,7 +188,13 @@ impl Inner {
             fs: &*self.fs,
             dir: &self.dir,
             level: output as u32,
-            table_bytes: self.opts.table_bytes,
+            // An L0 merge writes one table (at most `Shape::l0_merge_bytes` of input): cut
+            // into several it could leave L0 as many tables as before.
+            table_bytes: if output == 0 {
+                u64::MAX
+            } else {
+                self.opts.table_bytes
+            },
             filter,
             compression: self.opts.compression,
             range_bits: self.range_bits(),
@@ -180,12 +205,17 @@ impl Inner {
         let mut add = Vec::with_capacity(result.records.len());
         let opened: Result<()> = (|| {
             for r in &result.records {
-                add.push(Arc::new(TableHandle::open(
+                let t = TableHandle::open(
                     &self.dir,
                     r.clone(),
                     self.opts.mmap_reads,
                     self.block_cache.as_ref(),
-                )?));
+                )?;
+                if let (0, Some(runs)) = (output, &runs) {
+                    // An L0 merge's output keeps its oldest input's id (`global_runs`).
+                    t.set_run(runs.output);
+                }
+                add.push(Arc::new(t));
             }
             Ok(())
         })();
@@ -227,6 +257,9 @@ impl Inner {
         }
         let c = &self.counters;
         c.compactions.fetch_add(1, Relaxed);
+        if output == 0 {
+            c.l0_merges.fetch_add(1, Relaxed);
+        }
         c.compaction_bytes.fetch_add(result.bytes_written, Relaxed);
         c.compaction_read_bytes.fetch_add(input_bytes, Relaxed);
         Ok(())

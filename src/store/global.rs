@@ -239,7 +239,10 @@ impl Inner {
     }
 
     /// The run ids of a merge's sources (`tables[i]` the tables of source i, from level
-    /// `levels[i]`) and of its output level, when `v` has a global filter.
+    /// `levels[i]`) and of its output level, when `v` has a global filter. A merge within
+    /// L0 (output level 0) writes under its oldest input's id: its output takes the inputs'
+    /// place in L0, and its keys are relabelled to that id as a merge into a level relabels
+    /// them to the level's.
     pub(super) fn global_runs(
         &self,
         v: &Version,
@@ -258,12 +261,16 @@ impl Inner {
                 ))
             })
         };
-        let output = level_run(output)
-            .ok_or_else(|| Error::InvalidArgument(format!("no run id for level {output}")))?;
         let mut runs = Vec::with_capacity(sources.len());
         for &(l, t) in sources {
             runs.push(run_of(l, t)?);
         }
+        let output = match output {
+            // The sources are in L0's order, newest first.
+            0 => runs.last().copied(),
+            l => level_run(l),
+        }
+        .ok_or_else(|| Error::InvalidArgument(format!("no run id for level {output}")))?;
         Ok(Some(Runs {
             sources: runs,
             output,

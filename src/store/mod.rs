@@ -163,6 +163,7 @@ struct EngineCounters {
     idle_drains: AtomicU64,
     /// Global filters grown in the background and swapped in.
     global_growths: AtomicU64,
+    l0_merges: AtomicU64,
     slowdown_ns: AtomicU64,
     stop_ns: AtomicU64,
     memtable_wait_ns: AtomicU64,
@@ -222,8 +223,8 @@ pub(crate) struct Inner {
 ///
 /// Dropping it stops the background threads once their work in progress is done: a memtable
 /// waiting to be sealed is sealed and a compaction under way is finished (as LevelDB does),
-/// no new compaction starts (those still due run after the next open), and the logs are
-/// fsynced.
+/// no new compaction starts but a due L0 merge (at most two memtables' bytes; the others
+/// still due run after the next open), and the logs are fsynced.
 pub struct Store {
     inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
@@ -297,6 +298,8 @@ impl Drop for Store {
             let _ = t.join();
         }
         if !inner.poisoned.load(SeqCst) {
+            // A failed merge leaves the tables as they were (its outputs removed).
+            let _ = inner.merge_l0_at_close();
             let _ = inner.sync_all();
             inner.save_lifetime();
             // Advisory: a store whose checkpoint is missing or stale builds the filter.

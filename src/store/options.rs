@@ -150,6 +150,7 @@ impl Options {
             l0_trigger: self.compaction_trigger,
             l1_bytes: self.l1_bytes,
             ratio: self.level_ratio,
+            l0_merge_bytes: (self.memtable_bytes as u64).saturating_mul(L0_MERGE_MEMTABLES),
         }
     }
 
@@ -178,6 +179,11 @@ impl Options {
         Ok(())
     }
 }
+
+/// L0 tables holding at most this many memtables' bytes together are merged into one L0
+/// table once L0 holds half the compaction trigger's tables and no other compaction is due
+/// (`compaction::plan::plan_l0_merge`; docs/engine.md, "L0 merge").
+const L0_MERGE_MEMTABLES: u64 = 2;
 
 /// Filter probes of L0 tables since writes paused that, with [`Options::idle_drain`], show
 /// that lookups are paying for L0 (about 2,500 absent lookups over 4 L0 tables).
