@@ -234,6 +234,21 @@ fn entries(rng: &mut Rng, n: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         .collect()
 }
 
+/// `entries` whose values compress: the `i`th value is `len(i)` copies of one letter.
+fn compressible_entries(
+    seed: u64,
+    n: usize,
+    len: impl Fn(usize) -> usize,
+) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut e = entries(&mut Rng::new(seed), n);
+    for (i, (_, v)) in e.iter_mut().enumerate() {
+        if let Some(v) = v {
+            *v = vec![b'a' + (i % 3) as u8; len(i)];
+        }
+    }
+    e
+}
+
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -418,13 +433,7 @@ fn compressed_seeds(tables: &[Vec<u8>]) -> Vec<Vec<u8>> {
         std::fs::write(&p, t).unwrap();
         files.push(p);
     }
-    let mut rng = Rng::new(79);
-    let mut compressible = entries(&mut rng, 200);
-    for (i, e) in compressible.iter_mut().enumerate() {
-        if let Some(v) = &mut e.1 {
-            *v = vec![b'a' + (i % 3) as u8; 40 + i % 90];
-        }
-    }
+    let compressible = compressible_entries(79, 200, |i| 40 + i % 90);
     let view: Vec<(&[u8], Option<&[u8]>)> = compressible
         .iter()
         .map(|(k, v)| (k.as_slice(), v.as_deref()))
@@ -811,14 +820,8 @@ fn table_open() {
     // decodes a prefix of the block (`block::get_decoding`).
     let mut seeds = w.table;
     seeds.push(std::fs::read(manifest_dir().join("tests/fixtures/table-v4-mixed.sst")).unwrap());
-    let mut rng = Rng::new(83);
-    let mut compressible = entries(&mut rng, 60);
-    for (i, e) in compressible.iter_mut().enumerate() {
-        if let Some(v) = &mut e.1 {
-            // Lengths of one and two varint bytes.
-            *v = vec![b'a' + (i % 3) as u8; 40 + i * 7 % 150];
-        }
-    }
+    // Lengths of one and two varint bytes.
+    let compressible = compressible_entries(83, 60, |i| 40 + i * 7 % 150);
     let view: Vec<(&[u8], Option<&[u8]>)> = compressible
         .iter()
         .map(|(k, v)| (k.as_slice(), v.as_deref()))
