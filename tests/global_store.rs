@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{NoSyncFs, Rng};
+use common::{NoSyncFs, Rng, StableReaders};
 use filterstore::{FilterKind, Options, Store};
 
 fn opts(rng: &mut Rng) -> Options {
@@ -347,23 +347,7 @@ fn lookups_racing_compactions_find_every_key() {
     for i in 0..STABLE {
         store.put(&stable(i), &i.to_le_bytes()).unwrap();
     }
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readers: Vec<_> = (0..2u64)
-        .map(|r| {
-            let (store, done) = (store.clone(), done.clone());
-            std::thread::spawn(move || {
-                let mut rng = Rng::new(100 + r);
-                let mut reads = 0u64;
-                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 10_000 {
-                    let i = rng.below(STABLE);
-                    let got = store.get(&stable(i)).unwrap();
-                    assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
-                    reads += 1;
-                }
-                reads
-            })
-        })
-        .collect();
+    let readers = StableReaders::spawn(&store, stable, STABLE, 100, 10_000);
     let mut rng = Rng::new(7);
     for i in 0..60_000u64 {
         let k = format!("w{:08}", rng.below(100_000_000)).into_bytes();
@@ -371,10 +355,7 @@ fn lookups_racing_compactions_find_every_key() {
     }
     store.flush().unwrap();
     store.wait_for_compaction().unwrap();
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    for r in readers {
-        r.join().unwrap();
-    }
+    readers.stop();
     let s = store.stats();
     assert!(s.compactions >= 5, "{} compactions", s.compactions);
     println!(
@@ -506,20 +487,7 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
     for i in 0..STABLE {
         store.put(&stable(i), &i.to_le_bytes()).unwrap();
     }
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readers: Vec<_> = (0..2u64)
-        .map(|r| {
-            let (store, done) = (store.clone(), done.clone());
-            std::thread::spawn(move || {
-                let mut rng = Rng::new(200 + r);
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    let i = rng.below(STABLE);
-                    let got = store.get(&stable(i)).unwrap();
-                    assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
-                }
-            })
-        })
-        .collect();
+    let readers = StableReaders::spawn(&store, stable, STABLE, 200, 0);
     let mut model = BTreeMap::new();
     let mut rng = Rng::new(11);
     let w = |i: u64| format!("w{i:09}").into_bytes();
@@ -537,10 +505,7 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
     }
     store.flush().unwrap();
     store.wait_for_compaction().unwrap();
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    for r in readers {
-        r.join().unwrap();
-    }
+    readers.stop();
     let g = store.stats().global_filter.unwrap();
     println!(
         "{} growths, capacity {} -> {}",

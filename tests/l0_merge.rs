@@ -8,10 +8,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
-use common::{NoSyncFs, Rng};
+use common::{NoSyncFs, Rng, StableReaders};
 use filterstore::{FilterKind, Options, Store};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -209,22 +208,7 @@ fn lookups_racing_l0_merges_under_the_global_filter_find_every_key() {
         }
     }
     store.flush().unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2u64)
-        .map(|r| {
-            let (store, done) = (store.clone(), done.clone());
-            std::thread::spawn(move || {
-                let mut rng = Rng::new(100 + r);
-                let mut reads = 0u64;
-                while !done.load(Relaxed) || reads < 10_000 {
-                    let i = rng.below(STABLE);
-                    let got = store.get(&stable(i)).unwrap();
-                    assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
-                    reads += 1;
-                }
-            })
-        })
-        .collect();
+    let readers = StableReaders::spawn(&store, stable, STABLE, 100, 10_000);
     let mut rng = Rng::new(7);
     let merges = store.stats().l0_merges;
     for round in 0..40u64 {
@@ -235,10 +219,7 @@ fn lookups_racing_l0_merges_under_the_global_filter_find_every_key() {
         store.flush().unwrap();
     }
     store.wait_for_compaction().unwrap();
-    done.store(true, Relaxed);
-    for r in readers {
-        r.join().unwrap();
-    }
+    readers.stop();
     let s = store.stats();
     assert!(
         s.l0_merges >= merges + 5,

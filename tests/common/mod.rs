@@ -105,3 +105,48 @@ pub fn run_store(
     assert_ne!(out.code, 101, "store {args:?} panicked: {}", out.stderr);
     out
 }
+
+/// Two threads that look keys up while a test goes on writing, flushing and compacting:
+/// each reads `key(i)` for random `i < count` (seeded from `seed`) and checks its value is
+/// `i`'s little-endian bytes, until [`stop`](Self::stop) and at least `min_reads` reads.
+pub struct StableReaders {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl StableReaders {
+    pub fn spawn(
+        store: &std::sync::Arc<filterstore::Store>,
+        key: fn(u64) -> Vec<u8>,
+        count: u64,
+        seed: u64,
+        min_reads: u64,
+    ) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..2u64)
+            .map(|r| {
+                let (store, done) = (store.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut rng = Rng::new(seed + r);
+                    let mut reads = 0u64;
+                    while !done.load(Relaxed) || reads < min_reads {
+                        let i = rng.below(count);
+                        let got = store.get(&key(i)).unwrap();
+                        assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
+                        reads += 1;
+                    }
+                })
+            })
+            .collect();
+        StableReaders { done, threads }
+    }
+
+    /// Stops the readers and waits for them; a reader's failed check fails the caller.
+    pub fn stop(self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+    }
+}
