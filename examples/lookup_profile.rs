@@ -4,7 +4,9 @@
 //! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both] [pread|mmap] [cache-bytes]`
 //!
 //! `cache-bytes` sizes the block cache (default: `Options::default()`'s); 0 turns it off, so
-//! every present lookup reads and checks its block.
+//! every present lookup reads and checks its block. `FILTERSTORE_KIND=NAME` picks the filter
+//! (any name `store --filter` takes, e.g. `global`; default `blocked-bloom`) when the store is
+//! built.
 
 use std::time::Instant;
 
@@ -33,10 +35,14 @@ fn main() -> filterstore::Result<()> {
         .and_then(|a| a.parse().ok())
         .unwrap_or(Options::default().block_cache_bytes);
     let fresh = !dir.exists();
+    let filter = match std::env::var("FILTERSTORE_KIND") {
+        Ok(k) => k.parse::<FilterKind>()?,
+        Err(_) => FilterKind::BlockedBloom,
+    };
     let store = Store::open(
         &dir,
         Options {
-            filter: Some(FilterKind::BlockedBloom),
+            filter: Some(filter),
             fpr: Some(0.001),
             memtable_bytes: usize::MAX,
             compaction_trigger: None,

@@ -183,20 +183,25 @@ impl GlobalIndex {
     /// too: the key's entry may have been relabelled before its new tables are published.
     #[inline]
     pub(crate) fn query(&self, hash: u64) -> RunSet {
-        let mut set = self.filter.query(hash);
+        let (mut set, lines) = self.filter.query_lines(hash);
         // After the filter's words (see `begin_move`).
         if let Some(m) = Move::decode(self.moving.load(SeqCst)) {
             if set.contains(m.output) {
                 set = set | m.sources;
             }
         }
-        let c = &self.counters;
-        c.add(PROBES, 1);
-        c.add(LINES, u64::from(self.filter.lines_touched(hash)));
-        if set.is_empty() {
-            c.add(NEGATIVES, 1);
-        }
+        self.counters.add_all([
+            (PROBES, 1),
+            (LINES, u64::from(lines)),
+            (NEGATIVES, u64::from(set.is_empty())),
+        ]);
         set
+    }
+
+    /// Brings the key's buckets toward the cache ([`GlobalFilter::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        self.filter.prefetch(hash);
     }
 
     /// Announces a compaction or trivial move that is about to relabel entries of

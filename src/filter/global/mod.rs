@@ -270,19 +270,36 @@ impl GlobalFilter {
     /// to call while a [`Writer`] works.
     #[inline]
     pub fn query(&self, hash: u64) -> RunSet {
+        self.query_lines(hash).0
+    }
+
+    /// [`query`](Self::query), and the distinct 64-byte lines of the table it read (1 or 2,
+    /// as [`lines_touched`](Self::lines_touched) counts them).
+    #[inline]
+    pub fn query_lines(&self, hash: u64) -> (RunSet, u32) {
         loop {
             // An entry the writer moves from the stash into the table is in one of the two
             // at every instant, but a query reads the table first and the stash second: the
             // count of moves tells it when one happened in between (see `settled`).
             let moved = self.settled.load(Ordering::Acquire);
-            let mut set = self.table.query(hash);
+            let (mut set, lines) = self.table.query(hash);
             if self.stash_len.load(Ordering::Acquire) != 0 {
                 set = self.query_stash(hash, set);
             }
             if self.settled.load(Ordering::Acquire) == moved {
-                return set;
+                return (set, lines);
             }
         }
+    }
+
+    /// Asks the CPU to bring the lines of the key's two buckets into cache, without waiting
+    /// for them: a lookup issues it before other work (the memtables' search) so that the
+    /// misses of its [`query`](Self::query) overlap that work.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        let (i1, i2) = self.table.pair(hash);
+        self.table.prefetch(i1);
+        self.table.prefetch(i2);
     }
 
     #[cold]
@@ -408,6 +425,51 @@ mod tests {
             }
             live(&w, &|j| j % 2 == 0);
             assert_eq!(w.len(), 200);
+        }
+    }
+
+    /// A query's count of lines is the number of distinct 64-byte lines its two buckets'
+    /// bits lie in (counted from each bucket's first and last bit), and its runs are
+    /// `query`'s, in both layouts.
+    #[test]
+    fn query_lines_counts_the_distinct_lines_of_the_bucket_pair() {
+        for layout in layouts() {
+            let f = GlobalFilter::with_buckets(layout, 1 << 12).unwrap();
+            let mut w = f.writer();
+            for i in 0..8_000u64 {
+                w.insert(mix64(i), run(i as usize));
+            }
+            drop(w);
+            let bits = match &f.table.codec {
+                Codec::Fixed => 64,
+                Codec::Coded(c) => c.bucket_bits as usize,
+            };
+            let (mut ones, mut twos) = (0, 0);
+            for i in 0..200_000u64 {
+                let h = mix64(i ^ 0x5555);
+                let (i1, i2) = f.table.pair(h);
+                let mut lines: Vec<usize> = [i1, i2]
+                    .iter()
+                    .flat_map(|&b| {
+                        let (w, bit) = f.table.place(b);
+                        let first = w * 64 + bit as usize;
+                        [first / 512, (first + bits - 1) / 512]
+                    })
+                    .collect();
+                lines.sort_unstable();
+                lines.dedup();
+                let (set, n) = f.query_lines(h);
+                assert_eq!(n as usize, lines.len(), "hash {h:#x}");
+                assert_eq!(f.lines_touched(h), n);
+                assert_eq!(set, f.query(h));
+                if n == 1 {
+                    ones += 1
+                } else {
+                    twos += 1
+                }
+            }
+            // Both cases occur in a table of 4,096 buckets.
+            assert!(ones > 0 && twos > 0, "{ones} {twos}");
         }
     }
 }

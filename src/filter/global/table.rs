@@ -163,11 +163,16 @@ impl Table {
     }
 
     /// The runs whose entry in the key's buckets matches its fingerprint, read consistently
-    /// against a concurrent writer.
+    /// against a concurrent writer, and the distinct 64-byte lines the two buckets lie in.
     #[inline]
-    pub(super) fn query(&self, hash: u64) -> RunSet {
+    pub(super) fn query(&self, hash: u64) -> (RunSet, u32) {
         let (i1, i2) = self.pair(hash);
-        match &self.codec {
+        // Both buckets' lines are asked for before anything else is read (the sequence
+        // words, then the buckets), so their two cache misses overlap.
+        self.prefetch(i1);
+        self.prefetch(i2);
+        let lines = self.lines_of(i1, i2);
+        let set = match &self.codec {
             Codec::Fixed => {
                 let (a, b) = (i1 as usize, i2 as usize);
                 let (r1, r2) = (a * 8 / REGION_BYTES, b * 8 / REGION_BYTES);
@@ -190,7 +195,8 @@ impl Table {
                 });
                 c.matches(b1, b2, hash)
             }
-        }
+        };
+        (set, lines)
     }
 
     /// `read()` repeated until no write to regions `r1` and `r2` overlapped it (a seqlock
@@ -220,23 +226,19 @@ impl Table {
         }
     }
 
-    /// The distinct 64-byte lines bucket pair `(i1, i2)` touches.
+    /// The distinct 64-byte lines buckets `i1` and `i2` lie in: 1 or 2 (a bucket never
+    /// straddles a line: fixed16's is one aligned word, and coded buckets are packed whole
+    /// into lines).
+    #[inline(always)]
+    pub(super) fn lines_of(&self, i1: u64, i2: u64) -> u32 {
+        let line = |i: u64| self.place(i).0 / 8;
+        1 + u32::from(line(i1) != line(i2))
+    }
+
+    /// The distinct 64-byte lines the buckets of the key of `hash` lie in.
     pub(super) fn lines(&self, hash: u64) -> u32 {
         let (i1, i2) = self.pair(hash);
-        let line = |i: u64| -> (usize, usize) {
-            let (w, bit) = self.place(i);
-            let first = w * 64 + bit as usize;
-            let bits = match &self.codec {
-                Codec::Fixed => 64,
-                Codec::Coded(c) => c.bucket_bits as usize,
-            };
-            (first / 512, (first + bits - 1) / 512)
-        };
-        let (a, b) = (line(i1), line(i2));
-        let mut v = vec![a.0, a.1, b.0, b.1];
-        v.sort_unstable();
-        v.dedup();
-        v.len() as u32
+        self.lines_of(i1, i2)
     }
 
     pub(super) fn slot_count(&self) -> u64 {
