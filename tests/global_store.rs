@@ -522,3 +522,67 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
     }
     drop(store);
 }
+
+/// Each `get`, `Reader::get` and `multi_get` key that reaches the tables asks the global
+/// filter once and is counted once: an absent key the filter rules out as a negative (no
+/// table read), a present key as a run read, and every probe reads one or two lines of the
+/// filter (two, but for the rare pair in one line).
+#[test]
+fn every_lookup_probes_the_global_filter_once_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        filter: Some(FilterKind::Global),
+        fs: Arc::new(NoSyncFs),
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), o).unwrap();
+    let n = 2_000u64;
+    for i in 0..n {
+        store
+            .put(format!("k{i:05}").as_bytes(), &i.to_le_bytes())
+            .unwrap();
+    }
+    store.flush().unwrap();
+    let before = store.stats();
+    let reader = store.reader();
+    let mut negatives = 0;
+    for i in 0..n {
+        // An absent key inside the table's key range: only the filter rules it out.
+        let (present, absent) = (format!("k{i:05}"), format!("k{i:05}x"));
+        let want = Some(i.to_le_bytes().to_vec());
+        let got = match i % 3 {
+            0 => [store.get(present.as_bytes()), store.get(absent.as_bytes())],
+            1 => [
+                reader.get(present.as_bytes()),
+                reader.get(absent.as_bytes()),
+            ],
+            _ => {
+                let v = store.multi_get(&[present, absent]).unwrap();
+                [Ok(v[0].clone()), Ok(v[1].clone())]
+            }
+        };
+        let [p, a] = got.map(Result::unwrap);
+        assert_eq!(p, want, "key {i}");
+        assert_eq!(a, None, "absent key {i}");
+    }
+    let s = store.stats();
+    let (g0, g) = (
+        before.global_filter.clone().unwrap(),
+        s.global_filter.clone().unwrap(),
+    );
+    let probes = g.probes - g0.probes;
+    assert_eq!(s.lookups - before.lookups, 2 * n);
+    assert_eq!(probes, 2 * n, "{g:?}");
+    negatives += s.filter_negatives - before.filter_negatives;
+    // Absent keys are ruled out but for the filter's false positives (0.4 % per probe).
+    assert!(negatives > n * 95 / 100 && negatives <= n, "{negatives}");
+    let lines = g.lines_touched - g0.lines_touched;
+    assert!(
+        lines > probes * 3 / 2 && lines <= 2 * probes,
+        "{lines} {probes}"
+    );
+    // Present keys read their one table; absent ones only on a false positive.
+    let fp = s.false_positives - before.false_positives;
+    assert_eq!(fp, n - negatives);
+    assert_eq!(s.filter_positives - before.filter_positives, n + fp);
+}

@@ -192,17 +192,35 @@ impl Inner {
             // Read before the table set (see `global.rs`): a change that removed global
             // filter entries after this lookup took its table set makes it look again.
             let removals = self.global_removals.load(SeqCst);
-            let version = {
+            let (version, runs) = {
                 let st = self.read_state();
+                let global = st.current.global();
+                // The filter's cache misses overlap the memtables' search.
+                if let Some(g) = global {
+                    g.prefetch(hash);
+                }
                 if let Some(v) = st.mem.get_hashed(key, hash) {
                     return Ok(v.map(<[u8]>::to_vec));
                 }
                 if let Some(v) = st.imm.as_ref().and_then(|m| m.mem.get_hashed(key, hash)) {
                     return Ok(v.map(<[u8]>::to_vec));
                 }
-                st.current.clone()
+                // The global filter is asked under the lock, so that a key it rules out (most
+                // absent keys) costs no copy of the table set (two locked instructions).
+                let runs = global.map(|g| g.query(hash));
+                if runs.is_some_and(|r| r.is_empty()) {
+                    drop(st);
+                    if self.global_removals.load(SeqCst) == removals {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                (st.current.clone(), runs)
             };
-            let got = version.get(key, hash)?;
+            let got = match (version.global(), runs) {
+                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key)?,
+                _ => version.get(key, hash)?,
+            };
             if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
                 return Ok(got);
             }

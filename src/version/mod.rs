@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::Result;
 use crate::filename::{filter_path, range_path, table_path};
-use crate::filter::global::RunId;
+use crate::filter::global::{RunId, RunSet};
 use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
@@ -418,7 +418,18 @@ impl Version {
     /// false negatives), so the newest version wins even when another key's fingerprint
     /// names a newer run too: that run is read, misses, and the lookup goes on.
     fn get_global(&self, g: &GlobalIndex, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        let set = g.query(hash);
+        self.get_in_runs(g, g.query(hash), key)
+    }
+
+    /// The second half of [`get_global`](Self::get_global): reads the runs of `set`, the
+    /// answer of `g`'s query for the key (`g` is this version's global filter), newest
+    /// first.
+    pub(crate) fn get_in_runs(
+        &self,
+        g: &GlobalIndex,
+        set: RunSet,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
         if set.is_empty() {
             return Ok(None);
         }
