@@ -13,8 +13,11 @@ use filterstore::{Options, Scan, Store};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// Tiny tables; a block cache that is off, full at once (so most blocks a scan reads are
+/// read from the files and not cached), or larger than the data.
 fn tiny(rng: &mut Rng) -> Options {
     Options {
+        block_cache_bytes: [0, 8192, 32 << 20][rng.below(3) as usize],
         memtable_bytes: 2048 + rng.below(8192) as usize,
         compaction_trigger: Some(2 + rng.below(3) as usize),
         l0_slowdown: 8,
@@ -101,7 +104,12 @@ fn run(seed: u64, steps: usize, c: &mut Counts) {
         let what = format!("seed {seed} step {step}");
         match rng.below(100) {
             0..=44 => {
-                let (k, v) = (key(&mut rng, space), rng.bytes(30));
+                let k = key(&mut rng, space);
+                // Random bytes (stored raw) or a run of one byte (blocks that compress).
+                let v = match rng.below(2) {
+                    0 => rng.bytes(30),
+                    _ => vec![b'a' + rng.below(3) as u8; 1 + rng.below(120) as usize],
+                };
                 store.put(&k, &v).unwrap();
                 model.insert(k, v);
                 c.writes += 1;
@@ -333,6 +341,78 @@ fn a_short_scan_reads_a_block_per_source_not_the_table() {
     let before = reads();
     assert_eq!(store.scan::<&[u8]>(b"y".as_slice()..).take(3).count(), 3);
     assert_eq!(reads() - before, 1);
+}
+
+/// Scans that read blocks the cache does not hold (cache off, or far smaller than the data,
+/// so that it is full and admits few), raw and LZ4 blocks alike, interleaved with point
+/// lookups that decompress blocks in the same thread, with `pread` and mapped tables: every
+/// scan is checked against the model.
+#[test]
+fn scans_of_blocks_the_cache_does_not_hold() {
+    for (cache, mmap_reads) in [(0, false), (16 << 10, false), (16 << 10, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            compaction_trigger: None,
+            block_cache_bytes: cache,
+            mmap_reads,
+            ..Options::default()
+        };
+        let store = Store::open(dir.path(), opts).unwrap();
+        let mut model = Model::new();
+        let mut rng = Rng::new(7 + cache as u64);
+        // Three overlapping tables; runs of 100 keys alternate between values that compress
+        // (whole LZ4 blocks) and random ones (raw blocks), of lengths that vary from block to
+        // block, so a reused buffer is longer or shorter than the block it takes next.
+        for round in 0..3u64 {
+            for i in 0..6000u64 {
+                let n = i * 3 + round;
+                let k = format!("k{n:06}").into_bytes();
+                let len = 1 + (n * 7 % 190) as usize;
+                let v = if (n / 100) % 2 == 0 {
+                    vec![b'a' + (n % 5) as u8; len]
+                } else {
+                    (0..len).map(|_| rng.next() as u8).collect()
+                };
+                store.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            store.flush().unwrap();
+        }
+        let s = store.stats();
+        assert_eq!(s.tables.len(), 3);
+        assert!(
+            s.tables
+                .iter()
+                .all(|t| t.stored_data_bytes < t.data_bytes * 9 / 10),
+            "some blocks compressed, some not"
+        );
+        let before = store.stats();
+        let mut returned = 0;
+        for i in 0..400u64 {
+            let from = format!("k{:06}", rng.below(18_100)).into_bytes();
+            let limit = 1 + rng.below(300) as usize;
+            let got: Vec<_> = store
+                .scan::<&[u8]>(from.as_slice()..)
+                .take(limit)
+                .map(Result::unwrap)
+                .collect();
+            let want: Vec<_> = model
+                .range(from.clone()..)
+                .take(limit)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "cache {cache} mmap {mmap_reads} scan {i}");
+            returned += got.len();
+            let k = format!("k{:06}", rng.below(18_000)).into_bytes();
+            assert_eq!(store.get(&k).unwrap().as_ref(), model.get(&k));
+        }
+        let after = store.stats();
+        let read = after.data_block_reads - before.data_block_reads;
+        let hits = after.block_cache_hits - before.block_cache_hits;
+        assert!(returned > 20_000, "{returned} entries");
+        // Most blocks came from the files: the cache is off or far smaller than the data.
+        assert!(read > 4 * hits, "{read} block reads, {hits} cache hits");
+    }
 }
 
 #[test]

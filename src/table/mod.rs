@@ -332,6 +332,40 @@ mod tests {
         }
     }
 
+    /// A block that a damaged index claims larger than any block can be counts at most
+    /// `MAX_BLOCK_LEN` in the cache's fill accounting, in a table whose blocks shrank and in
+    /// one whose blocks did not (it used to be a `clamp` with its minimum above its maximum:
+    /// a panic).
+    #[test]
+    fn cached_len_of_a_block_claimed_too_large_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, fill) in [("raw", None), ("lz4", Some(b'a'))] {
+            let values: Vec<Vec<u8>> = (0..500u64)
+                .map(|i| match fill {
+                    Some(b) => vec![b; 100],
+                    None => (0..13u64)
+                        .flat_map(|j| crate::hash::mix64(i * 13 + j).to_le_bytes())
+                        .collect(),
+                })
+                .collect();
+            let keys: Vec<Vec<u8>> = (0..500).map(|i| format!("k{i:04}").into_bytes()).collect();
+            let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+                .iter()
+                .zip(&values)
+                .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+                .collect();
+            let path = dir.path().join(format!("{name}.sst"));
+            let meta = write_table(&RealFs, &path, entries.as_slice(), Compression::Lz4).unwrap();
+            assert_eq!(meta.stored_data_bytes < meta.data_bytes, fill.is_some());
+            let mut t = Table::open(&path, false).unwrap();
+            let mut index = Index::default();
+            index.push(b"k9999", 0, u32::MAX);
+            index.finish();
+            t.index = index;
+            assert_eq!(t.cached_len(0), compress::MAX_BLOCK_LEN, "{name}");
+        }
+    }
+
     /// The layout rules of `format.md` (version 2): a block and its CRC fit in a page unless
     /// the block holds a single entry; the next block (or the index) follows at once only
     /// when padding to the page would take more than `MAX_PAD` bytes, else on the page.

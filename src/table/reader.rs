@@ -417,11 +417,26 @@ impl Table {
     /// stored length, scaled by the table's ratio of bytes before compression to bytes as
     /// stored (a compressed block is cached decompressed; counting its stored length kept
     /// a full cache of LZ4 blocks "filling", admitting every miss, for ~60 % longer).
+    /// At most [`compress::MAX_BLOCK_LEN`] (a block a damaged index claims larger fails its
+    /// read).
     pub(crate) fn cached_len(&self, i: usize) -> usize {
-        let stored = self.index.handle(i).map_or(0, |h| u128::from(h.1));
+        let stored = self.index.handle(i).map_or(0, |h| u64::from(h.1));
         let m = &self.meta;
-        let scaled = stored * u128::from(m.data_bytes) / u128::from(m.stored_data_bytes.max(1));
-        usize::try_from(scaled.clamp(stored, compress::MAX_BLOCK_LEN as u128)).unwrap_or(0)
+        let total = m.stored_data_bytes.max(1);
+        let scaled = if m.data_bytes <= total {
+            stored // nothing compressed (or nothing shrank)
+        } else {
+            match stored.checked_mul(m.data_bytes) {
+                Some(x) => x / total,
+                // More than 4 GiB of data in the table.
+                None => {
+                    let x = u128::from(stored) * u128::from(m.data_bytes) / u128::from(total);
+                    u64::try_from(x).unwrap_or(u64::MAX)
+                }
+            }
+        };
+        let most = compress::MAX_BLOCK_LEN as u64;
+        usize::try_from(scaled.max(stored).min(most)).unwrap_or(0)
     }
 
     /// Reads block `i` from the file (counted, CRC-checked, decompressed) into shared bytes:
