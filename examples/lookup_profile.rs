@@ -6,7 +6,9 @@
 //! `cache-bytes` sizes the block cache (default: `Options::default()`'s); 0 turns it off, so
 //! every present lookup reads and checks its block. `FILTERSTORE_KIND=NAME` picks the filter
 //! (any name `store --filter` takes, e.g. `global`; default `blocked-bloom`) when the store is
-//! built.
+//! built. `FILTERSTORE_VIA=get|reader|multi|reader-multi` picks the lookup path: `Store::get`
+//! (the default), a `Reader`'s `get`, or `multi_get` of the store or of a `Reader` in batches
+//! of 64 keys.
 
 use std::time::Instant;
 
@@ -61,21 +63,16 @@ fn main() -> filterstore::Result<()> {
             store.flush()?;
         }
     }
+    let via = std::env::var("FILTERSTORE_VIA").unwrap_or_else(|_| "get".into());
     if mode != "present" {
         let start = Instant::now();
-        let mut found = 0;
-        for i in 0..lookups {
-            found += store.get(&key16(0x5555_5555_0000_0000, i))?.is_some() as u64;
-        }
+        let found = look(&store, &via, lookups, |i| key16(0x5555_5555_0000_0000, i))?;
         let ns = start.elapsed().as_nanos() as f64 / lookups as f64;
         println!("absent: {ns:.0} ns/lookup ({found} found)");
     }
     if mode != "absent" {
         let start = Instant::now();
-        let mut found = 0;
-        for i in 0..lookups {
-            found += store.get(&key16(42, (i * 7919) % n))?.is_some() as u64;
-        }
+        let found = look(&store, &via, lookups, |i| key16(42, (i * 7919) % n))?;
         let ns = start.elapsed().as_nanos() as f64 / lookups as f64;
         println!("present: {ns:.0} ns/lookup ({found} found)");
     }
@@ -85,4 +82,42 @@ fn main() -> filterstore::Result<()> {
         s.data_block_reads, s.filter_negatives
     );
     Ok(())
+}
+
+/// Looks up `key(0..lookups)` through the path `via` names; returns how many were found.
+fn look(
+    store: &Store,
+    via: &str,
+    lookups: u64,
+    key: impl Fn(u64) -> [u8; 16],
+) -> filterstore::Result<u64> {
+    let reader = store.reader();
+    let mut found = 0;
+    match via {
+        "get" | "reader" => {
+            for i in 0..lookups {
+                let v = if via == "get" {
+                    store.get(&key(i))?
+                } else {
+                    reader.get(&key(i))?
+                };
+                found += v.is_some() as u64;
+            }
+        }
+        "multi" | "reader-multi" => {
+            let mut keys = Vec::with_capacity(64);
+            for start in (0..lookups).step_by(64) {
+                keys.clear();
+                keys.extend((start..lookups.min(start + 64)).map(&key));
+                let values = if via == "multi" {
+                    store.multi_get(&keys)?
+                } else {
+                    reader.multi_get(&keys)?
+                };
+                found += values.iter().flatten().count() as u64;
+            }
+        }
+        other => panic!("FILTERSTORE_VIA={other}: get, reader, multi or reader-multi"),
+    }
+    Ok(found)
 }

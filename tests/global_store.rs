@@ -550,14 +550,18 @@ fn every_lookup_probes_the_global_filter_once_and_is_counted() {
         // An absent key inside the table's key range: only the filter rules it out.
         let (present, absent) = (format!("k{i:05}"), format!("k{i:05}x"));
         let want = Some(i.to_le_bytes().to_vec());
-        let got = match i % 3 {
+        let got = match i % 4 {
             0 => [store.get(present.as_bytes()), store.get(absent.as_bytes())],
             1 => [
                 reader.get(present.as_bytes()),
                 reader.get(absent.as_bytes()),
             ],
-            _ => {
+            2 => {
                 let v = store.multi_get(&[present, absent]).unwrap();
+                [Ok(v[0].clone()), Ok(v[1].clone())]
+            }
+            _ => {
+                let v = reader.multi_get(&[present, absent]).unwrap();
                 [Ok(v[0].clone()), Ok(v[1].clone())]
             }
         };
@@ -585,4 +589,28 @@ fn every_lookup_probes_the_global_filter_once_and_is_counted() {
     let fp = s.false_positives - before.false_positives;
     assert_eq!(fp, n - negatives);
     assert_eq!(s.filter_positives - before.filter_positives, n + fp);
+
+    // Whole batches (their keys' buckets are prefetched ahead of their probes), through
+    // the store and a reader: the same answers and one probe per key.
+    let keys: Vec<String> = (0..n)
+        .map(|i| format!("k{:05}{}", i, if i % 2 == 0 { "" } else { "x" }))
+        .collect();
+    let want: Vec<Option<Vec<u8>>> = (0..n)
+        .map(|i| (i % 2 == 0).then(|| i.to_le_bytes().to_vec()))
+        .collect();
+    for batch in [1, 7, 8, 9, 100, n as usize] {
+        for via_reader in [false, true] {
+            let p0 = store.stats().global_filter.unwrap().probes;
+            for (ks, ws) in keys.chunks(batch).zip(want.chunks(batch)) {
+                let got = if via_reader {
+                    reader.multi_get(ks)
+                } else {
+                    store.multi_get(ks)
+                };
+                assert_eq!(got.unwrap(), ws, "batch {batch}, reader {via_reader}");
+            }
+            let p = store.stats().global_filter.unwrap().probes - p0;
+            assert_eq!(p, n, "batch {batch}, reader {via_reader}");
+        }
+    }
 }

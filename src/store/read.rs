@@ -232,6 +232,11 @@ impl Inner {
             return Ok(Vec::new());
         }
         self.counters.lookups.add(0, keys.len() as u64);
+        self.multi_lookup(keys)
+    }
+
+    /// [`multi_get`](Self::multi_get) of a non-empty `keys` without counting the lookups.
+    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         loop {
             let removals = self.global_removals.load(SeqCst);
             let mut batch = Batch::new(keys);
@@ -341,6 +346,12 @@ impl Reader<'_> {
     /// [`Store::get_with_hash`]).
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let inner = &*self.store.inner;
+        // The global filter's cache misses overlap the checks below (as `Inner::lookup`
+        // overlaps them with the memtables' search). A stale snapshot's filter is at worst
+        // a wasted prefetch: the lookup itself asks the current snapshot's.
+        if let Some(g) = self.snap.borrow().as_ref().and_then(|s| s.version.global()) {
+            g.prefetch(hash);
+        }
         // Before the snapshot is checked (see `Inner::lookup`): a publish before this load
         // changed the epoch, a removal after it changes the count.
         let removals = inner.global_removals.load(SeqCst);
@@ -375,15 +386,21 @@ impl Reader<'_> {
     /// ```
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         let inner = &*self.store.inner;
+        // Before the snapshot is checked, as in `get_with_hash`.
+        let removals = inner.global_removals.load(SeqCst);
         match &*self.snapshot() {
-            Some(s) if s.tables_only && !keys.is_empty() && s.version.global().is_none() => {
+            Some(s) if s.tables_only && !keys.is_empty() => {
                 inner.counters.lookups.add(0, keys.len() as u64);
                 let mut batch = Batch::new(keys);
                 s.version.multi_get(&mut batch)?;
-                Ok(batch.into_values())
+                if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
+                    return Ok(batch.into_values());
+                }
             }
-            _ => inner.multi_get(keys),
+            _ => return inner.multi_get(keys),
         }
+        // A global filter's entries were removed under these lookups: look again.
+        inner.multi_lookup(keys)
     }
 
     /// The snapshot, taken again if the store changed since it was taken.

@@ -129,8 +129,18 @@ impl Version {
     /// looked up in an older one.
     pub(crate) fn multi_get(&self, batch: &mut Batch<'_>) -> Result<()> {
         if let Some(g) = &self.global {
-            // One probe per key names its runs: nothing to share between keys.
-            for &i in &batch.pending {
+            // One probe per key names its runs: nothing to share between keys but the wait
+            // for their buckets. Each key's are prefetched `AHEAD` keys before it is asked,
+            // so that the cache misses of several keys overlap.
+            const AHEAD: usize = 8;
+            let pending = &batch.pending;
+            for &i in pending.iter().take(AHEAD) {
+                g.prefetch(batch.hashes[i as usize]);
+            }
+            for (n, &i) in pending.iter().enumerate() {
+                if let Some(&j) = pending.get(n + AHEAD) {
+                    g.prefetch(batch.hashes[j as usize]);
+                }
                 let i = i as usize;
                 batch.out[i] = self.get_global(g, batch.keys[i], batch.hashes[i])?;
                 batch.done[i] = true;
