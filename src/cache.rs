@@ -75,8 +75,11 @@ impl BuildHasher for BuildKeyHasher {
     }
 }
 
-/// Typical data-block size, for the cache's estimate of how many blocks it holds (which
-/// sizes its shards, its memory of recently evicted keys and the doorkeeper).
+/// Data-block size for the cache's estimate of how many blocks it holds (which sizes its
+/// shards, its memory of recently evicted keys and the doorkeeper): a block that compresses,
+/// cached decompressed. Blocks stored raw are half that (`table::RAW_BLOCK_SIZE`), so the
+/// cache then holds about twice the estimate, and the doorkeeper has one slot per about
+/// 2 × [`DOORKEEPER_BLOCKS_PER_SLOT`] of them.
 const TYPICAL_BLOCK: u64 = 4096;
 
 /// Blocks the cache holds per doorkeeper slot. The doorkeeper remembers about as many

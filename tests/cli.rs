@@ -552,13 +552,16 @@ fn compression_choice_and_its_stats() {
     ok(store(&d, &["compact"]));
     let json = stats_json(&d);
     let stored = json["stored_data_bytes"].as_u64().unwrap();
-    assert_eq!(json["data_bytes"].as_u64().unwrap(), raw);
+    // Blocks that compress are cut at 4 KiB, raw ones at 2 KiB (format.md, "Pages"): the
+    // same entries in half as many blocks take a few restart arrays less before compression.
+    let before = json["data_bytes"].as_u64().unwrap();
+    assert!(before < raw && before * 100 > raw * 99, "{before} of {raw}");
     assert!(stored * 4 < raw, "{stored} of {raw}");
     assert_eq!(table_fields(&json, "stored_data_bytes")[0], stored);
     let text = ok(store(&d, &["stats"]));
     assert!(
         text.contains(&format!(
-            "data blocks:    {raw} bytes before compression, {stored} as stored"
+            "data blocks:    {before} bytes before compression, {stored} as stored"
         )),
         "{text}"
     );

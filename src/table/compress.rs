@@ -222,6 +222,19 @@ impl Compressor {
         }
     }
 
+    /// Most bytes of the next block, trailer included: [`super::BLOCK_SIZE`] while blocks
+    /// compress (and for a run's first block when the table is compressed),
+    /// [`super::RAW_BLOCK_SIZE`] when the table is not compressed or the last block tried
+    /// was stored raw (a block stored raw costs a lookup less when it is small).
+    #[inline]
+    pub(crate) fn block_size(&self) -> usize {
+        if self.kind == Compression::None || self.failures > 0 {
+            super::RAW_BLOCK_SIZE
+        } else {
+            super::BLOCK_SIZE
+        }
+    }
+
     /// The payload to store for the block `raw` and its codec tag: compressed when that
     /// saves at least an eighth of the block, else `None` (store it raw, codec 0).
     pub(crate) fn compress(&mut self, raw: &[u8]) -> Option<(&[u8], u8)> {

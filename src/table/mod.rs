@@ -44,14 +44,24 @@ use crate::io::Fs;
 /// entry is larger, and a block is followed by zero padding up to the next page boundary
 /// when that takes at most [`MAX_PAD`] bytes, so reading a block of small entries touches
 /// one page of the file, not two (see `format.md`).
-pub const BLOCK_SIZE: usize = 4096;
+pub const PAGE_SIZE: usize = 4096;
+/// Most bytes of a data block before compression, trailer (restart array, codec byte, CRC)
+/// included, while the table's blocks compress: a page (compression gains from the
+/// context of a larger block).
+pub const BLOCK_SIZE: usize = PAGE_SIZE;
+/// Most bytes of a data block, trailer included, in a table written without compression
+/// or after a block that was stored raw: half a page, two blocks to a page. A lookup that
+/// misses the block cache reads, checks and searches a whole block, so it copies and
+/// checksums half as much, for twice the index entries (`docs/benchmark.md`, "Data block
+/// size").
+pub const RAW_BLOCK_SIZE: usize = PAGE_SIZE / 2;
 /// Most zero bytes written after a block to start the next one on a page (an eighth of a
 /// page: with larger entries, blocks follow each other unaligned instead of wasting space).
-pub const MAX_PAD: usize = BLOCK_SIZE / 8;
+pub const MAX_PAD: usize = PAGE_SIZE / 8;
 
 /// Zero bytes after a block that ends at `end`, up to the next page boundary.
 pub(crate) fn page_pad(end: u64) -> usize {
-    (end.wrapping_neg() % BLOCK_SIZE as u64) as usize
+    (end.wrapping_neg() % PAGE_SIZE as u64) as usize
 }
 /// Bytes a table writer collects before handing them to the operating system.
 const WRITE_BUFFER: usize = 1 << 20;
@@ -375,7 +385,7 @@ mod tests {
             let (offset, len) = t.block_span(i).unwrap();
             let single = t.block_entries(i, c).unwrap().len() == 1;
             assert!(
-                single || len as usize + 4 <= BLOCK_SIZE,
+                single || len as usize + 4 <= PAGE_SIZE,
                 "{what} block {i}: {len}"
             );
             let end = offset + len as u64 + 4;
@@ -421,15 +431,83 @@ mod tests {
             files.push(std::fs::read(&path).unwrap());
             let t = Table::open(&path, false).unwrap();
             check_layout(&t, &TableCounters::default(), &format!("{threads} threads"));
-            // 100-byte values: every block starts on a page.
-            for i in 0..t.block_count() {
-                assert_eq!(t.block_span(i).unwrap().0 % BLOCK_SIZE as u64, 0);
+            // 100-byte values: half-page blocks, every other one starting on a page.
+            for i in (0..t.block_count()).step_by(2) {
+                assert_eq!(
+                    t.block_span(i).unwrap().0 % PAGE_SIZE as u64,
+                    0,
+                    "block {i}"
+                );
             }
         }
         assert!(
             files[0] == files[2] && files[1] == files[3],
             "1 and 3 threads wrote different bytes"
         );
+    }
+
+    /// Blocks stored raw are cut at half a page, each inside one page; blocks that compress
+    /// at a page before compression; in a compressed table of values that do not compress,
+    /// the run's first block is cut at a page (it is tried first) and the rest at half a page.
+    #[test]
+    fn blocks_are_cut_at_half_a_page_when_stored_raw() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3000;
+        let keys: Vec<Vec<u8>> = (0..n).map(|i| format!("key{i:09}").into_bytes()).collect();
+        let random: Vec<Vec<u8>> = (0..n as u64)
+            .map(|i| {
+                (0..100u64)
+                    .map(|j| crate::hash::mix64(i * 1000 + j) as u8)
+                    .collect()
+            })
+            .collect();
+        let same = vec![b'v'; 100];
+        let c = TableCounters::default();
+        // (values, compression, first block's most bytes, every other block's most bytes),
+        // as `format.md` gives them.
+        let cases: [(&str, Compression, usize, usize); 3] = [
+            ("none", Compression::None, 2048, 2048),
+            ("lz4 compressible", Compression::Lz4, 4096, 4096),
+            ("lz4 random", Compression::Lz4, 4096, 2048),
+        ];
+        for (what, compression, first, rest) in cases {
+            let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+                .iter()
+                .zip(&random)
+                .map(|(k, r)| {
+                    let v = if what == "lz4 random" { r } else { &same };
+                    (k.as_slice(), Some(v.as_slice()))
+                })
+                .collect();
+            let path = dir.path().join(format!("{what}.sst"));
+            write_table(&RealFs, &path, entries.as_slice(), compression).unwrap();
+            let t = Table::open(&path, false).unwrap();
+            check_layout(&t, &c, what);
+            // Bytes of block i before compression, with its codec byte and CRC.
+            let raw = |i: usize| t.block(i, &c, false).unwrap().len() + 5;
+            let most = |i: usize| if i == 0 { first } else { rest };
+            for i in 0..t.block_count() {
+                let (offset, len) = t.block_span(i).unwrap();
+                assert!(raw(i) <= most(i), "{what}: block {i} of {} bytes", raw(i));
+                // Not cut early: one more entry (at most 115 bytes and a restart) did not fit.
+                if i + 1 < t.block_count() {
+                    assert!(
+                        raw(i) + 119 > most(i),
+                        "{what}: block {i} of {} bytes",
+                        raw(i)
+                    );
+                }
+                // A raw block lies in one page (compressed ones may straddle two).
+                let end = offset + len as u64 + 4;
+                if raw(i) == len as usize + 4 {
+                    assert_eq!(
+                        offset / PAGE_SIZE as u64,
+                        (end - 1) / PAGE_SIZE as u64,
+                        "{what}: block {i} crosses a page"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

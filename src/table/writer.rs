@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::block::{self, BlockBuilder};
 use super::compress::{Compression, Compressor, CODEC_NONE, TRAILER};
 use super::footer::{encode_footer, Footer, FOOTER_LEN, TABLE_VERSION};
-use super::{page_pad, TableMeta, BLOCK_SIZE, MAX_PAD, WRITE_BUFFER};
+use super::{page_pad, TableMeta, MAX_PAD, PAGE_SIZE, RAW_BLOCK_SIZE, WRITE_BUFFER};
 use crate::codec::put_varint;
 use crate::error::{Error, Result};
 use crate::io::{Fs, WritableFile};
@@ -28,7 +28,7 @@ impl TableBuilder {
         Ok(TableBuilder {
             file,
             path: path.to_path_buf(),
-            buf: Vec::with_capacity(WRITE_BUFFER + BLOCK_SIZE * 2),
+            buf: Vec::with_capacity(WRITE_BUFFER + PAGE_SIZE * 2),
             offset: 0,
             index: BlockBuilder::with_restart_interval(1),
             meta: TableMeta::default(),
@@ -217,7 +217,7 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
     bytes.reserve(n * per_entry + n / 2 + 64);
     let mut part = Part {
         bytes: Vec::new(),
-        index: Vec::with_capacity(n * per_entry / BLOCK_SIZE + 2),
+        index: Vec::with_capacity(n * per_entry / RAW_BLOCK_SIZE + 2),
         first_key: Vec::new(),
         entries: n as u64,
         tombstones: 0,
@@ -229,7 +229,7 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
     if !range.is_empty() {
         part.first_key = entries.entry(range.start).0.to_vec();
     }
-    let mut restarts: Vec<u32> = Vec::with_capacity(BLOCK_SIZE / block::RESTART_INTERVAL);
+    let mut restarts: Vec<u32> = Vec::with_capacity(PAGE_SIZE / block::RESTART_INTERVAL);
     let (mut start, mut count) = (0usize, 0usize);
     let mut prev: &[u8] = &[];
     // Entries come in batches: their bytes are first touched together, so the cache misses
@@ -259,12 +259,12 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
             } else {
                 block::common_prefix(key, prev)
             };
-            // Cut before an entry that would push block + trailer past one page.
+            // Cut before an entry that would push block + trailer past the block size.
             let grown = block::finished_len(
                 bytes.len() - start + block::entry_len(shared, key, value),
                 restarts.len() + restart as usize,
             );
-            if count > 0 && grown + TRAILER > BLOCK_SIZE {
+            if count > 0 && grown + TRAILER > compressor.block_size() {
                 cut_block(
                     &mut bytes,
                     start,
