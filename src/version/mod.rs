@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::compaction::plan::{apply, TableInfo};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filename::{filter_path, range_path, table_path};
 use crate::filter::global::{RunId, RunSet};
 use crate::global_index::{level_run, GlobalIndex, NO_RUN};
@@ -120,6 +120,20 @@ impl TableHandle {
     ) -> Result<TableHandle> {
         let path = table_path(dir, record.number);
         let mut table = Table::open(&path, mmap_reads)?;
+        // The store sizes filters and buffers by the record's counts: they must be the
+        // table's own (every record is made from its table's meta).
+        let m = &table.meta;
+        if (record.entries, record.tombstones) != (m.entries, m.tombstones) {
+            return Err(Error::corrupt(
+                0,
+                format!(
+                    "the manifest records {} entries ({} tombstones) for this table, \
+                     its meta {} ({})",
+                    record.entries, record.tombstones, m.entries, m.tombstones
+                ),
+            )
+            .in_file(&path, 0));
+        }
         if let Some(c) = cache {
             table = table.with_cache(c.clone(), record.number);
         }

@@ -933,3 +933,44 @@ fn every_fuzz_target_has_a_checked_in_corpus() {
         );
     }
 }
+
+/// A manifest (CRC intact) whose table record claims far more entries than the table holds:
+/// the store never sizes anything by the claim. `refilter_ranges` reserved room for that many
+/// keys and panicked ("capacity overflow"); now the store refuses the record at open, naming
+/// the disagreement with the table's own meta.
+#[test]
+fn manifest_claiming_more_entries_than_its_table_is_an_error() {
+    let dir = crate::scratch_dir();
+    let opts = Options {
+        range_filter_bits: 0.0,
+        ..Options::default()
+    };
+    {
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..100u32 {
+            store.put(&i.to_be_bytes(), b"value").unwrap();
+        }
+        store.flush().unwrap();
+    }
+    for (entries, tombstones) in [(u64::MAX, 0), (1 << 40, 0), (100, 101), (99, 0)] {
+        let mut m = filterstore::manifest::Manifest::load(dir.path())
+            .unwrap()
+            .unwrap();
+        let saved = m.clone();
+        m.tables[0].entries = entries;
+        m.tables[0].tombstones = tombstones;
+        m.store(&NoSyncFs, dir.path()).unwrap();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            Store::open(dir.path(), opts.clone()).and_then(|s| s.refilter_ranges(12.0))
+        }));
+        match outcome {
+            Err(_) => panic!("a record claiming {entries} entries panicked"),
+            Ok(Ok(_)) => panic!("a record claiming {entries} entries was accepted"),
+            Ok(Err(e)) => assert!(e.to_string().contains("entries"), "{entries} entries: {e}"),
+        }
+        saved.store(&NoSyncFs, dir.path()).unwrap();
+    }
+    let store = Store::open(dir.path(), opts).unwrap();
+    assert_eq!(store.refilter_ranges(12.0).unwrap(), 1);
+    println!("manifest entry counts that disagree with the table: refused at open");
+}
