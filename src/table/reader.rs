@@ -264,6 +264,27 @@ impl Table {
                 "meta block count disagrees with the index",
             ));
         }
+        // The store sizes filters and buffers by these counts: bound them by the bytes that
+        // hold them. A block decodes to at most MAX_BLOCK_LEN bytes, and to at most its
+        // codec's densest ratio times its stored bytes; an entry takes at least 3 bytes (its
+        // three lengths); a tombstone is an entry.
+        let most_data = (stored_data.saturating_mul(compress::ZSTD_MAX_RATIO as u64)).min(
+            meta.data_blocks
+                .saturating_mul(compress::MAX_BLOCK_LEN as u64),
+        );
+        if meta.data_bytes > most_data.max(stored_data)
+            || meta.entries > meta.data_bytes / 3
+            || meta.tombstones > meta.entries
+        {
+            return Err(Error::corrupt(
+                meta_off,
+                format!(
+                    "meta claims {} entries ({} tombstones) in {} data bytes, \
+                     more than {} blocks of {stored_data} stored bytes hold",
+                    meta.entries, meta.tombstones, meta.data_bytes, meta.data_blocks
+                ),
+            ));
+        }
         Ok((
             Table {
                 path: path.to_path_buf(),

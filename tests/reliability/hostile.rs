@@ -974,3 +974,125 @@ fn manifest_claiming_more_entries_than_its_table_is_an_error() {
     assert_eq!(store.refilter_ranges(12.0).unwrap(), 1);
     println!("manifest entry counts that disagree with the table: refused at open");
 }
+
+/// `table` (a table file) with the counts of its meta (entries, tombstones, data blocks and,
+/// version 4, data bytes) changed by `change`, and the meta's CRC, the footer's lengths and
+/// its CRC made to match.
+fn with_table_counts(table: &[u8], change: impl FnOnce(&mut [u64])) -> Vec<u8> {
+    fn varint(b: &[u8], at: &mut usize) -> u64 {
+        let mut v = 0u64;
+        for i in 0.. {
+            let x = b[*at];
+            *at += 1;
+            v |= u64::from(x & 0x7f) << (7 * i);
+            if x < 0x80 {
+                break;
+            }
+        }
+        v
+    }
+    fn put(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let foot_at = table.len() - FOOTER_LEN;
+    let f = decode_footer(table[foot_at..].try_into().unwrap(), foot_at as u64).unwrap();
+    let meta = &table[f.meta_offset as usize..][..f.meta_len as usize];
+    let mut at = 0;
+    for _ in 0..2 {
+        let n = varint(meta, &mut at) as usize;
+        at += n;
+    }
+    let keys_end = at;
+    let mut counts = Vec::new();
+    while at < meta.len() {
+        counts.push(varint(meta, &mut at));
+    }
+    change(&mut counts);
+    let mut new_meta = meta[..keys_end].to_vec();
+    for c in counts {
+        put(&mut new_meta, c);
+    }
+    let mut out = table[..f.meta_offset as usize].to_vec();
+    out.extend_from_slice(&new_meta);
+    out.extend_from_slice(&crc32fast::hash(&new_meta).to_le_bytes());
+    let mut footer = table[foot_at..].to_vec();
+    footer[32..40].copy_from_slice(&(new_meta.len() as u64).to_le_bytes());
+    let crc = crc32fast::hash(&footer[..56]);
+    footer[56..60].copy_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&footer);
+    out
+}
+
+/// A table (CRCs intact) whose meta claims more entries than its data blocks can hold, in a
+/// manifest that agrees: the store sized a buffer by the claim and aborted
+/// (`refilter_ranges`: "memory allocation of … bytes failed"). Now `Table::open` bounds the
+/// counts by the bytes that hold them (an entry takes at least 3 bytes; a tombstone is an
+/// entry; a block decodes to at most `MAX_BLOCK_LEN` bytes and its codec's densest ratio
+/// times its stored bytes).
+#[test]
+fn table_meta_claiming_more_entries_than_its_blocks_hold_is_an_error() {
+    let dir = crate::scratch_dir();
+    let opts = Options {
+        range_filter_bits: 0.0,
+        ..Options::default()
+    };
+    {
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..100u32 {
+            store.put(&i.to_be_bytes(), b"value").unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let m = filterstore::manifest::Manifest::load(dir.path())
+        .unwrap()
+        .unwrap();
+    let path = dir.path().join(format!("{:06}.sst", m.tables[0].number));
+    let clean = std::fs::read(&path).unwrap();
+    let table = filterstore::table::Table::open(&path, false).unwrap();
+    let data_bytes = table.meta.data_bytes;
+    drop(table);
+    type Change = Box<dyn Fn(&mut [u64])>;
+    let cases: Vec<(&str, Change)> = vec![
+        ("u64::MAX entries", Box::new(|c| c[0] = u64::MAX)),
+        ("2^40 entries", Box::new(|c| c[0] = 1 << 40)),
+        (
+            "more entries than bytes / 3",
+            Box::new(move |c| c[0] = data_bytes / 3 + 1),
+        ),
+        (
+            "more tombstones than entries",
+            Box::new(|c| c[1] = c[0] + 1),
+        ),
+        (
+            "data bytes past the blocks' bound",
+            Box::new(|c| c[3] = u64::MAX),
+        ),
+    ];
+    for (what, change) in cases {
+        let crafted = with_table_counts(&clean, &*change);
+        let mut counts = vec![];
+        with_table_counts(&crafted, |c| counts = c.to_vec());
+        std::fs::write(&path, &crafted).unwrap();
+        let mut m2 = m.clone();
+        (m2.tables[0].entries, m2.tables[0].tombstones) = (counts[0], counts[1]);
+        m2.store(&NoSyncFs, dir.path()).unwrap();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            Store::open(dir.path(), opts.clone()).and_then(|s| s.refilter_ranges(12.0))
+        }));
+        match outcome {
+            Err(_) => panic!("{what}: panicked"),
+            Ok(Ok(_)) => panic!("{what}: accepted"),
+            Ok(Err(e)) => assert!(e.to_string().contains("meta"), "{what}: {e}"),
+        }
+    }
+    // The file as written, and a rewrite of the same counts, still open.
+    std::fs::write(&path, with_table_counts(&clean, |_| {})).unwrap();
+    m.store(&NoSyncFs, dir.path()).unwrap();
+    let store = Store::open(dir.path(), opts).unwrap();
+    assert_eq!(store.refilter_ranges(12.0).unwrap(), 1);
+    println!("table meta counts past what its blocks hold: refused at open");
+}
