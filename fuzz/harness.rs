@@ -266,18 +266,28 @@ pub fn zstd(data: &[u8]) -> bool {
     true
 }
 
-/// A table file: written to `path`, opened both ways (positioned reads and a map), every
-/// block read, a few lookups, the padding checked.
+/// A table file: written to `path`, opened both ways (positioned reads and a map), each
+/// with and without a block cache (a lookup's cache miss estimates the block's size from the
+/// index and meta before reading it), every block read, a few lookups (twice: misses, then
+/// hits), the padding checked.
 pub fn table(data: &[u8], path: &Path) -> bool {
     std::fs::write(path, data).expect("write the scratch table file");
     let counters = TableCounters::default();
     let mut opened = false;
-    for mmap_reads in [false, true] {
+    for (mmap_reads, cache) in [(false, 0), (true, 0), (false, 64 << 10), (true, 1 << 20)] {
         let Ok(t) = Table::open(path, mmap_reads) else {
             continue;
         };
+        let t = t.with_block_cache(cache);
         opened = true;
         let mut probes = vec![b"key".to_vec(), Vec::new()];
+        // With a cache, lookups first (each a miss), then the blocks read through it.
+        let rounds = if cache > 0 { 2 } else { 1 };
+        for _ in 0..rounds {
+            for k in probes.iter().take(64) {
+                let _ = t.get(k, &counters);
+            }
+        }
         for i in 0..t.block_count() {
             if let Ok(entries) = t.block_entries(i, &counters) {
                 probes.extend(entries.into_iter().step_by(37).map(|e| e.0));

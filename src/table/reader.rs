@@ -117,6 +117,17 @@ impl Table {
         self
     }
 
+    /// This table with a block cache of its own of `bytes` bytes (none for 0): a table read
+    /// outside a store takes the paths a store's lookups take (a cache miss, its admission,
+    /// a hit). For the fuzzing harness (the `internals` feature).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn with_block_cache(self, bytes: usize) -> Table {
+        match super::BlockCache::new(bytes) {
+            Some(cache) => self.with_cache(Arc::new(cache), 1),
+            None => self,
+        }
+    }
+
     /// Opens and checks the table in `file`; for a version 3 table also returns where its
     /// index block's restart array starts (the index is then read in place from a map).
     fn open_file(file: File, size: u64, path: &Path) -> Result<(Table, Option<usize>)> {
