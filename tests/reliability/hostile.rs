@@ -934,24 +934,42 @@ fn every_fuzz_target_has_a_checked_in_corpus() {
     }
 }
 
+/// A store holding one table of 100 keys (no range filter), and its options.
+fn one_table_store() -> (tempfile::TempDir, Options) {
+    let dir = crate::scratch_dir();
+    let opts = Options {
+        range_filter_bits: 0.0,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..100u32 {
+        store.put(&i.to_be_bytes(), b"value").unwrap();
+    }
+    store.flush().unwrap();
+    drop(store);
+    (dir, opts)
+}
+
+/// Opening the store in `dir` and rebuilding its range filters fails with an error naming
+/// `needle`, without a panic (`what` names the case in a failure).
+fn open_and_refilter_refuses(dir: &std::path::Path, opts: &Options, what: &str, needle: &str) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        Store::open(dir, opts.clone()).and_then(|s| s.refilter_ranges(12.0))
+    }));
+    match outcome {
+        Err(_) => panic!("{what}: panicked"),
+        Ok(Ok(_)) => panic!("{what}: accepted"),
+        Ok(Err(e)) => assert!(e.to_string().contains(needle), "{what}: {e}"),
+    }
+}
+
 /// A manifest (CRC intact) whose table record claims far more entries than the table holds:
 /// the store never sizes anything by the claim. `refilter_ranges` reserved room for that many
 /// keys and panicked ("capacity overflow"); now the store refuses the record at open, naming
 /// the disagreement with the table's own meta.
 #[test]
 fn manifest_claiming_more_entries_than_its_table_is_an_error() {
-    let dir = crate::scratch_dir();
-    let opts = Options {
-        range_filter_bits: 0.0,
-        ..Options::default()
-    };
-    {
-        let store = Store::open(dir.path(), opts.clone()).unwrap();
-        for i in 0..100u32 {
-            store.put(&i.to_be_bytes(), b"value").unwrap();
-        }
-        store.flush().unwrap();
-    }
+    let (dir, opts) = one_table_store();
     for (entries, tombstones) in [(u64::MAX, 0), (1 << 40, 0), (100, 101), (99, 0)] {
         let mut m = filterstore::manifest::Manifest::load(dir.path())
             .unwrap()
@@ -960,14 +978,8 @@ fn manifest_claiming_more_entries_than_its_table_is_an_error() {
         m.tables[0].entries = entries;
         m.tables[0].tombstones = tombstones;
         m.store(&NoSyncFs, dir.path()).unwrap();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            Store::open(dir.path(), opts.clone()).and_then(|s| s.refilter_ranges(12.0))
-        }));
-        match outcome {
-            Err(_) => panic!("a record claiming {entries} entries panicked"),
-            Ok(Ok(_)) => panic!("a record claiming {entries} entries was accepted"),
-            Ok(Err(e)) => assert!(e.to_string().contains("entries"), "{entries} entries: {e}"),
-        }
+        let what = format!("a record claiming {entries} entries");
+        open_and_refilter_refuses(dir.path(), &opts, &what, "entries");
         saved.store(&NoSyncFs, dir.path()).unwrap();
     }
     let store = Store::open(dir.path(), opts).unwrap();
@@ -1035,18 +1047,7 @@ fn with_table_counts(table: &[u8], change: impl FnOnce(&mut [u64])) -> Vec<u8> {
 /// times its stored bytes).
 #[test]
 fn table_meta_claiming_more_entries_than_its_blocks_hold_is_an_error() {
-    let dir = crate::scratch_dir();
-    let opts = Options {
-        range_filter_bits: 0.0,
-        ..Options::default()
-    };
-    {
-        let store = Store::open(dir.path(), opts.clone()).unwrap();
-        for i in 0..100u32 {
-            store.put(&i.to_be_bytes(), b"value").unwrap();
-        }
-        store.flush().unwrap();
-    }
+    let (dir, opts) = one_table_store();
     let m = filterstore::manifest::Manifest::load(dir.path())
         .unwrap()
         .unwrap();
@@ -1080,14 +1081,7 @@ fn table_meta_claiming_more_entries_than_its_blocks_hold_is_an_error() {
         let mut m2 = m.clone();
         (m2.tables[0].entries, m2.tables[0].tombstones) = (counts[0], counts[1]);
         m2.store(&NoSyncFs, dir.path()).unwrap();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            Store::open(dir.path(), opts.clone()).and_then(|s| s.refilter_ranges(12.0))
-        }));
-        match outcome {
-            Err(_) => panic!("{what}: panicked"),
-            Ok(Ok(_)) => panic!("{what}: accepted"),
-            Ok(Err(e)) => assert!(e.to_string().contains("meta"), "{what}: {e}"),
-        }
+        open_and_refilter_refuses(dir.path(), &opts, what, "meta");
     }
     // The file as written, and a rewrite of the same counts, still open.
     std::fs::write(&path, with_table_counts(&clean, |_| {})).unwrap();
