@@ -47,7 +47,7 @@ pub(crate) fn prefix8(key: &[u8]) -> u64 {
 #[inline]
 pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
+    if let Some(s) = at.checked_add(8).and_then(|end| b.get(at..end)) {
         w.copy_from_slice(s);
     }
     u64::from_le_bytes(w)
@@ -57,7 +57,7 @@ pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
 #[inline]
 pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
+    if let Some(s) = at.checked_add(4).and_then(|end| b.get(at..end)) {
         w.copy_from_slice(s);
     }
     u32::from_le_bytes(w)
@@ -186,5 +186,25 @@ pub fn check_crc(data: &[u8], stored: u32, offset: u64, what: &str) -> Result<()
         Ok(())
     } else {
         Err(Error::checksum(offset, what, stored, actual))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{le_u32, le_u64};
+
+    /// An offset near `usize::MAX` (a wrapped offset from disk bytes) reads as 0. Without the
+    /// checked end `at + 8` overflows: a panic in a build with overflow checks (`cargo test`
+    /// without `--release`, or a debug build of an embedding program).
+    #[test]
+    fn reads_at_offsets_that_would_overflow_are_zero() {
+        let b = [0xffu8; 16];
+        for at in [usize::MAX, usize::MAX - 3, usize::MAX - 7] {
+            assert_eq!(le_u64(&b, at), 0);
+            assert_eq!(le_u32(&b, at), 0);
+        }
+        assert_eq!(le_u64(&b, 8), u64::MAX);
+        assert_eq!(le_u32(&b, 12), u32::MAX);
+        assert_eq!(le_u64(&b, 9), 0);
     }
 }
