@@ -302,7 +302,9 @@ pub(crate) fn plan<T: TableInfo>(
 /// still wins (see [`apply`]). Its cost is bounded: each such merge writes at most
 /// `l0_merge_bytes`, and only after at least half the trigger's tables less one were
 /// flushed since the last (its output is one table); L0 tables larger than that in total
-/// wait for the L0 → L1 compaction as before.
+/// wait for the L0 → L1 compaction as before. Merging into L1 instead costs one more
+/// rewrite of the L1 bytes L0 overlaps and spares L0's bytes one more write: cheaper only
+/// when L1 overlaps at most L0's bytes, where `l0_cost_score` already sends L0 into L1.
 pub(crate) fn plan_l0_merge<T: TableInfo>(levels: &[&[T]], shape: &Shape) -> Option<Task> {
     let trigger = shape.l0_trigger?;
     let l0 = *levels.first()?;
