@@ -71,6 +71,16 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// Memory the library needed could not be allocated: a structure sized by counts read
+    /// from disk (a global filter for the entries its store's tables claim) that is larger
+    /// than the allocator can give. Reported instead of aborting the process.
+    #[error("cannot allocate {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// What the memory was for.
+        what: String,
+        /// The bytes asked for.
+        bytes: u64,
+    },
     /// Something the library relies on did not hold: a benchmark or experiment whose
     /// variants disagreed, a worker thread that stopped, a thread pool that could not be
     /// built. A bug or an environment failure, reported instead of a panic.
@@ -202,6 +212,10 @@ impl Error {
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::Internal(s) => Error::Internal(s.clone()),
+            Error::OutOfMemory { what, bytes } => Error::OutOfMemory {
+                what: what.clone(),
+                bytes: *bytes,
+            },
             Error::TooLarge { what, len, max } => Error::TooLarge {
                 what,
                 len: *len,

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 
 use crate::counters::Sharded;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::global::{GlobalFilter, Layout, MergeKey, RunId, RunSet, Writer, DESIGN_LOAD};
 use crate::table::{Table, TableCounters, TableCursor};
 
@@ -316,7 +316,9 @@ pub(crate) fn level_run(level: usize) -> Option<RunId> {
     u8::try_from(level).ok().and_then(RunId::level)
 }
 
-/// The key hashes of `table`, in key order.
+/// The key hashes of `table`, in key order. A table whose blocks hold another number of
+/// keys than its meta claims is corrupt (the global filter is sized by those claims): an
+/// error naming the table.
 pub(crate) fn table_hashes(table: &Arc<Table>) -> Result<Vec<u64>> {
     let scratch = Arc::new(TableCounters::default());
     let mut hashes = Vec::with_capacity(table.meta.entries.min(1 << 24) as usize);
@@ -324,6 +326,17 @@ pub(crate) fn table_hashes(table: &Arc<Table>) -> Result<Vec<u64>> {
     while c.valid() {
         hashes.push(crate::hash::key_hash(c.key()));
         c.advance()?;
+    }
+    if hashes.len() as u64 != table.meta.entries {
+        return Err(Error::corrupt(
+            table.index_offset,
+            format!(
+                "the data blocks hold {} keys, the table meta claims {}",
+                hashes.len(),
+                table.meta.entries
+            ),
+        )
+        .in_file(table.path(), 0));
     }
     Ok(hashes)
 }

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::filename::filter_path;
 use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
 use crate::filter::{check_fpr, FilterKind};
-use crate::table::{write_filter_file, MappedFilter, TableCounters, TableCursor};
+use crate::table::{write_filter_file, MappedFilter};
 use crate::version::{Edit, TableHandle, Version};
 
 impl Store {
@@ -287,13 +287,7 @@ impl Inner {
         fpr: f64,
     ) -> Result<Arc<TableHandle>> {
         let kind = kind.per_table();
-        let scratch = Arc::new(TableCounters::default());
-        let mut hashes = Vec::with_capacity(t.record.entries.min(1 << 24) as usize);
-        let mut c = TableCursor::new(t.table.clone(), scratch)?;
-        while c.valid() {
-            hashes.push(crate::hash::key_hash(c.key()));
-            c.advance()?;
-        }
+        let hashes = crate::global_index::table_hashes(&t.table)?;
         let filter_no = if kind == FilterKind::None {
             0
         } else {

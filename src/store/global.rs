@@ -58,6 +58,7 @@ impl Inner {
     ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
         let capacity = headroom_capacity(v, extra);
         build_global(
+            &self.dir,
             v,
             capacity,
             self.global_counters.clone(),
@@ -113,7 +114,14 @@ impl Inner {
         };
         let capacity = grown_capacity(g, &v, more);
         let stop = AtomicBool::new(false);
-        let (g, fresh) = build_global(&v, capacity, self.global_counters.clone(), &stop, true)?;
+        let (g, fresh) = build_global(
+            &self.dir,
+            &v,
+            capacity,
+            self.global_counters.clone(),
+            &stop,
+            true,
+        )?;
         self.install(Install {
             edit: Edit {
                 replace: fresh,
@@ -204,7 +212,14 @@ impl Inner {
         let counters = self.global_counters.clone();
         // On this thread, at its lowered priority, one table at a time: the background
         // pool's threads stay free for compactions, and flushes keep the global pool.
-        let (new, _) = build_global(&tables, capacity, counters, &self.shutdown, false)?;
+        let (new, _) = build_global(
+            &self.dir,
+            &tables,
+            capacity,
+            counters,
+            &self.shutdown,
+            false,
+        )?;
         drop(tables);
         if self.shutdown.load(SeqCst) {
             return Ok(());
@@ -437,7 +452,14 @@ fn l0_id(w: &mut Writer<'_>) -> RunId {
 /// lookups may be using them). Tables are read [`BUILD_BATCH`] at a time in parallel on the
 /// rayon pool the caller runs in, or one by one on the calling thread when not `parallel`.
 /// Stops early, with the filter unfinished, when `stop` is set.
+///
+/// The capacity comes from the entry counts the tables' metas claim, which a reader bounds
+/// by the blocks that hold them (`format.md`, "Meta"): a filter the allocator cannot give is
+/// an error naming the store (`dir`), and a table whose keys are not as many as its meta
+/// claims is an error naming the table ([`table_hashes`]), found before any of its keys
+/// are inserted.
 fn build_global(
+    dir: &Path,
     v: &Version,
     capacity: u64,
     counters: Arc<crate::counters::Sharded<8>>,
@@ -445,7 +467,17 @@ fn build_global(
     parallel: bool,
 ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
     use rayon::prelude::*;
-    let g = GlobalIndex::new(capacity, counters)?;
+    let g = GlobalIndex::new(capacity, counters).map_err(|e| match e {
+        Error::OutOfMemory { bytes, .. } => Error::OutOfMemory {
+            what: format!(
+                "the global filter of the store at {} (sized for {capacity} entries, from \
+                 the entry counts its tables claim)",
+                dir.display()
+            ),
+            bytes,
+        },
+        e => e,
+    })?;
     let mut fresh = Vec::new();
     // L0 oldest first, so the newest table takes the newest id.
     let mut jobs: Vec<(Arc<TableHandle>, Option<RunId>)> = Vec::new();
@@ -492,15 +524,21 @@ fn build_global(
 /// The capacity a filter is built for over the tables of `v` (plus `extra` entries) at
 /// open, a refilter or a switch: [`HEADROOM`] times their entries.
 pub(super) fn headroom_capacity(v: &Version, extra: u64) -> u64 {
-    let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
-    ((keys + extra) as f64 * HEADROOM) as u64
+    (claimed_entries(v).saturating_add(extra) as f64 * HEADROOM) as u64
+}
+
+/// The entries the metas of the tables of `v` claim, summed (saturating: each is bounded by
+/// its table's blocks, not their sum by anything).
+fn claimed_entries(v: &Version) -> u64 {
+    v.tables()
+        .map(|t| t.table.meta.entries)
+        .fold(0, u64::saturating_add)
 }
 
 /// The capacity the successor of `g` (over the tables of `v`, with `more` entries about to
 /// be added) is built for: [`GROWTH`] times `g`'s, or times the entries if more.
 fn grown_capacity(g: &GlobalIndex, v: &Version, more: u64) -> u64 {
-    let keys: u64 = v.tables().map(|t| t.table.meta.entries).sum();
-    let by_keys = ((keys + more) as f64 * GROWTH) as u64;
+    let by_keys = (claimed_entries(v).saturating_add(more) as f64 * GROWTH) as u64;
     by_keys.max((g.capacity as f64 * GROWTH) as u64)
 }
 
@@ -535,7 +573,7 @@ pub(super) fn open_global(
         return Ok(opened);
     }
     let capacity = headroom_capacity(&v, 0);
-    let (g, fresh) = build_global(&v, capacity, counters, &AtomicBool::new(false), true)?;
+    let (g, fresh) = build_global(dir, &v, capacity, counters, &AtomicBool::new(false), true)?;
     Ok(v.apply(&Edit {
         replace: fresh,
         ..Edit::default()

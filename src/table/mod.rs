@@ -58,6 +58,11 @@ pub const RAW_BLOCK_SIZE: usize = PAGE_SIZE / 2;
 /// Most zero bytes written after a block to start the next one on a page (an eighth of a
 /// page: with larger entries, blocks follow each other unaligned instead of wasting space).
 pub const MAX_PAD: usize = PAGE_SIZE / 8;
+/// Most entries a data block holds, in every version a writer produced: a block of more
+/// than one entry ends before [`BLOCK_SIZE`] bytes (version 1: once it reached them, so at
+/// most one entry past them), and an entry takes at least 3 bytes (its three lengths). A
+/// reader refuses a table meta claiming more than this many entries per data block.
+pub const MAX_BLOCK_ENTRIES: u64 = (BLOCK_SIZE / 3 + 1) as u64;
 
 /// Zero bytes after a block that ends at `end`, up to the next page boundary.
 pub(crate) fn page_pad(end: u64) -> usize {

@@ -278,13 +278,14 @@ impl Table {
         // The store sizes filters and buffers by these counts: bound them by the bytes that
         // hold them. A block decodes to at most MAX_BLOCK_LEN bytes, and to at most its
         // codec's densest ratio times its stored bytes; an entry takes at least 3 bytes (its
-        // three lengths); a tombstone is an entry.
+        // three lengths); a block holds at most MAX_BLOCK_ENTRIES; a tombstone is an entry.
         let most_data = (stored_data.saturating_mul(compress::ZSTD_MAX_RATIO as u64)).min(
             meta.data_blocks
                 .saturating_mul(compress::MAX_BLOCK_LEN as u64),
         );
         if meta.data_bytes > most_data.max(stored_data)
             || meta.entries > meta.data_bytes / 3
+            || meta.entries > meta.data_blocks.saturating_mul(super::MAX_BLOCK_ENTRIES)
             || meta.tombstones > meta.entries
         {
             return Err(Error::corrupt(

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use filterstore::filter::global::{CodedSpec, GlobalFilter, Layout, RunId, Shares};
 use filterstore::filter::{self, range, FilterKind};
 use filterstore::table::block::BlockBuilder;
-use filterstore::table::{decode_footer, FOOTER_LEN};
+use filterstore::table::{decode_footer, FOOTER_LEN, MAX_BLOCK_ENTRIES};
 use filterstore::{FilterPolicy, Options, Store, WriteBatch};
 
 use crate::alloc_probe::largest;
@@ -1072,6 +1072,13 @@ fn table_meta_claiming_more_entries_than_its_blocks_hold_is_an_error() {
             "data bytes past the blocks' bound",
             Box::new(|c| c[3] = u64::MAX),
         ),
+        (
+            "one entry more than its blocks hold (MAX_BLOCK_ENTRIES each)",
+            Box::new(|c| {
+                c[0] = c[2] * MAX_BLOCK_ENTRIES + 1;
+                c[3] = c[3].max(3 * c[0]);
+            }),
+        ),
     ];
     for (what, change) in cases {
         let crafted = with_table_counts(&clean, &*change);
@@ -1089,4 +1096,90 @@ fn table_meta_claiming_more_entries_than_its_blocks_hold_is_an_error() {
     let store = Store::open(dir.path(), opts).unwrap();
     assert_eq!(store.refilter_ranges(12.0).unwrap(), 1);
     println!("table meta counts past what its blocks hold: refused at open");
+}
+
+/// A table (CRCs intact, manifest agreeing) whose meta claims more entries than its blocks
+/// hold, within what a reader allows (up to `MAX_BLOCK_ENTRIES` per block): the global
+/// filter is sized by the claim before any key is read, so a claim a reader cannot bound
+/// closely enough must not pass unnoticed. Opening the store with the global filter, and
+/// switching a per-table store to it, count the keys they read against the claim and
+/// refuse the table, naming it, before inserting its keys (both were accepted before).
+#[test]
+fn global_filter_refuses_a_table_whose_keys_disagree_with_its_meta() {
+    let (dir, opts) = one_table_store();
+    let m = filterstore::manifest::Manifest::load(dir.path())
+        .unwrap()
+        .unwrap();
+    let name = format!("{:06}.sst", m.tables[0].number);
+    let path = dir.path().join(&name);
+    let clean = std::fs::read(&path).unwrap();
+    let global = Options {
+        filter: Some(FilterKind::Global),
+        ..opts.clone()
+    };
+    type Change = Box<dyn Fn(&mut [u64])>;
+    let cases: Vec<(&str, Change)> = vec![
+        (
+            "one entry more than the blocks hold",
+            Box::new(|c| c[0] += 1),
+        ),
+        ("one entry fewer", Box::new(|c| c[0] -= 1)),
+        (
+            "the most entries a reader allows",
+            Box::new(|c| {
+                c[0] = c[2] * MAX_BLOCK_ENTRIES;
+                c[3] = c[3].max(3 * c[0]);
+            }),
+        ),
+    ];
+    for (what, change) in cases {
+        let crafted = with_table_counts(&clean, &*change);
+        let mut counts = vec![];
+        with_table_counts(&crafted, |c| counts = c.to_vec());
+        std::fs::write(&path, &crafted).unwrap();
+        let mut m2 = m.clone();
+        (m2.tables[0].entries, m2.tables[0].tombstones) = (counts[0], counts[1]);
+        m2.store(&NoSyncFs, dir.path()).unwrap();
+        let refused =
+            |outcome: std::thread::Result<filterstore::Result<Store>>, how: &str| match outcome {
+                Err(_) => panic!("{what}, {how}: panicked"),
+                Ok(Ok(_)) => panic!("{what}, {how}: accepted"),
+                Ok(Err(e)) => {
+                    let msg = e.to_string();
+                    assert!(e.is_corruption(), "{what}, {how}: {msg}");
+                    assert!(
+                        msg.contains(&name) && msg.contains("claims"),
+                        "{what}, {how}: {msg}"
+                    );
+                }
+            };
+        refused(
+            catch_unwind(AssertUnwindSafe(|| Store::open(dir.path(), global.clone()))),
+            "opened with the global filter",
+        );
+        // A per-table store opens (nothing it sizes comes from the claim)...
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        // ... and refuses the switch, and keeps its per-table filters.
+        refused(
+            catch_unwind(AssertUnwindSafe(|| {
+                store
+                    .refilter(FilterKind::Global, 0.01)
+                    .map(|()| unreachable!())
+            })),
+            "switched to the global filter",
+        );
+        assert_eq!(
+            store.get(&7u32.to_be_bytes()).unwrap().as_deref(),
+            Some(&b"value"[..])
+        );
+        assert!(store.stats().global_filter.is_none(), "{what}");
+        drop(store);
+    }
+    std::fs::write(&path, &clean).unwrap();
+    m.store(&NoSyncFs, dir.path()).unwrap();
+    let store = Store::open(dir.path(), global).unwrap();
+    assert_eq!(store.check_global_filter().unwrap(), Some(100));
+    println!(
+        "table metas whose entry counts disagree with their keys: the global filter refuses them"
+    );
 }

@@ -241,10 +241,16 @@ impl GlobalFilter {
     /// An empty filter of `buckets` buckets (rounded up to whole cache lines for
     /// [`Layout::Coded`]).
     pub fn with_buckets(layout: Layout, buckets: u64) -> Result<GlobalFilter> {
-        if buckets == 0 || buckets > 1 << 40 {
-            return Err(Error::InvalidArgument(format!(
-                "a global filter of {buckets} buckets"
-            )));
+        if buckets == 0 {
+            return Err(Error::InvalidArgument(
+                "a global filter of 0 buckets".to_string(),
+            ));
+        }
+        if buckets > 1 << 40 {
+            return Err(Error::OutOfMemory {
+                what: format!("a global filter of {buckets} buckets (at most 2^40)"),
+                bytes: buckets.saturating_mul(8),
+            });
         }
         let table = Table::new(&layout, buckets)?;
         Ok(GlobalFilter {
@@ -394,6 +400,24 @@ mod tests {
         )
         .unwrap();
         [Layout::Fixed16, Layout::Coded(spec)]
+    }
+
+    /// A filter larger than the allocator can give is an error, not an abort: past 2^40
+    /// buckets it is refused before any allocation, and below that the table's words are
+    /// reserved fallibly (a count past what an allocation can hold fails there, on any
+    /// machine, without trying).
+    #[test]
+    fn a_filter_too_large_to_allocate_is_an_error() {
+        for layout in layouts() {
+            let e = GlobalFilter::with_buckets(layout.clone(), (1 << 40) + 1).unwrap_err();
+            assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+            let e = Table::new(&layout, 1 << 62).unwrap_err();
+            match e {
+                Error::OutOfMemory { bytes, .. } => assert!(bytes >= 1 << 62, "{bytes}"),
+                e => panic!("{e}"),
+            }
+            assert!(GlobalFilter::with_buckets(layout, 1).is_ok());
+        }
     }
 
     /// Every entry stays findable by an exact search through walks, the stash, and

@@ -15,6 +15,15 @@ pub(super) enum Codec {
     Coded(Box<coded::Code>),
 }
 
+/// `n` zeroed atomics, or `None` when the allocator has no room for them (a filter is sized
+/// by the entry counts tables claim: a failed allocation is an error, not an abort).
+fn zeroed<T: Default>(n: usize) -> Option<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.extend((0..n).map(|_| T::default()));
+    Some(v.into_boxed_slice())
+}
+
 /// The cuckoo table: bucket words, seqlock regions, and the codec.
 #[derive(Debug)]
 pub(super) struct Table {
@@ -38,12 +47,16 @@ impl Table {
             Codec::Fixed => buckets,
             Codec::Coded(c) => words / 8 * c.per_line as u64,
         };
-        let words = usize::try_from(words)
-            .map_err(|_| Error::InvalidArgument(format!("{buckets} buckets do not fit memory")))?;
-        let regions = (words * 8).div_ceil(REGION_BYTES).max(1);
+        let bytes = words.saturating_mul(8);
+        let too_large = || Error::OutOfMemory {
+            what: format!("a global filter of {buckets} buckets"),
+            bytes,
+        };
+        let words = usize::try_from(words).map_err(|_| too_large())?;
+        let regions = (words.saturating_mul(8)).div_ceil(REGION_BYTES).max(1);
         Ok(Table {
-            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            seqs: (0..regions).map(|_| AtomicU32::new(0)).collect(),
+            words: zeroed(words).ok_or_else(too_large)?,
+            seqs: zeroed(regions).ok_or_else(too_large)?,
             buckets,
             codec,
         })
