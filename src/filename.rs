@@ -206,6 +206,44 @@ pub(crate) fn numbered_files(dir: &Path) -> Result<Vec<(u64, Option<Numbered>)>>
     Ok(out)
 }
 
+/// The number after every numbered file's in `dir` (`files` as [`numbered_files`] lists
+/// them), 1 when there is none: where a store that never reuses a number goes on. A file
+/// numbered `u64::MAX` leaves none: an error naming it.
+pub(crate) fn number_after(dir: &Path, files: &[(u64, Option<Numbered>)]) -> Result<u64> {
+    let Some(&(n, kind)) = files.iter().max_by_key(|(n, _)| *n) else {
+        return Ok(1);
+    };
+    n.checked_add(1).ok_or_else(|| {
+        // The name as it is (an unknown extension, leading zeros), found again.
+        let path = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .find(|name| name.to_str().and_then(parse_numbered).map(|p| p.0) == Some(n))
+            .map(|name| dir.join(name))
+            .or_else(|| kind.map(|k| k.path(dir, n)))
+            .unwrap_or_else(|| dir.to_path_buf());
+        Error::corrupt(
+            0,
+            format!("file number {n} is the largest there is: no number is left for a new file"),
+        )
+        .in_file(path, 0)
+    })
+}
+
+/// The error of a store whose next file number, `n`, is the largest there is (numbers are
+/// never reused): the MANIFEST it opened with named it.
+pub(crate) fn numbers_exhausted(dir: &Path, n: u64) -> Error {
+    Error::corrupt(
+        0,
+        format!(
+            "the next file number, {n}, is the largest there is: no number is left for a new file"
+        ),
+    )
+    .in_file(FileName::Manifest.path(dir), 0)
+}
+
 /// Whether `dir` holds a table or a log (`NNNNNN.sst`, `NNNNNN.wal`): data that a store
 /// without a manifest would have lost track of.
 pub fn has_data_files(dir: &Path) -> bool {
@@ -224,6 +262,18 @@ pub fn has_data_files(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The number after the largest, 1 for none, and an error naming the file at `u64::MAX`.
+    #[test]
+    fn number_after_the_largest_never_wraps() {
+        let dir = Path::new("/nonexistent");
+        let t = Some(Numbered::Table);
+        assert_eq!(number_after(dir, &[]).unwrap(), 1);
+        assert_eq!(number_after(dir, &[(3, t), (9, None), (4, t)]).unwrap(), 10);
+        assert_eq!(number_after(dir, &[(u64::MAX - 1, t)]).unwrap(), u64::MAX);
+        let e = number_after(dir, &[(2, None), (u64::MAX, t)]).unwrap_err();
+        assert!(e.to_string().contains("18446744073709551615.sst"), "{e}");
+    }
 
     fn every_fixed_and_numbered() -> Vec<FileName> {
         let mut all: Vec<FileName> = FIXED.iter().map(|&(_, f)| f).collect();

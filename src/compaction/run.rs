@@ -206,7 +206,7 @@ pub(crate) struct Output<'a> {
     /// Bits per key of the output tables' range filters (0: none).
     pub range_bits: f64,
     /// Hands out unused file numbers.
-    pub alloc: &'a (dyn Fn() -> u64 + Sync),
+    pub alloc: &'a (dyn Fn() -> Result<u64> + Sync),
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
@@ -377,7 +377,7 @@ impl WriteSide<'_> {
             }
             if !part.hashes.is_empty() {
                 if self.table.is_none() {
-                    let n = (self.out.alloc)();
+                    let n = (self.out.alloc)()?;
                     let path = crate::filename::table_path(self.out.dir, n);
                     self.created.push(path.clone());
                     self.table = Some((n, TableBuilder::create(self.out.fs, &path)?));
@@ -413,13 +413,16 @@ impl WriteSide<'_> {
         let filter_no = if kind == FilterKind::None {
             0
         } else {
-            (self.out.alloc)()
+            (self.out.alloc)()?
         };
         let fpath = crate::filename::filter_path(self.out.dir, filter_no);
         if filter_no != 0 {
             self.created.push(fpath.clone());
         }
-        let range = self.range.take().map(|b| (b, (self.out.alloc)()));
+        let range = match self.range.take() {
+            Some(b) => Some((b, (self.out.alloc)()?)),
+            None => None,
+        };
         let range_file = range.as_ref().map(|r| r.1);
         let (fs, dir, hashes) = (self.out.fs, self.out.dir, &self.hashes);
         if let Some(n) = range_file {
@@ -583,7 +586,7 @@ mod tests {
             let out_dir = dir.path().join(format!("out{threads}"));
             std::fs::create_dir(&out_dir).unwrap();
             let next = std::sync::atomic::AtomicU64::new(1);
-            let alloc = || next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let alloc = || Ok(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             let out = Output {
                 fs: &RealFs,
                 dir: &out_dir,

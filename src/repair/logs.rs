@@ -43,7 +43,7 @@ impl Repair<'_> {
                 self.drop_file(p, d.offset, Some(d.len), d.reason.clone());
             }
         }
-        let number = self.alloc();
+        let number = self.alloc()?;
         let path = wal_path(dir, number);
         let mut wal = WalWriter::create(self.fs, &path)?;
         let mut record = Vec::new();

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::filename::{numbered_files, FileName, Numbered};
+use crate::filename::{number_after, numbered_files, numbers_exhausted, FileName, Numbered};
 use crate::io::{Fs, RealFs};
 use crate::manifest::{Manifest, TableRecord};
 use crate::store::{default_policy, lock_dir, DEFAULT_FILTER, DEFAULT_FPR};
@@ -88,7 +88,7 @@ pub fn repair_with(dir: &Path, fs: &dyn Fs) -> Result<RepairReport> {
             needed: true,
             ..RepairReport::default()
         },
-        next_file: files.iter().map(|(n, _)| n + 1).max().unwrap_or(1),
+        next_file: number_after(dir, &files)?,
         unlink_later: Vec::new(),
     };
     r.run(&files)?;
@@ -106,10 +106,12 @@ struct Repair<'a> {
 }
 
 impl Repair<'_> {
-    fn alloc(&mut self) -> u64 {
+    fn alloc(&mut self) -> Result<u64> {
         let n = self.next_file;
-        self.next_file += 1;
-        n
+        self.next_file = n
+            .checked_add(1)
+            .ok_or_else(|| numbers_exhausted(self.dir, n))?;
+        Ok(n)
     }
 
     fn drop_file(&mut self, file: &Path, offset: u64, len: Option<u64>, reason: String) {

@@ -170,7 +170,7 @@ impl Repair<'_> {
                 }
                 return Ok(None);
             }
-            let number = self.alloc();
+            let number = self.alloc()?;
             let new_path = table_path(dir, number);
             let view: Vec<(&[u8], Option<&[u8]>)> = s
                 .entries
@@ -251,7 +251,7 @@ impl Repair<'_> {
         record.filter_file = 0;
         record.filter_kind = FilterKind::None;
         if kind != FilterKind::None {
-            let number = self.alloc();
+            let number = self.alloc()?;
             let fpath = filter_path(dir, number);
             if write_filter_file(self.fs, &fpath, kind, record.fpr, &hashes())?.is_some() {
                 record.filter_file = number;

@@ -291,7 +291,7 @@ impl Inner {
         let filter_no = if kind == FilterKind::None {
             0
         } else {
-            self.alloc_file()
+            self.alloc_file()?
         };
         let fpath = filter_path(&self.dir, filter_no);
         let bytes = write_filter_file(&*self.fs, &fpath, kind, fpr, &hashes)?;

@@ -350,9 +350,12 @@ impl Inner {
         self.read_state().current.clone()
     }
 
-    /// An unused file number.
-    fn alloc_file(&self) -> u64 {
-        self.next_file.fetch_add(1, SeqCst)
+    /// An unused file number; an error when none is left (the store opened with a
+    /// MANIFEST whose next file number is near `u64::MAX`: numbers are never reused).
+    fn alloc_file(&self) -> Result<u64> {
+        self.next_file
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_add(1))
+            .map_err(|n| crate::filename::numbers_exhausted(&self.dir, n))
     }
 
     /// Bits per key of the range filters of new tables (0: none).

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
-use crate::filename::{numbered_files, wal_path, FileName, Numbered};
+use crate::filename::{number_after, numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::lifetime::Lifetime;
@@ -144,8 +144,7 @@ impl Store {
         check_policy(&policy)?;
         check_fpr(fpr)?;
         // Never reuse a number that a file (even an orphan) already has.
-        let max_seen = files.iter().map(|(n, _)| *n).max().unwrap_or(0);
-        let next_file = manifest.next_file.max(max_seen + 1);
+        let next_file = manifest.next_file.max(number_after(&dir, &files)?);
 
         let block_cache = BlockCache::new(opts.block_cache_bytes).map(Arc::new);
         let mut handles = Vec::with_capacity(manifest.tables.len());
@@ -295,7 +294,7 @@ impl Inner {
             return Ok(());
         }
         // Few writes: copy them into one new log, make it durable, then drop the old ones.
-        let n = self.alloc_file();
+        let n = self.alloc_file()?;
         let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
         wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
         let mut record = Vec::new();

@@ -108,7 +108,7 @@ impl Inner {
                 b.push(c.key())?;
                 c.advance()?;
             }
-            let file = self.alloc_file();
+            let file = self.alloc_file()?;
             let path = range_path(&self.dir, file);
             let opened = b
                 .finish()

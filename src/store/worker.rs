@@ -254,15 +254,18 @@ impl Inner {
         // Until the table is published: a switch to or from the global filter waits.
         let _g = self.lock_global();
         let global = self.current().global().cloned();
-        let table_no = self.alloc_file();
+        let table_no = self.alloc_file()?;
         let filter = self.filter_for(&self.current(), &[], 0, imm.mem.len() as u64);
         let filter_no = if filter.0 == FilterKind::None {
             0
         } else {
-            self.alloc_file()
+            self.alloc_file()?
         };
         let bits = self.range_bits();
-        let range = (bits > 0.0).then(|| (self.alloc_file(), bits));
+        let range = match bits > 0.0 {
+            true => Some((self.alloc_file()?, bits)),
+            false => None,
+        };
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
         let files = (table_no, filter_no, range);

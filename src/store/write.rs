@@ -120,7 +120,7 @@ impl Inner {
 
     /// Starts a new log for the memtable.
     pub(super) fn new_log(&self, w: &mut Writer) -> Result<()> {
-        let n = self.alloc_file();
+        let n = self.alloc_file()?;
         let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
         wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
         w.wal = Some(wal);

@@ -987,6 +987,94 @@ fn manifest_claiming_more_entries_than_its_table_is_an_error() {
     println!("manifest entry counts that disagree with the table: refused at open");
 }
 
+/// A file named with the largest file number (`u64::MAX`, any extension) leaves a store no
+/// number for its next file, as numbers are never reused: opening and repairing the store
+/// refuse it, naming the file, and leave it where it is (the open added 1 to it, wrapping
+/// in a release build, and then deleted it as an orphan table; a debug build panicked).
+#[test]
+fn a_file_numbered_u64_max_is_an_error_naming_it() {
+    for name in ["18446744073709551615.sst", "018446744073709551615.foo"] {
+        let (dir, opts) = one_table_store();
+        let path = dir.path().join(name);
+        std::fs::write(&path, b"not a table").unwrap();
+        let outcome = catch_unwind(AssertUnwindSafe(|| Store::open(dir.path(), opts.clone())));
+        match outcome {
+            Err(_) => panic!("{name}: open panicked"),
+            Ok(Ok(_)) => panic!("{name}: opened"),
+            Ok(Err(e)) => assert!(
+                e.is_corruption() && e.to_string().contains(name),
+                "{name}: {e}"
+            ),
+        }
+        assert!(path.exists(), "{name}: removed");
+        std::fs::remove_file(dir.path().join("MANIFEST")).unwrap();
+        match catch_unwind(|| filterstore::repair::repair(dir.path())) {
+            Err(_) => panic!("{name}: repair panicked"),
+            Ok(Ok(r)) => panic!("{name}: repaired: {r:?}"),
+            Ok(Err(e)) => assert!(e.to_string().contains(name), "{name}: repair: {e}"),
+        }
+        assert!(path.exists(), "{name}: removed by repair");
+    }
+    println!("a file numbered u64::MAX: refused by open and repair, naming it");
+}
+
+/// A MANIFEST (CRC intact) whose next file number is next to `u64::MAX`: the store hands out
+/// the numbers left and then refuses to write a file, naming the MANIFEST, instead of
+/// wrapping to 0 and on to the numbers of the files it has (a release build did; a debug
+/// build panicked). What was acknowledged stays readable, and after a reopen too.
+#[test]
+fn a_manifest_whose_file_numbers_run_out_is_an_error() {
+    let (dir, opts) = one_table_store();
+    let mut m = filterstore::manifest::Manifest::load(dir.path())
+        .unwrap()
+        .unwrap();
+    m.next_file = u64::MAX - 2;
+    m.store(&NoSyncFs, dir.path()).unwrap();
+    let before: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    let mut refused = None;
+    for i in 0..10u32 {
+        let step = catch_unwind(AssertUnwindSafe(|| {
+            store.put(&(1000 + i).to_be_bytes(), b"more")?;
+            store.flush()
+        }));
+        match step {
+            Err(_) => panic!("flush {i}: panicked"),
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("numbers past u64::MAX handed out");
+    assert!(e.to_string().contains("MANIFEST"), "{e}");
+    for i in 0..100u32 {
+        assert_eq!(
+            store.get(&i.to_be_bytes()).unwrap().as_deref(),
+            Some(&b"value"[..])
+        );
+    }
+    drop(store);
+    // No number wrapped: every file is one the store had, or numbered from the MANIFEST's.
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if let Some(Ok(n)) = name.split_once('.').map(|(n, _)| n.parse::<u64>()) {
+            assert!(before.contains(&name) || n >= u64::MAX - 2, "{name}");
+        }
+    }
+    // A reopen needs a number for its log: refused the same way, without a panic.
+    match catch_unwind(AssertUnwindSafe(|| Store::open(dir.path(), opts))) {
+        Err(_) => panic!("reopen panicked"),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => assert!(e.to_string().contains("MANIFEST"), "reopen: {e}"),
+    }
+    println!("a MANIFEST whose file numbers run out: writes refused, naming it");
+}
+
 /// `table` (a table file) with the counts of its meta (entries, tombstones, data blocks and,
 /// version 4, data bytes) changed by `change`, and the meta's CRC, the footer's lengths and
 /// its CRC made to match.
