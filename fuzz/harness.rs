@@ -13,6 +13,8 @@
 //!   refused one is a corruption at an offset inside the file.
 //! - block: the scans' cursor (`BlockCursor`) reads exactly the entries the iterator reads,
 //!   and fails at the same entry.
+//! - table: the merges' cursor (`TableCursor`: chunks of blocks, decoded in place) reads
+//!   exactly the entries that reading block by block does, and fails at the same block.
 //! - range: a range filter that stores no value answers "no" to every range.
 //! - global filter: an accepted filter answers queries, accepts updates, and re-encodes to
 //!   bytes that decode to the same encoding.
@@ -40,7 +42,7 @@ use filterstore::lifetime;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
 use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN, ZSTD_MAX_RATIO};
-use filterstore::table::{Table, TableCounters};
+use filterstore::table::{Table, TableCounters, TableCursor};
 use filterstore::wal::replay_bytes;
 use filterstore::Error;
 use filterstore::FilterPolicy;
@@ -269,7 +271,8 @@ pub fn zstd(data: &[u8]) -> bool {
 /// A table file: written to `path`, opened both ways (positioned reads and a map), each
 /// with and without a block cache (a lookup's cache miss estimates the block's size from the
 /// index and meta before reading it), every block read, a few lookups (twice: misses, then
-/// hits), the padding checked.
+/// hits), the padding checked, and every entry read again through a merge's cursor.
+/// Panics when the cursor's entries differ from the blocks' (see [`cursor_matches_blocks`]).
 pub fn table(data: &[u8], path: &Path) -> bool {
     std::fs::write(path, data).expect("write the scratch table file");
     let counters = TableCounters::default();
@@ -280,6 +283,8 @@ pub fn table(data: &[u8], path: &Path) -> bool {
         };
         let t = t.with_block_cache(cache);
         opened = true;
+        let t = std::sync::Arc::new(t);
+        cursor_matches_blocks(&t);
         let mut probes = vec![b"key".to_vec(), Vec::new()];
         // With a cache, lookups first (each a miss), then the blocks read through it.
         let rounds = if cache > 0 { 2 } else { 1 };
@@ -299,6 +304,55 @@ pub fn table(data: &[u8], path: &Path) -> bool {
         let _ = t.check_padding();
     }
     opened
+}
+
+/// The entries of `t` read through a [`TableCursor`] are those read block by block, in
+/// order, up to the first block that fails; the cursor fails exactly when one does.
+fn cursor_matches_blocks(t: &std::sync::Arc<Table>) {
+    let counters = TableCounters::default();
+    let mut expected = Vec::new();
+    let mut fails = false;
+    for i in 0..t.block_count() {
+        match t.block_entries(i, &counters) {
+            Ok(entries) => expected.extend(entries),
+            Err(_) => {
+                fails = true;
+                break;
+            }
+        }
+    }
+    let mut read = Vec::new();
+    let outcome = (|| -> filterstore::Result<()> {
+        let mut c = TableCursor::new(t.clone(), Default::default())?;
+        while c.valid() {
+            read.push((c.key().to_vec(), c.value().map(<[u8]>::to_vec)));
+            c.advance()?;
+        }
+        Ok(())
+    })();
+    assert_eq!(
+        outcome.is_err(),
+        fails,
+        "cursor {outcome:?}, block by block {}",
+        if fails { "fails" } else { "succeeds" }
+    );
+    if fails {
+        // The cursor yields a failing block's entries up to its first bad one: it read every
+        // entry of the blocks before that one, as they are.
+        assert!(
+            read.len() >= expected.len() && read[..expected.len()] == expected[..],
+            "cursor read {} entries, the blocks before the failing one {}",
+            read.len(),
+            expected.len()
+        );
+    } else {
+        assert!(
+            read == expected,
+            "cursor read {} entries, block by block {}",
+            read.len(),
+            expected.len()
+        );
+    }
 }
 
 /// A filter block.

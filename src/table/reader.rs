@@ -625,7 +625,7 @@ const CURSOR_CHUNK: usize = 256 << 10;
 /// key is rebuilt in one buffer; no allocation per entry). Holds one chunk and one block,
 /// so its memory does not depend on the table's size. Never touches the block cache: a
 /// merge reads every block once, and must not push out the blocks lookups keep asking for.
-pub(crate) struct TableCursor {
+pub struct TableCursor {
     table: Arc<Table>,
     counters: Arc<TableCounters>,
     next_block: usize,
@@ -651,7 +651,7 @@ pub(crate) struct TableCursor {
 
 impl TableCursor {
     /// A cursor on the first entry of `table`; block reads are counted in `counters`.
-    pub(crate) fn new(table: Arc<Table>, counters: Arc<TableCounters>) -> Result<TableCursor> {
+    pub fn new(table: Arc<Table>, counters: Arc<TableCounters>) -> Result<TableCursor> {
         let mut c = TableCursor {
             table,
             counters,
@@ -674,13 +674,13 @@ impl TableCursor {
 
     /// False once every entry was returned.
     #[inline]
-    pub(crate) fn valid(&self) -> bool {
+    pub fn valid(&self) -> bool {
         self.valid
     }
 
     /// The current key.
     #[inline]
-    pub(crate) fn key(&self) -> &[u8] {
+    pub fn key(&self) -> &[u8] {
         &self.key
     }
 
@@ -696,12 +696,12 @@ impl TableCursor {
 
     /// The current value (`None`: a tombstone).
     #[inline]
-    pub(crate) fn value(&self) -> Option<&[u8]> {
+    pub fn value(&self) -> Option<&[u8]> {
         self.value.map(|(a, b)| &self.entries()[a..b])
     }
 
     /// Moves to the next entry.
-    pub(crate) fn advance(&mut self) -> Result<()> {
+    pub fn advance(&mut self) -> Result<()> {
         while self.pos >= self.entries_len {
             if self.next_block >= self.table.block_count() {
                 self.valid = false;
