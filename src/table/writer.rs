@@ -68,14 +68,18 @@ impl TableBuilder {
         self.meta.tombstones += part.tombstones;
         self.meta.data_bytes += part.data_bytes;
         self.meta.stored_data_bytes += part.stored_data_bytes;
-        for (last, rel, len) in part.index {
+        let (mut key_at, mut last): (usize, &[u8]) = (0, &[]);
+        for &(key_end, rel, len) in &part.index {
+            last = &part.index_keys[key_at..key_end];
+            key_at = key_end;
             let mut handle = [0u8; 12];
             handle[..8].copy_from_slice(&(self.offset + rel).to_le_bytes());
             handle[8..].copy_from_slice(&len.to_le_bytes());
-            self.index.add(&last, Some(&handle));
-            self.meta.max_key = last;
+            self.index.add(last, Some(&handle));
             self.meta.data_blocks += 1;
         }
+        self.meta.max_key.clear();
+        self.meta.max_key.extend_from_slice(last);
         // A part is large: it goes to the file as it is, without a copy into `buf`.
         if !self.buf.is_empty() {
             self.flush_buf()?;
@@ -152,7 +156,12 @@ impl SortedEntries for [(&[u8], Option<&[u8]>)] {
 /// Blocks encoded from a run of sorted entries, with offsets relative to the run's start.
 pub(crate) struct Part {
     bytes: Vec<u8>,
-    index: Vec<(Vec<u8>, u64, u32)>,
+    /// Per block: where its last key ends in `index_keys` (it starts where the previous
+    /// block's ends), and the block's offset relative to the part and its length. One buffer
+    /// for the keys, not an allocation per block.
+    index: Vec<(usize, u64, u32)>,
+    /// The blocks' last keys, one after another.
+    index_keys: Vec<u8>,
     first_key: Vec<u8>,
     entries: u64,
     tombstones: u64,
@@ -196,7 +205,9 @@ fn cut_block(
     if pad <= MAX_PAD {
         bytes.resize(bytes.len() + pad, 0);
     }
-    part.index.push((last.to_vec(), start as u64, len as u32));
+    part.index_keys.extend_from_slice(last);
+    part.index
+        .push((part.index_keys.len(), start as u64, len as u32));
 }
 
 /// Encodes entries `range` into blocks (the format of [`BlockBuilder`], written in place
@@ -218,6 +229,7 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
     let mut part = Part {
         bytes: Vec::new(),
         index: Vec::with_capacity(n * per_entry / RAW_BLOCK_SIZE + 2),
+        index_keys: Vec::new(),
         first_key: Vec::new(),
         entries: n as u64,
         tombstones: 0,
