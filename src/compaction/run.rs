@@ -27,7 +27,6 @@ use crate::table::{
     encode_part, run_full, write_filter_file, write_range_file, Compression, OwnedRun, Part,
     SortedEntries, Table, TableBuilder, TableCounters, TableCursor,
 };
-use crate::version::prefix8;
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
 pub(crate) struct Source {
@@ -35,7 +34,8 @@ pub(crate) struct Source {
     next: usize,
     cursor: Option<TableCursor>,
     counters: Arc<TableCounters>,
-    /// [`prefix8`] of the current key: most comparisons between sources need nothing else.
+    /// [`prefix8`](crate::version::prefix8) of the current key: most comparisons between
+    /// sources need nothing else.
     head: u64,
 }
 
@@ -63,7 +63,7 @@ impl Source {
             self.next += 1;
             self.cursor = Some(TableCursor::new(t.clone(), self.counters.clone())?);
         }
-        self.head = prefix8(self.key());
+        self.head = self.cursor.as_ref().map_or(0, TableCursor::head);
         Ok(())
     }
 

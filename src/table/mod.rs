@@ -260,6 +260,9 @@ mod tests {
                         TableCursor::new(Arc::new(t), Arc::new(TableCounters::default())).unwrap();
                     let mut seen = Vec::new();
                     while cur.valid() {
+                        // The head the merge orders by, computed from the block's bytes.
+                        let head = crate::codec::prefix8(cur.key());
+                        assert_eq!(cur.head(), head, "{what}: head of {:?}", cur.key());
                         seen.push((cur.key().to_vec(), cur.value().map(<[u8]>::to_vec)));
                         cur.advance().unwrap();
                     }

@@ -14,7 +14,7 @@ use super::index::{mapped_entry, Index};
 use super::BlockCache;
 use super::{page_pad, TableCounters, TableMeta};
 use crate::cache::BlockKey;
-use crate::codec::{check_crc, le_u32, le_u64, Cursor};
+use crate::codec::{check_crc, le_u32, le_u64, prefix8, Cursor};
 use crate::error::{Error, Result};
 
 thread_local! {
@@ -644,9 +644,28 @@ pub struct TableCursor {
     /// Offset of the next entry inside the current block.
     pos: usize,
     key: Vec<u8>,
+    /// [`prefix8`] of the current key, computed from the block's bytes (see [`next_head`]).
+    head: u64,
     /// The current value's place in the current block (`None`: a tombstone).
     value: Option<(usize, usize)>,
     valid: bool,
+}
+
+/// [`prefix8`] of the key made of the first `shared` bytes of the key whose [`prefix8`] is
+/// `old`, followed by `suffix`. Computed from `old` and the block's bytes rather than loaded
+/// from the key just rebuilt: a load that overlaps the small stores that rebuilt it waits for
+/// them (a failed store-to-load forward), once per entry of a merge.
+#[inline]
+fn next_head(old: u64, shared: usize, suffix: &[u8]) -> u64 {
+    if shared >= 8 {
+        return old;
+    }
+    // The first `shared` bytes of `old` (none for 0: a shift by 64 bits would overflow).
+    let keep = match shared {
+        0 => 0,
+        s => old & !(u64::MAX >> (8 * s)),
+    };
+    keep | prefix8(suffix) >> (8 * shared)
 }
 
 impl TableCursor {
@@ -665,6 +684,7 @@ impl TableCursor {
             block_at: 0,
             pos: 0,
             key: Vec::new(),
+            head: 0,
             value: None,
             valid: true,
         };
@@ -682,6 +702,12 @@ impl TableCursor {
     #[inline]
     pub fn key(&self) -> &[u8] {
         &self.key
+    }
+
+    /// [`prefix8`] of the current key.
+    #[inline]
+    pub(crate) fn head(&self) -> u64 {
+        self.head
     }
 
     /// The current block's entries.
@@ -710,17 +736,19 @@ impl TableCursor {
             self.load_block(self.next_block)?;
             self.next_block += 1;
         }
-        let block = self.entries();
-        let e = block::span_at(block, self.block_at, self.pos, self.key.len())
-            .map_err(|e| e.in_file(&self.table.path, 0))?;
-        let suffix = e.suffix.clone();
-        self.key.truncate(e.shared);
+        // The fields borrowed one by one (not through `entries`), so that `head` and `key`
+        // can change while the block is borrowed.
         let block = if self.in_plain {
             &self.plain[..self.entries_len]
         } else {
             &self.chunk[self.block_start..self.block_start + self.entries_len]
         };
-        self.key.extend_from_slice(&block[suffix]);
+        let e = block::span_at(block, self.block_at, self.pos, self.key.len())
+            .map_err(|e| e.in_file(&self.table.path, 0))?;
+        let suffix = &block[e.suffix.clone()];
+        self.head = next_head(self.head, e.shared, suffix);
+        self.key.truncate(e.shared);
+        self.key.extend_from_slice(suffix);
         self.value = e.value.map(|r| (r.start, r.end));
         self.pos = e.end;
         Ok(())
@@ -775,5 +803,35 @@ impl TableCursor {
         self.pos = 0;
         self.key.clear();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `next_head` agrees with `prefix8` of the rebuilt key for every split of short and
+    /// long keys into a shared prefix and a suffix.
+    #[test]
+    fn next_head_is_the_prefix_of_the_rebuilt_key() {
+        let keys: [&[u8]; 6] = [
+            b"",
+            b"a",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefghij",
+            b"\xff\x00\xfe",
+        ];
+        for prev in keys {
+            for key in keys {
+                for shared in 0..=prev.len().min(key.len()) {
+                    if prev[..shared] != key[..shared] {
+                        continue;
+                    }
+                    let got = next_head(prefix8(prev), shared, &key[shared..]);
+                    assert_eq!(got, prefix8(key), "{prev:?} -> {key:?} sharing {shared}");
+                }
+            }
+        }
     }
 }
