@@ -9,7 +9,7 @@
 //! ```
 //! The merge fills a window of runs (one per thread) while the previous window is encoded
 //! and written, so merging overlaps encoding and writing. **Memory bound:** one
-//! [`TableCursor`] chunk (256 KiB) per source, two windows of `threads` runs of at most
+//! [`TableCursor`] chunk (64 KiB) per source, two windows of `threads` runs of at most
 //! 1 MiB or 8,192 entries plus one entry each (the merge's and the encoder's) and their
 //! encoded copies, and the key hashes of the output table being written (8 bytes per entry). None
 //! of it depends on the size of the inputs.

@@ -617,7 +617,10 @@ fn touch(b: &[u8]) {
 }
 
 /// Bytes a [`TableCursor`] reads at once: several consecutive data blocks per system call.
-const CURSOR_CHUNK: usize = 256 << 10;
+/// Small, so that the chunks of all of a merge's sources (one each) are more likely still in
+/// the CPU's caches when the merge decodes what the read copied in: a merge of ten sources
+/// spent less CPU with 64 KiB chunks than with 256 KiB ones, for 4x the system calls.
+const CURSOR_CHUNK: usize = 64 << 10;
 
 /// Reads a table's entries in key order for a merge: consecutive data blocks are read in
 /// chunks of [`CURSOR_CHUNK`] bytes, each block counted and CRC-checked, and entries are
