@@ -331,6 +331,42 @@ fn bench_engine_runs_the_ycsb_mixes() {
     assert!(text.contains("read") && text.contains("p99.9"), "{text}");
 }
 
+/// `store bench engine` writes its tables with the global --range-bits: no range filter files
+/// with 0, one per table by default.
+#[test]
+fn bench_engine_obeys_range_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = |d: &std::path::Path, ext: &str| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some(ext.as_ref()))
+            .count()
+    };
+    for (bits, name) in [(None, "default"), (Some("0"), "none")] {
+        let work = dir.path().join(name);
+        let mut args = vec![];
+        if let Some(b) = bits {
+            args.extend(["--range-bits", b]);
+        }
+        let w = work.to_str().unwrap();
+        args.extend([
+            "bench",
+            "engine",
+            "-n",
+            "3000",
+            "--lookups",
+            "10",
+            "--work-dir",
+            w,
+        ]);
+        store_ok(&args);
+        let tables = files(&work, "sst");
+        assert!(tables > 0, "{name}: no table");
+        let want = if bits.is_some() { 0 } else { tables };
+        assert_eq!(files(&work, "range"), want, "{name}");
+    }
+}
+
 /// `store bench range` on a tiny store: the no-filter rows come first (whatever the order of
 /// --bits) and the range filter's rows say what share of their blocks it avoided.
 #[test]

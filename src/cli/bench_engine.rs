@@ -129,6 +129,10 @@ pub struct BenchEngine {
     /// directory, removed afterwards]
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// The global --range-bits (bits per key of the tables' range filters; `None`: the
+    /// library's default), copied here when the command runs.
+    #[arg(skip)]
+    range_bits: Option<f64>,
     /// Instead of the lookups, run YCSB core workloads on the loaded store: a comma-separated
     /// list of ycsb-a (50 % read, 50 % update), ycsb-b (95/5), ycsb-c (read only), ycsb-d (95 %
     /// read latest, 5 % insert), ycsb-e (95 % scan of 1..100 entries, 5 % insert), ycsb-f
@@ -294,7 +298,8 @@ struct RunFigures {
 }
 
 impl Run for BenchEngine {
-    fn run(self, _g: &Global) -> Result<Exit, CliError> {
+    fn run(mut self, g: &Global) -> Result<Exit, CliError> {
+        self.range_bits = g.range_bits;
         let tmp;
         let root = match &self.work_dir {
             Some(d) => {
@@ -412,6 +417,7 @@ impl BenchEngine {
             l0_slowdown: self.l0_slowdown.unwrap_or(defaults.l0_slowdown),
             l0_stop: self.l0_stop.unwrap_or(defaults.l0_stop),
             compression,
+            range_filter_bits: self.range_bits.unwrap_or(defaults.range_filter_bits),
             block_cache_bytes: self
                 .block_cache_mib
                 .map_or(defaults.block_cache_bytes, |m| m << 20),
