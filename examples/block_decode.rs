@@ -66,7 +66,7 @@ fn main() -> filterstore::Result<()> {
                     let t = Instant::now();
                     for b in &blocks {
                         let (body, tag) = b.split_at(b.len() - 1);
-                        if tag[0] != 1 {
+                        if tag[0] != 1 && tag[0] != 3 {
                             continue;
                         }
                         let (mut d, n) = compress::Lz4Prefix::new(body, 0)?;

@@ -23,7 +23,13 @@
 //!   to at most what its frame's headers allow; an error is a corruption at an offset inside
 //!   it (or, for zstd in a build without the feature, unsupported there); an LZ4 one decoded
 //!   a prefix at a time (as a point lookup decodes it) yields prefixes of the same bytes and
-//!   fails exactly when the whole decode fails.
+//!   fails exactly when the whole decode fails. A codec-3 one (LZ4 of a split form) rebuilds
+//!   at most `split::rebuilt_bound` of its split form, and damage in that form is a
+//!   corruption at its offset in the decompressed bytes.
+//! - split form: an accepted one rebuilds a block of at most `split::rebuilt_bound` bytes; a
+//!   refused one is a corruption at an offset inside it; a point lookup that reads it while
+//!   it is decoded answers as the rebuilt block does when its keys are sorted, and decides
+//!   (answers at all) for every form that rebuilds.
 //! - lifetime counters: an accepted `COUNTERS` file re-encodes (as the current version) to
 //!   bytes that decode to the same counters, and a current-version file re-encodes to itself;
 //!   a refused one is a corruption at an offset inside the file.
@@ -42,13 +48,14 @@ use filterstore::lifetime;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
 use filterstore::table::compress::{self, LZ4_MAX_RATIO, MAX_BLOCK_LEN, ZSTD_MAX_RATIO};
+use filterstore::table::split;
 use filterstore::table::{Table, TableCounters, TableCursor};
 use filterstore::wal::replay_bytes;
 use filterstore::Error;
 use filterstore::FilterPolicy;
 
 /// Input names, as the cargo-fuzz targets and corpus directories are named.
-pub const TARGETS: [&str; 10] = [
+pub const TARGETS: [&str; 11] = [
     "wal",
     "block",
     "table",
@@ -57,6 +64,7 @@ pub const TARGETS: [&str; 10] = [
     "range",
     "global",
     "compressed",
+    "split",
     "zstd",
     "counters",
 ];
@@ -164,14 +172,36 @@ pub fn compressed(data: &[u8]) -> bool {
         _ => LZ4_MAX_RATIO,
     };
     let whole = compress::decode(data, 0, &mut buf);
-    if data.last() == Some(&1) {
-        lz4_prefixes(&data[..data.len() - 1], whole.as_deref().ok());
+    let payload = data.len().saturating_sub(1);
+    let mut split_form = Vec::new();
+    match data.last() {
+        Some(1) => lz4_prefixes(&data[..payload], whole.as_deref().ok()),
+        Some(3) => {
+            // The LZ4 layer alone, then the split form's own decoder.
+            let form = compress::lz4_into(&data[..payload], 0, &mut split_form)
+                .map(|n| split_form[..n].to_vec());
+            lz4_prefixes(&data[..payload], form.as_deref().ok());
+            if let Ok(form) = &form {
+                split_lookups(form, &data[..payload]);
+                let mut rebuilt = Vec::new();
+                let again = split::unsplit(form, 0, &mut rebuilt).map(|()| rebuilt);
+                assert_eq!(
+                    again.as_deref().ok(),
+                    whole.as_deref().ok(),
+                    "the block decodes other than its split form rebuilds"
+                );
+            }
+        }
+        _ => {}
     }
     match whole {
         Ok(raw) => {
-            let payload = data.len().saturating_sub(1);
+            let most = match data.last() {
+                Some(3) => split::rebuilt_bound(payload.max(1) * ratio),
+                _ => payload.max(1) * ratio,
+            };
             assert!(
-                raw.len() <= MAX_BLOCK_LEN && raw.len() <= payload.max(1) * ratio,
+                raw.len() <= MAX_BLOCK_LEN && raw.len() <= most,
                 "{} bytes decompressed from a {payload}-byte payload",
                 raw.len()
             );
@@ -194,6 +224,12 @@ pub fn compressed(data: &[u8]) -> bool {
             true
         }
         Err(Error::Corruption { offset, .. }) if offset <= data.len() as u64 => false,
+        // Damage in a split form: its offset in the decompressed bytes.
+        Err(Error::Corruption { offset, .. })
+            if data.last() == Some(&3) && offset <= (payload * LZ4_MAX_RATIO) as u64 =>
+        {
+            false
+        }
         // A zstd block in a build without the `zstd` feature.
         Err(Error::Unsupported { offset, .. })
             if offset <= data.len() as u64 && data.last() == Some(&2) =>
@@ -236,6 +272,87 @@ fn lz4_prefixes(payload: &[u8], whole: Option<&[u8]>) {
         step = step * 2 + 1;
     }
     assert!(whole.is_some(), "decoded in prefixes, not whole");
+}
+
+/// A split form (what a codec-3 block's LZ4 layer decodes to): rebuilt into a block, read as
+/// a block, and looked up in while it is decoded from an LZ4 block that holds it.
+pub fn split(data: &[u8]) -> bool {
+    let mut rebuilt = Vec::new();
+    match split::unsplit(data, 0, &mut rebuilt) {
+        Ok(()) => {
+            assert!(
+                rebuilt.len() <= split::rebuilt_bound(data.len()),
+                "{} bytes rebuilt from a {}-byte split form",
+                rebuilt.len(),
+                data.len()
+            );
+        }
+        Err(Error::Corruption { offset, .. }) if offset <= data.len() as u64 => {}
+        Err(e) => panic!("a {}-byte split form: {e:?}", data.len()),
+    }
+    if !data.is_empty() && data.len() <= u32::MAX as usize {
+        // An LZ4 block of one sequence of literals holds `data` as it is.
+        let mut payload = (data.len() as u32).to_le_bytes().to_vec();
+        let n = data.len();
+        payload.push((n.min(15) as u8) << 4);
+        if n >= 15 {
+            let mut rest = n - 15;
+            while rest >= 255 {
+                payload.push(255);
+                rest -= 255;
+            }
+            payload.push(rest as u8);
+        }
+        payload.extend_from_slice(data);
+        split_lookups(data, &payload);
+    }
+    !rebuilt.is_empty()
+}
+
+/// Lookups in the split form `form` held by the LZ4 payload `payload` (`| raw_len u32 | LZ4
+/// block |`), read while it is decoded: they decide for every form that rebuilds into a block,
+/// and where that block's keys are sorted, answer as [`Block::get`] does on it.
+fn split_lookups(form: &[u8], payload: &[u8]) {
+    let mut rebuilt = Vec::new();
+    let rebuilds = split::unsplit(form, 0, &mut rebuilt).is_ok();
+    let block = rebuilds.then(|| Block::new(&rebuilt, 0).ok()).flatten();
+    let keys: Vec<Vec<u8>> = match &block {
+        Some(b) => b
+            .iter()
+            .take(1000)
+            .map_while(|e| e.ok())
+            .map(|e| e.0)
+            .collect(),
+        None => Vec::new(),
+    };
+    let sorted = keys.windows(2).all(|w| w[0] < w[1]);
+    let mut probes = vec![Vec::new(), b"key".to_vec(), vec![0xff; 20]];
+    for k in keys.iter().take(64) {
+        probes.push(k.clone());
+        let mut after = k.clone();
+        after.push(0);
+        probes.push(after);
+    }
+    for p in &probes {
+        let Ok((mut dec, len)) = compress::Lz4Prefix::new(payload, 0) else {
+            return;
+        };
+        let mut out = vec![0u8; len];
+        let got = split::get_decoding(&mut dec, &mut out, p);
+        assert!(
+            !rebuilds || matches!(got, Ok(Some(_))),
+            "a split form that rebuilds left undecided: {got:?}"
+        );
+        if let (Some(b), Ok(got)) = (&block, got) {
+            // A key past the block's last goes to the next block: no answer to compare.
+            let past = keys.last().is_some_and(|last| p > last);
+            if sorted && !past && keys.len() < 1000 {
+                if let Some(got) = got {
+                    assert_eq!(Ok(got), b.get(p).map_err(|_| ()), "probe {p:?}");
+                }
+            }
+        }
+    }
 }
 
 /// A zstd frame (the body of a codec-2 block without its length): accepted when its headers

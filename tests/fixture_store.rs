@@ -1,20 +1,23 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v7/`
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v8/`
 //! is what the current code writes (manifest version 3: the store's filter policy, Monkey's
 //! allocation of cuckoo filters, among its tagged properties, and each table's range filter
 //! file (`NNNNNN.range`, 16 bits per key) as table property 1; the older table in L1, the
-//! newer in L0; table format version 4: a codec byte after every data block, LZ4-compressed
-//! blocks where that saves an eighth, a restart point at every index entry). The older
-//! fixtures hold the same store as written before, and must still open, keeping the policy
+//! newer in L0; table format version 4: a codec byte after every data block, blocks stored
+//! as LZ4 blocks of their split form (codec 3) where that saves an eighth, a restart point
+//! at every index entry). The older fixtures hold the same store as written before, and must
+//! still open: `store-v7/` (LZ4 blocks of the block as it is, codec 1), and, keeping the policy
 //! they had (uniform at their recorded kind and rate) and no range filters: `store-v6/`
 //! (no table properties), `store-v5/` (manifest version 2),
 //! `store-v4/` (also table format 3: no codec bytes, page-aligned blocks), `store-v3/` (also
 //! table format 2), `store-v2/` (also manifest version 1, both tables in L0) and `store-v1/`
-//! (also table format 1, blocks back to back). `tests/fixtures/table-v4-mixed.sst` is one
-//! table of format 4 holding both raw and LZ4 blocks, `table-v4-zstd.sst` the same entries
-//! with zstd blocks (codec 2); each decodes to known entries and today's writer reproduces it
-//! byte for byte (the zstd one in builds with the `zstd` feature; without it, its zstd blocks
-//! are an error naming the file). `table-v4-mixed-page-blocks.sst` and
+//! (also table format 1, blocks back to back). `tests/fixtures/table-v4-split.sst` is one
+//! table of format 4 holding both raw and LZ4 blocks (codec 3), `table-v4-zstd.sst` the same
+//! entries with zstd blocks (codec 2); each decodes to known entries and today's writer
+//! reproduces it byte for byte (the zstd one in builds with the `zstd` feature; without it,
+//! its zstd blocks are an error naming the file). `table-v4-mixed.sst` holds the same
+//! entries in raw and codec-1 LZ4 blocks, `table-v4-zstd-padded.sst` in zstd blocks padded
+//! to the page like raw ones, and both must still decode to them. `table-v4-mixed-page-blocks.sst` and
 //! `table-v4-zstd-page-blocks.sst` hold the same entries as written when raw blocks were cut
 //! at 4 KiB like compressed ones, and must still decode to them.
 //!
@@ -35,7 +38,7 @@ fn fixture_dir(n: u32) -> PathBuf {
 }
 
 /// The fixture the current code writes.
-const CURRENT: u32 = 7;
+const CURRENT: u32 = 8;
 
 /// Per fixture: its table format version, the level of its older table, and its manifest
 /// version.
@@ -46,7 +49,7 @@ fn fixture_facts(n: u32) -> (u32, u32, u32) {
         3 => (2, 1, 2),
         4 => (3, 1, 2),
         5 => (4, 1, 2),
-        6 => (4, 1, 3),
+        6 | 7 => (4, 1, 3),
         _ => (
             filterstore::table::TABLE_VERSION,
             1,
@@ -131,7 +134,7 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for n in [1, 2, 3, 4, 5, 6, CURRENT] {
+    for n in [1, 2, 3, 4, 5, 6, 7, CURRENT] {
         check_fixture(n);
     }
 }
@@ -195,11 +198,13 @@ fn check_fixture(n: u32) {
             }
         }
         if version >= 4 {
-            // "key-NNNN" and "value-N-xxx" compress: every block is stored LZ4-compressed.
+            // "key-NNNN" and "value-N-xxx" compress: every block is stored LZ4-compressed,
+            // as it is (codec 1) up to fixture 7, its split form (codec 3) from fixture 8 on.
+            let lz4 = if n >= 8 { 3 } else { 1 };
             for i in 0..t.block_count() {
                 let (offset, len) = t.block_span(i).unwrap();
                 let codec = bytes[(offset + len as u64 - 1) as usize];
-                assert_eq!(codec, 1, "block {i} is LZ4");
+                assert_eq!(codec, lz4, "block {i} is LZ4");
             }
             assert!(
                 3 * t.meta.stored_data_bytes < 2 * t.meta.data_bytes,
@@ -297,9 +302,18 @@ fn mixed_entries() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         .collect()
 }
 
+/// `tests/fixtures/table-v4-split.sst`: the entries of [`mixed_entries`] written with LZ4
+/// as today's writer does, its compressible blocks LZ4 blocks of their split form (codec 3).
 #[test]
-fn checked_in_mixed_table_decodes_and_is_reproduced() {
-    check_codec_fixture("table-v4-mixed.sst", Compression::Lz4, 1, true);
+fn checked_in_split_table_decodes_and_is_reproduced() {
+    check_codec_fixture("table-v4-split.sst", Compression::Lz4, 3, true);
+}
+
+/// `tests/fixtures/table-v4-mixed.sst`: the same entries as written when LZ4 compressed the
+/// block as it is (codec 1); still decoded.
+#[test]
+fn checked_in_mixed_table_decodes() {
+    check_codec_fixture("table-v4-mixed.sst", Compression::Lz4, 1, false);
 }
 
 /// `tests/fixtures/table-v4-mixed-page-blocks.sst` and `table-v4-zstd-page-blocks.sst`: the
@@ -310,6 +324,14 @@ fn checked_in_tables_with_page_blocks_decode() {
     check_codec_fixture("table-v4-mixed-page-blocks.sst", Compression::Lz4, 1, false);
     #[cfg(feature = "zstd")]
     check_codec_fixture("table-v4-zstd-page-blocks.sst", Compression::Zstd, 2, false);
+}
+
+/// `tests/fixtures/table-v4-zstd-padded.sst`: the zstd table as written when compressed
+/// blocks were followed by padding to the page like raw ones; still decoded.
+#[cfg(feature = "zstd")]
+#[test]
+fn checked_in_zstd_table_with_padded_blocks_decodes() {
+    check_codec_fixture("table-v4-zstd-padded.sst", Compression::Zstd, 2, false);
 }
 
 /// `tests/fixtures/table-v4-zstd.sst`: the entries of [`mixed_entries`] written with zstd

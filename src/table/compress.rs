@@ -6,7 +6,10 @@
 //!   codec 0 (none): payload = the block (entries, restart array, restart count)
 //!   codec 1 (lz4):  payload = | raw_len u32 | LZ4 block format |, decompressing to raw_len bytes
 //!   codec 2 (zstd): payload = | raw_len u32 | one zstd frame |, decompressing to raw_len bytes
+//!   codec 3 (lz4 of the split form): payload = | raw_len u32 | LZ4 block format |,
+//!                   decompressing to raw_len bytes of the block's split form (see `split.rs`)
 //! ```
+//! The LZ4 writer makes codec 3; codec 1 is still read.
 //! A block is stored compressed only when that saves at least an eighth of its bytes. A
 //! reader never allocates the length a payload claims before checking it: at most
 //! [`MAX_BLOCK_LEN`] (a block holds at most one entry larger than a page) and at most
@@ -96,10 +99,12 @@ impl FromStr for Compression {
 
 /// Codec tag of a block stored as it is.
 pub(crate) const CODEC_NONE: u8 = 0;
-/// Codec tag of an LZ4-compressed block.
+/// Codec tag of an LZ4-compressed block (read; the writer makes [`CODEC_LZ4_SPLIT`]).
 pub(crate) const CODEC_LZ4: u8 = 1;
 /// Codec tag of a zstd-compressed block.
 pub(crate) const CODEC_ZSTD: u8 = 2;
+/// The tag of an LZ4 block holding the block's split form ([`super::split`]).
+pub(crate) const CODEC_LZ4_SPLIT: u8 = 3;
 #[cfg(feature = "zstd")]
 /// The zstd level blocks are written at: the library's default. (Negative levels leave the
 /// literals uncoded, which decodes faster and stores about what LZ4 stores.)
@@ -197,6 +202,8 @@ pub(crate) struct Compressor {
     #[cfg(feature = "zstd")]
     zstd: Option<zstd::bulk::Compressor<'static>>,
     out: Vec<u8>,
+    /// The split form of the block being compressed with LZ4.
+    split: Vec<u8>,
     /// Consecutive blocks tried that did not shrink enough.
     failures: u32,
     /// Blocks passed over since the last attempt, while sampling.
@@ -215,6 +222,7 @@ impl Compressor {
             #[cfg(feature = "zstd")]
             zstd: None,
             out: Vec::new(),
+            split: Vec::new(),
             failures: 0,
             passed: 0,
             compressed: 0,
@@ -254,16 +262,28 @@ impl Compressor {
         let (n, codec) = match self.kind {
             Compression::Zstd => (self.zstd(raw, limit), CODEC_ZSTD),
             _ => {
+                // LZ4 compresses the block's split form (its lengths apart from its bytes);
+                // bytes that are no block (never from the table writer) as they are.
+                self.split.clear();
+                let (input, codec) = if super::split::split(raw, &mut self.split) {
+                    (&self.split[..], CODEC_LZ4_SPLIT)
+                } else {
+                    (raw, CODEC_LZ4)
+                };
                 let table = self.table.get_or_insert_with(CompressTable::default);
-                self.out
-                    .resize(4 + lz4_flex::block::get_maximum_output_size(raw.len()), 0);
-                let n = compress_into_with_table(raw, &mut self.out[4..], table).ok();
-                (n, CODEC_LZ4)
+                let len = lz4_flex::block::get_maximum_output_size(input.len());
+                self.out.resize(4 + len, 0);
+                let n = compress_into_with_table(input, &mut self.out[4..], table).ok();
+                (n, codec)
             }
+        };
+        let claim = match codec {
+            CODEC_LZ4_SPLIT => self.split.len(),
+            _ => raw.len(),
         };
         match n.filter(|&n| 4 + n <= limit) {
             Some(n) => {
-                self.out[..4].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+                self.out[..4].copy_from_slice(&(claim as u32).to_le_bytes());
                 self.failures = 0;
                 self.compressed += 1;
                 Some((&self.out[..4 + n], codec))
@@ -301,6 +321,11 @@ impl Compressor {
     }
 }
 
+thread_local! {
+    /// Each thread's buffer for the split form of a block (codec 3) before it is rebuilt.
+    static SPLIT_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The block held by `stored`, the bytes of a format-4 data block without its CRC (payload,
 /// then the codec tag; the CRC was checked), at file offset `at`: the payload itself for a
 /// raw block, or the block decompressed into `buf`. Errors name the offset of what is wrong.
@@ -318,6 +343,12 @@ pub fn decode<'a>(stored: &'a [u8], at: u64, buf: &'a mut Vec<u8>) -> Result<&'a
             let n = zstd_into(payload, at, buf)?;
             Ok(&buf[..n])
         }
+        CODEC_LZ4_SPLIT => SPLIT_BUF.with(|cell| {
+            let mut split = cell.borrow_mut();
+            let n = lz4_into(payload, at, &mut split)?;
+            super::split::unsplit(&split[..n], at, buf)?;
+            Ok(&buf[..])
+        }),
         other => Err(Error::corrupt(
             at + payload.len() as u64,
             format!("unknown block codec {other}"),
@@ -539,9 +570,15 @@ impl<'a> Lz4Prefix<'a> {
             if offset >= len {
                 out.copy_within(from..from + len, op);
             } else {
-                // Overlapping: the match repeats the last `offset` bytes.
-                for i in 0..len {
-                    out[op + i] = out[from + i];
+                // Overlapping: the match repeats the last `offset` bytes. Copied in chunks
+                // that double: once `done` (a multiple of `offset`) bytes are written,
+                // `out[from..op + done]` repeats with that period, so its first
+                // `offset + done` bytes continue it.
+                let mut done = 0;
+                while done < len {
+                    let chunk = (offset + done).min(len - done);
+                    out.copy_within(from..from + chunk, op + done);
+                    done += chunk;
                 }
             }
             op += len;

@@ -11,6 +11,7 @@ use super::block::{self, Block, Entry};
 use super::compress;
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
 use super::index::{mapped_entry, Index};
+use super::split;
 use super::BlockCache;
 use super::{page_pad, TableCounters, TableMeta};
 use crate::cache::BlockKey;
@@ -580,6 +581,25 @@ impl Table {
                         // Undecided: the rest of the block, then the checked search.
                         dec.fill(out, raw_len).map_err(in_file)?;
                         &*out
+                    }
+                    Some((&compress::CODEC_LZ4_SPLIT, payload)) if self.version >= 4 => {
+                        let (mut dec, raw_len) =
+                            compress::Lz4Prefix::new(payload, offset).map_err(in_file)?;
+                        if plain.len() < raw_len {
+                            plain.resize(raw_len, 0);
+                        }
+                        let out = &mut plain[..raw_len];
+                        if let Some(found) =
+                            split::get_decoding(&mut dec, out, key).map_err(in_file)?
+                        {
+                            return Ok(found);
+                        }
+                        // Undecided (bytes no writer makes): decoded whole, the errors named.
+                        let mut whole = Vec::new();
+                        let data = self.decode(stored, offset, &mut whole)?;
+                        return Block::new(data, offset)
+                            .and_then(|b| b.get(key))
+                            .map_err(in_file);
                     }
                     _ => self.decode(stored, offset, &mut plain)?,
                 };

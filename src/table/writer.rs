@@ -200,9 +200,11 @@ fn cut_block(
     let len = bytes.len() - start;
     let crc = crc32fast::hash(&bytes[start..]);
     bytes.extend_from_slice(&crc.to_le_bytes());
-    // Parts start on page boundaries, so padding within the part aligns in the file.
+    // Parts start on page boundaries, so padding within the part aligns in the file. A
+    // compressed block is read whole by its offset and length and spans pages anyway: no
+    // padding after it.
     let pad = page_pad(bytes.len() as u64);
-    if pad <= MAX_PAD {
+    if pad <= MAX_PAD && codec == CODEC_NONE {
         bytes.resize(bytes.len() + pad, 0);
     }
     part.index_keys.extend_from_slice(last);

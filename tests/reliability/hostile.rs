@@ -414,18 +414,22 @@ fn block_seeds() -> Vec<Vec<u8>> {
 }
 
 /// The data blocks (payload and codec byte, without the CRC) of format-4 tables: the
-/// checked-in table with raw and LZ4 blocks, the current store fixture's, and tables the
+/// checked-in tables with raw and LZ4 blocks, two store fixtures', and tables the
 /// current code writes from compressible and incompressible entries.
 fn compressed_seeds(tables: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let dir = crate::scratch_dir();
     let mut files = vec![
         manifest_dir().join("tests/fixtures/table-v4-mixed.sst"),
         manifest_dir().join("tests/fixtures/table-v4-zstd.sst"),
+        manifest_dir().join("tests/fixtures/table-v4-split.sst"),
     ];
-    for e in std::fs::read_dir(manifest_dir().join("tests/fixtures/store-v5")).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "sst") {
-            files.push(p);
+    for store in ["store-v5", "store-v8"] {
+        let dir = manifest_dir().join("tests/fixtures").join(store);
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "sst") {
+                files.push(p);
+            }
         }
     }
     for (i, t) in tables.iter().enumerate() {
@@ -806,6 +810,40 @@ fn compressed_block() {
             |_| {},
             block_budget,
             harness::compressed
+        )
+    );
+}
+
+/// The split forms of the codec-3 blocks among `compressed_seeds` (their LZ4 layer
+/// decoded).
+fn split_seeds(blocks: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut buf = Vec::new();
+    blocks
+        .iter()
+        .filter_map(|b| {
+            let (&3, payload) = b.split_last()? else {
+                return None;
+            };
+            let n = filterstore::table::compress::lz4_into(payload, 0, &mut buf).ok()?;
+            Some(buf[..n].to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn split_block() {
+    let w = written();
+    let seeds = split_seeds(&compressed_seeds(&w.table));
+    assert!(seeds.len() >= 8, "{} split forms", seeds.len());
+    println!(
+        "{}",
+        fuzz(
+            "split",
+            seeds,
+            300_000,
+            |_| {},
+            |b| budget(b.len()),
+            harness::split
         )
     );
 }
