@@ -77,7 +77,7 @@ pub(crate) fn finished_len(entry_bytes: usize, restarts: usize) -> usize {
     entry_bytes + 4 * restarts + 4
 }
 
-fn varint_len(v: usize) -> usize {
+pub(crate) fn varint_len(v: usize) -> usize {
     (usize::BITS - (v | 1).leading_zeros()).div_ceil(7) as usize
 }
 

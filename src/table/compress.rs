@@ -441,7 +441,9 @@ pub fn zstd_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
 pub fn lz4_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
     let (mut d, raw_len) = Lz4Prefix::new(payload, at)?;
     if out.len() < raw_len {
-        // Grown when shorter, never zeroed again: a reused buffer costs no memset.
+        // Grown when shorter, never zeroed again: a reused buffer costs no memset. Grown
+        // to the claimed length exactly, not doubled past it.
+        out.reserve_exact(raw_len - out.len());
         out.resize(raw_len, 0);
     }
     d.fill(&mut out[..raw_len], raw_len)?;

@@ -18,7 +18,7 @@
 
 use std::cmp::Ordering;
 
-use super::block::{self, common_prefix, lcp_cmp, put_restarts, RESTART_INTERVAL};
+use super::block::{self, common_prefix, lcp_cmp, put_restarts, varint_len, RESTART_INTERVAL};
 use super::compress::{Lz4Prefix, MAX_BLOCK_LEN};
 use crate::codec::{put_varint, Cursor};
 use crate::error::{Error, Result};
@@ -67,14 +67,20 @@ pub fn split(blk: &[u8], out: &mut Vec<u8>) -> bool {
     put_varint(out, plen as u64);
     out.extend_from_slice(&first[..plen]);
     let mut lens = Vec::with_capacity(2 * n);
+    // Every key of a sorted block starts with `prefix`; an unsorted one may not be split.
+    let mut prefixed = true;
     walk(&mut |k, v| {
-        put_varint(&mut lens, (k.len() - plen) as u64);
+        prefixed &= k.get(..plen) == first.get(..plen);
+        put_varint(&mut lens, k.len().saturating_sub(plen) as u64);
         put_varint(&mut lens, v.map_or(0, |v| v.len() as u64 + 1));
     });
+    if !prefixed {
+        return false;
+    }
     put_varint(out, lens.len() as u64);
     out.extend_from_slice(&lens);
     walk(&mut |k, v| {
-        out.extend_from_slice(&k[plen..]);
+        out.extend_from_slice(k.get(plen..).unwrap_or_default());
         out.extend_from_slice(v.unwrap_or_default());
     })
 }
@@ -149,16 +155,15 @@ fn header(bytes: &[u8]) -> Option<Header> {
     })
 }
 
-/// Most bytes the block rebuilt from a split form of `split_len` bytes may take: twice
-/// that plus a page, and at most [`MAX_BLOCK_LEN`]. A block the writer makes is at most a
-/// page, or holds one entry and is a few bytes longer than its split form; the bound stops
-/// a crafted form whose long prefix, repeated at every restart point, would take space
-/// quadratic in its length.
+/// Most bytes the block rebuilt from a split form of `split_len` bytes may take: a page
+/// ([`PAGE_SIZE`](super::PAGE_SIZE); a block of more than one entry is at most that), or 64
+/// bytes more than the form (a block of one entry is a few bytes longer than its split
+/// form), and at most [`MAX_BLOCK_LEN`]. The bound stops a crafted form whose long prefix,
+/// repeated at every restart point, would take space quadratic in its length.
 pub fn rebuilt_bound(split_len: usize) -> usize {
     split_len
-        .saturating_mul(2)
-        .saturating_add(super::PAGE_SIZE)
-        .min(MAX_BLOCK_LEN)
+        .saturating_add(64)
+        .clamp(super::PAGE_SIZE, MAX_BLOCK_LEN)
 }
 
 /// Rebuilds into `out` (cleared) the block whose split form is `bytes`, whose decompressed
@@ -184,10 +189,10 @@ pub fn unsplit(bytes: &[u8], base: u64, out: &mut Vec<u8>) -> Result<()> {
     let limit = rebuilt_bound(bytes.len());
     out.clear();
     // The rebuilt block: the bytes, three lengths per entry, the prefix at each restart
-    // point, the restart array (at most the bound: more is refused below).
+    // point, the restart array. Nothing is written past `limit`: each entry, and the
+    // restart array, is refused before it would cross it, so `out` never grows past it.
     let restarts_n = n.div_ceil(RESTART_INTERVAL);
-    let guess = bytes.len() + 3 * n + restarts_n * (plen + 4) + 4;
-    out.reserve(guess.min(limit));
+    out.reserve_exact(limit);
     let (mut la, mut pos) = (h.lens, h.body);
     let prefix = &bytes[h.prefix.clone()];
     let mut prev: &[u8] = &[];
@@ -213,6 +218,10 @@ pub fn unsplit(bytes: &[u8], base: u64, out: &mut Vec<u8>) -> Result<()> {
             let cp = common_prefix(suffix, prev);
             (plen + cp, slen - cp)
         };
+        let size = varint_len(shared) + varint_len(unshared) + varint_len(tag) + unshared + vlen;
+        if out.len() + size > limit {
+            return Err(bad(pos, "the block it rebuilds is too long"));
+        }
         if (shared | unshared | tag) < 0x80 {
             out.extend_from_slice(&[shared as u8, unshared as u8, tag as u8]);
         } else {
@@ -225,9 +234,6 @@ pub fn unsplit(bytes: &[u8], base: u64, out: &mut Vec<u8>) -> Result<()> {
         }
         // The key's unshared bytes, then the value: one run of `bytes`.
         out.extend_from_slice(&bytes[kend - (unshared - restart as usize * plen)..end]);
-        if out.len() > limit {
-            return Err(bad(pos, "the block it rebuilds is too long"));
-        }
         prev = suffix;
         pos = end;
     }
@@ -237,10 +243,10 @@ pub fn unsplit(bytes: &[u8], base: u64, out: &mut Vec<u8>) -> Result<()> {
     if pos != bytes.len() {
         return Err(bad(pos, "bytes left after the last entry"));
     }
-    put_restarts(out, &restarts);
-    if out.len() > limit {
+    if out.len() + 4 * restarts.len() + 4 > limit {
         return Err(bad(pos, "the block it rebuilds is too long"));
     }
+    put_restarts(out, &restarts);
     Ok(())
 }
 
@@ -308,7 +314,7 @@ pub fn get_decoding(
 #[cfg(test)]
 mod tests {
     use super::super::block::tests::{adversarial_key_sets, probes};
-    use super::super::block::{Block, BlockBuilder};
+    use super::super::block::{put_entry, Block, BlockBuilder};
     use super::*;
 
     /// Blocks of the adversarial key sets, as the writer makes them (values of one- and
@@ -323,7 +329,11 @@ mod tests {
                         let v = vec![b'v'; if i % 11 == 4 { 200 } else { 20 + i % 30 }];
                         b.add(k, (i % 5 != 3).then_some(v.as_slice()));
                     }
-                    out.push((keys.to_vec(), b.finish()));
+                    let raw = b.finish();
+                    // As the writer makes them: a page at most, unless of one entry.
+                    if raw.len() <= crate::table::PAGE_SIZE || keys.len() == 1 {
+                        out.push((keys.to_vec(), raw));
+                    }
                 }
             }
         }
@@ -343,6 +353,19 @@ mod tests {
             n += 1;
         }
         assert!(n > 100, "{n}");
+    }
+
+    /// A block whose keys are out of order (no writer makes one) is not split when a key
+    /// lacks the prefix of its first and last: rebuilding would change the key.
+    #[test]
+    fn an_unsorted_block_is_not_split() {
+        let mut raw = Vec::new();
+        put_entry(&mut raw, 0, b"ab", Some(b"1"));
+        put_entry(&mut raw, 0, b"b", Some(b"2"));
+        put_entry(&mut raw, 0, b"ac", Some(b"3"));
+        put_restarts(&mut raw, &[0]);
+        let mut s = Vec::new();
+        assert!(!split(&raw, &mut s));
     }
 
     /// Random 16-byte keys and half-repeated values: the lengths cost LZ4 almost nothing,
@@ -442,6 +465,6 @@ mod tests {
             Err(Error::Corruption { reason, .. }) => assert!(reason.contains("too long")),
             other => panic!("{other:?}"),
         }
-        assert!(out.capacity() <= 2 * rebuilt_bound(big.len()));
+        assert!(out.capacity() <= rebuilt_bound(big.len()));
     }
 }
