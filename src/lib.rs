@@ -25,8 +25,10 @@
 //!   global filter's batches ahead of their buckets), and
 //!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
 //!   checked for its instructions;
-//! - `hyph/patterns.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of the
-//!   x86-64 baseline).
+//! - `hyph/patterns/matcher.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of
+//!   the x86-64 baseline);
+//! - `filter/blocked.rs`, in its tests only: calls through the kernels `filter/simd.rs`
+//!   returned for this CPU, checked against the scalar query.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 

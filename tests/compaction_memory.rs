@@ -2,7 +2,7 @@
 //!
 //! A counting global allocator (this test binary's own) records the peak of live heap bytes
 //! while `compact()` merges every table. The streaming merge holds, by design
-//! (`compaction/run.rs`): a 256 KiB chunk per input table, two windows of one run per thread
+//! (`compaction/run.rs`): a 64 KiB chunk per input table, two windows of one run per thread
 //! (a run ends at 1 MiB of keys and values or 8,192 entries) plus their encoded copies, and
 //! the key hashes and the range filter builder's 16 bytes per key of one output table. The test asserts the measured peak stays under that
 //! bound at both sizes, that the bound is far below the data merged (so an implementation
@@ -66,7 +66,7 @@ fn compaction_memory_does_not_grow_with_the_data() {
     // Per source one chunk; two windows of runs, each with its encoded copy (a little larger
     // than the run, with block trailers and padding); one output table's key hashes (8 bytes
     // per key) and range filter tails (16).
-    let bound = TABLES as usize * (256 << 10)
+    let bound = TABLES as usize * (64 << 10)
         + 2 * threads * 2 * (run_bytes + run_bytes / 8)
         + (TABLE_BYTES as usize / entry + 1) * (8 + 16)
         + (4 << 20); // filters being built, handles, buffers

@@ -74,7 +74,8 @@ Exit codes:
   0  success
   1  key not found (get)
   2  usage error, I/O error, missing or locked store, malformed input (a bad Parquet file
-     given to import included)
+     given to import included), a feature this build lacks, memory the store could not
+     allocate
   3  corruption detected (by verify, or by any command that reads damaged bytes); repair
      saved nothing or the store still does not open; stress found a problem";
 
@@ -285,7 +286,8 @@ pub enum Exit {
     Success = 0,
     /// 1: `get` found no such key.
     NotFound = 1,
-    /// 2: usage or I/O error (including a missing or locked store, malformed input).
+    /// 2: usage or I/O error (including a missing or locked store, malformed input), an
+    /// unsupported feature, an allocation that failed: every library error but corruption.
     Usage = 2,
     /// 3: corruption detected.
     Corrupt = 3,
