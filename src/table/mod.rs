@@ -277,6 +277,66 @@ mod tests {
         }
     }
 
+    /// The largest entry (a key of `MAX_KEY_LEN` bytes, a value of `MAX_VALUE_LEN`) in an
+    /// LZ4 table: a split block (codec 3) of its own, read back by a lookup while it is
+    /// decoded, by a whole decode and by the merge's cursor; so are the empty key with an
+    /// empty value, keys sharing a 1,000-byte prefix, and a tombstone around it.
+    #[test]
+    fn the_largest_entry_in_a_split_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let big_key = vec![b'k'; crate::MAX_KEY_LEN];
+        let big_value: Vec<u8> = (0..crate::MAX_VALUE_LEN).map(|i| (i % 251) as u8).collect();
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        keys.extend((0..40).map(|i| [&big_key[..1000], format!("{i:02}").as_bytes()].concat()));
+        keys.push(big_key.clone());
+        keys.push(b"l".to_vec());
+        let small = [b'v'; 30];
+        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .map(|k| match k.len() {
+                0 => (&k[..], Some(&[][..])),
+                1 => (&k[..], None),
+                n if n == crate::MAX_KEY_LEN => (&k[..], Some(&big_value[..])),
+                _ => (&k[..], Some(&small[..])),
+            })
+            .collect();
+        let path = dir.path().join("largest.sst");
+        write_table(&RealFs, &path, entries.as_slice(), Compression::Lz4).unwrap();
+        let t = Table::open(&path, false).unwrap();
+        let c = TableCounters::default();
+        let bytes = std::fs::read(&path).unwrap();
+        let big = t.block_for(&big_key).unwrap();
+        let (off, len) = t.block_span(big).unwrap();
+        assert_eq!(
+            bytes[off as usize + len as usize - 1],
+            compress::CODEC_LZ4_SPLIT
+        );
+        for (k, v) in &entries {
+            let got = t.get(k, &c).unwrap();
+            assert!(
+                got == Some(v.map(<[u8]>::to_vec)),
+                "key of {} bytes",
+                k.len()
+            );
+        }
+        let all: Vec<Entry> = (0..t.block_count())
+            .flat_map(|i| t.block_entries(i, &c).unwrap())
+            .collect();
+        let want: Vec<Entry> = entries
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+            .collect();
+        assert!(all == want, "the blocks decode to other entries");
+        let mut cur = TableCursor::new(Arc::new(t), Arc::new(TableCounters::default())).unwrap();
+        let mut n = 0;
+        while cur.valid() {
+            assert!(cur.key() == want[n].0 && cur.value() == want[n].1.as_deref());
+            n += 1;
+            cur.advance().unwrap();
+        }
+        assert_eq!(n, want.len());
+    }
+
     /// Blocks that compress are stored compressed, the others raw, in one table; both kinds
     /// read back the same through `get`, `block_entries`, the cursor and a block cache, and
     /// the meta counts the bytes before and after.

@@ -423,6 +423,106 @@ mod tests {
         assert!(decided > 10_000 && early > 10, "{decided} {early}");
     }
 
+    /// The codec-3 payload of the split form `s`, as the table writer stores it (payload,
+    /// then the codec byte).
+    fn stored(s: &[u8]) -> Vec<u8> {
+        let mut p = (s.len() as u32).to_le_bytes().to_vec();
+        p.extend(lz4_flex::block::compress(s));
+        p.push(super::super::compress::CODEC_LZ4_SPLIT);
+        p
+    }
+
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+        /// Blocks as the writer makes them from keys under a common prefix of 0 to 300
+        /// bytes (tails over a small alphabet, some longer than 127 bytes; the key that is
+        /// the prefix itself, the empty key among them), with empty, short and long values
+        /// and tombstones: the split
+        /// form rebuilds the block byte for byte, `decode` of its codec-3 payload returns
+        /// it, and a lookup while decoding answers as `Block::get` for every key and its
+        /// neighbours.
+        #[test]
+        fn split_forms_rebuild_and_answer_as_the_block(
+            plen in proptest::prop_oneof![proptest::strategy::Just(0usize), 1usize..20, 120usize..300],
+            pbyte in proptest::prelude::any::<u8>(),
+            tails in proptest::collection::btree_map(
+                (
+                    proptest::collection::vec(proptest::prop_oneof![
+                        proptest::strategy::Just(0u8),
+                        proptest::strategy::Just(0xffu8),
+                        proptest::prelude::any::<u8>(),
+                    ], 0..6),
+                    proptest::prop_oneof![
+                        3 => proptest::strategy::Just(0usize),
+                        1 => 126usize..140,
+                    ],
+                ).prop_map(|(mut t, pad)| {
+                    // Now and then a suffix of more than 127 bytes (two-byte lengths),
+                    // whose neighbours share most of it but not the block's prefix.
+                    if pad > 0 && !t.is_empty() {
+                        t.splice(1..1, std::iter::repeat_n(b'x', pad));
+                    }
+                    t
+                }),
+                proptest::option::weighted(0.8, proptest::prop_oneof![
+                    proptest::strategy::Just(0usize), 1usize..10, 126usize..130, 300usize..400,
+                ]),
+                1..80,
+            ),
+        ) {
+            let prefix = vec![pbyte; plen];
+            let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = tails
+                .iter()
+                .enumerate()
+                .map(|(i, (t, v))| ([&prefix[..], t].concat(), v.map(|n| vec![i as u8; n])))
+                .collect();
+            // As the writer cuts blocks: at most a page, unless of one entry.
+            let mut m = entries.len();
+            let raw = loop {
+                let mut b = BlockBuilder::default();
+                for (k, v) in &entries[..m] {
+                    b.add(k, v.as_deref());
+                }
+                let raw = b.finish();
+                if raw.len() <= crate::table::PAGE_SIZE || m == 1 {
+                    break raw;
+                }
+                m -= 1;
+            };
+            let entries = &entries[..m];
+            let block = Block::new(&raw, 0).unwrap();
+            let mut s = Vec::new();
+            proptest::prop_assert!(split(&raw, &mut s));
+            let mut back = Vec::new();
+            unsplit(&s, 0, &mut back).unwrap();
+            proptest::prop_assert_eq!(&back, &raw);
+            let mut buf = Vec::new();
+            let st = stored(&s);
+            let decoded = super::super::compress::decode(&st, 0, &mut buf).unwrap();
+            proptest::prop_assert_eq!(decoded, &raw[..]);
+            let keys: Vec<Vec<u8>> = entries.iter().map(|e| e.0.clone()).collect();
+            let mut payload = (s.len() as u32).to_le_bytes().to_vec();
+            payload.extend(lz4_flex::block::compress(&s));
+            let mut ps = probes(&keys);
+            ps.push(prefix.clone());
+            ps.push(prefix[..plen / 2].to_vec());
+            for p in ps {
+                if keys.last().is_some_and(|last| &p > last) {
+                    continue; // the index sends such keys to the next block
+                }
+                let (mut dec, len) = Lz4Prefix::new(&payload, 0).unwrap();
+                let mut out = vec![0u8; len];
+                let got = get_decoding(&mut dec, &mut out, &p).unwrap();
+                let want = entries.iter().find(|e| e.0 == p).map(|e| e.1.clone());
+                proptest::prop_assert_eq!(&block.get(&p).unwrap(), &want);
+                proptest::prop_assert_eq!(got, Some(want), "probe {:?}", p);
+            }
+        }
+    }
+
     /// Every truncation and every single-byte change of a split form is refused with an
     /// error inside it, or rebuilds a block; never a panic, never a block past the bound.
     #[test]
