@@ -450,7 +450,7 @@ pub fn lz4_into(payload: &[u8], at: u64, out: &mut Vec<u8>) -> Result<usize> {
     Ok(raw_len)
 }
 
-/// An LZ4 block (the body of a codec-1 payload) decoded a prefix at a time: a point
+/// An LZ4 block (the body of a codec-1 or codec-3 payload) decoded a prefix at a time: a point
 /// lookup decodes only as far as the entry it looks for (on average half the block), where
 /// [`lz4_into`] decodes it all. Written here, not taken from `lz4_flex`, because that crate
 /// decodes a block only whole. Every length and offset is checked against the input, the

@@ -161,6 +161,11 @@ fn header(bytes: &[u8]) -> Option<Header> {
 /// form), and at most [`MAX_BLOCK_LEN`]. The bound stops a crafted form whose long prefix,
 /// repeated at every restart point, would take space quadratic in its length.
 pub fn rebuilt_bound(split_len: usize) -> usize {
+    // The writer's own blocks must rebuild within the bound: it cuts a block of more than
+    // one entry at a page at most (format.md, "Pages"). A larger block size for the writer
+    // needs a larger bound here (and in format.md) first.
+    const _: () = assert!(super::BLOCK_SIZE <= super::PAGE_SIZE);
+    const _: () = assert!(super::RAW_BLOCK_SIZE <= super::PAGE_SIZE);
     split_len
         .saturating_add(64)
         .clamp(super::PAGE_SIZE, MAX_BLOCK_LEN)
@@ -179,11 +184,11 @@ pub fn unsplit(bytes: &[u8], base: u64, out: &mut Vec<u8>) -> Result<()> {
     let plen = c.len(c.remaining(), "prefix length")?;
     c.bytes(plen, "prefix")?;
     let lens_len = c.len(c.remaining(), "lengths' length")?;
-    let h = header(bytes).filter(|h| (h.n, h.prefix.len(), h.body - h.lens) == (n, plen, lens_len));
-    let (Some(h), Some(lengths)) = (
-        h,
-        bytes.get(..c.offset() as usize - base as usize + lens_len),
-    ) else {
+    // The same header as the lookup reads it (`c` checked its lengths and named the fault).
+    let Some((h, lengths)) = header(bytes)
+        .filter(|h| (h.n, h.prefix.len(), h.body - h.lens) == (n, plen, lens_len))
+        .and_then(|h| bytes.get(..h.body).map(|lengths| (h, lengths)))
+    else {
         return Err(bad(0, "its header does not decode"));
     };
     let limit = rebuilt_bound(bytes.len());
