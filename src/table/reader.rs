@@ -567,28 +567,21 @@ impl Table {
                 let mut plain = p.borrow_mut();
                 let data = match stored.split_last() {
                     Some((&compress::CODEC_LZ4, payload)) if self.version >= 4 => {
-                        let (mut dec, raw_len) =
-                            compress::Lz4Prefix::new(payload, offset).map_err(in_file)?;
-                        if plain.len() < raw_len {
-                            plain.resize(raw_len, 0);
-                        }
-                        let out = &mut plain[..raw_len];
+                        let (mut dec, out) =
+                            prefix_decoder(payload, offset, &mut plain).map_err(in_file)?;
                         if let Some(found) =
                             block::get_decoding(&mut dec, out, key).map_err(in_file)?
                         {
                             return Ok(found);
                         }
                         // Undecided: the rest of the block, then the checked search.
+                        let raw_len = out.len();
                         dec.fill(out, raw_len).map_err(in_file)?;
                         &*out
                     }
                     Some((&compress::CODEC_LZ4_SPLIT, payload)) if self.version >= 4 => {
-                        let (mut dec, raw_len) =
-                            compress::Lz4Prefix::new(payload, offset).map_err(in_file)?;
-                        if plain.len() < raw_len {
-                            plain.resize(raw_len, 0);
-                        }
-                        let out = &mut plain[..raw_len];
+                        let (mut dec, out) =
+                            prefix_decoder(payload, offset, &mut plain).map_err(in_file)?;
                         if let Some(found) =
                             split::get_decoding(&mut dec, out, key).map_err(in_file)?
                         {
@@ -621,6 +614,21 @@ impl Table {
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.in_file(&self.path, 0))
     }
+}
+
+/// An LZ4 prefix decoder over a block's `payload` (at file offset `at`) and the start of
+/// `plain`, grown to the block's claimed length, for the decoder to fill.
+#[inline]
+fn prefix_decoder<'a, 'b>(
+    payload: &'a [u8],
+    at: u64,
+    plain: &'b mut Vec<u8>,
+) -> Result<(compress::Lz4Prefix<'a>, &'b mut [u8])> {
+    let (dec, raw_len) = compress::Lz4Prefix::new(payload, at)?;
+    if plain.len() < raw_len {
+        plain.resize(raw_len, 0);
+    }
+    Ok((dec, &mut plain[..raw_len]))
 }
 
 /// Loads one byte of every cache line of `b`: independent loads that bring a cached block

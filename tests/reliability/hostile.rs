@@ -1113,6 +1113,25 @@ fn a_manifest_whose_file_numbers_run_out_is_an_error() {
     println!("a MANIFEST whose file numbers run out: writes refused, naming it");
 }
 
+/// Writes `clean` (the one table of the store in `dir`, at `path`) with its meta's counts
+/// changed by `change` (see [`with_table_counts`]), and a copy of the manifest `m` whose
+/// record of the table agrees with the new counts.
+fn write_crafted_counts(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    clean: &[u8],
+    m: &filterstore::manifest::Manifest,
+    change: &dyn Fn(&mut [u64]),
+) {
+    let crafted = with_table_counts(clean, change);
+    let mut counts = vec![];
+    with_table_counts(&crafted, |c| counts = c.to_vec());
+    std::fs::write(path, &crafted).unwrap();
+    let mut m2 = m.clone();
+    (m2.tables[0].entries, m2.tables[0].tombstones) = (counts[0], counts[1]);
+    m2.store(&NoSyncFs, dir).unwrap();
+}
+
 /// `table` (a table file) with the counts of its meta (entries, tombstones, data blocks and,
 /// version 4, data bytes) changed by `change`, and the meta's CRC, the footer's lengths and
 /// its CRC made to match.
@@ -1207,13 +1226,7 @@ fn table_meta_claiming_more_entries_than_its_blocks_hold_is_an_error() {
         ),
     ];
     for (what, change) in cases {
-        let crafted = with_table_counts(&clean, &*change);
-        let mut counts = vec![];
-        with_table_counts(&crafted, |c| counts = c.to_vec());
-        std::fs::write(&path, &crafted).unwrap();
-        let mut m2 = m.clone();
-        (m2.tables[0].entries, m2.tables[0].tombstones) = (counts[0], counts[1]);
-        m2.store(&NoSyncFs, dir.path()).unwrap();
+        write_crafted_counts(dir.path(), &path, &clean, &m, &*change);
         open_and_refilter_refuses(dir.path(), &opts, what, "meta");
     }
     // The file as written, and a rewrite of the same counts, still open.
@@ -1259,13 +1272,7 @@ fn global_filter_refuses_a_table_whose_keys_disagree_with_its_meta() {
         ),
     ];
     for (what, change) in cases {
-        let crafted = with_table_counts(&clean, &*change);
-        let mut counts = vec![];
-        with_table_counts(&crafted, |c| counts = c.to_vec());
-        std::fs::write(&path, &crafted).unwrap();
-        let mut m2 = m.clone();
-        (m2.tables[0].entries, m2.tables[0].tombstones) = (counts[0], counts[1]);
-        m2.store(&NoSyncFs, dir.path()).unwrap();
+        write_crafted_counts(dir.path(), &path, &clean, &m, &*change);
         let refused =
             |outcome: std::thread::Result<filterstore::Result<Store>>, how: &str| match outcome {
                 Err(_) => panic!("{what}, {how}: panicked"),
