@@ -329,7 +329,7 @@ impl<'a> Block<'a> {
 /// is no varint, or an entry past the block's end: bytes no writer makes): the caller then
 /// decodes the rest and asks [`Block::get`], whose checks name the damage.
 pub(crate) fn get_decoding(
-    dec: &mut super::compress::Lz4Prefix<'_>,
+    dec: &mut super::lz4::Lz4Prefix<'_>,
     out: &mut [u8],
     key: &[u8],
 ) -> Result<Option<Option<Option<Vec<u8>>>>> {
@@ -887,7 +887,7 @@ pub(crate) mod tests {
     /// what its fast scan cannot read.
     #[test]
     fn get_decoding_stops_at_the_entry_and_agrees_with_get() {
-        use super::super::compress::Lz4Prefix;
+        use super::super::lz4::Lz4Prefix;
         let (mut decided, mut undecided) = (0, 0);
         for set in adversarial_key_sets() {
             for keys in set.chunks(40).take(6) {

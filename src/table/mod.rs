@@ -14,6 +14,7 @@ pub mod block;
 pub mod compress;
 mod footer;
 mod index;
+pub mod lz4;
 mod range_file;
 mod reader;
 pub mod split;

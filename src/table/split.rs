@@ -19,7 +19,7 @@
 use std::cmp::Ordering;
 
 use super::block::{self, common_prefix, lcp_cmp, put_restarts, varint_len, RESTART_INTERVAL};
-use super::compress::{Lz4Prefix, MAX_BLOCK_LEN};
+use super::lz4::{Lz4Prefix, MAX_BLOCK_LEN};
 use crate::codec::{put_varint, Cursor};
 use crate::error::{Error, Result};
 
