@@ -419,10 +419,11 @@ impl WriteSide<'_> {
         if filter_no != 0 {
             self.created.push(fpath.clone());
         }
-        let range = match self.range.take() {
-            Some(b) => Some((b, (self.out.alloc)()?)),
-            None => None,
-        };
+        let range = self
+            .range
+            .take()
+            .map(|b| (self.out.alloc)().map(|n| (b, n)))
+            .transpose()?;
         let range_file = range.as_ref().map(|r| r.1);
         let (fs, dir, hashes) = (self.out.fs, self.out.dir, &self.hashes);
         if let Some(n) = range_file {

@@ -262,10 +262,9 @@ impl Inner {
             self.alloc_file()?
         };
         let bits = self.range_bits();
-        let range = match bits > 0.0 {
-            true => Some((self.alloc_file()?, bits)),
-            false => None,
-        };
+        let range = (bits > 0.0)
+            .then(|| self.alloc_file().map(|n| (n, bits)))
+            .transpose()?;
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
         let files = (table_no, filter_no, range);

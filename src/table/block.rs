@@ -383,23 +383,42 @@ fn header_at(bytes: &[u8], pos: usize) -> Option<(usize, usize, usize, usize)> {
         }
     }
     let mut at = pos;
-    let mut next = || -> Option<usize> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = *bytes.get(at)?;
-            at += 1;
-            if i == 9 && b > 1 {
-                return None; // past 64 bits
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                return usize::try_from(v).ok();
-            }
-        }
-        None
-    };
-    let (s, u, t) = (next()?, next()?, next()?);
+    let (s, u, t) = (
+        varint(bytes, &mut at)?,
+        varint(bytes, &mut at)?,
+        varint(bytes, &mut at)?,
+    );
     Some((s, u, t, at))
+}
+
+/// One varint of `bytes` at `*at` (advanced past it); `None` when `bytes` ends inside it,
+/// or it is longer than 10 bytes or does not fit a `usize`.
+#[inline]
+pub(crate) fn varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+    if let Some(&b) = bytes.get(*at) {
+        if b < 0x80 {
+            *at += 1;
+            return Some(b as usize);
+        }
+    }
+    varint_slow(bytes, at)
+}
+
+#[cold]
+fn varint_slow(bytes: &[u8], at: &mut usize) -> Option<usize> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        if i == 9 && b > 1 {
+            return None;
+        }
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return usize::try_from(v).ok();
+        }
+    }
+    None
 }
 
 /// Where the entry at byte `pos` of a block's entries lies: `entries` is the block's bytes up

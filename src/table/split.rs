@@ -18,7 +18,9 @@
 
 use std::cmp::Ordering;
 
-use super::block::{self, common_prefix, lcp_cmp, put_restarts, varint_len, RESTART_INTERVAL};
+use super::block::{
+    self, common_prefix, lcp_cmp, put_restarts, varint, varint_len, RESTART_INTERVAL,
+};
 use super::lz4::{Lz4Prefix, MAX_BLOCK_LEN};
 use crate::codec::{put_varint, Cursor};
 use crate::error::{Error, Result};
@@ -92,36 +94,6 @@ struct Header {
     /// Offsets of the lengths and of the bytes.
     lens: usize,
     body: usize,
-}
-
-/// One varint of `bytes` at `*at` (advanced past it); `None` when `bytes` ends inside it,
-/// or it is longer than 10 bytes or does not fit a `usize`.
-#[inline]
-fn varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
-    if let Some(&b) = bytes.get(*at) {
-        if b < 0x80 {
-            *at += 1;
-            return Some(b as usize);
-        }
-    }
-    varint_slow(bytes, at)
-}
-
-#[cold]
-fn varint_slow(bytes: &[u8], at: &mut usize) -> Option<usize> {
-    let mut v = 0u64;
-    for i in 0..10 {
-        let b = *bytes.get(*at)?;
-        *at += 1;
-        if i == 9 && b > 1 {
-            return None;
-        }
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return usize::try_from(v).ok();
-        }
-    }
-    None
 }
 
 /// An entry's two lengths at `*at` of `bytes` (advanced past them): its suffix's length
