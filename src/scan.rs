@@ -9,8 +9,9 @@
 //! ```
 //! A table source does nothing until the merge needs it: it waits, pending, on its table's
 //! smallest key, and reads its first block only when the merge reaches that key. It then
-//! reads one block at a time ([`Table::block`]) and decodes it in place with a
-//! [`BlockCursor`]. A level's source opens only the table that holds the start, and the next
+//! takes one block at a time ([`Table::scan_block`]: from the block cache, or read from the
+//! file with the next block, which the source keeps for when it goes on) and decodes it in
+//! place with a [`BlockCursor`]. A level's source opens only the table that holds the start, and the next
 //! one when the merge reaches that one's smallest key. So a scan of `limit` entries from a
 //! key reads about one block per source, plus one per block of entries it returns.
 //!
@@ -35,7 +36,7 @@ use crate::error::Result;
 use crate::memtable::{EntryBuf, MemCursor, Memtable};
 use crate::merge::{Merge, Source, State};
 use crate::table::block::BlockCursor;
-use crate::table::{BlockBytes, Table};
+use crate::table::{BlockBytes, ReadAhead, Table};
 use crate::version::{prefix8, TableHandle, Version};
 
 /// Entries copied from a memtable by a scan's first fill: most scans need few of them.
@@ -160,6 +161,9 @@ pub(crate) struct TableRun {
     /// The current block of the current table.
     block: usize,
     cursor: Option<BlockCursor<BlockBytes>>,
+    /// Blocks of table `ahead_table` read with the last block read from a file.
+    ahead: ReadAhead,
+    ahead_table: usize,
     /// The cursor stands on an entry of `table`.
     ready: bool,
     /// Where range filter probes are counted; `None`: the tables' range filters are not
@@ -209,6 +213,8 @@ impl TableRun {
             end: tables.end,
             block: 0,
             cursor: None,
+            ahead: ReadAhead::default(),
+            ahead_table: tables.start,
             ready: false,
         }
     }
@@ -222,7 +228,11 @@ impl TableRun {
     fn load(&mut self, i: usize) -> Result<()> {
         let t = &self.version.levels()[self.level].tables()[self.table];
         let table: &Table = &t.table;
-        let bytes = table.block(i, &t.counters, true)?;
+        if self.ahead_table != self.table {
+            self.ahead.clear();
+            self.ahead_table = self.table;
+        }
+        let bytes = table.scan_block(i, &t.counters, &mut self.ahead)?;
         let base = table.block_span(i).map_or(0, |s| s.0);
         let r = match &mut self.cursor {
             Some(c) => c.reset(bytes, base),

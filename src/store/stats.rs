@@ -27,8 +27,9 @@ pub struct Stats {
     pub false_positives: u64,
     /// Reads of tables without a filter that found nothing.
     pub unfiltered_reads: u64,
-    /// Data blocks read from table files by lookups and scans: block cache misses, and every
-    /// block a lookup or scan needed when the cache is off. Blocks found in the cache are
+    /// Data blocks read from table files by lookups and scans: block cache misses, every
+    /// block a lookup or scan needed when the cache is off, and the blocks a scan read ahead
+    /// with a miss when it takes them. Blocks found in the cache are
     /// [`block_cache_hits`](Self::block_cache_hits), not reads; compactions' reads are
     /// [`compaction_bytes_read`](Self::compaction_bytes_read).
     pub data_block_reads: u64,

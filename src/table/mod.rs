@@ -31,12 +31,12 @@ pub use self::footer::{
     decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
 };
 pub use self::range_file::{write_range_file, MappedRangeFilter};
-pub(crate) use self::reader::BlockBytes;
 pub use self::reader::Table;
 #[cfg(feature = "internals")]
 pub use self::reader::TableCursor;
 #[cfg(not(feature = "internals"))]
 pub(crate) use self::reader::TableCursor;
+pub(crate) use self::reader::{BlockBytes, ReadAhead};
 /// A store's block cache of its tables' blocks (`src/cache.rs`).
 pub(crate) type BlockCache = crate::cache::BlockCache<BlockBytes>;
 pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilder};

@@ -25,6 +25,52 @@ thread_local! {
     static PLAIN_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Bytes a scan reads at once when a block it needs is not cached: the block and the blocks
+/// after it that end within this many bytes of its start (see [`Table::scan_block`]).
+pub(crate) const SCAN_READ: usize = 4 << 10;
+
+/// Buffers of dropped [`ReadAhead`]s, for the next scans of the thread: a short scan then
+/// neither allocates nor zero-fills its read buffers.
+const SPARE_BUFS: usize = 16;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Data blocks of one table that a scan read together, as stored (see
+/// [`Table::scan_block`]); reused from read to read, and its buffer from scan to scan.
+#[derive(Debug, Default)]
+pub(crate) struct ReadAhead {
+    buf: Vec<u8>,
+    /// File offset of `buf[0]`.
+    at: u64,
+    /// The blocks `buf` holds, whole.
+    blocks: std::ops::Range<usize>,
+}
+
+impl ReadAhead {
+    /// Forgets the blocks held (before a read of another table).
+    pub(crate) fn clear(&mut self) {
+        self.blocks = 0..0;
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        if self.buf.capacity() == 0 {
+            return;
+        }
+        let buf = std::mem::take(&mut self.buf);
+        // Nothing to keep it in while the thread ends.
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARE_BUFS {
+                s.push(buf);
+            }
+        });
+    }
+}
+
 /// A data block's verified bytes (entries and restart array, decompressed), shared by the
 /// block cache and the lookups and scans that hold it. Cheap to clone.
 #[derive(Clone)]
@@ -392,12 +438,128 @@ impl Table {
                 raw
             }
         };
+        Ok((self.checked(raw, offset, counters)?, offset))
+    }
+
+    /// The stored bytes of the block in `raw` (the block and its CRC, read from `offset`),
+    /// once the CRC matches; counts the read.
+    fn checked<'b>(
+        &self,
+        raw: &'b [u8],
+        offset: u64,
+        counters: &TableCounters,
+    ) -> Result<&'b [u8]> {
         counters.add_block_reads(1);
-        counters.add_bytes_read(need as u64);
-        let (data, crc) = raw.split_at(len as usize);
+        counters.add_bytes_read(raw.len() as u64);
+        let (data, crc) = raw.split_at(raw.len().saturating_sub(4));
         check_crc(data, le_u32(crc, 0), offset, "data block")
             .map_err(|err| err.in_file(&self.path, 0))?;
-        Ok((data, offset))
+        Ok(data)
+    }
+
+    /// Data block `i` for a scan: from `ahead` when an earlier read of the scan brought it
+    /// in (neither a cache hit nor a miss: no cache lookup, and not cached), else as
+    /// [`Table::block`] with `fill_cache`, except that a block missing from the cache and
+    /// read with `pread` comes in with the blocks after it that end within [`SCAN_READ`]
+    /// bytes of its start, in one read, kept in `ahead` (which then holds only them). A
+    /// scan that goes on into the next block then neither looks it up nor reads it.
+    pub(crate) fn scan_block(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        ahead: &mut ReadAhead,
+    ) -> Result<BlockBytes> {
+        if ahead.blocks.contains(&i) {
+            return self.block_ahead(i, counters, ahead);
+        }
+        if self.map_data {
+            return self.block(i, counters, true);
+        }
+        let cached = self.cache.as_ref().map(|(cache, file)| {
+            let key = BlockKey {
+                file: *file,
+                block: i as u64,
+            };
+            (cache, key)
+        });
+        if let Some((cache, key)) = &cached {
+            if let Some(b) = cache.get(key) {
+                counters.add_cache_hits(1);
+                touch(&b);
+                return Ok(b);
+            }
+            counters.add_cache_misses(1);
+        }
+        self.read_ahead(i, ahead)?;
+        let b = self.block_ahead(i, counters, ahead)?;
+        if let Some((cache, key)) = cached {
+            if cache.admit(&key, b.len()) {
+                cache.insert(key, b.clone());
+            }
+        }
+        Ok(b)
+    }
+
+    /// Reads block `i` and the blocks after it that end within [`SCAN_READ`] bytes of its
+    /// start into `ahead`, with one `pread` (not counted: each block is counted when it is
+    /// taken out, by [`Table::block_ahead`]).
+    fn read_ahead(&self, i: usize, ahead: &mut ReadAhead) -> Result<()> {
+        ahead.blocks = 0..0;
+        let Some((offset, len)) = self.index.handle(i) else {
+            return Err(Error::Internal(format!("block {i} out of range")));
+        };
+        let limit = offset.saturating_add(SCAN_READ as u64);
+        let mut end = offset + u64::from(len) + 4;
+        let mut j = i + 1;
+        // `Table::open` checked that every block lies inside the data; stop at anything
+        // out of order all the same.
+        while let Some((o, l)) = self.index.handle(j) {
+            let e = o.saturating_add(u64::from(l) + 4);
+            if o < end || e > limit || e > self.index_offset {
+                break;
+            }
+            end = e;
+            j += 1;
+        }
+        let n = usize::try_from(end - offset).unwrap_or(usize::MAX);
+        if ahead.buf.is_empty() {
+            ahead.buf = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+        }
+        if ahead.buf.len() < n {
+            ahead.buf.resize(n, 0);
+        }
+        self.file
+            .read_exact_at(&mut ahead.buf[..n], offset)
+            .map_err(|err| Error::io(&self.path, err))?;
+        ahead.at = offset;
+        ahead.blocks = i..j;
+        Ok(())
+    }
+
+    /// Block `i`, which `ahead` holds: CRC-checked, decompressed and counted as a read.
+    fn block_ahead(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        ahead: &ReadAhead,
+    ) -> Result<BlockBytes> {
+        let Some((offset, len)) = self.index.handle(i) else {
+            return Err(Error::Internal(format!("block {i} out of range")));
+        };
+        let start = offset
+            .checked_sub(ahead.at)
+            .and_then(|s| usize::try_from(s).ok())
+            .unwrap_or(usize::MAX);
+        let raw = start
+            .checked_add(len as usize + 4)
+            .and_then(|end| ahead.buf.get(start..end))
+            .ok_or_else(|| Error::Internal(format!("block {i} not in the read-ahead")))?;
+        let stored = self.checked(raw, offset, counters)?;
+        PLAIN_BUF.with(|p| {
+            let mut plain = p.borrow_mut();
+            let data = self.decode(stored, offset, &mut plain)?;
+            Ok(BlockBytes(Repr::Heap(Arc::from(data))))
+        })
     }
 
     /// The block held by the stored bytes of a block at `offset`: in place, or (a compressed
