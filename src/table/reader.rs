@@ -29,8 +29,8 @@ thread_local! {
 /// after it that end within this many bytes of its start (see [`Table::scan_block`]).
 pub(crate) const SCAN_READ: usize = 4 << 10;
 
-/// Buffers of dropped [`ReadAhead`]s, for the next scans of the thread: a short scan then
-/// neither allocates nor zero-fills its read buffers.
+/// Buffers of dropped [`ReadAhead`]s (each [`SCAN_READ`] bytes), for the next scans of the
+/// thread: a short scan then neither allocates nor zero-fills its read buffers.
 const SPARE_BUFS: usize = 16;
 
 thread_local! {
@@ -41,6 +41,7 @@ thread_local! {
 /// [`Table::scan_block`]); reused from read to read, and its buffer from scan to scan.
 #[derive(Debug, Default)]
 pub(crate) struct ReadAhead {
+    /// Empty, or [`SCAN_READ`] bytes.
     buf: Vec<u8>,
     /// File offset of `buf[0]`.
     at: u64,
@@ -57,7 +58,9 @@ impl ReadAhead {
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
-        if self.buf.capacity() == 0 {
+        // Every buffer is SCAN_READ bytes (a longer block is read without one): at most
+        // SPARE_BUFS * SCAN_READ bytes are kept per thread.
+        if self.buf.len() != SCAN_READ {
             return;
         }
         let buf = std::mem::take(&mut self.buf);
@@ -462,7 +465,9 @@ impl Table {
     /// [`Table::block`] with `fill_cache`, except that a block missing from the cache and
     /// read with `pread` comes in with the blocks after it that end within [`SCAN_READ`]
     /// bytes of its start, in one read, kept in `ahead` (which then holds only them). A
-    /// scan that goes on into the next block then neither looks it up nor reads it.
+    /// scan that goes on into the next block then neither looks it up nor reads it. A block
+    /// longer than `SCAN_READ` (a large value) is read alone, into a buffer that goes with
+    /// it: no thread keeps a buffer of its size.
     pub(crate) fn scan_block(
         &self,
         i: usize,
@@ -490,8 +495,18 @@ impl Table {
             }
             counters.add_cache_misses(1);
         }
-        self.read_ahead(i, ahead)?;
-        let b = self.block_ahead(i, counters, ahead)?;
+        // A block longer than a read-ahead buffer (a large value) has no block after it
+        // within reach: it is read alone, into a buffer that goes with it.
+        let fits = (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
+        let b = if fits {
+            self.read_ahead(i, ahead)?;
+            self.block_ahead(i, counters, ahead)?
+        } else {
+            ahead.clear();
+            let mut buf = Vec::new();
+            let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
+            self.heap_block(stored, offset)?
+        };
         if let Some((cache, key)) = cached {
             if cache.admit(&key, b.len()) {
                 cache.insert(key, b.clone());
@@ -500,16 +515,16 @@ impl Table {
         Ok(b)
     }
 
-    /// Reads block `i` and the blocks after it that end within [`SCAN_READ`] bytes of its
-    /// start into `ahead`, with one `pread` (not counted: each block is counted when it is
-    /// taken out, by [`Table::block_ahead`]).
+    /// Reads block `i` (at most [`SCAN_READ`] bytes with its CRC) and the blocks after it
+    /// that end within `SCAN_READ` bytes of its start into `ahead`, with one `pread` (not
+    /// counted: each block is counted when it is taken out, by [`Table::block_ahead`]).
     fn read_ahead(&self, i: usize, ahead: &mut ReadAhead) -> Result<()> {
         ahead.blocks = 0..0;
         let Some((offset, len)) = self.index.handle(i) else {
             return Err(Error::Internal(format!("block {i} out of range")));
         };
         let limit = offset.saturating_add(SCAN_READ as u64);
-        let mut end = offset + u64::from(len) + 4;
+        let mut end = offset.saturating_add(u64::from(len) + 4);
         let mut j = i + 1;
         // `Table::open` checked that every block lies inside the data; stop at anything
         // out of order all the same.
@@ -521,15 +536,18 @@ impl Table {
             end = e;
             j += 1;
         }
-        let n = usize::try_from(end - offset).unwrap_or(usize::MAX);
         if ahead.buf.is_empty() {
-            ahead.buf = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+            let spare = SPARE.with(|s| s.borrow_mut().pop());
+            ahead.buf = spare.unwrap_or_else(|| vec![0; SCAN_READ]);
         }
-        if ahead.buf.len() < n {
-            ahead.buf.resize(n, 0);
-        }
+        let n = usize::try_from(end - offset).unwrap_or(usize::MAX);
+        let Some(dst) = ahead.buf.get_mut(..n) else {
+            return Err(Error::Internal(format!(
+                "block {i}: {n} bytes to read ahead"
+            )));
+        };
         self.file
-            .read_exact_at(&mut ahead.buf[..n], offset)
+            .read_exact_at(dst, offset)
             .map_err(|err| Error::io(&self.path, err))?;
         ahead.at = offset;
         ahead.blocks = i..j;
@@ -550,11 +568,18 @@ impl Table {
             .checked_sub(ahead.at)
             .and_then(|s| usize::try_from(s).ok())
             .unwrap_or(usize::MAX);
-        let raw = start
-            .checked_add(len as usize + 4)
+        let raw = usize::try_from(u64::from(len) + 4)
+            .ok()
+            .and_then(|n| start.checked_add(n))
             .and_then(|end| ahead.buf.get(start..end))
             .ok_or_else(|| Error::Internal(format!("block {i} not in the read-ahead")))?;
         let stored = self.checked(raw, offset, counters)?;
+        self.heap_block(stored, offset)
+    }
+
+    /// The block held by the stored bytes of a block at `offset` (checked), decompressed if
+    /// it is compressed, as shared bytes on the heap.
+    fn heap_block(&self, stored: &[u8], offset: u64) -> Result<BlockBytes> {
         PLAIN_BUF.with(|p| {
             let mut plain = p.borrow_mut();
             let data = self.decode(stored, offset, &mut plain)?;
@@ -652,11 +677,7 @@ impl Table {
                     return Ok(BlockBytes(Repr::Mapped(map.clone(), offset as usize, len)));
                 }
             }
-            PLAIN_BUF.with(|p| {
-                let mut plain = p.borrow_mut();
-                let data = self.decode(stored, offset, &mut plain)?;
-                Ok(BlockBytes(Repr::Heap(Arc::from(data))))
-            })
+            self.heap_block(stored, offset)
         })
     }
 
@@ -1026,5 +1047,65 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod read_ahead_tests {
+    use super::*;
+    use crate::io::RealFs;
+    use crate::table::{write_table, Compression};
+
+    /// Bytes the spare read-ahead buffers of this thread hold.
+    fn spare_bytes() -> usize {
+        SPARE.with(|s| s.borrow().iter().map(Vec::capacity).sum())
+    }
+
+    /// A block longer than [`SCAN_READ`] (a large value) is read whole, and every block
+    /// read through [`Table::scan_block`] is the block [`Table::block`] reads; what a thread
+    /// keeps for later scans stays within `SPARE_BUFS` buffers of `SCAN_READ` bytes however
+    /// large the blocks its scans read, and so does each scan's buffer.
+    #[test]
+    fn read_ahead_buffers_stay_small_after_a_large_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..1u32 << 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        let small = [b'v'; 100];
+        let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i:04}").into_bytes()).collect();
+        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                (
+                    k.as_slice(),
+                    Some(if i == 77 { &big[..] } else { &small[..] }),
+                )
+            })
+            .collect();
+        let path = dir.path().join("big.sst");
+        write_table(&RealFs, &path, entries.as_slice(), Compression::None).unwrap();
+        let t = Table::open(&path, false).unwrap().with_block_cache(0);
+        let largest = (0..t.block_count())
+            .filter_map(|i| t.block_span(i))
+            .map(|s| s.1 as usize)
+            .max()
+            .unwrap();
+        assert!(largest > 1 << 20, "a block of {largest} bytes");
+        let c = TableCounters::default();
+        let mut scans = Vec::new();
+        for _ in 0..2 * SPARE_BUFS {
+            let mut ahead = ReadAhead::default();
+            for i in 0..t.block_count() {
+                let got = t.scan_block(i, &c, &mut ahead).unwrap();
+                assert_eq!(&*got, &*t.block(i, &c, false).unwrap(), "block {i}");
+                let held = ahead.buf.capacity();
+                assert!(held <= SCAN_READ, "block {i}: a buffer of {held} bytes");
+            }
+            scans.push(ahead);
+        }
+        drop(scans);
+        let kept = spare_bytes();
+        assert!(kept <= SPARE_BUFS * SCAN_READ, "{kept} bytes kept");
     }
 }
