@@ -13,8 +13,10 @@
 //!   refused one is a corruption at an offset inside the file.
 //! - block: the scans' cursor (`BlockCursor`) reads exactly the entries the iterator reads,
 //!   and fails at the same entry.
-//! - table: the merges' cursor (`TableCursor`: chunks of blocks, decoded in place) reads
-//!   exactly the entries that reading block by block does, and fails at the same block.
+//! - table: the merges' cursor (`TableCursor`: chunks of blocks, decoded in place) and a
+//!   scan's path (`Table::scan_entries`: blocks read ahead) read exactly the entries that
+//!   reading block by block does, and fail at the same block; the scan's path takes each
+//!   block once (a read or a cache hit).
 //! - range: a range filter that stores no value answers "no" to every range.
 //! - global filter: an accepted filter answers queries, accepts updates, and re-encodes to
 //!   bytes that decode to the same encoding.
@@ -427,18 +429,38 @@ pub fn table(data: &[u8], path: &Path) -> bool {
 /// The entries of `t` read through a [`TableCursor`] are those read block by block, in
 /// order, up to the first block that fails; the cursor fails exactly when one does.
 fn cursor_matches_blocks(t: &std::sync::Arc<Table>) {
+    // Through a scan's path first, while a cache is cold (each miss reads blocks ahead).
+    let scan_counters = TableCounters::default();
+    let mut scanned = Vec::new();
+    let scan = t.scan_entries(&scan_counters, &mut scanned);
     let counters = TableCounters::default();
     let mut expected = Vec::new();
     let mut fails = false;
+    let mut taken = t.block_count();
     for i in 0..t.block_count() {
         match t.block_entries(i, &counters) {
             Ok(entries) => expected.extend(entries),
             Err(_) => {
                 fails = true;
+                taken = i + 1;
                 break;
             }
         }
     }
+    // The scan's path reads the entries block by block reading does, fails at the same
+    // block, and takes each block it reaches once: read (ahead or not) or found cached.
+    assert_eq!(scan.is_err(), fails, "scan {scan:?}");
+    assert!(
+        scanned == expected,
+        "scan read {} entries, block by block {}",
+        scanned.len(),
+        expected.len()
+    );
+    let used = scan_counters.block_reads() + scan_counters.cache_hits();
+    assert!(
+        used <= taken as u64 && (fails || used == taken as u64),
+        "scan used {used} blocks of {taken}"
+    );
     let mut read = Vec::new();
     let outcome = (|| -> filterstore::Result<()> {
         let mut c = TableCursor::new(t.clone(), Default::default())?;

@@ -797,6 +797,23 @@ impl Table {
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.in_file(&self.path, 0))
     }
+
+    /// Decodes every entry of the table, block after block, as a scan reads them
+    /// ([`Table::scan_block`]: from the cache, or read with the blocks after it), into
+    /// `out`: each block's entries once the whole block decodes, up to the first that
+    /// fails. For the fuzzing harness (the `internals` feature).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn scan_entries(&self, counters: &TableCounters, out: &mut Vec<Entry>) -> Result<()> {
+        let mut ahead = ReadAhead::default();
+        for i in 0..self.block_count() {
+            let off = self.index.handle(i).map_or(0, |h| h.0);
+            let data = self.scan_block(i, counters, &mut ahead)?;
+            let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
+            let entries = block.iter().collect::<Result<Vec<_>>>();
+            out.extend(entries.map_err(|e| e.in_file(&self.path, 0))?);
+        }
+        Ok(())
+    }
 }
 
 /// An LZ4 prefix decoder over a block's `payload` (at file offset `at`) and the start of
