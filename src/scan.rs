@@ -223,8 +223,8 @@ impl TableRun {
         &self.version.levels()[self.level].tables()[self.table]
     }
 
-    /// Makes block `i` of the current table the cursor's (read through [`Table::block`],
-    /// counted in the table's counters).
+    /// Makes block `i` of the current table the cursor's (taken through
+    /// [`Table::scan_block`], counted in the table's counters).
     fn load(&mut self, i: usize) -> Result<()> {
         let t = &self.version.levels()[self.level].tables()[self.table];
         let table: &Table = &t.table;

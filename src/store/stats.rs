@@ -33,7 +33,9 @@ pub struct Stats {
     /// [`block_cache_hits`](Self::block_cache_hits), not reads; compactions' reads are
     /// [`compaction_bytes_read`](Self::compaction_bytes_read).
     pub data_block_reads: u64,
-    /// Bytes read from table files by lookups and scans (blocks with their trailers).
+    /// Bytes read from table files by lookups and scans: the blocks counted in
+    /// [`data_block_reads`](Self::data_block_reads), with their CRCs (a block a scan read
+    /// ahead and never took is in neither).
     pub bytes_read: u64,
     /// Data blocks that lookups and scans found in the block cache (no read from the file).
     /// A lookup or scan needs `data_block_reads + block_cache_hits` blocks.
