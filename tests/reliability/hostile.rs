@@ -1316,3 +1316,50 @@ fn global_filter_refuses_a_table_whose_keys_disagree_with_its_meta() {
         "table metas whose entry counts disagree with their keys: the global filter refuses them"
     );
 }
+
+/// An index whose block handle overlaps the block before, goes backwards, points past the
+/// data or claims a length or offset that overflows is refused when the table opens, with
+/// an error naming the file and the index's offset: a scan's read-ahead
+/// (`Table::scan_block`) relies on every block lying inside the data, in order.
+#[test]
+fn index_handles_out_of_order_or_past_the_data_are_refused_at_open() {
+    let dir = crate::scratch_dir();
+    let path = dir.path().join("000001.sst");
+    let e = entries(&mut Rng::new(5), 2000);
+    let view: Vec<(&[u8], Option<&[u8]>)> = e
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_deref()))
+        .collect();
+    let raw = filterstore::Compression::None;
+    filterstore::table::write_table(&NoSyncFs, &path, view.as_slice(), raw).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let t = filterstore::table::Table::open(&path, false).unwrap();
+    assert!(t.block_count() >= 4, "{} blocks", t.block_count());
+    let (o1, _) = t.block_span(1).unwrap();
+    let (o2, l2) = t.block_span(2).unwrap();
+    drop(t);
+    let at = good.len() - FOOTER_LEN;
+    let f = decode_footer(&good[at..].try_into().unwrap(), at as u64).unwrap();
+    let handle = |o: u64, l: u32| [&o.to_le_bytes()[..], &l.to_le_bytes()].concat();
+    let index = f.index_offset as usize..(f.index_offset + f.index_len) as usize;
+    let found = good[index.clone()]
+        .windows(12)
+        .position(|w| w == handle(o2, l2));
+    let h = index.start + found.expect("block 2's handle in the index");
+    for (o, l, what) in [
+        (o2 - 1, l2, "overlaps block 1"),
+        (o1, l2, "goes back to block 1"),
+        (o2, u32::MAX, "ends past the data"),
+        (f.index_offset, l2, "starts at the index"),
+        (u64::MAX - 2, l2, "offset overflows"),
+    ] {
+        let mut b = good.clone();
+        b[h..h + 12].copy_from_slice(&handle(o, l));
+        fix_table(&mut b);
+        std::fs::write(&path, &b).unwrap();
+        let err = filterstore::table::Table::open(&path, false).expect_err(what);
+        let msg = err.to_string();
+        assert!(msg.contains("000001.sst"), "{what}: {msg}");
+        assert!(msg.contains(&f.index_offset.to_string()), "{what}: {msg}");
+    }
+}
