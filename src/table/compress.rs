@@ -318,7 +318,7 @@ impl Compressor {
 
 thread_local! {
     /// Each thread's buffer for the split form of a block (codec 3) before it is rebuilt.
-    static SPLIT_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    pub(crate) static SPLIT_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The block held by `stored`, the bytes of a format-4 data block without its CRC (payload,
@@ -338,9 +338,8 @@ pub fn decode<'a>(stored: &'a [u8], at: u64, buf: &'a mut Vec<u8>) -> Result<&'a
             let n = zstd_into(payload, at, buf)?;
             Ok(&buf[..n])
         }
-        CODEC_LZ4_SPLIT => SPLIT_BUF.with(|cell| {
-            let mut split = cell.borrow_mut();
-            let n = lz4_into(payload, at, &mut split)?;
+        CODEC_LZ4_SPLIT => super::scratch::with(&SPLIT_BUF, |split| {
+            let n = lz4_into(payload, at, split)?;
             super::split::unsplit(&split[..n], at, buf)?;
             Ok(&buf[..])
         }),

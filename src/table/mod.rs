@@ -17,6 +17,7 @@ mod index;
 pub mod lz4;
 mod range_file;
 mod reader;
+mod scratch;
 pub mod split;
 mod writer;
 

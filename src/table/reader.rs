@@ -11,6 +11,7 @@ use super::block::{self, Block, Entry};
 use super::compress;
 use super::footer::{decode_footer, Footer, FOOTER_LEN};
 use super::index::{mapped_entry, Index};
+use super::scratch;
 use super::split;
 use super::BlockCache;
 use super::{page_pad, TableCounters, TableMeta};
@@ -580,9 +581,8 @@ impl Table {
     /// The block held by the stored bytes of a block at `offset` (checked), decompressed if
     /// it is compressed, as shared bytes on the heap.
     fn heap_block(&self, stored: &[u8], offset: u64) -> Result<BlockBytes> {
-        PLAIN_BUF.with(|p| {
-            let mut plain = p.borrow_mut();
-            let data = self.decode(stored, offset, &mut plain)?;
+        scratch::with(&PLAIN_BUF, |plain| {
+            let data = self.decode(stored, offset, plain)?;
             Ok(BlockBytes(Repr::Heap(Arc::from(data))))
         })
     }
@@ -665,9 +665,8 @@ impl Table {
     /// `owned`), else a copy. The cache holds only copies: a view would keep the map, and
     /// with it the file's disk space, alive after compaction removed the table.
     fn read_block(&self, i: usize, counters: &TableCounters, owned: bool) -> Result<BlockBytes> {
-        READ_BUF.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
+        scratch::with(&READ_BUF, |buf| {
+            let (stored, offset) = self.read_stored(i, counters, buf)?;
             if let Some(map) = self.map.as_ref().filter(|_| self.map_data && !owned) {
                 let raw = match self.version {
                     ..4 => Some(stored.len()),
@@ -714,11 +713,10 @@ impl Table {
             // the block's cache lines in together, where a search in place waits for them
             // one after another (measured by `examples/lookup_ab.rs cache`: with most blocks
             // no longer in the CPU's caches, a hit costs ~20 % less of a present get so).
-            return READ_BUF.with(|cell| {
-                let mut buf = cell.borrow_mut();
+            return scratch::with(&READ_BUF, |buf| {
                 buf.clear();
                 buf.extend_from_slice(&b);
-                search(&buf)
+                search(buf)
             });
         }
         counters.add_cache_misses(1);
@@ -742,16 +740,14 @@ impl Table {
         key: &[u8],
         counters: &TableCounters,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        READ_BUF.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
+        scratch::with(&READ_BUF, |buf| {
+            let (stored, offset) = self.read_stored(i, counters, buf)?;
             let in_file = |e: Error| e.in_file(&self.path, 0);
-            PLAIN_BUF.with(|p| {
-                let mut plain = p.borrow_mut();
+            scratch::with(&PLAIN_BUF, |plain| {
                 let data = match stored.split_last() {
                     Some((&compress::CODEC_LZ4, payload)) if self.version >= 4 => {
                         let (mut dec, out) =
-                            prefix_decoder(payload, offset, &mut plain).map_err(in_file)?;
+                            prefix_decoder(payload, offset, plain).map_err(in_file)?;
                         if let Some(found) =
                             block::get_decoding(&mut dec, out, key).map_err(in_file)?
                         {
@@ -764,7 +760,7 @@ impl Table {
                     }
                     Some((&compress::CODEC_LZ4_SPLIT, payload)) if self.version >= 4 => {
                         let (mut dec, out) =
-                            prefix_decoder(payload, offset, &mut plain).map_err(in_file)?;
+                            prefix_decoder(payload, offset, plain).map_err(in_file)?;
                         if let Some(found) =
                             split::get_decoding(&mut dec, out, key).map_err(in_file)?
                         {
@@ -777,7 +773,7 @@ impl Table {
                             .and_then(|b| b.get(key))
                             .map_err(in_file);
                     }
-                    _ => self.decode(stored, offset, &mut plain)?,
+                    _ => self.decode(stored, offset, plain)?,
                 };
                 Block::new(data, offset)
                     .and_then(|b| b.get(key))
@@ -1124,5 +1120,100 @@ mod read_ahead_tests {
         drop(scans);
         let kept = spare_bytes();
         assert!(kept <= SPARE_BUFS * SCAN_READ, "{kept} bytes kept");
+    }
+}
+
+#[cfg(test)]
+mod thread_buffer_tests {
+    use super::*;
+    use crate::io::RealFs;
+    use crate::table::scratch::{held, KEEP};
+    use crate::table::{write_table, Compression};
+
+    /// Capacities of this thread's block buffers: read, decompressed, split form.
+    fn buffers() -> [usize; 3] {
+        [
+            held(&READ_BUF),
+            held(&PLAIN_BUF),
+            held(&compress::SPLIT_BUF),
+        ]
+    }
+
+    /// After a lookup or a whole-block read of a table holding a 1 MiB value (raw, LZ4 and
+    /// zstd blocks; with and without a block cache; read with `pread` and in place), each of
+    /// the thread's block buffers holds at most [`KEEP`] bytes; a lookup in a block of small
+    /// entries keeps its buffer for the next one.
+    #[test]
+    fn thread_buffers_give_back_a_large_block() {
+        let dir = tempfile::tempdir().unwrap();
+        // 64-byte pieces drawn from 32: every codec shrinks it, none to nothing.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let pieces: Vec<Vec<u8>> = (0..32)
+            .map(|_| (0..64).map(|_| next() as u8).collect())
+            .collect();
+        let mut big = Vec::with_capacity(1 << 20);
+        while big.len() < 1 << 20 {
+            big.extend_from_slice(&pieces[(next() % 32) as usize]);
+        }
+        let small = [b'v'; 100];
+        let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i:04}").into_bytes()).collect();
+        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let v = if i == 77 { &big[..] } else { &small[..] };
+                (k.as_slice(), Some(v))
+            })
+            .collect();
+        for codec in Compression::ALL {
+            let path = dir.path().join(format!("{}.sst", codec.name()));
+            write_table(&RealFs, &path, entries.as_slice(), codec).unwrap();
+            for mmap_reads in [false, true] {
+                for cache in [0, 8 << 20] {
+                    let case = format!("{} mmap_reads {mmap_reads} cache {cache}", codec.name());
+                    let t = Table::open(&path, mmap_reads)
+                        .unwrap()
+                        .with_block_cache(cache);
+                    let i = t.block_for(&keys[77]).unwrap();
+                    let stored = t.block_span(i).unwrap().1 as usize;
+                    match codec {
+                        Compression::None => assert!(stored > 1 << 20, "{case}: {stored}"),
+                        _ => assert!(stored < 1 << 19, "{case}: stored {stored} bytes"),
+                    }
+                    let c = TableCounters::default();
+                    let check = |what: &str| {
+                        let b = buffers();
+                        assert!(b.iter().all(|&n| n <= KEEP), "{case}, {what}: {b:?}");
+                    };
+                    // Twice: a miss, then (with a cache that admits it) a hit.
+                    for _ in 0..2 {
+                        let got = t.get(&keys[77], &c).unwrap();
+                        assert_eq!(got, Some(Some(big.clone())), "{case}");
+                        check("get");
+                    }
+                    for j in 0..t.block_count() {
+                        let n = t.block_entries(j, &c).unwrap().len();
+                        assert!(n > 0, "{case}: block {j}");
+                        check("block_entries");
+                    }
+                    let mut all = Vec::new();
+                    t.scan_entries(&c, &mut all).unwrap();
+                    assert_eq!(all.len(), keys.len(), "{case}");
+                    check("scan");
+                    // A block of small entries: the buffer it was read into stays.
+                    assert_eq!(t.get(&keys[3], &c).unwrap(), Some(Some(small.to_vec())));
+                    check("a small get");
+                    if !mmap_reads && cache == 0 {
+                        assert!(held(&READ_BUF) > 0, "{case}: the read buffer was dropped");
+                    }
+                }
+            }
+        }
     }
 }
