@@ -1074,6 +1074,23 @@ mod read_ahead_tests {
         SPARE.with(|s| s.borrow().iter().map(Vec::capacity).sum())
     }
 
+    /// 200 keys, `k0000` to `k0199`.
+    pub(super) fn keys() -> Vec<Vec<u8>> {
+        (0..200).map(|i| format!("k{i:04}").into_bytes()).collect()
+    }
+
+    /// Entries of `keys`, each with a 100-byte value but the 78th, whose value is `big`.
+    pub(super) fn with_one_large_value<'a>(
+        keys: &'a [Vec<u8>],
+        big: &'a [u8],
+    ) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
+        const SMALL: [u8; 100] = [b'v'; 100];
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_slice(), Some(if i == 77 { big } else { &SMALL[..] })))
+            .collect()
+    }
+
     /// A block longer than [`SCAN_READ`] (a large value) is read whole, and every block
     /// read through [`Table::scan_block`] is the block [`Table::block`] reads; what a thread
     /// keeps for later scans stays within `SPARE_BUFS` buffers of `SCAN_READ` bytes however
@@ -1084,18 +1101,8 @@ mod read_ahead_tests {
         let big: Vec<u8> = (0..1u32 << 20)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
             .collect();
-        let small = [b'v'; 100];
-        let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i:04}").into_bytes()).collect();
-        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                (
-                    k.as_slice(),
-                    Some(if i == 77 { &big[..] } else { &small[..] }),
-                )
-            })
-            .collect();
+        let keys = keys();
+        let entries = with_one_large_value(&keys, &big);
         let path = dir.path().join("big.sst");
         write_table(&RealFs, &path, entries.as_slice(), Compression::None).unwrap();
         let t = Table::open(&path, false).unwrap().with_block_cache(0);
@@ -1161,16 +1168,8 @@ mod thread_buffer_tests {
         while big.len() < 1 << 20 {
             big.extend_from_slice(&pieces[(next() % 32) as usize]);
         }
-        let small = [b'v'; 100];
-        let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i:04}").into_bytes()).collect();
-        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                let v = if i == 77 { &big[..] } else { &small[..] };
-                (k.as_slice(), Some(v))
-            })
-            .collect();
+        let keys = super::read_ahead_tests::keys();
+        let entries = super::read_ahead_tests::with_one_large_value(&keys, &big);
         for codec in Compression::ALL {
             let path = dir.path().join(format!("{}.sst", codec.name()));
             write_table(&RealFs, &path, entries.as_slice(), codec).unwrap();
@@ -1207,7 +1206,7 @@ mod thread_buffer_tests {
                     assert_eq!(all.len(), keys.len(), "{case}");
                     check("scan");
                     // A block of small entries: the buffer it was read into stays.
-                    assert_eq!(t.get(&keys[3], &c).unwrap(), Some(Some(small.to_vec())));
+                    assert_eq!(t.get(&keys[3], &c).unwrap(), Some(Some(vec![b'v'; 100])));
                     check("a small get");
                     if !mmap_reads && cache == 0 {
                         assert!(held(&READ_BUF) > 0, "{case}: the read buffer was dropped");
