@@ -467,8 +467,7 @@ impl Table {
     /// read with `pread` comes in with the blocks after it that end within [`SCAN_READ`]
     /// bytes of its start, in one read, kept in `ahead` (which then holds only them). A
     /// scan that goes on into the next block then neither looks it up nor reads it. A block
-    /// longer than `SCAN_READ` (a large value) is read alone, into a buffer that goes with
-    /// it: no thread keeps a buffer of its size.
+    /// longer than `SCAN_READ` (a large value) is read alone, as [`Table::block`] reads it.
     pub(crate) fn scan_block(
         &self,
         i: usize,
@@ -481,39 +480,19 @@ impl Table {
         if self.map_data {
             return self.block(i, counters, true);
         }
-        let cached = self.cache.as_ref().map(|(cache, file)| {
-            let key = BlockKey {
-                file: *file,
-                block: i as u64,
-            };
-            (cache, key)
-        });
-        if let Some((cache, key)) = &cached {
-            if let Some(b) = cache.get(key) {
-                counters.add_cache_hits(1);
-                touch(&b);
-                return Ok(b);
+        self.through_cache(i, counters, true, |owned| {
+            // A block longer than a read-ahead buffer (a large value) has no block after it
+            // within reach: it is read alone, as any block is.
+            let fits =
+                (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
+            if fits {
+                self.read_ahead(i, ahead)?;
+                self.block_ahead(i, counters, ahead)
+            } else {
+                ahead.clear();
+                self.read_block(i, counters, owned)
             }
-            counters.add_cache_misses(1);
-        }
-        // A block longer than a read-ahead buffer (a large value) has no block after it
-        // within reach: it is read alone, into a buffer that goes with it.
-        let fits = (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
-        let b = if fits {
-            self.read_ahead(i, ahead)?;
-            self.block_ahead(i, counters, ahead)?
-        } else {
-            ahead.clear();
-            let mut buf = Vec::new();
-            let (stored, offset) = self.read_stored(i, counters, &mut buf)?;
-            self.heap_block(stored, offset)?
-        };
-        if let Some((cache, key)) = cached {
-            if cache.admit(&key, b.len()) {
-                cache.insert(key, b.clone());
-            }
-        }
-        Ok(b)
+        })
     }
 
     /// Reads block `i` (at most [`SCAN_READ`] bytes with its CRC) and the blocks after it
@@ -613,8 +592,24 @@ impl Table {
         counters: &TableCounters,
         fill_cache: bool,
     ) -> Result<BlockBytes> {
+        self.through_cache(i, counters, fill_cache, |owned| {
+            self.read_block(i, counters, owned)
+        })
+    }
+
+    /// Data block `i` from the store's block cache when it holds it (counted as a hit), else
+    /// read by `read` (with a cache, counted as a miss) and inserted into the cache when
+    /// `fill_cache` is true and the cache admits it. `read(owned)`: `owned` is true when the
+    /// block will be cached, which holds only copies (see [`Table::read_block`]).
+    fn through_cache(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        fill_cache: bool,
+        read: impl FnOnce(bool) -> Result<BlockBytes>,
+    ) -> Result<BlockBytes> {
         let Some((cache, file)) = &self.cache else {
-            return self.read_block(i, counters, false);
+            return read(false);
         };
         let key = BlockKey {
             file: *file,
@@ -627,7 +622,7 @@ impl Table {
         }
         counters.add_cache_misses(1);
         let admit = fill_cache && cache.admit(&key, self.cached_len(i));
-        let b = self.read_block(i, counters, admit)?;
+        let b = read(admit)?;
         if admit {
             cache.insert(key, b.clone());
         }
