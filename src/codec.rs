@@ -4,6 +4,11 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use crate::error::{Error, Result};
 
+/// Largest key accepted, in bytes.
+pub const MAX_KEY_LEN: usize = 64 << 10;
+/// Largest value accepted, in bytes.
+pub const MAX_VALUE_LEN: usize = 64 << 20;
+
 /// Appends `v` as a LEB128 varint.
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::export::{pq_err, KEY_COLUMN, VALUE_COLUMN};
 use crate::store::Store;
 use crate::wal::WriteBatch;
-use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Rows read from each column at a time.
 const READ_ROWS: usize = 4096;

@@ -92,11 +92,9 @@ pub use store::{
 };
 pub use table::Compression;
 pub use wal::WriteBatch;
+/// The largest key and value accepted, in bytes (defined beside the codecs that bound them).
+pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
-/// Largest key accepted, in bytes.
-pub const MAX_KEY_LEN: usize = 64 << 10;
-/// Largest value accepted, in bytes.
-pub const MAX_VALUE_LEN: usize = 64 << 20;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -81,19 +81,19 @@ impl Inner {
         self.check_writable()?;
         let mut bytes = 0;
         for (k, v) in ops {
-            if k.len() > crate::MAX_KEY_LEN {
+            if k.len() > crate::codec::MAX_KEY_LEN {
                 return Err(Error::TooLarge {
                     what: "key",
                     len: k.len(),
-                    max: crate::MAX_KEY_LEN,
+                    max: crate::codec::MAX_KEY_LEN,
                 });
             }
             if let Some(v) = v {
-                if v.len() > crate::MAX_VALUE_LEN {
+                if v.len() > crate::codec::MAX_VALUE_LEN {
                     return Err(Error::TooLarge {
                         what: "value",
                         len: v.len(),
-                        max: crate::MAX_VALUE_LEN,
+                        max: crate::codec::MAX_VALUE_LEN,
                     });
                 }
             }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 /// The longest data block a writer produces: a block longer than a page holds a single entry
 /// (three varints of at most 10 bytes, the largest key and value), and one restart offset and
 /// the restart count.
-pub const MAX_BLOCK_LEN: usize = 30 + crate::MAX_KEY_LEN + crate::MAX_VALUE_LEN + 8;
+pub const MAX_BLOCK_LEN: usize = 30 + crate::codec::MAX_KEY_LEN + crate::codec::MAX_VALUE_LEN + 8;
 
 /// LZ4 cannot expand its input by more than this: its densest encoding, a long match, adds
 /// one byte of input per 255 bytes of output.

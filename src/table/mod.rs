@@ -286,8 +286,8 @@ mod tests {
     #[test]
     fn the_largest_entry_in_a_split_block() {
         let dir = tempfile::tempdir().unwrap();
-        let big_key = vec![b'k'; crate::MAX_KEY_LEN];
-        let big_value: Vec<u8> = (0..crate::MAX_VALUE_LEN).map(|i| (i % 251) as u8).collect();
+        let big_key = vec![b'k'; crate::codec::MAX_KEY_LEN];
+        let big_value: Vec<u8> = (0..crate::codec::MAX_VALUE_LEN).map(|i| (i % 251) as u8).collect();
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
         keys.extend((0..40).map(|i| [&big_key[..1000], format!("{i:02}").as_bytes()].concat()));
         keys.push(big_key.clone());
@@ -298,7 +298,7 @@ mod tests {
             .map(|k| match k.len() {
                 0 => (&k[..], Some(&[][..])),
                 1 => (&k[..], None),
-                n if n == crate::MAX_KEY_LEN => (&k[..], Some(&big_value[..])),
+                n if n == crate::codec::MAX_KEY_LEN => (&k[..], Some(&big_value[..])),
                 _ => (&k[..], Some(&small[..])),
             })
             .collect();

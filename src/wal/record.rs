@@ -3,7 +3,7 @@
 
 use crate::codec::{le_u32, put_varint, Cursor};
 use crate::error::{Error, Result};
-use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN};
 

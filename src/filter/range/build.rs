@@ -8,7 +8,7 @@ use super::{
     SAMPLE_LOG2,
 };
 use crate::error::{Error, Result};
-use crate::MAX_KEY_LEN;
+use crate::codec::MAX_KEY_LEN;
 
 /// Keys per chunk of the first pass (a fixed size: the work split never depends on the
 /// thread count, and neither do the bytes).

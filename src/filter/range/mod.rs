@@ -46,7 +46,7 @@ pub use read::RangeFilter;
 use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
-use crate::MAX_KEY_LEN;
+use crate::codec::MAX_KEY_LEN;
 
 /// Magic at the start of every range filter block.
 pub const RANGE_MAGIC: [u8; 4] = *b"FSRF";
