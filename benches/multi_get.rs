@@ -41,14 +41,12 @@ fn key(seed: u64, i: u64) -> [u8; 16] {
 fn build(dir: &std::path::Path, kind: FilterKind) -> Store {
     let store = Store::open(
         dir,
-        Options {
-            filter: Some(kind),
-            fpr: Some(0.01),
-            memtable_bytes: usize::MAX,
-            compaction_trigger: None,
-            sync: SyncPolicy::Buffered,
-            ..Options::default()
-        },
+        Options::default()
+            .filter(kind)
+            .fpr(0.01)
+            .memtable_bytes(usize::MAX)
+            .compaction_trigger(None)
+            .sync(SyncPolicy::Buffered),
     )
     .expect("open");
     let value = [7u8; 16];

@@ -85,15 +85,13 @@ impl Engine for Store {
     const NAME: &'static str = "filterstore";
 
     fn open(dir: &Path) -> Res<Self> {
-        let opts = Options {
-            filter: Some(FilterKind::Bloom),
-            fpr: Some(0.01),
-            memtable_bytes: usize::MAX,
-            compaction_trigger: None,
-            sync: SyncPolicy::Buffered,
-            compression: Compression::None,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .filter(FilterKind::Bloom)
+            .fpr(0.01)
+            .memtable_bytes(usize::MAX)
+            .compaction_trigger(None)
+            .sync(SyncPolicy::Buffered)
+            .compression(Compression::None);
         Ok(Store::open(dir, opts)?)
     }
 

@@ -19,13 +19,11 @@ fn main() {
     let mut times = Vec::new();
     for _ in 0..rounds {
         let dir = tempfile::tempdir().unwrap();
-        let mut opts = Options {
-            filter: Some(FilterKind::Bloom),
-            fpr: Some(0.0082),
-            memtable_bytes: usize::MAX,
-            compaction_trigger: None,
-            ..Options::default()
-        };
+        let mut opts = Options::default()
+            .filter(FilterKind::Bloom)
+            .fpr(0.0082)
+            .memtable_bytes(usize::MAX)
+            .compaction_trigger(None);
         if nosync {
             opts.fs = Arc::new(filterstore::io::NoSyncFs);
         }

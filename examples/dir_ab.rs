@@ -23,14 +23,12 @@ fn open(dir: &str) -> filterstore::Result<Store> {
     let fpr = (-10.0f64 * std::f64::consts::LN_2.powi(2)).exp();
     Store::open(
         std::path::Path::new(dir),
-        Options {
-            filter: Some(FilterKind::Bloom),
-            fpr: Some(fpr),
-            sync: SyncPolicy::OnFlush,
-            compaction_trigger: Some(8),
-            create_if_missing: false,
-            ..Options::default()
-        },
+        Options::default()
+            .filter(FilterKind::Bloom)
+            .fpr(fpr)
+            .sync(SyncPolicy::OnFlush)
+            .compaction_trigger(Some(8))
+            .create_if_missing(false),
     )
 }
 

@@ -81,14 +81,12 @@ impl Zipf {
 }
 
 fn opts(compression: Compression, cache: usize) -> Options {
-    Options {
-        filter: Some(FilterKind::Bloom),
-        fpr: Some(0.0082),
-        sync: SyncPolicy::Buffered,
-        compression,
-        block_cache_bytes: cache,
-        ..Options::default()
-    }
+    Options::default()
+        .filter(FilterKind::Bloom)
+        .fpr(0.0082)
+        .sync(SyncPolicy::Buffered)
+        .compression(compression)
+        .block_cache_bytes(cache)
 }
 
 fn build(dir: &Path, n: u64, half: bool, compression: Compression) -> filterstore::Result<()> {

@@ -43,16 +43,14 @@ fn main() -> filterstore::Result<()> {
     };
     let store = Store::open(
         &dir,
-        Options {
-            filter: Some(filter),
-            fpr: Some(0.001),
-            memtable_bytes: usize::MAX,
-            compaction_trigger: None,
-            sync: SyncPolicy::Buffered,
-            mmap_reads,
-            block_cache_bytes,
-            ..Options::default()
-        },
+        Options::default()
+            .filter(filter)
+            .fpr(0.001)
+            .memtable_bytes(usize::MAX)
+            .compaction_trigger(None)
+            .sync(SyncPolicy::Buffered)
+            .mmap_reads(mmap_reads)
+            .block_cache_bytes(block_cache_bytes),
     )?;
     if fresh {
         let value = [7u8; 100];

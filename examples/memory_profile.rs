@@ -35,10 +35,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(filterstore::store::DEFAULT_RANGE_BITS);
     let dir = tempfile::tempdir().unwrap();
-    let options = Options {
-        range_filter_bits,
-        ..Options::default()
-    };
+    let options = Options::default().range_filter_bits(range_filter_bits);
     let store = Store::open(dir.path(), options).unwrap();
     let v = [7u8; 100];
     let mib = |b: usize| b >> 20;

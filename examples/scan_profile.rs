@@ -91,10 +91,7 @@ fn main() {
             let ops: u64 = a[3].parse().unwrap();
             let mmap_reads = a[4..].iter().any(|m| m == "mmap");
             let zipf = a[4..].iter().any(|m| m == "zipf").then(|| Zipf::new(n));
-            let opts = Options {
-                mmap_reads,
-                ..Options::default()
-            };
+            let opts = Options::default().mmap_reads(mmap_reads);
             let store = Store::open(&a[1], opts).unwrap();
             let s = store.stats();
             println!(

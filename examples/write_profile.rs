@@ -36,16 +36,14 @@ fn main() -> filterstore::Result<()> {
     let tmp = tempfile::tempdir()?;
     let store = Arc::new(Store::open(
         tmp.path(),
-        Options {
-            filter: Some(FilterKind::BlockedBloom),
-            fpr: Some(0.01),
-            memtable_bytes: usize::MAX,
-            compaction_trigger: None,
-            sync,
-            fs: Arc::new(filterstore::io::NoSyncFs),
-            range_filter_bits: range_bits,
-            ..Options::default()
-        },
+        Options::default()
+            .filter(FilterKind::BlockedBloom)
+            .fpr(0.01)
+            .memtable_bytes(usize::MAX)
+            .compaction_trigger(None)
+            .sync(sync)
+            .fs(Arc::new(filterstore::io::NoSyncFs))
+            .range_filter_bits(range_bits),
     )?);
     // Process CPU seconds (user + system, all threads) from /proc/self/stat, in clock ticks
     // of 10 ms (not the vDSO clock, which valgrind cannot run).

@@ -89,6 +89,7 @@ pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
     LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
+    WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -31,14 +31,12 @@ fn value(i: u64) -> Vec<u8> {
 }
 
 fn opts(cache: usize) -> Options {
-    Options {
-        filter: Some(FilterKind::BlockedBloom),
-        fpr: Some(0.01),
-        block_cache_bytes: cache,
-        compaction_trigger: None,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .filter(FilterKind::BlockedBloom)
+        .fpr(0.01)
+        .block_cache_bytes(cache)
+        .compaction_trigger(None)
+        .fs(Arc::new(NoSyncFs))
 }
 
 /// A store of `n` keys in one table (about 120 bytes of block per key).
@@ -173,10 +171,10 @@ fn a_long_scan_leaves_the_hot_lookup_blocks_cached() {
 #[test]
 fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    let o = || Options {
-        compaction_trigger: Some(2),
-        l1_bytes: 64 << 20,
-        ..opts(32 << 20)
+    let o = || {
+        opts(32 << 20)
+            .compaction_trigger(Some(2))
+            .l1_bytes(64 << 20)
     };
     let s = Store::open(dir.path(), o()).unwrap();
     // The hot table: keys 0..5000 (prefix "key"), compacted into one table below L0.
@@ -255,10 +253,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
 #[test]
 fn compressed_blocks_are_cached_decompressed() {
     let dir = tempfile::tempdir().unwrap();
-    let o = |cache| Options {
-        compression: Compression::Lz4,
-        ..opts(cache)
-    };
+    let o = |cache| opts(cache).compression(Compression::Lz4);
     let s = Store::open(dir.path(), o(1 << 20)).unwrap();
     for i in 0..20_000u64 {
         s.put(&key(i), &[b'a' + (i % 26) as u8; 100]).unwrap();

@@ -28,16 +28,14 @@ const TABLE_BYTES: u64 = 4 << 20;
 /// growth during one full compaction and the bytes merged.
 fn compaction_peak(n: u64) -> (usize, u64) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        filter: Some(FilterKind::BlockedBloom),
-        memtable_bytes: usize::MAX,
-        compaction_trigger: None,
-        table_bytes: TABLE_BYTES,
+    let opts = Options::default()
+        .filter(FilterKind::BlockedBloom)
+        .memtable_bytes(usize::MAX)
+        .compaction_trigger(None)
+        .table_bytes(TABLE_BYTES)
         // Raw blocks: the peak is compared with the bytes merged, which compression of these
         // repetitive values would shrink thirtyfold (it only shrinks the encoded copies).
-        compression: Compression::None,
-        ..Options::default()
-    };
+        .compression(Compression::None);
     let store = Store::open(dir.path(), opts).unwrap();
     let value = [7u8; VALUE];
     for t in 0..TABLES {

@@ -78,13 +78,11 @@ fn value(i: u32) -> Vec<u8> {
 }
 
 fn write_fixture(dir: &Path) {
-    let o = Options {
-        filter: Some(FilterKind::Bloom),
-        fpr: Some(0.01),
-        sync: SyncPolicy::EveryWrite,
-        compaction_trigger: None,
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Bloom)
+        .fpr(0.01)
+        .sync(SyncPolicy::EveryWrite)
+        .compaction_trigger(None);
     let store = Store::open(dir, o).unwrap();
     for i in 0..300u32 {
         store
@@ -230,10 +228,7 @@ fn check_fixture(n: u32) {
     for mmap_reads in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
         copy_dir(&fixture(), tmp.path());
-        let opts = Options {
-            mmap_reads,
-            ..Options::default()
-        };
+        let opts = Options::default().mmap_reads(mmap_reads);
         let store = Store::open(tmp.path(), opts).unwrap();
         for i in 0..310u32 {
             let want = (i >= 300 || i % 3 != 0).then(|| value(i));

@@ -13,20 +13,18 @@ use filterstore::{FilterKind, Options, Store};
 
 fn opts(rng: &mut Rng) -> Options {
     let trigger = 2 + rng.below(3) as usize;
-    Options {
-        filter: Some(FilterKind::Global),
-        memtable_bytes: 512 + rng.below(8192) as usize,
-        compaction_trigger: Some(trigger),
-        l0_slowdown: trigger + 1 + rng.below(3) as usize,
-        l0_stop: trigger + 4 + rng.below(3) as usize,
-        slowdown_bytes_per_sec: 64 << 20,
-        table_bytes: 1024 + rng.below(8192),
-        l1_bytes: 4096 + rng.below(16384),
-        level_ratio: 2 + rng.below(3),
-        mmap_reads: rng.below(2) == 0,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .filter(FilterKind::Global)
+        .memtable_bytes(512 + rng.below(8192) as usize)
+        .compaction_trigger(Some(trigger))
+        .l0_slowdown(trigger + 1 + rng.below(3) as usize)
+        .l0_stop(trigger + 4 + rng.below(3) as usize)
+        .slowdown_bytes_per_sec(64 << 20)
+        .table_bytes(1024 + rng.below(8192))
+        .l1_bytes(4096 + rng.below(16384))
+        .level_ratio(2 + rng.below(3))
+        .mmap_reads(rng.below(2) == 0)
+        .fs(Arc::new(NoSyncFs))
 }
 
 fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
@@ -107,14 +105,7 @@ fn global_store_matches_a_model_through_flushes_compactions_and_reopens() {
         );
         // Reopened without naming a filter, the store keeps its recorded policy.
         drop(store);
-        let store = Store::open(
-            dir.path(),
-            Options {
-                fs: Arc::new(NoSyncFs),
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let store = Store::open(dir.path(), Options::default().fs(Arc::new(NoSyncFs))).unwrap();
         assert_eq!(store.recorded_policy().kind(), FilterKind::Global);
         assert!(store.stats().global_filter.is_some());
         check_all(&store, &model, space);
@@ -132,11 +123,9 @@ fn slot_of(h: u64, b: u64) -> (u64, u64) {
 #[test]
 fn a_fingerprint_collision_across_runs_still_returns_the_newest_version() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Global),
-        compaction_trigger: None,
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .compaction_trigger(None);
     let store = Store::open(dir.path(), o).unwrap();
     let b = store.stats().global_filter.unwrap().buckets;
     // Two keys with the same first bucket and fingerprint: each matches the other's entry.
@@ -188,14 +177,12 @@ fn a_fingerprint_collision_across_runs_still_returns_the_newest_version() {
 #[test]
 fn refilter_switches_to_the_global_filter_and_back_without_rewriting_data() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Bloom),
-        memtable_bytes: 16 << 10,
-        compaction_trigger: Some(3),
-        table_bytes: 8 << 10,
-        l1_bytes: 32 << 10,
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Bloom)
+        .memtable_bytes(16 << 10)
+        .compaction_trigger(Some(3))
+        .table_bytes(8 << 10)
+        .l1_bytes(32 << 10);
     let store = Store::open(dir.path(), o).unwrap();
     let mut model = BTreeMap::new();
     for i in 0..3000u32 {
@@ -241,14 +228,12 @@ fn refilter_switches_to_the_global_filter_and_back_without_rewriting_data() {
 #[test]
 fn a_stale_or_damaged_checkpoint_is_not_used() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Global),
-        memtable_bytes: 16 << 10,
-        compaction_trigger: Some(3),
-        table_bytes: 8 << 10,
-        l1_bytes: 32 << 10,
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .memtable_bytes(16 << 10)
+        .compaction_trigger(Some(3))
+        .table_bytes(8 << 10)
+        .l1_bytes(32 << 10);
     let ckpt = dir.path().join("GLOBALFILTER");
     let mut model = BTreeMap::new();
     let mut write = |store: &Store, from: u32, to: u32| {
@@ -292,15 +277,13 @@ fn a_stale_or_damaged_checkpoint_is_not_used() {
 #[test]
 fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Global),
-        memtable_bytes: 4 << 20,
-        compaction_trigger: Some(4),
-        table_bytes: 2 << 20,
-        l1_bytes: 8 << 20,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .memtable_bytes(4 << 20)
+        .compaction_trigger(Some(4))
+        .table_bytes(2 << 20)
+        .l1_bytes(8 << 20)
+        .fs(Arc::new(NoSyncFs));
     let store = Store::open(dir.path(), o).unwrap();
     let first = store.stats().global_filter.unwrap().capacity;
     let n = first + first / 4;
@@ -331,16 +314,14 @@ fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
 #[test]
 fn lookups_racing_compactions_find_every_key() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Global),
-        memtable_bytes: 64 << 10,
-        compaction_trigger: Some(2),
-        table_bytes: 32 << 10,
-        l1_bytes: 128 << 10,
-        level_ratio: 3,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .memtable_bytes(64 << 10)
+        .compaction_trigger(Some(2))
+        .table_bytes(32 << 10)
+        .l1_bytes(128 << 10)
+        .level_ratio(3)
+        .fs(Arc::new(NoSyncFs));
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
     let stable = |i: u64| format!("s{:08}", i.wrapping_mul(0x9e37_79b9) % 100_000_000).into_bytes();
     const STABLE: u64 = 4000;
@@ -376,12 +357,10 @@ fn a_compaction_that_fails_to_publish_puts_the_filter_back() {
     for n in 0.. {
         let dir = tempfile::tempdir().unwrap();
         let fs = FaultFs::new();
-        let o = Options {
-            filter: Some(FilterKind::Global),
-            compaction_trigger: None,
-            fs: Arc::new(fs.clone()),
-            ..Options::default()
-        };
+        let o = Options::default()
+            .filter(FilterKind::Global)
+            .compaction_trigger(None)
+            .fs(Arc::new(fs.clone()));
         let store = Store::open(dir.path(), o).unwrap();
         let mut model = BTreeMap::new();
         let mut rng = Rng::new(5);
@@ -421,14 +400,14 @@ fn a_compaction_that_fails_to_publish_puts_the_filter_back() {
 #[test]
 fn l0_tables_keep_their_range_filters_under_the_global_filter() {
     let dir = tempfile::tempdir().unwrap();
-    let o = |filter| Options {
-        filter,
-        memtable_bytes: 16 << 10,
-        compaction_trigger: Some(100),
-        l0_slowdown: 200,
-        l0_stop: 300,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
+    let o = |filter| {
+        Options::default()
+            .filter(filter)
+            .memtable_bytes(16 << 10)
+            .compaction_trigger(Some(100))
+            .l0_slowdown(200)
+            .l0_stop(300)
+            .fs(Arc::new(NoSyncFs))
     };
     let store = Store::open(dir.path(), o(Some(FilterKind::Bloom))).unwrap();
     for i in 0..3000u32 {
@@ -469,16 +448,14 @@ fn l0_tables_keep_their_range_filters_under_the_global_filter() {
 #[test]
 fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Global),
-        memtable_bytes: 1 << 20,
-        compaction_trigger: Some(4),
-        table_bytes: 1 << 20,
-        l1_bytes: 4 << 20,
-        level_ratio: 4,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .memtable_bytes(1 << 20)
+        .compaction_trigger(Some(4))
+        .table_bytes(1 << 20)
+        .l1_bytes(4 << 20)
+        .level_ratio(4)
+        .fs(Arc::new(NoSyncFs));
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
     let first = store.stats().global_filter.unwrap().capacity;
     let stable =
@@ -530,11 +507,9 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
 #[test]
 fn every_lookup_probes_the_global_filter_once_and_is_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        filter: Some(FilterKind::Global),
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .fs(Arc::new(NoSyncFs));
     let store = Store::open(dir.path(), o).unwrap();
     let n = 2_000u64;
     for i in 0..n {

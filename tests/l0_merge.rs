@@ -18,15 +18,13 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// 64 KiB memtables, the default trigger (8: L0 merges from 4 tables of at most 128 KiB
 /// together), an L1 far larger than L0 so that L0 → L1 is not due.
 fn opts(filter: FilterKind) -> Options {
-    Options {
-        filter: Some(filter),
-        memtable_bytes: 64 << 10,
-        table_bytes: 256 << 10,
-        l1_bytes: 64 << 20,
-        idle_drain: None,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .filter(filter)
+        .memtable_bytes(64 << 10)
+        .table_bytes(256 << 10)
+        .l1_bytes(64 << 20)
+        .idle_drain(None)
+        .fs(Arc::new(NoSyncFs))
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -241,10 +239,7 @@ fn closing_runs_a_due_l0_merge() {
         let store = Store::open(dir.path(), opts(FilterKind::Bloom)).unwrap();
         base(&store, &mut model, &mut rng);
     }
-    let no_compaction = Options {
-        compaction_trigger: None,
-        ..opts(FilterKind::Bloom)
-    };
+    let no_compaction = opts(FilterKind::Bloom).compaction_trigger(None);
     for round in 0..5 {
         {
             let store = Store::open(dir.path(), opts(FilterKind::Bloom)).unwrap();

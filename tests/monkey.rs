@@ -22,16 +22,14 @@ fn opts(policy: Option<FilterPolicy>) -> Options {
 }
 
 fn opts_t(policy: Option<FilterPolicy>, level_ratio: u64) -> Options {
-    Options {
-        filter: Some(KIND),
-        policy,
-        memtable_bytes: 16 << 10,
-        table_bytes: 8 << 10,
-        l1_bytes: 8 << 10,
-        level_ratio,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .filter(KIND)
+        .policy(policy)
+        .memtable_bytes(16 << 10)
+        .table_bytes(8 << 10)
+        .l1_bytes(8 << 10)
+        .level_ratio(level_ratio)
+        .fs(Arc::new(NoSyncFs))
 }
 
 fn key(i: u64, absent: bool) -> [u8; 16] {
@@ -338,12 +336,10 @@ fn monkey_wastes_fewer_reads_at_equal_memory() {
 #[test]
 fn monkey_wastes_fewer_reads_when_every_run_is_probed() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        memtable_bytes: 64 << 20,
-        table_bytes: 64 << 20,
-        compaction_trigger: None,
-        ..opts(None)
-    };
+    let o = opts(None)
+        .memtable_bytes(64 << 20)
+        .table_bytes(64 << 20)
+        .compaction_trigger(None);
     let store = Store::open(dir.path(), o).unwrap();
     let mut next = 0;
     for n in [100_000, 20_000, 4_000, 800] {
@@ -388,11 +384,7 @@ fn body_bits_per_key(s: &Stats) -> f64 {
 #[test]
 fn a_store_keeps_the_policy_it_was_created_with() {
     let eps = (-10.0 * std::f64::consts::LN_2.powi(2)).exp();
-    let with = |policy: Option<FilterPolicy>| Options {
-        filter: Some(FilterKind::Bloom),
-        fpr: Some(eps),
-        ..opts(policy)
-    };
+    let with = |policy: Option<FilterPolicy>| opts(policy).filter(FilterKind::Bloom).fpr(eps);
     let dir = tempfile::tempdir().unwrap();
     let monkey = FilterPolicy::monkey_at(FilterKind::Bloom, eps);
     let store = Store::open(dir.path(), with(Some(monkey))).unwrap();
@@ -478,11 +470,7 @@ fn a_store_keeps_the_policy_it_was_created_with() {
 
 /// Small tables and levels, no filter option, no background compaction.
 fn bare() -> Options {
-    Options {
-        filter: None,
-        compaction_trigger: None,
-        ..opts(None)
-    }
+    opts(None).filter(None).compaction_trigger(None)
 }
 
 /// On an existing store, `filter`/`fpr` choose the kind and rate of this handle's new tables
@@ -505,11 +493,7 @@ fn options_apply_to_the_handle_and_rebalance_records() {
         (t.filter_kind, t.target_fpr)
     };
     // Another kind and rate for this handle: Monkey's allocation for cuckoo at 0.1 %.
-    let o = Options {
-        filter: Some(FilterKind::Cuckoo),
-        fpr: Some(0.001),
-        ..bare()
-    };
+    let o = bare().filter(FilterKind::Cuckoo).fpr(0.001);
     let store = Store::open(path, o).unwrap();
     assert_eq!(
         store.policy(),
@@ -525,10 +509,7 @@ fn options_apply_to_the_handle_and_rebalance_records() {
         kind: FilterKind::Bloom,
         fpr: 0.05,
     };
-    let o = Options {
-        policy: Some(uniform),
-        ..bare()
-    };
+    let o = bare().policy(uniform);
     let store = Store::open(path, o).unwrap();
     assert_eq!(store.policy(), uniform);
     assert_eq!(flush_one(&store, 1), (FilterKind::Bloom, 0.05));
@@ -567,10 +548,7 @@ fn options_apply_to_the_handle_and_rebalance_records() {
         kind: FilterKind::Bloom,
         fpr: 0.051,
     };
-    let o = Options {
-        fpr: Some(0.051),
-        ..bare()
-    };
+    let o = bare().fpr(0.051);
     let store = Store::open(path, o).unwrap();
     assert_eq!(store.policy(), near);
     // A rebalance that changes no filter (0.05 to 0.051 is under 5 % of the size) still

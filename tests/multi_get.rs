@@ -20,24 +20,24 @@ use filterstore::{FilterKind, Options, Stats, Store};
 /// written until `flush`), compactions only when asked (`wait_for_compaction`), so nothing
 /// moves between a `multi_get` and the `get` loop it is compared with.
 fn settled_opts(rng: &mut Rng) -> Options {
-    Options {
-        memtable_bytes: usize::MAX,
-        compaction_trigger: Some(2 + rng.below(3) as usize),
-        l0_slowdown: 100,
-        l0_stop: 100,
-        table_bytes: 512 + rng.below(4096),
-        l1_bytes: 2048 + rng.below(4096),
-        level_ratio: 2 + rng.below(3),
-        filter: Some(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
+    Options::default()
+        .memtable_bytes(usize::MAX)
+        .compaction_trigger(Some(2 + rng.below(3) as usize))
+        .l0_slowdown(100)
+        .l0_stop(100)
+        .table_bytes(512 + rng.below(4096))
+        .l1_bytes(2048 + rng.below(4096))
+        .level_ratio(2 + rng.below(3))
+        .filter(Some(
+            FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize],
+        ))
         // High rates, so that false positives (and their block reads) are common.
-        fpr: Some([0.01, 0.1, 0.3][rng.below(3) as usize]),
-        mmap_reads: rng.below(2) == 0,
+        .fpr(Some([0.01, 0.1, 0.3][rng.below(3) as usize]))
+        .mmap_reads(rng.below(2) == 0)
         // With the block cache off, every block a lookup needs is read from its file; with
         // it on (the default), some are found in the cache.
-        block_cache_bytes: [0, 32 << 20][rng.below(2) as usize],
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+        .block_cache_bytes([0, 32 << 20][rng.below(2) as usize])
+        .fs(Arc::new(NoSyncFs))
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -296,17 +296,17 @@ fn multi_get_equals_the_model_while_flushes_and_compactions_run() {
     for seed in 0..6u64 {
         let mut rng = Rng::new(100 + seed);
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            memtable_bytes: 512 + rng.below(4096) as usize,
-            compaction_trigger: Some(2),
-            table_bytes: 1024 + rng.below(4096),
-            l1_bytes: 4096,
-            level_ratio: 2,
-            fs: Arc::new(NoSyncFs),
-            filter: Some(FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize]),
-            fpr: Some(0.1),
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .memtable_bytes(512 + rng.below(4096) as usize)
+            .compaction_trigger(Some(2))
+            .table_bytes(1024 + rng.below(4096))
+            .l1_bytes(4096)
+            .level_ratio(2)
+            .fs(Arc::new(NoSyncFs))
+            .filter(Some(
+                FilterKind::ALL[rng.below(FilterKind::ALL.len() as u64) as usize],
+            ))
+            .fpr(0.1);
         let store = Store::open(dir.path(), opts).unwrap();
         let reader = store.reader();
         let mut model = BTreeMap::new();

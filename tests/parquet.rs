@@ -24,11 +24,9 @@ use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader}
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn opts() -> Options {
-    Options {
-        compaction_trigger: None,
-        fs: Arc::new(common::NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .compaction_trigger(None)
+        .fs(Arc::new(common::NoSyncFs))
 }
 
 fn contents(store: &Store) -> Model {
@@ -199,15 +197,7 @@ fn row_groups_follow_table_key_ranges_and_their_epsilon() {
     // Each table sealed by a handle opened with its ε (as `store flush --fpr E` does).
     let dir = t.path().join("b");
     for (prefix, fpr) in &ranges {
-        let s = Store::open(
-            &dir,
-            Options {
-                filter: Some(FilterKind::BlockedBloom),
-                fpr: *fpr,
-                ..opts()
-            },
-        )
-        .unwrap();
+        let s = Store::open(&dir, opts().filter(FilterKind::BlockedBloom).fpr(*fpr)).unwrap();
         for i in 0..1000u32 {
             s.put(format!("{prefix}{i:05}").as_bytes(), &i.to_le_bytes())
                 .unwrap();
@@ -219,14 +209,7 @@ fn row_groups_follow_table_key_ranges_and_their_epsilon() {
             s.sync().unwrap();
         }
     }
-    let store = Store::open(
-        &dir,
-        Options {
-            fpr: Some(0.05),
-            ..opts()
-        },
-    )
-    .unwrap();
+    let store = Store::open(&dir, opts().fpr(0.05)).unwrap();
     assert_eq!(store.stats().tables.len(), 3);
     let o = ParquetOptions {
         rows_per_group: 300,
@@ -506,14 +489,7 @@ fn workload(n: usize, absent: usize, seed: u64) -> Workload {
 }
 
 fn store_with(dir: &Path, keys: &[Vec<u8>], fpr: f64) -> Store {
-    let store = Store::open(
-        dir,
-        Options {
-            fpr: Some(fpr),
-            ..opts()
-        },
-    )
-    .unwrap();
+    let store = Store::open(dir, opts().fpr(fpr)).unwrap();
     for (i, k) in keys.iter().enumerate() {
         store.put(k, format!("value-{i}").as_bytes()).unwrap();
     }

@@ -11,12 +11,10 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn opts(filter: FilterKind) -> Options {
-    Options {
-        filter: Some(filter),
-        fpr: Some(0.01),
-        compaction_trigger: None,
-        ..Options::default()
-    }
+    Options::default()
+        .filter(filter)
+        .fpr(0.01)
+        .compaction_trigger(None)
 }
 
 /// Random puts and deletes over several flushes (so several tables, some keys in more than

@@ -15,13 +15,11 @@ use proptest::prelude::*;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn small(range_bits: f64) -> Options {
-    Options {
-        memtable_bytes: 1 << 20,
-        compaction_trigger: None,
-        range_filter_bits: range_bits,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .memtable_bytes(1 << 20)
+        .compaction_trigger(None)
+        .range_filter_bits(range_bits)
+        .fs(Arc::new(NoSyncFs))
 }
 
 /// Keys drawn from a few shapes: a long shared prefix then a short tail (the filter's
@@ -244,10 +242,7 @@ fn range_counters_survive_reopen_and_a_crash_keeps_the_last_saved() {
     let t = tempfile::tempdir().unwrap();
     let live = t.path().join("live");
     let fs = FaultFs::new();
-    let o = || Options {
-        fs: Arc::new(fs.clone()),
-        ..small(16.0)
-    };
+    let o = || small(16.0).fs(Arc::new(fs.clone()));
     // Keys 0, 2, …, 398 as 4-byte big-endian; a scan of [2i + 1, 2i + 2) is empty.
     let empty_scans = |s: &Store, from: u32, n: u32| {
         for i in from..from + n {

@@ -16,19 +16,17 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// Tiny tables; a block cache that is off, full at once (so most blocks a scan reads are
 /// read from the files and not cached), or larger than the data.
 fn tiny(rng: &mut Rng) -> Options {
-    Options {
-        block_cache_bytes: [0, 8192, 32 << 20][rng.below(3) as usize],
-        memtable_bytes: 2048 + rng.below(8192) as usize,
-        compaction_trigger: Some(2 + rng.below(3) as usize),
-        l0_slowdown: 8,
-        l0_stop: 12,
-        table_bytes: 2048 + rng.below(8192),
-        l1_bytes: 8192 + rng.below(16384),
-        level_ratio: 2 + rng.below(3),
-        mmap_reads: rng.below(2) == 0,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .block_cache_bytes([0, 8192, 32 << 20][rng.below(3) as usize])
+        .memtable_bytes(2048 + rng.below(8192) as usize)
+        .compaction_trigger(Some(2 + rng.below(3) as usize))
+        .l0_slowdown(8)
+        .l0_stop(12)
+        .table_bytes(2048 + rng.below(8192))
+        .l1_bytes(8192 + rng.below(16384))
+        .level_ratio(2 + rng.below(3))
+        .mmap_reads(rng.below(2) == 0)
+        .fs(Arc::new(NoSyncFs))
 }
 
 fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
@@ -231,10 +229,7 @@ fn a_scan_outlives_the_switch_and_flush_of_its_memtable() {
 #[test]
 fn a_scan_reads_tables_a_compaction_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        compaction_trigger: None,
-        ..Options::default()
-    };
+    let opts = Options::default().compaction_trigger(None);
     let store = Store::open(dir.path(), opts).unwrap();
     for round in 0..4u32 {
         for i in 0..5000u32 {
@@ -277,10 +272,7 @@ fn a_scan_reads_tables_a_compaction_removed() {
 #[test]
 fn a_short_scan_reads_a_block_per_source_not_the_table() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        compaction_trigger: None,
-        ..Options::default()
-    };
+    let opts = Options::default().compaction_trigger(None);
     let store = Store::open(dir.path(), opts).unwrap();
     // Four overlapping L0 tables of 25,000 entries (about 900 blocks each).
     for round in 0..4u32 {
@@ -351,12 +343,10 @@ fn a_short_scan_reads_a_block_per_source_not_the_table() {
 fn scans_of_blocks_the_cache_does_not_hold() {
     for (cache, mmap_reads) in [(0, false), (16 << 10, false), (16 << 10, true)] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            compaction_trigger: None,
-            block_cache_bytes: cache,
-            mmap_reads,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .compaction_trigger(None)
+            .block_cache_bytes(cache)
+            .mmap_reads(mmap_reads);
         let store = Store::open(dir.path(), opts).unwrap();
         let mut model = Model::new();
         let mut rng = Rng::new(7 + cache as u64);
@@ -425,10 +415,7 @@ fn scan_is_send() {
 #[test]
 fn writing_while_iterating_from_the_same_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        memtable_bytes: 64 << 10,
-        ..Options::default()
-    };
+    let opts = Options::default().memtable_bytes(64 << 10);
     let store = Store::open(dir.path(), opts).unwrap();
     for i in 0..2000u32 {
         store.put(format!("k{i:05}").as_bytes(), b"1").unwrap();
@@ -481,10 +468,7 @@ fn a_scan_that_misses_reads_the_next_block_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let (model, _) = one_raw_table(dir.path(), 20_000);
     for mmap_reads in [false, true] {
-        let opts = Options {
-            mmap_reads,
-            ..Options::default()
-        };
+        let opts = Options::default().mmap_reads(mmap_reads);
         // Reopened: the cache starts empty.
         let store = Store::open(dir.path(), opts).unwrap();
         let got: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
@@ -570,16 +554,14 @@ fn scans_agree_with_the_model_on_every_block_path() {
         ] {
             let what = format!("{compression} cache {cache} mmap {mmap_reads}");
             let dir = tempfile::tempdir().unwrap();
-            let opts = Options {
-                compression,
-                block_cache_bytes: cache,
-                mmap_reads,
-                memtable_bytes: 96 << 10,
-                table_bytes: 64 << 10,
-                compaction_trigger: None,
-                fs: Arc::new(NoSyncFs),
-                ..Options::default()
-            };
+            let opts = Options::default()
+                .compression(compression)
+                .block_cache_bytes(cache)
+                .mmap_reads(mmap_reads)
+                .memtable_bytes(96 << 10)
+                .table_bytes(64 << 10)
+                .compaction_trigger(None)
+                .fs(Arc::new(NoSyncFs));
             let store = Store::open(dir.path(), opts).unwrap();
             let mut rng = Rng::new(7);
             let mut model = Model::new();

@@ -103,13 +103,11 @@ fn assert_values(store: &Store, keys: impl Iterator<Item = u64>) {
 }
 
 fn opts(kind: FilterKind, fpr: f64) -> Options {
-    Options {
-        filter: Some(kind),
-        fpr: Some(fpr),
-        compaction_trigger: None,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    Options::default()
+        .filter(kind)
+        .fpr(fpr)
+        .compaction_trigger(None)
+        .fs(Arc::new(NoSyncFs))
 }
 
 /// Ten tables whose key ranges interleave (table t holds keys ≡ t mod 10), so every
@@ -204,10 +202,7 @@ fn present_keys_cost_exactly_one_block_read() {
     // The same lookups with blocks read by pread, then in place from a map: same answers,
     // same counted reads and bytes.
     for mmap_reads in [false, true] {
-        let o = Options {
-            mmap_reads,
-            ..opts(FilterKind::BlockedBloom, 0.001)
-        };
+        let o = opts(FilterKind::BlockedBloom, 0.001).mmap_reads(mmap_reads);
         let store = Store::open(dir.path(), o).unwrap();
         // Every table file is mapped once, read or not: version 3 tables are searched in
         // place through the map; with mmap_reads their data blocks are read from it too.
@@ -372,10 +367,7 @@ fn open_refuses_a_file_and_a_missing_dir_without_create() {
         Store::open(&file, Options::default()),
         Err(Error::InvalidArgument(_))
     ));
-    let o = Options {
-        create_if_missing: false,
-        ..Options::default()
-    };
+    let o = Options::default().create_if_missing(false);
     assert!(Store::open(dir.path().join("missing"), o).is_err());
 }
 
@@ -401,10 +393,7 @@ fn sizes_past_the_limits_are_clear_errors() {
 fn unflushed_writes_survive_reopen_and_torn_wal_tail_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let o = Options {
-            sync: SyncPolicy::EveryWrite,
-            ..Options::default()
-        };
+        let o = Options::default().sync(SyncPolicy::EveryWrite);
         let store = Store::open(dir.path(), o).unwrap();
         for i in 0..100u64 {
             store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
@@ -474,12 +463,10 @@ fn wal_damage_before_the_tail_is_an_error_naming_file_and_offset() {
 #[test]
 fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        memtable_bytes: 16 << 10,
-        compaction_trigger: Some(4),
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .memtable_bytes(16 << 10)
+        .compaction_trigger(Some(4))
+        .fs(Arc::new(NoSyncFs));
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
     let readers = Readers::spawn(&store, 3, 1, false, Some(500));
     for i in 0..20_000u64 {
@@ -533,10 +520,7 @@ fn verify_passes_on_a_clean_store_and_names_a_flipped_byte() {
     // blocks are read with pread or in place from a map.
     let mut errors = [0; 2];
     for (mode, mmap_reads) in [false, true].into_iter().enumerate() {
-        let opts = Options {
-            mmap_reads,
-            ..Options::default()
-        };
+        let opts = Options::default().mmap_reads(mmap_reads);
         let store = Store::open(dir.path(), opts).unwrap();
         for i in 0..20_000u64 {
             match store.get(&key(i)) {
@@ -621,10 +605,7 @@ fn a_long_lived_reader_sees_every_completed_change() {
 #[test]
 fn readers_never_miss_keys_while_tables_change() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        compaction_trigger: Some(3),
-        ..opts(FilterKind::Cuckoo, 0.01)
-    };
+    let o = opts(FilterKind::Cuckoo, 0.01).compaction_trigger(Some(3));
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
     let readers = Readers::spawn(&store, 2, 11, true, None);
     let kinds = [
@@ -694,10 +675,7 @@ fn reopening_keeps_the_number_of_logs_bounded() {
 #[test]
 fn overlapping_tables_in_a_level_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let o = || Options {
-        compaction_trigger: None,
-        ..Options::default()
-    };
+    let o = || Options::default().compaction_trigger(None);
     let store = Store::open(dir.path(), o()).unwrap();
     for round in 0..2u32 {
         for i in 0..100u32 {
@@ -738,14 +716,14 @@ fn overlapping_tables_in_a_level_are_refused() {
 #[test]
 fn drop_waits_for_background_work() {
     let dir = tempfile::tempdir().unwrap();
-    let o = || Options {
-        memtable_bytes: 32 << 10,
-        compaction_trigger: Some(2),
-        table_bytes: 16 << 10,
-        l1_bytes: 64 << 10,
-        level_ratio: 2,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
+    let o = || {
+        Options::default()
+            .memtable_bytes(32 << 10)
+            .compaction_trigger(Some(2))
+            .table_bytes(16 << 10)
+            .l1_bytes(64 << 10)
+            .level_ratio(2)
+            .fs(Arc::new(NoSyncFs))
     };
     let mut written = 0u64;
     for round in 0..20u64 {
@@ -786,10 +764,7 @@ fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_las
     let t = tempfile::tempdir().unwrap();
     let live = t.path().join("live");
     let fs = FaultFs::new();
-    let o = || Options {
-        fs: Arc::new(fs.clone()),
-        ..opts(FilterKind::BlockedBloom, 0.01)
-    };
+    let o = || opts(FilterKind::BlockedBloom, 0.01).fs(Arc::new(fs.clone()));
     {
         let s = Store::open(&live, o()).unwrap();
         for i in 0..100 {
@@ -844,11 +819,9 @@ fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_las
 fn three_l0_tables(dir: &std::path::Path, idle_drain: Option<std::time::Duration>) -> Store {
     let store = Store::open(
         dir,
-        Options {
-            compaction_trigger: Some(8),
-            idle_drain,
-            ..opts(FilterKind::BlockedBloom, 0.01)
-        },
+        opts(FilterKind::BlockedBloom, 0.01)
+            .compaction_trigger(Some(8))
+            .idle_drain(idle_drain),
     )
     .unwrap();
     for t in 0..3 {

@@ -17,25 +17,23 @@ use filterstore::{FilterKind, FilterPolicy, Options, Store, WriteBatch};
 
 fn opts(rng: &mut Rng) -> Options {
     let trigger = 2 + rng.below(3) as usize;
-    let mut o = Options {
-        memtable_bytes: 512 + rng.below(8192) as usize,
-        compaction_trigger: if rng.below(5) == 0 {
+    let mut o = Options::default()
+        .memtable_bytes(512 + rng.below(8192) as usize)
+        .compaction_trigger(if rng.below(5) == 0 {
             None
         } else {
             Some(trigger)
-        },
-        l0_slowdown: trigger + 1 + rng.below(3) as usize,
-        l0_stop: trigger + 4 + rng.below(3) as usize,
-        slowdown_bytes_per_sec: 64 << 20,
-        table_bytes: 1024 + rng.below(8192),
-        l1_bytes: 4096 + rng.below(16384),
-        level_ratio: 2 + rng.below(3),
-        filter: Some(FilterKind::ALL[rng.below(4) as usize]),
-        fpr: Some([0.01, 0.1, 0.3][rng.below(3) as usize]),
-        mmap_reads: rng.below(2) == 0,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+        })
+        .l0_slowdown(trigger + 1 + rng.below(3) as usize)
+        .l0_stop(trigger + 4 + rng.below(3) as usize)
+        .slowdown_bytes_per_sec(64 << 20)
+        .table_bytes(1024 + rng.below(8192))
+        .l1_bytes(4096 + rng.below(16384))
+        .level_ratio(2 + rng.below(3))
+        .filter(Some(FilterKind::ALL[rng.below(4) as usize]))
+        .fpr(Some([0.01, 0.1, 0.3][rng.below(3) as usize]))
+        .mmap_reads(rng.below(2) == 0)
+        .fs(Arc::new(NoSyncFs));
     // Half the runs size filters from a budget split across levels (Monkey); at 0.3 bits
     // per key the largest runs get no filter at all.
     if rng.below(2) == 0 {

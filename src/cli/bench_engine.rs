@@ -396,33 +396,35 @@ impl BenchEngine {
     /// The store's options for a run with `compression`.
     fn options(&self, compression: Compression) -> Options {
         let defaults = Options::default();
-        Options {
-            filter: Some(self.filter),
-            fpr: Some(self.fpr),
-            sync: self.sync,
-            memtable_bytes: self
-                .memtable_mib
-                .map_or(defaults.memtable_bytes, |m| m << 20),
-            table_bytes: self
-                .table_mib
-                .map_or(defaults.table_bytes, |m| (m * 1048576.0).max(4096.0) as u64),
-            l1_bytes: self
-                .l1_mib
-                .map_or(defaults.l1_bytes, |m| (m * 1048576.0).max(4096.0) as u64),
-            level_ratio: self.ratio.unwrap_or(defaults.level_ratio),
-            compaction_trigger: Some(
+        Options::default()
+            .filter(self.filter)
+            .fpr(self.fpr)
+            .sync(self.sync)
+            .memtable_bytes(
+                self.memtable_mib
+                    .map_or(defaults.memtable_bytes, |m| m << 20),
+            )
+            .table_bytes(
+                self.table_mib
+                    .map_or(defaults.table_bytes, |m| (m * 1048576.0).max(4096.0) as u64),
+            )
+            .l1_bytes(
+                self.l1_mib
+                    .map_or(defaults.l1_bytes, |m| (m * 1048576.0).max(4096.0) as u64),
+            )
+            .level_ratio(self.ratio.unwrap_or(defaults.level_ratio))
+            .compaction_trigger(Some(
                 self.l0_trigger
                     .unwrap_or(defaults.compaction_trigger.unwrap_or(8)),
-            ),
-            l0_slowdown: self.l0_slowdown.unwrap_or(defaults.l0_slowdown),
-            l0_stop: self.l0_stop.unwrap_or(defaults.l0_stop),
-            compression,
-            range_filter_bits: self.range_bits.unwrap_or(defaults.range_filter_bits),
-            block_cache_bytes: self
-                .block_cache_mib
-                .map_or(defaults.block_cache_bytes, |m| m << 20),
-            ..defaults
-        }
+            ))
+            .l0_slowdown(self.l0_slowdown.unwrap_or(defaults.l0_slowdown))
+            .l0_stop(self.l0_stop.unwrap_or(defaults.l0_stop))
+            .compression(compression)
+            .range_filter_bits(self.range_bits.unwrap_or(defaults.range_filter_bits))
+            .block_cache_bytes(
+                self.block_cache_mib
+                    .map_or(defaults.block_cache_bytes, |m| m << 20),
+            )
     }
 
     /// Loads a fresh store in `dir` with `compression`, reopens it and times lookups; prints
@@ -477,13 +479,7 @@ impl BenchEngine {
         let live = n * (16 + self.value_bytes as u64);
         let tr = Instant::now();
         let opts_for_lookups = opts.clone();
-        let store = Store::open(
-            dir,
-            Options {
-                idle_drain: if quiet { None } else { opts.idle_drain },
-                ..opts
-            },
-        )?;
+        let store = Store::open(dir, if quiet { opts.idle_drain(None) } else { opts })?;
         let reopen = tr.elapsed();
         if quiet {
             // Nothing runs under the timed lookups: what is due at reopen runs now.
@@ -594,13 +590,7 @@ impl BenchEngine {
             eprintln!("bench engine: comparing allocations");
             // A still table set: reopened without background compaction.
             drop(store);
-            let still = Store::open(
-                dir,
-                Options {
-                    compaction_trigger: None,
-                    ..opts_for_lookups
-                },
-            )?;
+            let still = Store::open(dir, opts_for_lookups.compaction_trigger(None))?;
             allocations(&still, self, lookups_n, &mut o)?;
         }
         super::println(o)?;

@@ -98,11 +98,9 @@ fn row(store: &Store, scans: &[(u128, u128)], expect_empty: bool) -> Result<Row,
 impl Run for BenchRange {
     fn run(self, _g: &Global) -> Result<Exit, CliError> {
         let tmp = tempfile::tempdir().map_err(filterstore::Error::from)?;
-        let opts = Options {
-            compaction_trigger: None,
-            memtable_bytes: 1 << 30,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .compaction_trigger(None)
+            .memtable_bytes(1 << 30);
         let store = Store::open(tmp.path(), opts)?;
         let mut rng = Rng(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let per = self.count.div_ceil(self.tables.max(1));

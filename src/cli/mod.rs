@@ -432,25 +432,23 @@ impl Global {
             require_store(&dir)?;
         }
         let defaults = Options::default();
-        let opts = Options {
-            filter: self.filter,
-            fpr: self.fpr,
-            policy: self.policy(),
-            sync: if access == Access::BulkWrite {
+        let opts = Options::default()
+            .filter(self.filter)
+            .fpr(self.fpr)
+            .policy(self.policy())
+            .sync(if access == Access::BulkWrite {
                 SyncPolicy::OnFlush
             } else {
                 SyncPolicy::EveryWrite
-            },
-            create_if_missing: matches!(access, Access::Write | Access::BulkWrite),
-            compaction_trigger: if access == Access::Read {
+            })
+            .create_if_missing(matches!(access, Access::Write | Access::BulkWrite))
+            .compaction_trigger(if access == Access::Read {
                 None
             } else {
                 defaults.compaction_trigger
-            },
-            compression: self.compression.unwrap_or(defaults.compression),
-            range_filter_bits: self.range_bits.unwrap_or(defaults.range_filter_bits),
-            ..defaults
-        };
+            })
+            .compression(self.compression.unwrap_or(defaults.compression))
+            .range_filter_bits(self.range_bits.unwrap_or(defaults.range_filter_bits));
         let store = Store::open(&dir, opts).map_err(|e| {
             CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
         })?;

@@ -245,7 +245,7 @@ impl ExceptionDict {
     /// [`Store::pinned_reader`]): no lock, no check of the store's state and no memtable
     /// per word, the one table of a built dictionary asked directly; use it for a run of
     /// many words. Writes made to the store after this call are not seen by it.
-    pub fn reader(&self) -> Result<PinnedReader<'_>> {
+    pub fn reader(&self) -> Result<PinnedReader> {
         self.store.pinned_reader()
     }
 
@@ -262,14 +262,14 @@ impl ExceptionLookup for ExceptionDict {
     }
 }
 
-impl ExceptionLookup for Reader<'_> {
+impl ExceptionLookup for Reader {
     /// One [`Reader::get_with_hash`] with the hyphenator's hash.
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         self.get_with_hash(lower_word, hash)
     }
 }
 
-impl ExceptionLookup for PinnedReader<'_> {
+impl ExceptionLookup for PinnedReader {
     /// One [`PinnedReader::get_with_hash`] with the hyphenator's hash.
     #[inline]
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {

@@ -377,6 +377,50 @@ fn os_err(errno: i32) -> io::Error {
     io::Error::from_raw_os_error(errno)
 }
 
+/// An fsync of inode `ino` (named `path`): it covers the bytes written before it started,
+/// not those written while it waits at the gate (an fsync from another thread than the
+/// writer's, see [`crate::io::SyncHandle`]).
+fn fault_sync(
+    state: &std::sync::Mutex<FaultState>,
+    gate: &SyncGate,
+    path: &Path,
+    ino: usize,
+) -> io::Result<()> {
+    let (len, allocated) = {
+        let s = state.lock().unwrap_or_else(|p| p.into_inner());
+        (s.data[ino].bytes.len(), s.data[ino].allocated)
+    };
+    let is_log = path.extension().is_some_and(|e| e == "wal");
+    let verdict = if is_log { gate.pass() } else { None };
+    let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(errno) = verdict {
+        s.ops += 1;
+        s.fired = Some(fired_at("held fsync", path));
+        return Err(os_err(errno));
+    }
+    s.step("fsync", path, true).map_err(|(e, _)| os_err(e))?;
+    let d = &mut s.data[ino];
+    // A re-created file (same name, new inode contents) may be shorter than what was
+    // written before the fsync started.
+    d.synced = d.synced.max(len.min(d.bytes.len()));
+    d.synced_allocated = d.synced_allocated.max(allocated.min(d.allocated));
+    Ok(())
+}
+
+/// The [`crate::io::SyncHandle`] of a [`FaultFile`].
+struct FaultSync {
+    state: std::sync::Arc<std::sync::Mutex<FaultState>>,
+    gate: std::sync::Arc<SyncGate>,
+    path: std::path::PathBuf,
+    ino: usize,
+}
+
+impl crate::io::SyncHandle for FaultSync {
+    fn sync(&self) -> io::Result<()> {
+        fault_sync(&self.state, &self.gate, &self.path, self.ino)
+    }
+}
+
 impl WritableFile for FaultFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -389,20 +433,15 @@ impl WritableFile for FaultFile {
         r
     }
     fn sync(&mut self) -> io::Result<()> {
-        let is_log = self.path.extension().is_some_and(|e| e == "wal");
-        let verdict = if is_log { self.gate.pass() } else { None };
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(errno) = verdict {
-            s.ops += 1;
-            s.fired = Some(fired_at("held fsync", &self.path));
-            return Err(os_err(errno));
-        }
-        s.step("fsync", &self.path, true)
-            .map_err(|(e, _)| os_err(e))?;
-        let d = &mut s.data[self.ino];
-        d.synced = d.bytes.len();
-        d.synced_allocated = d.allocated;
-        Ok(())
+        fault_sync(&self.state, &self.gate, &self.path, self.ino)
+    }
+    fn sync_handle(&self) -> io::Result<Option<std::sync::Arc<dyn crate::io::SyncHandle>>> {
+        Ok(Some(std::sync::Arc::new(FaultSync {
+            state: self.state.clone(),
+            gate: self.gate.clone(),
+            path: self.path.clone(),
+            ino: self.ino,
+        })))
     }
     fn allocate(&mut self, len: u64) -> io::Result<bool> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -6,6 +6,7 @@ use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filename::FileName;
@@ -26,6 +27,35 @@ pub trait WritableFile: Send {
     fn allocate(&mut self, len: u64) -> io::Result<bool> {
         let _ = len;
         Ok(false)
+    }
+    /// A handle that fsyncs this file from another thread while this one goes on writing
+    /// it (a duplicate of its descriptor): the store's synced writes wait for an fsync made
+    /// outside its writer lock. `Ok(None)` (the default): the file system has none, and the
+    /// store fsyncs through this file under its writer lock.
+    fn sync_handle(&self) -> io::Result<Option<Arc<dyn SyncHandle>>> {
+        Ok(None)
+    }
+}
+
+/// Fsyncs one file, from any thread (see [`WritableFile::sync_handle`]). An fsync makes
+/// durable at least every byte written before it started.
+pub trait SyncHandle: Send + Sync {
+    /// Makes everything written to the file so far durable (fsync).
+    fn sync(&self) -> io::Result<()>;
+}
+
+impl SyncHandle for File {
+    fn sync(&self) -> io::Result<()> {
+        self.sync_data()
+    }
+}
+
+/// A [`SyncHandle`] that does nothing ([`NoSyncFs`]).
+struct NoSync;
+
+impl SyncHandle for NoSync {
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -83,6 +113,9 @@ impl WritableFile for RealFile {
             Err(e) => Err(e.into()),
         }
     }
+    fn sync_handle(&self) -> io::Result<Option<Arc<dyn SyncHandle>>> {
+        Ok(Some(Arc::new(self.0.try_clone()?)))
+    }
 }
 
 impl Fs for RealFs {
@@ -121,6 +154,9 @@ impl WritableFile for NoSyncFile {
     }
     fn allocate(&mut self, len: u64) -> io::Result<bool> {
         self.0.allocate(len)
+    }
+    fn sync_handle(&self) -> io::Result<Option<Arc<dyn SyncHandle>>> {
+        Ok(Some(Arc::new(NoSync)))
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod commit;
 mod compact;
+mod durable;
 mod filters;
 mod global;
 mod open;
@@ -51,8 +52,8 @@ pub use self::filters::Rebalanced;
 pub(crate) use self::open::lock_dir;
 pub use self::open::{stored_default_filter, stored_policy};
 pub use self::options::{
-    default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, DEFAULT_RANGE_BITS,
-    IDLE_DRAIN_PROBES,
+    default_policy, Options, SyncPolicy, WriteOptions, DEFAULT_FILTER, DEFAULT_FPR,
+    DEFAULT_RANGE_BITS, IDLE_DRAIN_PROBES,
 };
 pub use self::read::{prefix_successor, PinnedReader, Reader, Scan};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
@@ -219,15 +220,44 @@ pub(crate) struct Inner {
     dropped_at_open: Vec<Warning>,
 }
 
-/// A key-value store in one directory. `Send + Sync`: share it with `Arc` across threads.
+/// A key-value store in one directory: a cheap handle, `Clone + Send + Sync`, that can be
+/// kept in a struct, moved into threads or shared as it is (no `Arc` needed).
 ///
-/// Dropping it stops the background threads once their work in progress is done: a memtable
-/// waiting to be sealed is sealed and a compaction under way is finished (as LevelDB does),
-/// no new compaction starts but a due L0 merge (at most two memtables' bytes; the others
-/// still due run after the next open), and the logs are fsynced.
+/// Every clone refers to the same open store (an `Arc` inside). The store closes when the
+/// last clone goes, by [`Store::close`] (which returns the final fsync's error) or by drop
+/// (which cannot): the background threads stop once their work in progress is done (a
+/// memtable waiting to be sealed is sealed and a compaction under way is finished, as
+/// LevelDB does), no new compaction starts but a due L0 merge (at most two memtables'
+/// bytes; the others still due run after the next open), and the logs are fsynced.
+///
+/// What outlives the last clone: a [`Scan`] goes on over the memtables and tables of its
+/// start; a [`Reader`] or [`PinnedReader`] goes on reading the store as it was closed (no
+/// writes can reach it any more) and, until it drops, keeps the store's directory lock:
+/// the directory cannot be opened again, by this process or another, while such a reader
+/// lives (docs/engine.md, "Handles").
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// let store = filterstore::Store::open(dir.path(), Default::default())?;
+/// let writer = store.clone();
+/// std::thread::spawn(move || writer.put("k", "v")).join().unwrap()?;
+/// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+/// store.close()?; // the last clone: the store is closed and its logs fsynced
+/// # Ok::<(), filterstore::Error>(())
+/// ```
+#[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
-    threads: Vec<JoinHandle<()>>,
+    /// Shared by every clone: the last one to go closes the store.
+    handle: Arc<Handle>,
+}
+
+/// The open store's background threads; dropping it closes the store.
+struct Handle {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// `close` did the work; `drop` has none left.
+    closed: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -286,24 +316,72 @@ impl Store {
     }
 }
 
-impl Drop for Store {
-    fn drop(&mut self) {
+impl Store {
+    pub(super) fn from_parts(inner: Arc<Inner>, threads: Vec<JoinHandle<()>>) -> Store {
+        let handle = Arc::new(Handle {
+            inner: inner.clone(),
+            threads: Mutex::new(threads),
+            closed: false,
+        });
+        Store { inner, handle }
+    }
+
+    /// Closes the store and returns what closing met: waits for the background work in
+    /// progress (as a drop does, see [`Store`]) and fsyncs the logs; `Err` when that fsync
+    /// failed, or when the store was poisoned before (a background failure, a failed write):
+    /// then some acknowledged writes that were not yet durable may be lost (with
+    /// [`SyncPolicy::EveryWrite`] and synced writes, none that was acknowledged).
+    ///
+    /// On a clone while other clones live, the store stays open for them: `close` only
+    /// fsyncs the logs (with the same errors) and lets this handle go; the last clone to go
+    /// closes the store (by its `close`, or by drop). Whichever of several concurrent
+    /// `close` calls is the last one closes. Scans and readers do not count as clones (see
+    /// [`Store`] for what they keep).
+    pub fn close(self) -> Result<()> {
+        let Store { inner, handle } = self;
+        match Arc::into_inner(handle) {
+            Some(mut h) => {
+                h.closed = true;
+                h.shut_down()
+            }
+            None => {
+                inner.check_writable()?;
+                let r = inner.sync_all();
+                inner.poison_on_err(r)
+            }
+        }
+    }
+}
+
+impl Handle {
+    /// Stops the background threads, then merges a due L0, fsyncs the logs and saves the
+    /// counters and the global filter (the fsync's error is returned).
+    fn shut_down(&self) -> Result<()> {
         let inner = &self.inner;
         {
             let _bg = inner.lock_bg();
             inner.shutdown.store(true, SeqCst);
             inner.bg_cv.notify_all();
         }
-        for t in self.threads.drain(..) {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
             let _ = t.join();
         }
-        if !inner.poisoned.load(SeqCst) {
-            // A failed merge leaves the tables as they were (its outputs removed).
-            let _ = inner.merge_l0_at_close();
-            let _ = inner.sync_all();
-            inner.save_lifetime();
-            // Advisory: a store whose checkpoint is missing or stale builds the filter.
-            let _ = inner.save_global();
+        inner.check_writable()?;
+        // A failed merge leaves the tables as they were (its outputs removed).
+        let _ = inner.merge_l0_at_close();
+        let synced = inner.sync_all();
+        inner.save_lifetime();
+        // Advisory: a store whose checkpoint is missing or stale builds the filter.
+        let _ = inner.save_global();
+        synced
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.shut_down();
         }
     }
 }
@@ -405,6 +483,13 @@ impl Inner {
     }
 
     fn sync_locked(&self, w: &mut Writer) -> Result<()> {
+        self.sync_logs(w)?;
+        // Under the writer lock: every record counted as written is in these logs.
+        self.commit.durable.all_synced();
+        Ok(())
+    }
+
+    fn sync_logs(&self, w: &mut Writer) -> Result<()> {
         let imm = self.read_state().imm.clone();
         if let Some(imm) = imm {
             if let Some(wal) = imm.wal.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {

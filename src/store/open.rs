@@ -34,7 +34,7 @@ use crate::wal::{replay_file, WalWriter};
 /// # fn main() -> filterstore::Result<()> {
 /// let dir = tempfile::tempdir()?;
 /// assert_eq!(stored_default_filter(dir.path())?, None);
-/// let opts = Options { filter: Some(FilterKind::Cuckoo), ..Options::default() };
+/// let opts = Options::default().filter(FilterKind::Cuckoo);
 /// drop(Store::open(dir.path(), opts)?);
 /// assert_eq!(stored_default_filter(dir.path())?, Some(FilterKind::Cuckoo));
 /// # Ok(()) }
@@ -264,7 +264,7 @@ impl Store {
         inner.recover(mem, &replayed)?;
         let threads = worker::spawn(&inner)?;
         inner.want_compaction();
-        Ok(Store { inner, threads })
+        Ok(Store::from_parts(inner, threads))
     }
 }
 
@@ -327,6 +327,7 @@ impl Inner {
             let _ = self.fs.remove(&wal_path(&self.dir, old));
         }
         let mut w = self.lock_writer();
+        self.commit.durable.new_log(wal.sync_handle());
         w.wal = Some(wal);
         w.wal_number = n;
         w.wal_dir_synced = true;

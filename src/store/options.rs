@@ -26,8 +26,66 @@ pub enum SyncPolicy {
     Buffered,
 }
 
+/// How one write is made durable ([`Store::write_opt`](super::Store::write_opt),
+/// [`put_opt`](super::Store::put_opt), [`delete_opt`](super::Store::delete_opt)).
+/// `#[non_exhaustive]`: start from [`WriteOptions::default()`], which follows the store's
+/// [`SyncPolicy`], and set what differs.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// use filterstore::{Options, Store, WriteOptions};
+/// let store = Store::open(dir.path(), Options::default())?; // SyncPolicy::OnFlush
+/// // A login must survive a power cut: fsynced before `put_opt` returns.
+/// store.put_opt("login:ada", "2026-11-28", &WriteOptions::default().sync(true))?;
+/// // "Last seen" need not: it reaches the operating system, fsynced later.
+/// store.put("seen:ada", "12:00")?;
+/// # Ok::<(), filterstore::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// `Some(true)`: the write returns only once its record, and every record logged before
+    /// it, is durable (fsynced), as every write is under [`SyncPolicy::EveryWrite`]; it
+    /// joins the group commit, sharing one fsync with the synced writes around it. Writers
+    /// that did not ask for an fsync never wait for one (docs/engine.md, "Durability per
+    /// write"). `Some(false)`: the write returns once its record reached the operating
+    /// system (or, under [`SyncPolicy::Buffered`], the log's buffer), even under
+    /// `EveryWrite`. `None` (the default): the store's [`SyncPolicy`] decides.
+    pub sync: Option<bool>,
+}
+
+impl WriteOptions {
+    /// Sets [`WriteOptions::sync`]: `true` fsyncs this write before it returns, `false` does
+    /// not.
+    #[must_use]
+    pub fn sync(mut self, sync: bool) -> Self {
+        self.sync = Some(sync);
+        self
+    }
+}
+
 /// How a store is opened.
+///
+/// `#[non_exhaustive]`: outside this crate, start from [`Options::default()`] and set what
+/// differs, with the chainable setters (one per field, named after it) or by assigning the
+/// public fields:
+///
+/// ```
+/// use filterstore::{FilterKind, Options, SyncPolicy};
+/// let opts = Options::default()
+///     .filter(FilterKind::Cuckoo)
+///     .fpr(0.001)
+///     .sync(SyncPolicy::EveryWrite)
+///     .compaction_trigger(None);
+/// let mut same = Options::default();
+/// same.filter = Some(FilterKind::Cuckoo);
+/// same.fpr = Some(0.001);
+/// same.sync = SyncPolicy::EveryWrite;
+/// same.compaction_trigger = None;
+/// assert_eq!(format!("{opts:?}"), format!("{same:?}"));
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Filter kind. A new store records it in its filter policy (see [`Options::policy`]);
     /// `None` is [`DEFAULT_FILTER`]. On an existing store it is the kind of the tables this
@@ -141,6 +199,67 @@ impl Default for Options {
             fs: Arc::new(RealFs),
         }
     }
+}
+
+/// Chainable setters, one per field (see the field of the same name).
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident: $ty:ty => $conv:expr;)*) => {
+        impl Options {
+            $(
+                $(#[$m])*
+                #[must_use]
+                pub fn $name(mut self, $name: $ty) -> Self {
+                    self.$name = $conv($name);
+                    self
+                }
+            )*
+        }
+    };
+}
+
+fn same<T>(t: T) -> T {
+    t
+}
+
+setters! {
+    /// Sets [`Options::filter`] (a kind, `Some(kind)` or `None`).
+    filter: impl Into<Option<FilterKind>> => Into::into;
+    /// Sets [`Options::fpr`] (a rate, `Some(rate)` or `None`).
+    fpr: impl Into<Option<f64>> => Into::into;
+    /// Sets [`Options::policy`] (a policy, `Some(policy)` or `None`).
+    policy: impl Into<Option<FilterPolicy>> => Into::into;
+    /// Sets [`Options::memtable_bytes`].
+    memtable_bytes: usize => same;
+    /// Sets [`Options::sync`].
+    sync: SyncPolicy => same;
+    /// Sets [`Options::compaction_trigger`] (`None` turns automatic compaction off).
+    compaction_trigger: impl Into<Option<usize>> => Into::into;
+    /// Sets [`Options::l0_slowdown`].
+    l0_slowdown: usize => same;
+    /// Sets [`Options::l0_stop`].
+    l0_stop: usize => same;
+    /// Sets [`Options::slowdown_bytes_per_sec`].
+    slowdown_bytes_per_sec: u64 => same;
+    /// Sets [`Options::table_bytes`].
+    table_bytes: u64 => same;
+    /// Sets [`Options::l1_bytes`].
+    l1_bytes: u64 => same;
+    /// Sets [`Options::level_ratio`].
+    level_ratio: u64 => same;
+    /// Sets [`Options::idle_drain`] (`None` turns it off).
+    idle_drain: impl Into<Option<Duration>> => Into::into;
+    /// Sets [`Options::create_if_missing`].
+    create_if_missing: bool => same;
+    /// Sets [`Options::mmap_reads`].
+    mmap_reads: bool => same;
+    /// Sets [`Options::block_cache_bytes`].
+    block_cache_bytes: usize => same;
+    /// Sets [`Options::compression`].
+    compression: Compression => same;
+    /// Sets [`Options::range_filter_bits`].
+    range_filter_bits: f64 => same;
+    /// Sets [`Options::fs`].
+    fs: Arc<dyn Fs> => same;
 }
 
 impl Options {

@@ -15,8 +15,9 @@ use crate::scan::{table_sources, LiveMemtable, MemSource, ScanSource};
 use crate::version::{Batch, Version};
 
 impl Store {
-    /// Looks `key` up.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// Looks `key` up (anything that is bytes: `&[u8]`, `Vec<u8>`, `&str`, arrays).
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
 
@@ -78,9 +79,9 @@ impl Store {
     /// assert_eq!(reader.get(b"apple")?, None);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reader(&self) -> Reader<'_> {
+    pub fn reader(&self) -> Reader {
         Reader {
-            store: self,
+            inner: self.inner.clone(),
             snap: RefCell::new(None),
         }
     }
@@ -116,7 +117,7 @@ impl Store {
     /// assert_eq!(store.get(b"pear")?, Some(b"green".to_vec()));
     /// # Ok::<(), filterstore::Error>(())
     /// ```
-    pub fn pinned_reader(&self) -> Result<PinnedReader<'_>> {
+    pub fn pinned_reader(&self) -> Result<PinnedReader> {
         let inner = &*self.inner;
         let pending = {
             let st = inner.read_state();
@@ -135,7 +136,10 @@ impl Store {
                 None => Pin::Tables(version),
             }
         };
-        Ok(PinnedReader { store: self, pin })
+        Ok(PinnedReader {
+            inner: self.inner.clone(),
+            pin,
+        })
     }
 
     /// Iterates over the keys in `range`, in order, newest values only, tombstones hidden,
@@ -316,8 +320,13 @@ impl LiveMemtable for LiveMem {
 }
 
 /// Many lookups from one thread without the store's lock (see [`Store::reader`]).
-pub struct Reader<'s> {
-    store: &'s Store,
+///
+/// It owns what it reads through (no borrow of the [`Store`]): keep it in a struct beside
+/// the store, or move it into another thread. `Send`, not `Sync` (one per thread). A reader
+/// that outlives every clone of its store reads the store as it was closed and keeps the
+/// directory lock until it drops (see [`Store`]).
+pub struct Reader {
+    inner: Arc<Inner>,
     snap: RefCell<Option<ReadSnapshot>>,
 }
 
@@ -328,24 +337,25 @@ struct ReadSnapshot {
     tables_only: bool,
 }
 
-impl std::fmt::Debug for Reader<'_> {
+impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
-            .field("dir", &self.store.inner.dir)
+            .field("dir", &self.inner.dir)
             .finish_non_exhaustive()
     }
 }
 
-impl Reader<'_> {
+impl Reader {
     /// Looks `key` up (see [`Store::get`]).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
 
     /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
     /// [`Store::get_with_hash`]).
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        let inner = &*self.store.inner;
+        let inner = &*self.inner;
         // The global filter's cache misses overlap the checks below (as `Inner::lookup`
         // overlaps them with the memtables' search). A stale snapshot's filter is at worst
         // a wasted prefetch: the lookup itself asks the current snapshot's.
@@ -385,7 +395,7 @@ impl Reader<'_> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        let inner = &*self.store.inner;
+        let inner = &*self.inner;
         // Before the snapshot is checked, as in `get_with_hash`.
         let removals = inner.global_removals.load(SeqCst);
         match &*self.snapshot() {
@@ -406,11 +416,7 @@ impl Reader<'_> {
     /// The snapshot, taken again if the store changed since it was taken.
     #[inline]
     fn snapshot(&self) -> std::cell::RefMut<'_, Option<ReadSnapshot>> {
-        let epoch = self
-            .store
-            .inner
-            .epoch
-            .load(std::sync::atomic::Ordering::SeqCst);
+        let epoch = self.inner.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let mut snap = self.snap.borrow_mut();
         if snap.as_ref().is_none_or(|s| s.epoch != epoch) {
             self.retake(&mut snap);
@@ -422,7 +428,7 @@ impl Reader<'_> {
     #[cold]
     #[inline(never)]
     fn retake(&self, snap: &mut Option<ReadSnapshot>) {
-        let inner = &*self.store.inner;
+        let inner = &*self.inner;
         let st = inner.read_state();
         *snap = Some(ReadSnapshot {
             epoch: inner.epoch.load(std::sync::atomic::Ordering::SeqCst),
@@ -432,32 +438,34 @@ impl Reader<'_> {
     }
 }
 
-/// A reader pinned to one table set (see [`Store::pinned_reader`]).
-pub struct PinnedReader<'s> {
-    store: &'s Store,
-    pin: Pin<'s>,
+/// A reader pinned to one table set (see [`Store::pinned_reader`]). Like a [`Reader`], it
+/// owns what it reads through: it can be kept in a struct or moved into a thread.
+pub struct PinnedReader {
+    inner: Arc<Inner>,
+    pin: Pin,
 }
 
-enum Pin<'s> {
+enum Pin {
     /// The table set holds one table: it is asked directly.
     One(Arc<crate::version::TableHandle>),
     /// Any other table set.
     Tables(Arc<Version>),
     /// The store has a global filter: lookups follow the store.
-    Follow(Reader<'s>),
+    Follow(Reader),
 }
 
-impl std::fmt::Debug for PinnedReader<'_> {
+impl std::fmt::Debug for PinnedReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PinnedReader")
-            .field("dir", &self.store.inner.dir)
+            .field("dir", &self.inner.dir)
             .finish_non_exhaustive()
     }
 }
 
-impl PinnedReader<'_> {
+impl PinnedReader {
     /// Looks `key` up in the pinned tables (see [`Store::pinned_reader`]).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
 
@@ -465,7 +473,7 @@ impl PinnedReader<'_> {
     /// [`Store::get_with_hash`]).
     #[inline]
     pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        let counters = &self.store.inner.counters;
+        let counters = &self.inner.counters;
         match &self.pin {
             Pin::One(t) => {
                 counters.lookups.add(0, 1);

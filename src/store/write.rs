@@ -19,30 +19,66 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{wal_path, Imm, Inner, Store, SyncPolicy, Writer};
+use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::wal::{WalWriter, WriteBatch};
 
 impl Store {
-    /// Stores `value` under `key`.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.inner.apply(&[(key, Some(value))])
+    /// Stores `value` under `key`: anything that is bytes (`&[u8]`, `Vec<u8>`, `&str`,
+    /// `String`, arrays), durable as the store's [`SyncPolicy`] says.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put("k", "v")?;
+    /// store.put(b"bytes", vec![1, 2, 3])?;
+    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// store.delete(String::from("k"))?;
+    /// assert_eq!(store.get(b"k")?, None);
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Stores `value` under `key`, durable as `opts` says (see [`WriteOptions`]).
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let sync = self.inner.synced(opts);
+        self.inner
+            .apply(&[(key.as_ref(), Some(value.as_ref()))], sync)
     }
 
     /// Removes `key` (a no-op for an absent key, but still logged).
-    pub fn delete(&self, key: &[u8]) -> Result<()> {
-        self.inner.apply(&[(key, None)])
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Removes `key`, durable as `opts` says (see [`WriteOptions`]).
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
+        let sync = self.inner.synced(opts);
+        self.inner.apply(&[(key.as_ref(), None)], sync)
     }
 
     /// Applies a batch atomically: after a crash either all of it or none of it is there.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
+    pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         let ops: Vec<(&[u8], Option<&[u8]>)> = batch
             .ops
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_deref()))
             .collect();
-        self.inner.apply(&ops)
+        let sync = self.inner.synced(opts);
+        self.inner.apply(&ops, sync)
     }
 
     /// fsyncs the logs: every write so far becomes durable.
@@ -74,10 +110,16 @@ impl Store {
 }
 
 impl Inner {
+    /// Whether a write made with `opts` returns only once durable.
+    fn synced(&self, opts: &WriteOptions) -> bool {
+        opts.sync
+            .unwrap_or(self.opts.sync == SyncPolicy::EveryWrite)
+    }
+
     /// Checks a write and commits it through the writers queue (`commit.rs`): its record
-    /// is in the log (fsynced with `EveryWrite`) and its operations in the memtable when
-    /// this returns `Ok`.
-    pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
+    /// is in the log (fsynced with `sync`) and its operations in the memtable when this
+    /// returns `Ok`.
+    pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)], sync: bool) -> Result<()> {
         self.check_writable()?;
         let mut bytes = 0;
         for (k, v) in ops {
@@ -115,7 +157,7 @@ impl Inner {
                 });
             }
         }
-        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len)
+        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len, sync)
     }
 
     /// Starts a new log for the memtable.
@@ -123,6 +165,7 @@ impl Inner {
         let n = self.alloc_file()?;
         let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
         wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
+        self.commit.durable.new_log(wal.sync_handle());
         w.wal = Some(wal);
         w.wal_dir_synced = false;
         w.wal_number = n;

@@ -88,6 +88,27 @@ impl WalWriter {
         Ok(())
     }
 
+    /// Appends one encoded record and hands it to the operating system, in reserved space as
+    /// a synced [`append`](Self::append) would, but without the fsync: the caller fsyncs
+    /// through [`sync_handle`](Self::sync_handle) (outside its lock), or with
+    /// [`sync`](Self::sync).
+    pub fn append_for_sync(&mut self, record: &[u8]) -> Result<()> {
+        self.reserve_for(record.len() as u64);
+        self.write_out()?;
+        self.file
+            .write_all(record)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.len += record.len() as u64;
+        Ok(())
+    }
+
+    /// A handle that fsyncs this log from another thread ([`WritableFile::sync_handle`]);
+    /// `None` when the file system has none (or it could not be made): fsync with
+    /// [`sync`](Self::sync) then.
+    pub fn sync_handle(&self) -> Option<std::sync::Arc<dyn crate::io::SyncHandle>> {
+        self.file.sync_handle().ok().flatten()
+    }
+
     /// Reserves space for `more` bytes after the records when the reserved space ends before
     /// them. Best effort: a file system that cannot reserve, or a failed reservation (a full
     /// disk), only stops the reserving; the write itself reports what it meets.

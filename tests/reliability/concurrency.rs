@@ -31,15 +31,13 @@ fn version_of(i: usize, v: &[u8]) -> u64 {
 #[test]
 fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
     let dir = crate::scratch_dir();
-    let o = Options {
-        memtable_bytes: 8 << 10,
-        compaction_trigger: Some(4),
-        table_bytes: 16 << 10,
-        l1_bytes: 64 << 10,
-        level_ratio: 3,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .memtable_bytes(8 << 10)
+        .compaction_trigger(Some(4))
+        .table_bytes(16 << 10)
+        .l1_bytes(64 << 10)
+        .level_ratio(3)
+        .fs(Arc::new(NoSyncFs));
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
     // acked[i]: newest version of key i acknowledged; started[i]: newest version begun.
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
@@ -152,14 +150,14 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
 #[test]
 fn concurrent_durable_writers_lose_nothing() {
     let dir = crate::scratch_dir();
-    let o = || Options {
-        sync: filterstore::SyncPolicy::EveryWrite,
-        memtable_bytes: 64 << 10,
-        compaction_trigger: Some(4),
-        table_bytes: 32 << 10,
-        l1_bytes: 128 << 10,
-        level_ratio: 4,
-        ..Options::default()
+    let o = || {
+        Options::default()
+            .sync(filterstore::SyncPolicy::EveryWrite)
+            .memtable_bytes(64 << 10)
+            .compaction_trigger(Some(4))
+            .table_bytes(32 << 10)
+            .l1_bytes(128 << 10)
+            .level_ratio(4)
     };
     let store = Store::open(dir.path(), o()).unwrap();
     const THREADS: u64 = 4;

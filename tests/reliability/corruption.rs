@@ -20,11 +20,9 @@ pub fn key(i: u64) -> Vec<u8> {
 /// several records; returns its directory.
 pub fn build(parent: &Path) -> PathBuf {
     let dir = subdir(parent, "clean");
-    let o = Options {
-        compaction_trigger: None,
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    };
+    let o = Options::default()
+        .compaction_trigger(None)
+        .fs(Arc::new(NoSyncFs));
     let kinds = [
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
@@ -32,14 +30,7 @@ pub fn build(parent: &Path) -> PathBuf {
         FilterKind::BinaryFuse,
     ];
     for (t, kind) in kinds.into_iter().enumerate() {
-        let s = Store::open(
-            &dir,
-            Options {
-                filter: Some(kind),
-                ..o.clone()
-            },
-        )
-        .unwrap();
+        let s = Store::open(&dir, o.clone().filter(kind)).unwrap();
         for i in (t as u64..KEYS).step_by(kinds.len()) {
             s.put(&key(i), &value_of(&key(i), 1)).unwrap();
         }
@@ -128,11 +119,9 @@ fn case(clean: &Path, tmp: &Path, file: &str, damage: Damage, detectable: bool, 
     // for a merge into the empty L1) before the damage is looked for.
     let store = match Store::open(
         &dir,
-        Options {
-            fs: Arc::new(NoSyncFs),
-            compaction_trigger: None,
-            ..Options::default()
-        },
+        Options::default()
+            .fs(Arc::new(NoSyncFs))
+            .compaction_trigger(None),
     ) {
         Ok(s) => s,
         Err(e) => {

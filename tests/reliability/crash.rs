@@ -44,23 +44,21 @@ fn child_writer() {
     };
     let seed: u64 = seed.parse().unwrap();
     let mut rng = Rng::new(seed);
-    let opts = Options {
-        filter: Some(
+    let opts = Options::default()
+        .filter(Some(
             FilterKind::ALL
                 .get(rng.below(FilterKind::ALL.len() as u64 + 1) as usize)
                 .copied()
                 .unwrap_or(FilterKind::Global),
-        ),
-        memtable_bytes: 1024 + rng.below(4096) as usize,
-        compaction_trigger: Some(2 + rng.below(3) as usize),
+        ))
+        .memtable_bytes(1024 + rng.below(4096) as usize)
+        .compaction_trigger(Some(2 + rng.below(3) as usize))
         // Tiny tables and levels, so that kills land in background flushes and in
         // compactions at every level.
-        table_bytes: 1024 + rng.below(4096),
-        l1_bytes: 4096 + rng.below(8192),
-        level_ratio: 2 + rng.below(2),
-        sync: SyncPolicy::EveryWrite,
-        ..Options::default()
-    };
+        .table_bytes(1024 + rng.below(4096))
+        .l1_bytes(4096 + rng.below(8192))
+        .level_ratio(2 + rng.below(2))
+        .sync(SyncPolicy::EveryWrite);
     out("@open?");
     let store = Store::open(&dir, opts).unwrap();
     out("@open");

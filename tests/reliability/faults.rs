@@ -21,19 +21,17 @@ enum Op {
 }
 
 fn opts(fs: &FaultFs, kind: FilterKind) -> Options {
-    Options {
-        filter: Some(kind),
-        memtable_bytes: 1200,
-        compaction_trigger: Some(3),
+    Options::default()
+        .filter(kind)
+        .memtable_bytes(1200)
+        .compaction_trigger(Some(3))
         // Tiny tables and levels: flushes and compactions of every kind (L0 and deeper
         // levels, moves, rolling outputs) run in the background and meet the faults.
-        table_bytes: 2048,
-        l1_bytes: 4096,
-        level_ratio: 2,
-        sync: SyncPolicy::EveryWrite,
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    }
+        .table_bytes(2048)
+        .l1_bytes(4096)
+        .level_ratio(2)
+        .sync(SyncPolicy::EveryWrite)
+        .fs(Arc::new(fs.clone()))
 }
 
 /// A deterministic workload: puts, overwrites, deletes, batches, with flushes (explicit and
@@ -138,14 +136,8 @@ fn check_recovery(dir: &Path, must: &Model, may: &Model, what: &str) -> u64 {
     let fs = FaultFs::new();
     // The store's recorded policy: a global filter when the workload last switched to it
     // (built from the tables, or read from its checkpoint when that matches them).
-    let store = Store::open(
-        dir,
-        Options {
-            filter: None,
-            ..opts(&fs, FilterKind::Cuckoo)
-        },
-    )
-    .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+    let store = Store::open(dir, opts(&fs, FilterKind::Cuckoo).filter(None))
+        .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
     let mut checked = check_store(&store, must, may, what);
     // What the recovered store shows is now its truth; new writes must land beside it.
     let mut seen = Model::new();
@@ -367,16 +359,14 @@ fn disk_full_during_background_flush_or_compaction() {
         let dir = subdir(tmp.path(), "bg");
         let fs = FaultFs::new();
         fs.fail_table_files_after(skip, ENOSPC);
-        let o = Options {
-            memtable_bytes: 4 << 10,
-            compaction_trigger: Some(2),
-            table_bytes: 4 << 10,
-            l1_bytes: 8 << 10,
-            level_ratio: 2,
-            sync: SyncPolicy::EveryWrite,
-            fs: Arc::new(fs.clone()),
-            ..Options::default()
-        };
+        let o = Options::default()
+            .memtable_bytes(4 << 10)
+            .compaction_trigger(Some(2))
+            .table_bytes(4 << 10)
+            .l1_bytes(8 << 10)
+            .level_ratio(2)
+            .sync(SyncPolicy::EveryWrite)
+            .fs(Arc::new(fs.clone()));
         let store = Store::open(&dir, o).unwrap();
         let (mut model, mut may) = (Model::new(), Model::new());
         let mut refused = None;

@@ -288,11 +288,7 @@ fn written() -> Written {
     for (kind, n) in kinds.into_iter().zip([1usize, 30, 300, 60]) {
         let s = Store::open(
             dir.path(),
-            Options {
-                filter: Some(kind),
-                fs: Arc::new(NoSyncFs),
-                ..Options::default()
-            },
+            Options::default().filter(kind).fs(Arc::new(NoSyncFs)),
         )
         .unwrap();
         for (k, v) in entries(&mut rng, n) {
@@ -305,14 +301,7 @@ fn written() -> Written {
         manifest.push(std::fs::read(dir.path().join("MANIFEST")).unwrap());
     }
     manifest.extend(policy_manifests());
-    let s = Store::open(
-        dir.path(),
-        Options {
-            fs: Arc::new(NoSyncFs),
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let s = Store::open(dir.path(), Options::default().fs(Arc::new(NoSyncFs))).unwrap();
     for i in 0..40u64 {
         let mut b = WriteBatch::new();
         for j in 0..1 + rng.below(4) {
@@ -358,14 +347,12 @@ fn written() -> Written {
 fn policy_manifests() -> Vec<Vec<u8>> {
     let dir = crate::scratch_dir();
     let mut rng = Rng::new(6);
-    let opts = Options {
-        fs: Arc::new(NoSyncFs),
-        policy: Some(FilterPolicy::monkey_at(
+    let opts = Options::default()
+        .fs(Arc::new(NoSyncFs))
+        .policy(Some(FilterPolicy::monkey_at(
             filterstore::store::DEFAULT_FILTER,
             filterstore::store::DEFAULT_FPR,
-        )),
-        ..Options::default()
-    };
+        )));
     let s = Store::open(dir.path(), opts).unwrap();
     for n in [200, 20] {
         for (k, v) in entries(&mut rng, n) {
@@ -975,10 +962,7 @@ fn every_fuzz_target_has_a_checked_in_corpus() {
 /// A store holding one table of 100 keys (no range filter), and its options.
 fn one_table_store() -> (tempfile::TempDir, Options) {
     let dir = crate::scratch_dir();
-    let opts = Options {
-        range_filter_bits: 0.0,
-        ..Options::default()
-    };
+    let opts = Options::default().range_filter_bits(0.0);
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     for i in 0..100u32 {
         store.put(&i.to_be_bytes(), b"value").unwrap();
@@ -1252,10 +1236,7 @@ fn global_filter_refuses_a_table_whose_keys_disagree_with_its_meta() {
     let name = format!("{:06}.sst", m.tables[0].number);
     let path = dir.path().join(&name);
     let clean = std::fs::read(&path).unwrap();
-    let global = Options {
-        filter: Some(FilterKind::Global),
-        ..opts.clone()
-    };
+    let global = opts.clone().filter(FilterKind::Global);
     type Change = Box<dyn Fn(&mut [u64])>;
     let cases: Vec<(&str, Change)> = vec![
         (

@@ -239,11 +239,9 @@ fn repair_salvages_every_key_outside_the_damage() {
         };
         let store = Store::open(
             &dir,
-            Options {
-                compaction_trigger: None,
-                fs: Arc::new(NoSyncFs),
-                ..Options::default()
-            },
+            Options::default()
+                .compaction_trigger(None)
+                .fs(Arc::new(NoSyncFs)),
         )
         .unwrap_or_else(|e| panic!("{what}: open after repair: {e}"));
         for i in 0..KEYS + 20 {
@@ -316,15 +314,15 @@ fn repair_after_a_lost_manifest_matches_the_model() {
     let mut checked = 0;
     for round in 0..4 {
         let dir = subdir(tmp.path(), &format!("m{round}"));
-        let o = || Options {
-            memtable_bytes: 4 << 10,
-            compaction_trigger: None,
-            table_bytes: 8 << 10,
-            l1_bytes: 16 << 10,
-            level_ratio: 2,
-            filter: Some(FilterKind::ALL[round % FilterKind::ALL.len()]),
-            fs: Arc::new(NoSyncFs),
-            ..Options::default()
+        let o = || {
+            Options::default()
+                .memtable_bytes(4 << 10)
+                .compaction_trigger(None)
+                .table_bytes(8 << 10)
+                .l1_bytes(16 << 10)
+                .level_ratio(2)
+                .filter(Some(FilterKind::ALL[round % FilterKind::ALL.len()]))
+                .fs(Arc::new(NoSyncFs))
         };
         let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let s = Store::open(&dir, o()).unwrap();

@@ -354,10 +354,7 @@ fn fifty_puts_then_garbage_appended_to_every_log() {
     let mut rng = Rng::new(50);
     let mut warnings = 0;
     for round in 0..3u64 {
-        let o = || Options {
-            sync: SyncPolicy::EveryWrite,
-            ..Options::default()
-        };
+        let o = || Options::default().sync(SyncPolicy::EveryWrite);
         for i in 0..50 {
             let s = Store::open(&dir, o()).unwrap();
             s.put(&key(i), &value_of(&key(i), round)).unwrap();
@@ -437,14 +434,7 @@ fn a_store_opens_after_torn_tails_of_any_kind_on_its_logs() {
         let dir = tmp.path().join(format!("s{case}"));
         let mut model = std::collections::BTreeMap::new();
         for h in 0..4u64 {
-            let s = Store::open(
-                &dir,
-                Options {
-                    sync: SyncPolicy::EveryWrite,
-                    ..Options::default()
-                },
-            )
-            .unwrap();
+            let s = Store::open(&dir, Options::default().sync(SyncPolicy::EveryWrite)).unwrap();
             for i in 0..1 + rng.below(6) {
                 let k = format!("h{h}-{i}").into_bytes();
                 s.put(&k, &value_of(&k, 1)).unwrap();

@@ -48,16 +48,14 @@ pub(super) fn value(key: &[u8], version: u64) -> Vec<u8> {
 }
 
 pub(super) fn options(sync: SyncPolicy) -> Options {
-    Options {
+    Options::default()
         // Small memtables, tables and levels: background flushes and compactions all the time.
-        memtable_bytes: 64 << 10,
-        table_bytes: 32 << 10,
-        l1_bytes: 128 << 10,
-        level_ratio: 4,
-        compaction_trigger: Some(4),
-        sync,
-        ..Options::default()
-    }
+        .memtable_bytes(64 << 10)
+        .table_bytes(32 << 10)
+        .l1_bytes(128 << 10)
+        .level_ratio(4)
+        .compaction_trigger(Some(4))
+        .sync(sync)
 }
 
 /// Counters of a run.
