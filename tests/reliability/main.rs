@@ -9,6 +9,7 @@ mod fuzz_harness;
 mod concurrency;
 mod corruption;
 mod crash;
+mod durability;
 mod faults;
 mod hostile;
 mod repair;
