@@ -112,8 +112,12 @@ impl Store {
 impl Inner {
     /// Whether a write made with `opts` returns only once durable.
     fn synced(&self, opts: &WriteOptions) -> bool {
-        opts.sync
-            .unwrap_or(self.opts.sync == SyncPolicy::EveryWrite)
+        let by_policy = self.opts.sync == SyncPolicy::EveryWrite;
+        let sync = opts.sync.unwrap_or(by_policy);
+        if sync != by_policy {
+            self.commit.per_write.store(true, SeqCst);
+        }
+        sync
     }
 
     /// Checks a write and commits it through the writers queue (`commit.rs`): its record
