@@ -52,7 +52,7 @@ fn build(dir: &std::path::Path, kind: FilterKind) -> Store {
     let value = [7u8; 16];
     for t in 0..TABLES {
         for i in (t..KEYS).step_by(TABLES as usize) {
-            store.put(&key(0, i), &value).expect("put");
+            store.put(key(0, i), value).expect("put");
         }
         store.flush().expect("flush");
     }

@@ -34,7 +34,7 @@ fn main() {
                 let mut k = [0u8; 16];
                 k[..8].copy_from_slice(&mix64(i).to_be_bytes());
                 k[8..].copy_from_slice(&mix64(!i).to_be_bytes());
-                store.put(&k, &value).unwrap();
+                store.put(k, value).unwrap();
             }
             store.flush().unwrap();
         }

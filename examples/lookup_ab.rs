@@ -97,7 +97,7 @@ fn build(dir: &Path, n: u64, half: bool, compression: Compression) -> filterstor
     let mut v = [0u8; 100];
     for i in 0..n {
         value(i, half, &mut v);
-        store.put(&key(i), &v)?;
+        store.put(key(i), v)?;
     }
     store.flush()?;
     store.compact()?;

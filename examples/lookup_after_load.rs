@@ -45,7 +45,7 @@ fn main() {
             let mut v = [0u8; 100];
             for i in 0..n {
                 v[..8].copy_from_slice(&i.to_le_bytes());
-                store.put(&key(i, false), &v).unwrap();
+                store.put(key(i, false), v).unwrap();
             }
             store.flush().unwrap();
             let s = store.stats();

@@ -56,7 +56,7 @@ fn main() -> filterstore::Result<()> {
         let value = [7u8; 100];
         for t in 0..tables {
             for i in (t..n).step_by(tables as usize) {
-                store.put(&key16(42, i), &value)?;
+                store.put(key16(42, i), value)?;
             }
             store.flush()?;
         }
@@ -95,9 +95,9 @@ fn look(
         "get" | "reader" => {
             for i in 0..lookups {
                 let v = if via == "get" {
-                    store.get(&key(i))?
+                    store.get(key(i))?
                 } else {
-                    reader.get(&key(i))?
+                    reader.get(key(i))?
                 };
                 found += v.is_some() as u64;
             }

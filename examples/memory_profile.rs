@@ -43,7 +43,7 @@ fn main() {
         let mut k = [0u8; 16];
         k[..8].copy_from_slice(&mix64(i).to_be_bytes());
         k[8..].copy_from_slice(&mix64(!i).to_be_bytes());
-        store.put(&k, &v).unwrap();
+        store.put(k, v).unwrap();
         if i % (n / 10).max(1) == 0 {
             println!(
                 "{i:>10} puts: live heap {} MiB (peak {}), RSS {} MiB (heap {} + files {}), levels {:?}",

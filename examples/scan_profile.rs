@@ -78,7 +78,7 @@ fn main() {
         "load" => {
             let store = Store::open(&a[1], Options::default()).unwrap();
             for i in 0..n {
-                store.put(&key(i), &value(i)).unwrap(); // key order is random: key(i) starts with a hash
+                store.put(key(i), value(i)).unwrap(); // key order is random: key(i) starts with a hash
             }
             store.flush().unwrap();
             let s = store.stats();
@@ -108,7 +108,7 @@ fn main() {
                 for j in 0..ops {
                     let r = mix64(j ^ (round << 40) ^ 0x5ca7);
                     if r.is_multiple_of(20) {
-                        store.put(&key(next_new), &value(next_new)).unwrap();
+                        store.put(key(next_new), value(next_new)).unwrap();
                         next_new += 1;
                         continue;
                     }

@@ -71,7 +71,7 @@ fn run(dir: &std::path::Path, threads: u64, ops: u64, synced_every: Option<u64>)
                     let mut k = [0u8; 16];
                     k[..8].copy_from_slice(&key);
                     match synced_every {
-                        None => store.put(&k, &value).unwrap(),
+                        None => store.put(k, value).unwrap(),
                         // MIX BEGIN
                         Some(every) => {
                             let synced = i % every == every - 1;

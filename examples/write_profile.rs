@@ -64,7 +64,7 @@ fn main() -> filterstore::Result<()> {
                 let mut value = [0u8; 100];
                 for i in (w..n).step_by(writers as usize) {
                     value[..8].copy_from_slice(&i.to_le_bytes());
-                    store.put(&key16(7, i), &value).expect("put");
+                    store.put(key16(7, i), value).expect("put");
                 }
             });
         }

@@ -43,7 +43,7 @@ fn opts(cache: usize) -> Options {
 fn store_of(dir: &std::path::Path, n: u64, cache: usize) -> Store {
     let s = Store::open(dir, opts(cache)).unwrap();
     for i in 0..n {
-        s.put(&key(i), &value(i)).unwrap();
+        s.put(key(i), value(i)).unwrap();
     }
     s.flush().unwrap();
     drop(s);
@@ -70,7 +70,7 @@ fn the_cache_never_holds_more_than_its_bytes() {
             for _ in 0..5_000 {
                 x = filterstore::hash::mix64(x);
                 let i = if round % 2 == 0 { x % n } else { x % 300 };
-                assert_eq!(s.get(&key(i)).unwrap(), Some(value(i)));
+                assert_eq!(s.get(key(i)).unwrap(), Some(value(i)));
             }
             check_bound(&s.stats(), cache, &format!("{cache} bytes, round {round}"));
             assert_eq!(s.scan::<&[u8]>(..).count() as u64, n);
@@ -93,9 +93,9 @@ fn a_second_get_reads_no_block_and_no_cache_reads_every_time() {
         let s = Store::open(dir.path(), opts(cache)).unwrap();
         for i in (0..5_000).step_by(97) {
             let before = s.stats();
-            assert_eq!(s.get(&key(i)).unwrap(), Some(value(i)));
+            assert_eq!(s.get(key(i)).unwrap(), Some(value(i)));
             let first = s.stats();
-            assert_eq!(s.get(&key(i)).unwrap(), Some(value(i)));
+            assert_eq!(s.get(key(i)).unwrap(), Some(value(i)));
             let second = s.stats();
             // Either the key's block is read from its file or it was cached by an earlier
             // key's lookup (keys 97 apart may share a block).
@@ -132,7 +132,7 @@ fn a_long_scan_leaves_the_hot_lookup_blocks_cached() {
         let before = s.stats();
         for _ in 0..3 {
             for &i in &hot {
-                assert_eq!(s.get(&key(i)).unwrap(), Some(value(i)));
+                assert_eq!(s.get(key(i)).unwrap(), Some(value(i)));
             }
         }
         let after = s.stats();
@@ -179,7 +179,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     let s = Store::open(dir.path(), o()).unwrap();
     // The hot table: keys 0..5000 (prefix "key"), compacted into one table below L0.
     for i in 0..5_000 {
-        s.put(&key(i), &value(i)).unwrap();
+        s.put(key(i), value(i)).unwrap();
     }
     s.flush().unwrap();
     s.compact().unwrap();
@@ -187,7 +187,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     let hot: Vec<u64> = (0..5_000).step_by(250).collect();
     for _ in 0..2 {
         for &i in &hot {
-            assert_eq!(s.get(&key(i)).unwrap(), Some(value(i)));
+            assert_eq!(s.get(key(i)).unwrap(), Some(value(i)));
         }
     }
     // Other keys ("zz" prefix: a disjoint range), two flushes: an L0 compaction that does
@@ -196,7 +196,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     for t in 0..2u64 {
         for i in 0..3_000u64 {
             let k = format!("zz{t}{i:06}").into_bytes();
-            s.put(&k, &value(i)).unwrap();
+            s.put(&k, value(i)).unwrap();
         }
         s.flush().unwrap();
     }
@@ -214,7 +214,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     );
     assert_eq!(after.block_cache_bytes, before.block_cache_bytes);
     for &i in &hot {
-        assert_eq!(s.get(&key(i)).unwrap(), Some(value(i)));
+        assert_eq!(s.get(key(i)).unwrap(), Some(value(i)));
     }
     let again = s.stats();
     assert_eq!(again.data_block_reads, after.data_block_reads, "all hits");
@@ -224,7 +224,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
     // the old blocks under them, and every value read is the new one.
     let old: Vec<u64> = again.tables.iter().map(|t| t.number).collect();
     for &i in &hot {
-        s.put(&key(i), b"new").unwrap();
+        s.put(key(i), b"new").unwrap();
     }
     s.flush().unwrap();
     s.compact().unwrap();
@@ -244,7 +244,7 @@ fn compaction_leaves_the_cache_alone_and_new_tables_never_see_old_blocks() {
         } else {
             value(i)
         };
-        assert_eq!(s.get(&key(i)).unwrap(), Some(want), "key {i}");
+        assert_eq!(s.get(key(i)).unwrap(), Some(want), "key {i}");
     }
 }
 
@@ -256,7 +256,7 @@ fn compressed_blocks_are_cached_decompressed() {
     let o = |cache| opts(cache).compression(Compression::Lz4);
     let s = Store::open(dir.path(), o(1 << 20)).unwrap();
     for i in 0..20_000u64 {
-        s.put(&key(i), &[b'a' + (i % 26) as u8; 100]).unwrap();
+        s.put(key(i), [b'a' + (i % 26) as u8; 100]).unwrap();
     }
     s.flush().unwrap();
     let st = s.stats();
@@ -264,7 +264,7 @@ fn compressed_blocks_are_cached_decompressed() {
     for round in 0..2 {
         for i in (0..20_000u64).step_by(101) {
             assert_eq!(
-                s.get(&key(i)).unwrap(),
+                s.get(key(i)).unwrap(),
                 Some(vec![b'a' + (i % 26) as u8; 100]),
                 "round {round}"
             );

@@ -41,7 +41,7 @@ fn compaction_peak(n: u64) -> (usize, u64) {
     for t in 0..TABLES {
         for i in (t..n).step_by(TABLES as usize) {
             let k = filterstore::hash::mix64(i).to_be_bytes();
-            store.put(&k, &value).unwrap();
+            store.put(k, value).unwrap();
         }
         store.flush().unwrap();
     }

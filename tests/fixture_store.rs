@@ -86,7 +86,7 @@ fn write_fixture(dir: &Path) {
     let store = Store::open(dir, o).unwrap();
     for i in 0..300u32 {
         store
-            .put(format!("key-{i:04}").as_bytes(), &value(i))
+            .put(format!("key-{i:04}").as_bytes(), value(i))
             .unwrap();
     }
     store.flush().unwrap();
@@ -104,7 +104,7 @@ fn write_fixture(dir: &Path) {
     assert_eq!(r.rebuilt.len(), 2);
     for i in 300..310u32 {
         store
-            .put(format!("key-{i:04}").as_bytes(), &value(i))
+            .put(format!("key-{i:04}").as_bytes(), value(i))
             .unwrap();
     }
 }

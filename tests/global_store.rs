@@ -289,7 +289,7 @@ fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
     let n = first + first / 4;
     let key = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
     for i in 0..n {
-        store.put(&key(i), &i.to_le_bytes()).unwrap();
+        store.put(key(i), i.to_le_bytes()).unwrap();
     }
     store.flush().unwrap();
     store.wait_for_compaction().unwrap();
@@ -298,7 +298,7 @@ fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
     assert!(g.entries >= n, "{g:?}");
     for i in (0..n).step_by(97) {
         assert_eq!(
-            store.get(&key(i)).unwrap(),
+            store.get(key(i)).unwrap(),
             Some(i.to_le_bytes().to_vec()),
             "key {i}"
         );
@@ -326,13 +326,13 @@ fn lookups_racing_compactions_find_every_key() {
     let stable = |i: u64| format!("s{:08}", i.wrapping_mul(0x9e37_79b9) % 100_000_000).into_bytes();
     const STABLE: u64 = 4000;
     for i in 0..STABLE {
-        store.put(&stable(i), &i.to_le_bytes()).unwrap();
+        store.put(stable(i), i.to_le_bytes()).unwrap();
     }
     let readers = StableReaders::spawn(&store, stable, STABLE, 100, 10_000);
     let mut rng = Rng::new(7);
     for i in 0..60_000u64 {
         let k = format!("w{:08}", rng.below(100_000_000)).into_bytes();
-        store.put(&k, &i.to_le_bytes()).unwrap();
+        store.put(&k, i.to_le_bytes()).unwrap();
     }
     store.flush().unwrap();
     store.wait_for_compaction().unwrap();
@@ -462,7 +462,7 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
         |i: u64| format!("s{:09}", i.wrapping_mul(0x9e37_79b9) % 1_000_000_000).into_bytes();
     const STABLE: u64 = 50_000;
     for i in 0..STABLE {
-        store.put(&stable(i), &i.to_le_bytes()).unwrap();
+        store.put(stable(i), i.to_le_bytes()).unwrap();
     }
     let readers = StableReaders::spawn(&store, stable, STABLE, 200, 0);
     let mut model = BTreeMap::new();
@@ -476,7 +476,7 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
             store.delete(&k).unwrap();
             model.remove(&k);
         } else {
-            store.put(&k, &i.to_le_bytes()).unwrap();
+            store.put(&k, i.to_le_bytes()).unwrap();
             model.insert(k, i.to_le_bytes().to_vec());
         }
     }
@@ -514,7 +514,7 @@ fn every_lookup_probes_the_global_filter_once_and_is_counted() {
     let n = 2_000u64;
     for i in 0..n {
         store
-            .put(format!("k{i:05}").as_bytes(), &i.to_le_bytes())
+            .put(format!("k{i:05}").as_bytes(), i.to_le_bytes())
             .unwrap();
     }
     store.flush().unwrap();

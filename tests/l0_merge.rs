@@ -35,7 +35,7 @@ fn key(i: u64) -> Vec<u8> {
 fn base(store: &Store, model: &mut Model, rng: &mut Rng) {
     for i in 0..20_000 {
         let v = rng.bytes(30);
-        store.put(&key(i), &v).unwrap();
+        store.put(key(i), &v).unwrap();
         model.insert(key(i), v);
     }
     store.flush().unwrap();
@@ -195,12 +195,12 @@ fn lookups_racing_l0_merges_under_the_global_filter_find_every_key() {
     const STABLE: u64 = 3000;
     // Half the stable keys in L1, half in small L0 tables.
     for i in 0..STABLE / 2 {
-        store.put(&stable(i), &i.to_le_bytes()).unwrap();
+        store.put(stable(i), i.to_le_bytes()).unwrap();
     }
     store.flush().unwrap();
     store.compact().unwrap();
     for i in STABLE / 2..STABLE {
-        store.put(&stable(i), &i.to_le_bytes()).unwrap();
+        store.put(stable(i), i.to_le_bytes()).unwrap();
         if i % 300 == 0 {
             store.flush().unwrap();
         }
@@ -212,7 +212,7 @@ fn lookups_racing_l0_merges_under_the_global_filter_find_every_key() {
     for round in 0..40u64 {
         for i in 0..200 {
             let k = format!("w{:08}", rng.below(100_000_000)).into_bytes();
-            store.put(&k, &(round * 1000 + i).to_le_bytes()).unwrap();
+            store.put(&k, (round * 1000 + i).to_le_bytes()).unwrap();
         }
         store.flush().unwrap();
     }

@@ -41,7 +41,7 @@ fn key(i: u64, absent: bool) -> [u8; 16] {
 
 fn load(store: &Store, n: u64) {
     for i in 0..n {
-        store.put(&key(i, false), &i.to_le_bytes()).unwrap();
+        store.put(key(i, false), i.to_le_bytes()).unwrap();
     }
     store.flush().unwrap();
     store.wait_for_compaction().unwrap();
@@ -115,7 +115,7 @@ fn wasted_reads(store: &Store, n: u64, salt: u64, runs: Option<&Runs>) -> u64 {
         if runs.is_some_and(|r| !r.all_probed(&k)) {
             continue;
         }
-        assert_eq!(store.get(&k).unwrap(), None);
+        assert_eq!(store.get(k).unwrap(), None);
         looked += 1;
     }
     let after = store.stats();
@@ -210,7 +210,7 @@ fn rebalance_rewrites_no_table_and_only_changed_filters() {
     // Every key is still found.
     for i in (0..120_000).step_by(97) {
         assert_eq!(
-            store.get(&key(i, false)).unwrap(),
+            store.get(key(i, false)).unwrap(),
             Some(i.to_le_bytes().to_vec())
         );
     }
@@ -344,7 +344,7 @@ fn monkey_wastes_fewer_reads_when_every_run_is_probed() {
     let mut next = 0;
     for n in [100_000, 20_000, 4_000, 800] {
         for i in next..next + n {
-            store.put(&key(i, false), &i.to_le_bytes()).unwrap();
+            store.put(key(i, false), i.to_le_bytes()).unwrap();
         }
         next += n;
         store.flush().unwrap();
@@ -486,7 +486,7 @@ fn options_apply_to_the_handle_and_rebalance_records() {
     load(&store, 20_000);
     drop(store);
     let flush_one = |store: &Store, i: u64| {
-        store.put(&key(1_000_000 + i, false), b"v").unwrap();
+        store.put(key(1_000_000 + i, false), b"v").unwrap();
         store.flush().unwrap();
         let s = store.stats();
         let t = s.tables.iter().find(|t| t.level == 0).unwrap().clone();

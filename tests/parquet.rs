@@ -199,7 +199,7 @@ fn row_groups_follow_table_key_ranges_and_their_epsilon() {
     for (prefix, fpr) in &ranges {
         let s = Store::open(&dir, opts().filter(FilterKind::BlockedBloom).fpr(*fpr)).unwrap();
         for i in 0..1000u32 {
-            s.put(format!("{prefix}{i:05}").as_bytes(), &i.to_le_bytes())
+            s.put(format!("{prefix}{i:05}").as_bytes(), i.to_le_bytes())
                 .unwrap();
         }
         if fpr.is_some() {

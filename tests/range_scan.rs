@@ -155,7 +155,7 @@ fn random_tables(dir: &std::path::Path, bits: f64, tables: usize, per: usize) ->
             x ^= x << 17;
             // Even keys are present; odd ones (the last bit flipped) are absent.
             let k = (u128::from(x) << 64 | u128::from(x.rotate_left(29))) & !1;
-            store.put(&k.to_be_bytes(), b"value").unwrap();
+            store.put(k.to_be_bytes(), b"value").unwrap();
         }
         store.flush().unwrap();
     }
@@ -253,7 +253,7 @@ fn range_counters_survive_reopen_and_a_crash_keeps_the_last_saved() {
     let first = {
         let s = Store::open(&live, o()).unwrap();
         for i in 0..200u32 {
-            s.put(&(2 * i).to_be_bytes(), b"v").unwrap();
+            s.put((2 * i).to_be_bytes(), b"v").unwrap();
         }
         s.flush().unwrap();
         empty_scans(&s, 0, 150);
@@ -281,7 +281,7 @@ fn range_counters_survive_reopen_and_a_crash_keeps_the_last_saved() {
         first.range_false_positives
     );
     empty_scans(&s, 0, 40);
-    s.put(&1000u32.to_be_bytes(), b"w").unwrap();
+    s.put(1000u32.to_be_bytes(), b"w").unwrap();
     s.flush().unwrap(); // saves 190 probes (the new table is past every scanned range)
     let saved = s.stats().lifetime;
     assert_eq!(saved.range_probes, 190);

@@ -234,7 +234,7 @@ fn a_scan_reads_tables_a_compaction_removed() {
     for round in 0..4u32 {
         for i in 0..5000u32 {
             let k = format!("k{:05}", i * 4 + round);
-            store.put(k.as_bytes(), &[round as u8; 100]).unwrap();
+            store.put(k.as_bytes(), [round as u8; 100]).unwrap();
         }
         store.flush().unwrap();
     }
@@ -278,7 +278,7 @@ fn a_short_scan_reads_a_block_per_source_not_the_table() {
     for round in 0..4u32 {
         for i in 0..25_000u32 {
             let k = format!("k{:06}", i * 4 + round);
-            store.put(k.as_bytes(), &[7u8; 100]).unwrap();
+            store.put(k.as_bytes(), [7u8; 100]).unwrap();
         }
         store.flush().unwrap();
     }
@@ -429,7 +429,7 @@ fn writing_while_iterating_from_the_same_thread() {
         store.put(&k, b"2").unwrap();
         let mut next = k.clone();
         next.push(b'~');
-        store.put(&next, &[3u8; 200]).unwrap();
+        store.put(&next, [3u8; 200]).unwrap();
         seen += 1;
     }
     assert_eq!(seen, 2000);

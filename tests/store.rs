@@ -54,8 +54,8 @@ impl Readers {
                         }
                         let i = lcg(&mut x) % n;
                         let got = match use_reader {
-                            true => reader.get(&key(i)),
-                            false => store.get(&key(i)),
+                            true => reader.get(key(i)),
+                            false => store.get(key(i)),
                         };
                         assert_eq!(
                             got.unwrap(),
@@ -96,7 +96,7 @@ impl Readers {
 fn assert_values(store: &Store, keys: impl Iterator<Item = u64>) {
     for i in keys {
         assert_eq!(
-            store.get(&key(i)).unwrap(),
+            store.get(key(i)).unwrap(),
             Some(format!("v{i}").into_bytes())
         );
     }
@@ -116,7 +116,7 @@ fn ten_tables(dir: &std::path::Path, kind: FilterKind, fpr: f64, n: u64) -> Stor
     let store = Store::open(dir, opts(kind, fpr)).unwrap();
     for t in 0..10 {
         for i in (t..n).step_by(10) {
-            store.put(&key(i), b"value").unwrap();
+            store.put(key(i), b"value").unwrap();
         }
         store.flush().unwrap();
     }
@@ -214,7 +214,7 @@ fn present_keys_cost_exactly_one_block_read() {
             .count();
         assert_eq!(mapped, 10, "mapped table files");
         for i in (0..50_000u64).step_by(37) {
-            assert_eq!(store.get(&key(i)).unwrap().as_deref(), Some(&b"value"[..]));
+            assert_eq!(store.get(key(i)).unwrap().as_deref(), Some(&b"value"[..]));
         }
         let s = store.stats();
         // One block of the table that holds the key, plus false positives in newer tables:
@@ -264,7 +264,7 @@ fn refilter_swaps_filters_without_touching_data() {
             );
         }
         for i in (0..20_000).step_by(101) {
-            assert!(store.get(&key(i)).unwrap().is_some());
+            assert!(store.get(key(i)).unwrap().is_some());
         }
     }
     drop(store);
@@ -292,11 +292,11 @@ fn sealed_tables_count_their_tombstones_and_compaction_drops_them() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts(FilterKind::Bloom, 0.01)).unwrap();
     for i in 0..100u64 {
-        store.put(&key(i), b"v").unwrap();
+        store.put(key(i), b"v").unwrap();
     }
     // Deletes of keys no table holds: the one table written has tombstones of its own.
     for i in 100..130u64 {
-        store.delete(&key(i)).unwrap();
+        store.delete(key(i)).unwrap();
     }
     store.flush().unwrap();
     let t = &store.stats().tables[0];
@@ -319,14 +319,14 @@ fn compaction_drops_tombstones_and_old_files() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts(FilterKind::Cuckoo, 0.01)).unwrap();
     for i in 0..1000u64 {
-        store.put(&key(i), b"v1").unwrap();
+        store.put(key(i), b"v1").unwrap();
     }
     store.flush().unwrap();
     for i in 0..1000u64 {
         if i % 2 == 0 {
-            store.delete(&key(i)).unwrap();
+            store.delete(key(i)).unwrap();
         } else {
-            store.put(&key(i), b"v2").unwrap();
+            store.put(key(i), b"v2").unwrap();
         }
     }
     store.flush().unwrap();
@@ -341,7 +341,7 @@ fn compaction_drops_tombstones_and_old_files() {
     assert_eq!(files, 7);
     for i in 0..1000u64 {
         let want = (i % 2 == 1).then(|| b"v2".to_vec());
-        assert_eq!(store.get(&key(i)).unwrap(), want);
+        assert_eq!(store.get(key(i)).unwrap(), want);
     }
 }
 
@@ -396,7 +396,7 @@ fn unflushed_writes_survive_reopen_and_torn_wal_tail_is_dropped() {
         let o = Options::default().sync(SyncPolicy::EveryWrite);
         let store = Store::open(dir.path(), o).unwrap();
         for i in 0..100u64 {
-            store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+            store.put(key(i), format!("v{i}").as_bytes()).unwrap();
         }
     }
     // Tear the last record of the newest WAL in half.
@@ -420,12 +420,12 @@ fn unflushed_writes_survive_reopen_and_torn_wal_tail_is_dropped() {
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for i in 0..99u64 {
         assert_eq!(
-            store.get(&key(i)).unwrap(),
+            store.get(key(i)).unwrap(),
             Some(format!("v{i}").into_bytes())
         );
     }
     assert_eq!(
-        store.get(&key(99)).unwrap(),
+        store.get(key(99)).unwrap(),
         None,
         "the torn record is dropped"
     );
@@ -437,7 +437,7 @@ fn wal_damage_before_the_tail_is_an_error_naming_file_and_offset() {
     {
         let store = Store::open(dir.path(), Options::default()).unwrap();
         for i in 0..10u64 {
-            store.put(&key(i), b"value").unwrap();
+            store.put(key(i), b"value").unwrap();
         }
     }
     let wal = std::fs::read_dir(dir.path())
@@ -470,7 +470,7 @@ fn readers_never_miss_keys_during_writes_flushes_and_compactions() {
     let store = Arc::new(Store::open(dir.path(), o).unwrap());
     let readers = Readers::spawn(&store, 3, 1, false, Some(500));
     for i in 0..20_000u64 {
-        store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+        store.put(key(i), format!("v{i}").as_bytes()).unwrap();
         readers.written(i + 1);
         if i % 5000 == 4999 {
             store.compact().unwrap();
@@ -523,7 +523,7 @@ fn verify_passes_on_a_clean_store_and_names_a_flipped_byte() {
         let opts = Options::default().mmap_reads(mmap_reads);
         let store = Store::open(dir.path(), opts).unwrap();
         for i in 0..20_000u64 {
-            match store.get(&key(i)) {
+            match store.get(key(i)) {
                 Ok(Some(v)) => assert_eq!(v, b"value"),
                 Ok(None) => panic!("key {i} reported absent (mmap_reads {mmap_reads})"),
                 Err(e) => {
@@ -559,11 +559,11 @@ fn a_long_lived_reader_sees_every_completed_change() {
         match next() % 20 {
             0..=7 => {
                 let v = format!("v{step}").into_bytes();
-                store.put(&key(i), &v).unwrap();
+                store.put(key(i), &v).unwrap();
                 model.insert(i, v);
             }
             8..=9 => {
-                store.delete(&key(i)).unwrap();
+                store.delete(key(i)).unwrap();
                 model.remove(&i);
             }
             10..=12 => store.flush().unwrap(),
@@ -579,7 +579,7 @@ fn a_long_lived_reader_sees_every_completed_change() {
             let j = next() % 320;
             let before = store.stats().lookups;
             assert_eq!(
-                reader.get(&key(j)).unwrap(),
+                reader.get(key(j)).unwrap(),
                 model.get(&j).cloned(),
                 "step {step}: key {j}"
             );
@@ -616,7 +616,7 @@ fn readers_never_miss_keys_while_tables_change() {
     ];
     for round in 0..30u64 {
         for i in round * 200..(round + 1) * 200 {
-            store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+            store.put(key(i), format!("v{i}").as_bytes()).unwrap();
         }
         // Acknowledged only once flushed: then every round's keys sit in tables.
         store.flush().unwrap();
@@ -650,14 +650,14 @@ fn reopening_keeps_the_number_of_logs_bounded() {
     };
     for i in 0..200u32 {
         let store = Store::open(dir.path(), Options::default()).unwrap();
-        store.put(&i.to_be_bytes(), b"v").unwrap();
+        store.put(i.to_be_bytes(), b"v").unwrap();
         drop(store);
         assert!(logs() <= 2, "{} logs after open {i}", logs());
     }
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for i in 0..200u32 {
         assert_eq!(
-            store.get(&i.to_be_bytes()).unwrap().as_deref(),
+            store.get(i.to_be_bytes()).unwrap().as_deref(),
             Some(&b"v"[..])
         );
     }
@@ -680,7 +680,7 @@ fn overlapping_tables_in_a_level_are_refused() {
     for round in 0..2u32 {
         for i in 0..100u32 {
             store
-                .put(format!("k{i:03}").as_bytes(), &round.to_be_bytes())
+                .put(format!("k{i:03}").as_bytes(), round.to_be_bytes())
                 .unwrap();
         }
         store.flush().unwrap();
@@ -731,7 +731,7 @@ fn drop_waits_for_background_work() {
         // Enough to seal several memtables and leave compactions running at the drop.
         for _ in 0..(2000 + round * 150) {
             store
-                .put(&key(written), format!("v{written}").as_bytes())
+                .put(key(written), format!("v{written}").as_bytes())
                 .unwrap();
             written += 1;
         }
@@ -768,11 +768,11 @@ fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_las
     {
         let s = Store::open(&live, o()).unwrap();
         for i in 0..100 {
-            s.put(&key(2 * i), b"v").unwrap();
+            s.put(key(2 * i), b"v").unwrap();
         }
         s.flush().unwrap();
         for i in 0..200 {
-            s.get(&key(i)).unwrap(); // 100 present; 99 absent in the table's range, 1 past it
+            s.get(key(i)).unwrap(); // 100 present; 99 absent in the table's range, 1 past it
         }
         assert_eq!(s.stats().lifetime.lookups, 200);
     }
@@ -797,12 +797,12 @@ fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_las
     assert!(l.block_cache_hits > 0, "{l:?}");
     assert!(st.lifetime_problem.is_none());
     for i in 0..50 {
-        s.get(&key(i)).unwrap();
+        s.get(key(i)).unwrap();
     }
     s.put(b"x", b"y").unwrap();
     s.flush().unwrap(); // saves 250 lookups
     for i in 0..30 {
-        s.get(&key(i)).unwrap(); // saved only at close
+        s.get(key(i)).unwrap(); // saved only at close
     }
     let img = t.path().join("crash");
     std::fs::create_dir(&img).unwrap();
@@ -826,7 +826,7 @@ fn three_l0_tables(dir: &std::path::Path, idle_drain: Option<std::time::Duration
     .unwrap();
     for t in 0..3 {
         for i in (t..3_000).step_by(3) {
-            store.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+            store.put(key(i), format!("v{i}").as_bytes()).unwrap();
         }
         store.flush().unwrap();
     }

@@ -271,7 +271,7 @@ pub fn run(cfg: &ExportBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Ex
         let mut i = t;
         while i < cfg.keys {
             value(i, &mut v);
-            store.put(&key(cfg.seed, i), &v)?;
+            store.put(key(cfg.seed, i), &v)?;
             i += cfg.tables as u64;
         }
         store.flush()?;
@@ -307,7 +307,7 @@ pub fn run(cfg: &ExportBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Ex
             i += 1;
             if k.as_slice() > lo.as_slice()
                 && k.as_slice() < hi.as_slice()
-                && store.get(&k)?.is_none()
+                && store.get(k)?.is_none()
             {
                 absent.push(k);
             }

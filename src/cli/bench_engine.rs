@@ -447,7 +447,7 @@ impl BenchEngine {
             fill_value(i, self.value_compressibility, &mut value);
             let k = key(self.seed, i, false);
             let t0 = Instant::now();
-            store.put(&k, &value)?;
+            store.put(k, &value)?;
             hist.record(t0.elapsed().as_nanos() as u64);
             if last.elapsed() > Duration::from_secs(5) {
                 last = Instant::now();

@@ -113,7 +113,7 @@ impl Run for BenchRange {
         for i in 0..self.count {
             let k = rng.key();
             keys.push(k);
-            store.put(&k.to_be_bytes(), &value)?;
+            store.put(k.to_be_bytes(), value)?;
             if (i + 1) % per == 0 {
                 store.flush()?;
             }

@@ -286,7 +286,7 @@ impl Ycsb<'_> {
                 let key = key(self.seed, self.index(g.w, k), false);
                 value_of(&key, &mut v);
                 let t0 = Instant::now();
-                store.put(&key, &v)?;
+                store.put(key, &v)?;
                 t.lat[op as usize].record(t0.elapsed().as_nanos() as u64);
                 g.inserts.ack(k);
                 continue;
@@ -309,16 +309,16 @@ impl Ycsb<'_> {
             value_of(&key, &mut v);
             let t0 = Instant::now();
             let got = match op {
-                Op::Read => store.get(&key)?,
+                Op::Read => store.get(key)?,
                 Op::Update => {
-                    store.put(&key, &v)?;
+                    store.put(key, &v)?;
                     t.lat[op as usize].record(t0.elapsed().as_nanos() as u64);
                     continue;
                 }
                 Op::Rmw => {
                     // Read, then write the value back: updates rewrite a key's own bytes.
-                    let got = store.get(&key)?;
-                    store.put(&key, &v)?;
+                    let got = store.get(key)?;
+                    store.put(key, &v)?;
                     got
                 }
                 Op::Scan => {
@@ -364,7 +364,7 @@ pub(super) fn run(y: Ycsb<'_>) -> Result<Exit, CliError> {
     for i in 0..n {
         let k = key(y.seed, i, false);
         value_of(&k, &mut v);
-        store.put(&k, &v)?;
+        store.put(k, &v)?;
         if last.elapsed() > Duration::from_secs(5) {
             last = Instant::now();
             eprintln!("bench engine: {i} of {n} puts");

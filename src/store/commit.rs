@@ -804,7 +804,7 @@ mod tests {
         for k in [b"b", b"c", b"d"] {
             let one = store.get(k).unwrap().is_some();
             assert_eq!(
-                store.get(&k.repeat(2)).unwrap().is_some(),
+                store.get(k.repeat(2)).unwrap().is_some(),
                 one,
                 "half a batch"
             );
@@ -872,7 +872,7 @@ mod tests {
         for k in [b"b", b"c", b"d"] {
             let one = store.get(k).unwrap().is_some();
             assert_eq!(
-                store.get(&k.repeat(2)).unwrap().is_some(),
+                store.get(k.repeat(2)).unwrap().is_some(),
                 one,
                 "half a batch"
             );

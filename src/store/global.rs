@@ -716,7 +716,7 @@ mod tests {
         let store = Store::open(dir.path(), o).unwrap();
         let mut model = BTreeMap::new();
         for i in 0..20_000u64 {
-            store.put(&key(i), &i.to_le_bytes()).unwrap();
+            store.put(key(i), i.to_le_bytes()).unwrap();
             model.insert(key(i), i.to_le_bytes().to_vec());
         }
         store.flush().unwrap();
@@ -727,10 +727,10 @@ mod tests {
         let growth = inner.begin_growth(first).expect("a growth starts");
         for i in 10_000..40_000u64 {
             if i % 5 == 0 {
-                store.delete(&key(i)).unwrap();
+                store.delete(key(i)).unwrap();
                 model.remove(&key(i));
             } else {
-                store.put(&key(i), &(i + 1).to_le_bytes()).unwrap();
+                store.put(key(i), (i + 1).to_le_bytes()).unwrap();
                 model.insert(key(i), (i + 1).to_le_bytes().to_vec());
             }
         }
@@ -745,14 +745,14 @@ mod tests {
         assert!(store.check_global_filter().unwrap().is_some());
         for i in 0..40_000u64 {
             assert_eq!(
-                store.get(&key(i)).unwrap(),
+                store.get(key(i)).unwrap(),
                 model.get(&key(i)).cloned(),
                 "{i}"
             );
         }
         // Writes go on into the new filter.
         for i in 40_000..45_000u64 {
-            store.put(&key(i), &i.to_le_bytes()).unwrap();
+            store.put(key(i), i.to_le_bytes()).unwrap();
         }
         store.flush().unwrap();
         store.wait_for_compaction().unwrap();

@@ -43,7 +43,7 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     let started: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     for i in 0..KEYS {
-        store.put(&key(i), &value(i, 1)).unwrap();
+        store.put(key(i), value(i, 1)).unwrap();
         acked[i].store(1, Ordering::Release);
         started[i].store(1, Ordering::Release);
     }
@@ -78,7 +78,7 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
                     let i = rng.below(KEYS as u64) as usize;
                     let floor = acked[i].load(Ordering::Acquire);
                     let v = store
-                        .get(&key(i))
+                        .get(key(i))
                         .unwrap()
                         .unwrap_or_else(|| panic!("key {i} missing"));
                     let ceil = started[i].load(Ordering::Acquire);
@@ -121,7 +121,7 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
         version += 1;
         let i = rng.below(KEYS as u64) as usize;
         started[i].store(version, Ordering::Release);
-        store.put(&key(i), &value(i, version)).unwrap();
+        store.put(key(i), value(i, version)).unwrap();
         acked[i].store(version, Ordering::Release);
     }
     stop.store(true, Ordering::Release);
@@ -135,7 +135,7 @@ fn readers_and_scanners_see_monotonic_versions_under_writes_and_maintenance() {
     let maintenance = maint.join().unwrap();
     assert!(gets > 1000 && maintenance > 0);
     for i in 0..KEYS {
-        let v = store.get(&key(i)).unwrap().unwrap();
+        let v = store.get(key(i)).unwrap().unwrap();
         assert_eq!(version_of(i, &v), acked[i].load(Ordering::Acquire));
     }
     println!(
@@ -176,7 +176,7 @@ fn concurrent_durable_writers_lose_nothing() {
                         match rng.below(10) {
                             0 => {
                                 let i = rng.below(50);
-                                store.delete(&k(i)).unwrap();
+                                store.delete(k(i)).unwrap();
                                 model.insert(k(i), None);
                             }
                             1 => {
@@ -192,7 +192,7 @@ fn concurrent_durable_writers_lose_nothing() {
                             _ => {
                                 let i = rng.below(50);
                                 let v = value(i as usize, version);
-                                store.put(&k(i), &v).unwrap();
+                                store.put(k(i), &v).unwrap();
                                 model.insert(k(i), Some(v));
                             }
                         }

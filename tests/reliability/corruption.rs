@@ -32,13 +32,13 @@ pub fn build(parent: &Path) -> PathBuf {
     for (t, kind) in kinds.into_iter().enumerate() {
         let s = Store::open(&dir, o.clone().filter(kind)).unwrap();
         for i in (t as u64..KEYS).step_by(kinds.len()) {
-            s.put(&key(i), &value_of(&key(i), 1)).unwrap();
+            s.put(key(i), value_of(&key(i), 1)).unwrap();
         }
         s.flush().unwrap();
     }
     let s = Store::open(&dir, o).unwrap();
     for i in KEYS..KEYS + 20 {
-        s.put(&key(i), &value_of(&key(i), 1)).unwrap();
+        s.put(key(i), value_of(&key(i), 1)).unwrap();
     }
     dir
 }
@@ -139,7 +139,7 @@ fn case(clean: &Path, tmp: &Path, file: &str, damage: Damage, detectable: bool, 
     };
     let mut errors = 0;
     for i in 0..KEYS + 20 {
-        match store.get(&key(i)) {
+        match store.get(key(i)) {
             Ok(Some(v)) => assert_eq!(v, value_of(&key(i), 1), "{what}: wrong value"),
             Ok(None) => assert!(!detectable && i >= KEYS, "{what}: key {i} reported absent"),
             Err(e) => {

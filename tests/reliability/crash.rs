@@ -69,7 +69,7 @@ fn child_writer() {
             0..=69 => {
                 out(&format!("@P? {key}"));
                 store
-                    .put(key.as_bytes(), &value_of(key.as_bytes(), 1))
+                    .put(key.as_bytes(), value_of(key.as_bytes(), 1))
                     .unwrap();
                 out(&format!("@P {key}"));
                 mine.push(key);

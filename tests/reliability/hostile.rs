@@ -965,7 +965,7 @@ fn one_table_store() -> (tempfile::TempDir, Options) {
     let opts = Options::default().range_filter_bits(0.0);
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     for i in 0..100u32 {
-        store.put(&i.to_be_bytes(), b"value").unwrap();
+        store.put(i.to_be_bytes(), b"value").unwrap();
     }
     store.flush().unwrap();
     drop(store);
@@ -1060,7 +1060,7 @@ fn a_manifest_whose_file_numbers_run_out_is_an_error() {
     let mut refused = None;
     for i in 0..10u32 {
         let step = catch_unwind(AssertUnwindSafe(|| {
-            store.put(&(1000 + i).to_be_bytes(), b"more")?;
+            store.put((1000 + i).to_be_bytes(), b"more")?;
             store.flush()
         }));
         match step {
@@ -1076,7 +1076,7 @@ fn a_manifest_whose_file_numbers_run_out_is_an_error() {
     assert!(e.to_string().contains("MANIFEST"), "{e}");
     for i in 0..100u32 {
         assert_eq!(
-            store.get(&i.to_be_bytes()).unwrap().as_deref(),
+            store.get(i.to_be_bytes()).unwrap().as_deref(),
             Some(&b"value"[..])
         );
     }
@@ -1283,7 +1283,7 @@ fn global_filter_refuses_a_table_whose_keys_disagree_with_its_meta() {
             "switched to the global filter",
         );
         assert_eq!(
-            store.get(&7u32.to_be_bytes()).unwrap().as_deref(),
+            store.get(7u32.to_be_bytes()).unwrap().as_deref(),
             Some(&b"value"[..])
         );
         assert!(store.stats().global_filter.is_none(), "{what}");

@@ -246,7 +246,7 @@ fn repair_salvages_every_key_outside_the_damage() {
         .unwrap_or_else(|e| panic!("{what}: open after repair: {e}"));
         for i in 0..KEYS + 20 {
             match store
-                .get(&key(i))
+                .get(key(i))
                 .unwrap_or_else(|e| panic!("{what}: get {i}: {e}"))
             {
                 Some(v) => assert_eq!(v, value_of(&key(i), 1), "{what}: wrong value for {i}"),
@@ -261,7 +261,7 @@ fn repair_salvages_every_key_outside_the_damage() {
             }
             assert_eq!(
                 store
-                    .get(&format!("key{:06}", i * 2 + 1).into_bytes())
+                    .get(format!("key{:06}", i * 2 + 1).into_bytes())
                     .unwrap(),
                 None
             );
@@ -403,7 +403,7 @@ fn repair_of_a_manifest_whose_levels_overlap() {
     assert!(s.stats().tables.iter().all(|t| t.level == 0));
     for i in 0..KEYS + 20 {
         assert_eq!(
-            s.get(&key(i)).unwrap(),
+            s.get(key(i)).unwrap(),
             Some(value_of(&key(i), 1)),
             "key {i}"
         );
@@ -434,7 +434,7 @@ fn repair_interrupted_at_every_operation_then_rerun() {
     let readable = |dir: &Path| -> Vec<u64> {
         let s = Store::open(dir, Options::default()).unwrap();
         (0..KEYS + 20)
-            .filter(|&i| match s.get(&key(i)).unwrap() {
+            .filter(|&i| match s.get(key(i)).unwrap() {
                 Some(v) => {
                     assert_eq!(v, value_of(&key(i), 1));
                     true

@@ -357,7 +357,7 @@ fn fifty_puts_then_garbage_appended_to_every_log() {
         let o = || Options::default().sync(SyncPolicy::EveryWrite);
         for i in 0..50 {
             let s = Store::open(&dir, o()).unwrap();
-            s.put(&key(i), &value_of(&key(i), round)).unwrap();
+            s.put(key(i), value_of(&key(i), round)).unwrap();
         }
         let logs = wal_files(&dir);
         assert!(!logs.is_empty());
@@ -407,7 +407,7 @@ fn fifty_puts_then_garbage_appended_to_every_log() {
         assert_eq!(st.torn_tail_bytes_dropped, bytes, "round {round}");
         for i in 0..50 {
             assert_eq!(
-                s.get(&key(i)).unwrap(),
+                s.get(key(i)).unwrap(),
                 Some(value_of(&key(i), round)),
                 "round {round}: key {i}"
             );
@@ -437,7 +437,7 @@ fn a_store_opens_after_torn_tails_of_any_kind_on_its_logs() {
             let s = Store::open(&dir, Options::default().sync(SyncPolicy::EveryWrite)).unwrap();
             for i in 0..1 + rng.below(6) {
                 let k = format!("h{h}-{i}").into_bytes();
-                s.put(&k, &value_of(&k, 1)).unwrap();
+                s.put(&k, value_of(&k, 1)).unwrap();
                 model.insert(k.clone(), value_of(&k, 1));
             }
         }
