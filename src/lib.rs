@@ -83,18 +83,18 @@ pub mod wal;
 #[cfg(not(feature = "internals"))]
 mod wal;
 
+/// The largest key and value accepted, in bytes (defined beside the codecs that bound them).
+pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
-    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
+    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
+    Store, SyncPolicy, TableStats,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;
-/// The largest key and value accepted, in bytes (defined beside the codecs that bound them).
-pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
-
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

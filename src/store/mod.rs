@@ -22,6 +22,7 @@ mod open;
 mod options;
 mod ranges;
 mod read;
+mod snapshot;
 mod stats;
 mod worker;
 mod write;
@@ -55,6 +56,7 @@ pub use self::options::{
     IDLE_DRAIN_PROBES,
 };
 pub use self::read::{prefix_successor, PinnedReader, Reader, Scan};
+pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
@@ -78,6 +80,9 @@ pub(crate) struct State {
     mem_frozen: Arc<OnceLock<Arc<Memtable>>>,
     imm: Option<Arc<Imm>>,
     current: Arc<Version>,
+    /// The commit sequence number of the last write in the memtables (`commit.rs`): a
+    /// snapshot taken under this lock sees exactly the writes numbered up to it.
+    seq: u64,
 }
 
 /// The write path's own state, under `Inner::writer`.
@@ -181,6 +186,12 @@ pub(crate) struct Inner {
     writer: Mutex<Writer>,
     /// Writers waiting for the writer lock, committed in groups (`commit.rs`).
     commit: commit::CommitQueue,
+    /// The last commit sequence number handed out (by the commit leader, under the writer
+    /// lock; raised at open above every one the manifest and the logs hold). Every manifest
+    /// records it, so numbers never go backwards, even once every log is removed.
+    last_seq: AtomicU64,
+    /// The open snapshots (`snapshot.rs`).
+    snapshots: snapshot::Registry,
     versions: Mutex<VersionSet>,
     /// Held by whoever compacts or refilters: one at a time.
     compaction: Mutex<()>,

@@ -399,6 +399,7 @@ impl Inner {
                 .enumerate()
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
+            last_seq: self.last_seq.load(SeqCst),
         };
         let r = self
             .fs
