@@ -159,7 +159,11 @@ fn check_fixture(n: u32) {
         .find(|p| p.extension().is_some_and(|e| e == "wal"))
         .unwrap();
     let wal = std::fs::read(&log).unwrap();
-    assert_eq!(wal[4], if n >= 9 { 3 } else { 2 }, "fixture {n}: log version");
+    assert_eq!(
+        wal[4],
+        if n >= 9 { 3 } else { 2 },
+        "fixture {n}: log version"
+    );
     if manifest_version >= 3 {
         assert_eq!(m.encode(), bytes, "fixture {n} re-encodes byte for byte");
     }
@@ -282,7 +286,10 @@ fn check_fixture(n: u32) {
         drop(store);
         let bytes = std::fs::read(tmp.path().join("MANIFEST")).unwrap();
         let m = Manifest::decode(&bytes).unwrap();
-        assert_eq!(m.last_seq, seq, "fixture {n}: the flush records the sequence");
+        assert_eq!(
+            m.last_seq, seq,
+            "fixture {n}: the flush records the sequence"
+        );
         assert_eq!(
             bytes[4..8],
             filterstore::manifest::MANIFEST_VERSION.to_le_bytes()
@@ -290,7 +297,11 @@ fn check_fixture(n: u32) {
         assert_eq!(m.policy, fixture_policy(n), "fixture {n}");
         let store = Store::open(tmp.path(), Options::default()).unwrap();
         assert_eq!(store.recorded_policy(), fixture_policy(n), "fixture {n}");
-        assert_eq!(store.last_seq(), seq, "fixture {n}: no log left, the manifest's");
+        assert_eq!(
+            store.last_seq(),
+            seq,
+            "fixture {n}: no log left, the manifest's"
+        );
         store.put(b"after", b"reopen").unwrap();
         assert_eq!(store.last_seq(), seq + 1, "fixture {n}");
     }
