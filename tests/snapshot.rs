@@ -60,7 +60,7 @@ fn opts(seed: u64, rng: &mut Rng) -> Options {
     Options {
         filter: Some(KINDS[(seed % KINDS.len() as u64) as usize]),
         compression: c[(seed / 6 % c.len() as u64) as usize],
-        block_cache_bytes: if seed % 2 == 0 { 0 } else { 64 << 10 },
+        block_cache_bytes: if seed.is_multiple_of(2) { 0 } else { 64 << 10 },
         mmap_reads: seed / 2 % 2 == 1,
         memtable_bytes: 1024 + rng.below(4096) as usize,
         compaction_trigger: if rng.below(4) == 0 {

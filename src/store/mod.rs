@@ -18,6 +18,7 @@ mod commit;
 mod compact;
 mod filters;
 mod global;
+mod live;
 mod open;
 mod options;
 mod ranges;
@@ -49,13 +50,14 @@ use crate::version::Version;
 use crate::wal::WalWriter;
 
 pub use self::filters::Rebalanced;
+pub use self::live::prefix_successor;
 pub(crate) use self::open::lock_dir;
 pub use self::open::{stored_default_filter, stored_policy};
 pub use self::options::{
     default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, DEFAULT_RANGE_BITS,
     IDLE_DRAIN_PROBES,
 };
-pub use self::read::{prefix_successor, PinnedReader, Reader, Scan};
+pub use self::read::{PinnedReader, Reader, Scan};
 pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;

@@ -4,14 +4,14 @@
 use std::cell::RefCell;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
 
-use super::{Inner, State, Store};
+use super::live::{prefix_successor, range_is_empty, LiveMem};
+use super::{Inner, Store};
 use crate::error::Result;
 use crate::hash::key_hash;
-use crate::memtable::Memtable;
 pub use crate::scan::Scan;
-use crate::scan::{table_sources, LiveMemtable, MemSource, ScanSource};
+use crate::scan::{table_sources, MemSource, ScanSource};
 use crate::version::{Batch, Version};
 
 impl Store {
@@ -284,29 +284,6 @@ impl Inner {
     }
 }
 
-/// The memtable a scan started on, while it may still take writes: read under the store's
-/// state lock, or, once it was made immutable, from the slot the switch filled.
-pub(super) struct LiveMem {
-    pub(super) state: Arc<RwLock<State>>,
-    pub(super) frozen: Arc<OnceLock<Arc<Memtable>>>,
-}
-
-impl LiveMemtable for LiveMem {
-    fn frozen(&self) -> Option<Arc<Memtable>> {
-        self.frozen.get().cloned()
-    }
-
-    fn with(&self, f: &mut dyn FnMut(&Memtable)) {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-        // Under the lock: either the memtable is still `st.mem`, or the switch that made it
-        // immutable filled the slot before letting the lock go.
-        match self.frozen.get() {
-            Some(m) => f(m),
-            None => f(&st.mem),
-        }
-    }
-}
-
 /// Many lookups from one thread without the store's lock (see [`Store::reader`]).
 pub struct Reader<'s> {
     store: &'s Store,
@@ -470,28 +447,4 @@ impl PinnedReader<'_> {
             Pin::Snapshot(s) => s.get_with_hash(key, hash),
         }
     }
-}
-
-/// True when no key lies between `start` and `end`.
-pub(super) fn range_is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
-    match (start, end) {
-        (Bound::Included(s), Bound::Included(e)) => s > e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
-            s >= e
-        }
-        _ => false,
-    }
-}
-
-/// The smallest key greater than every key starting with `prefix`, if any (`None`: every
-/// key from `prefix` on starts with it, e.g. for an empty or all-`0xff` prefix).
-pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut p = prefix.to_vec();
-    while let Some(last) = p.pop() {
-        if last < 0xff {
-            p.push(last + 1);
-            return Some(p);
-        }
-    }
-    None
 }

@@ -31,11 +31,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use super::read::{range_is_empty, LiveMem};
-use super::{prefix_successor, Inner, Scan, State, Store};
+use super::live::{prefix_successor, range_is_empty, LiveMem};
+use super::{Inner, State, Store};
 use crate::error::Result;
 use crate::hash::key_hash;
 use crate::memtable::{Memtable, ReaderGuard};
+use crate::scan::Scan;
 use crate::scan::{table_sources, MemSource, ScanSource};
 use crate::version::{Batch, Version};
 
