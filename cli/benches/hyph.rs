@@ -6,7 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use filterstore::hyph::{ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList};
+use filterstore_cli::hyph::{
+    ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList,
+};
 
 fn pass(h: &Hyphenator, words: &WordList, lookup: &dyn ExceptionLookup, out: &mut String) -> u64 {
     let mut hyphens = 0u64;

@@ -43,10 +43,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use filterstore::bench::key16;
 use filterstore::filter::FilterKind;
 use filterstore::store::{Options, Stats, Store, SyncPolicy};
 use filterstore::table::Compression;
+use filterstore_cli::bench::key16;
 use fjall::compaction::Leveled;
 use fjall::config::{BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry, PinningPolicy};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};

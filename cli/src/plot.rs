@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::filter::FilterKind;
+use filterstore::filter::FilterKind;
 
 /// How a series is drawn.
 #[derive(Clone, Debug)]

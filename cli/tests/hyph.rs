@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use filterstore::hyph::{
+use filterstore_cli::hyph::{
     parse_exceptions, ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList,
     EN_US_KNUTH_EXCEPTIONS, EN_US_TUGBOAT_EXCEPTIONS,
 };

@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use filterstore::hyph::{
+use filterstore::FilterKind;
+use filterstore_cli::hyph::{
     ExceptionDict, ExceptionLookup, ExceptionSource, Hyphenator, MemoryExceptions, WordList,
     DIGEST_KEY,
 };
-use filterstore::FilterKind;
 
 fn table_files(dir: &Path) -> BTreeSet<String> {
     std::fs::read_dir(dir)

@@ -521,3 +521,38 @@ impl<'a> Filter<'a> {
         })
     }
 }
+
+/// What theory says of a filter of `kind` sized for `n` distinct keys at the target rate
+/// `fpr`: (bits per key of its body, expected false-positive rate). `None` for the kinds
+/// without a per-table filter (`None`, `Global`). The benchmark draws its theory lines from
+/// it (`store bench`).
+pub fn theory(kind: FilterKind, n: u64, fpr: f64) -> Option<(f64, f64)> {
+    let keys = n.max(1) as f64;
+    match kind {
+        FilterKind::Bloom => {
+            let (m, k) = bloom::params(n, fpr);
+            Some((m as f64 / keys, bloom::theoretical_fpr(m, k, n)))
+        }
+        FilterKind::BlockedBloom => {
+            let (b, k) = blocked::params(n, fpr);
+            Some((b as f64 * 512.0 / keys, blocked::theoretical_fpr(b, k, n)))
+        }
+        FilterKind::Cuckoo => {
+            let f = cuckoo::fingerprint_bits(fpr);
+            let buckets = (n as f64 / (4.0 * cuckoo::TARGET_LOAD)).ceil() as u64;
+            Some((
+                buckets as f64 * 4.0 * f as f64 / keys,
+                cuckoo::theoretical_fpr(buckets, f, n),
+            ))
+        }
+        FilterKind::BinaryFuse => {
+            let f = fuse::fingerprint_bits(fpr);
+            let slots = fuse::Layout::for_keys(n).array_len();
+            Some((
+                (slots * f as u64) as f64 / keys,
+                fuse::theoretical_fpr(f, n),
+            ))
+        }
+        FilterKind::None | FilterKind::Global => None,
+    }
+}

@@ -287,7 +287,9 @@ mod tests {
     fn the_largest_entry_in_a_split_block() {
         let dir = tempfile::tempdir().unwrap();
         let big_key = vec![b'k'; crate::codec::MAX_KEY_LEN];
-        let big_value: Vec<u8> = (0..crate::codec::MAX_VALUE_LEN).map(|i| (i % 251) as u8).collect();
+        let big_value: Vec<u8> = (0..crate::codec::MAX_VALUE_LEN)
+            .map(|i| (i % 251) as u8)
+            .collect();
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
         keys.extend((0..40).map(|i| [&big_key[..1000], format!("{i:02}").as_bytes()].concat()));
         keys.push(big_key.clone());

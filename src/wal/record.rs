@@ -2,8 +2,8 @@
 //! decoding its operations.
 
 use crate::codec::{le_u32, put_varint, Cursor};
-use crate::error::{Error, Result};
 use crate::codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::error::{Error, Result};
 
 use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN};
 

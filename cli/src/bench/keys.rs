@@ -1,7 +1,7 @@
 //! The benchmark's generated keys and values, and keys laid out for timed loops.
 
 use super::BenchConfig;
-use crate::error::{Error, Result};
+use filterstore::{Error, Result};
 
 /// SplitMix64: seeded, reproducible key material.
 pub(super) fn splitmix(mut x: u64) -> u64 {

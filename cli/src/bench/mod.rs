@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use self::keys::{make_keys, value_into, FlatKeys};
 use self::stats::{diff, median};
-use crate::error::{Error, Result};
-use crate::filename::{FileName, Numbered};
-use crate::filter::FilterKind;
-use crate::store::{Options, Store, SyncPolicy};
+use filterstore::filename::{FileName, Numbered};
+use filterstore::filter::FilterKind;
+use filterstore::store::{Options, Store, SyncPolicy};
+use filterstore::{Error, Result};
 
 pub use self::keys::key16;
 pub use self::report::{machine, theory_curve};
@@ -222,7 +222,7 @@ pub struct BenchReport {
     /// One row per configuration, `none` first.
     pub rows: Vec<Row>,
     /// What the range filters save empty scans: no range filter, then
-    /// [`DEFAULT_RANGE_BITS`](crate::store::DEFAULT_RANGE_BITS), each at ℓ = 1 and 32.
+    /// [`DEFAULT_RANGE_BITS`](filterstore::store::DEFAULT_RANGE_BITS), each at ℓ = 1 and 32.
     pub scan_rows: Vec<ScanRow>,
     /// Total seconds.
     pub total_secs: f64,
@@ -253,7 +253,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         ));
     }
     for &f in &cfg.fprs {
-        crate::filter::check_fpr(f)?;
+        filterstore::filter::check_fpr(f)?;
     }
     if cfg.kinds.contains(&FilterKind::Global) {
         // This bench refilters one store's tables kind by kind; the global filter is not a
@@ -309,7 +309,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         sync: SyncPolicy::OnFlush,
         mmap_reads: cfg.mmap_reads,
         block_cache_bytes: 0,
-        compression: crate::Compression::None,
+        compression: filterstore::Compression::None,
         ..Options::default()
     };
     progress(&format!("loading {n} keys into {} tables", cfg.tables));
@@ -494,7 +494,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
 }
 
 /// Empty scans at the first `scans` absent keys, with no range filter and then with
-/// [`DEFAULT_RANGE_BITS`](crate::store::DEFAULT_RANGE_BITS) (the filters swapped with
+/// [`DEFAULT_RANGE_BITS`](filterstore::store::DEFAULT_RANGE_BITS) (the filters swapped with
 /// `refilter_ranges`, the data never rewritten): [a, a] at every key, and [a, a + 32) at the
 /// 16-byte ones.
 fn scan_rows(
@@ -506,7 +506,7 @@ fn scan_rows(
 ) -> Result<Vec<ScanRow>> {
     let m = (scans as usize).min(absent.len());
     let mut rows: Vec<ScanRow> = Vec::new();
-    for bits in [0.0, crate::store::DEFAULT_RANGE_BITS] {
+    for bits in [0.0, filterstore::store::DEFAULT_RANGE_BITS] {
         progress(&format!(
             "range filters of {bits} bits per key: {m} empty scans per ℓ"
         ));
@@ -560,7 +560,7 @@ fn scan_rows(
                 observed_fpr: (bits > 0.0 && fps + skipped > 0)
                     .then(|| fps as f64 / (fps + skipped) as f64),
                 bound: if bits > 0.0 {
-                    crate::filter::range::grafite_bound(len, bits_per_key)
+                    filterstore::filter::range::grafite_bound(len, bits_per_key)
                 } else {
                     1.0
                 },
@@ -617,9 +617,9 @@ fn seal_time(keys: &FlatKeys, cfg: &BenchConfig, threads: usize) -> Result<(f64,
             memtable_bytes: usize::MAX,
             compaction_trigger: None,
             sync: SyncPolicy::Buffered,
-            fs: Arc::new(crate::io::NoSyncFs),
+            fs: Arc::new(filterstore::io::NoSyncFs),
             // Raw blocks, as the rest of the benchmark (compression: `bench engine`).
-            compression: crate::Compression::None,
+            compression: filterstore::Compression::None,
             ..Options::default()
         },
     )?;

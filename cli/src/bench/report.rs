@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use super::stats::median;
 use super::{BenchReport, Row};
-use crate::filter::{blocked, bloom, cuckoo, fuse, FilterKind};
 use crate::plot::{kind_color, render, Chart, Series, Style};
+use filterstore::filter::{self, FilterKind};
 
 /// The CPU model and core count, for reports.
 pub fn machine() -> String {
@@ -307,36 +307,7 @@ pub fn theory_curve(kind: FilterKind) -> Vec<(f64, f64)> {
     let n = 1_000_000u64;
     (0..=40)
         .map(|i| 0.5 * 10f64.powf(-(i as f64) / 10.0))
-        .filter_map(|eps| match kind {
-            FilterKind::Bloom => {
-                let (m, k) = bloom::params(n, eps);
-                Some((m as f64 / n as f64, bloom::theoretical_fpr(m, k, n)))
-            }
-            FilterKind::BlockedBloom => {
-                let (b, k) = blocked::params(n, eps);
-                Some((
-                    b as f64 * 512.0 / n as f64,
-                    blocked::theoretical_fpr(b, k, n),
-                ))
-            }
-            FilterKind::Cuckoo => {
-                let f = cuckoo::fingerprint_bits(eps);
-                let buckets = (n as f64 / (4.0 * cuckoo::TARGET_LOAD)).ceil() as u64;
-                Some((
-                    buckets as f64 * 4.0 * f as f64 / n as f64,
-                    cuckoo::theoretical_fpr(buckets, f, n),
-                ))
-            }
-            FilterKind::BinaryFuse => {
-                let f = fuse::fingerprint_bits(eps);
-                let slots = fuse::Layout::for_keys(n).array_len();
-                Some((
-                    (slots * f as u64) as f64 / n as f64,
-                    fuse::theoretical_fpr(f, n),
-                ))
-            }
-            FilterKind::None | FilterKind::Global => None,
-        })
+        .filter_map(|eps| filter::theory(kind, n, eps))
         .collect()
 }
 

@@ -1,6 +1,6 @@
 //! The benchmark's statistics: counter differences, medians, binomial bands.
 
-use crate::store::Stats;
+use filterstore::store::Stats;
 
 pub(super) fn diff(a: &Stats, b: &Stats) -> (u64, u64, u64, u64) {
     (

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use super::{value, EngineCounts, ExportBenchConfig};
-use crate::error::{Error, Result};
+use filterstore::{Error, Result};
 
 fn hex(b: &[u8]) -> String {
     b.iter()

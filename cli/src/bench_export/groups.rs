@@ -2,19 +2,29 @@
 //! filters), and the groups a reader that applies them would read.
 
 use std::fs::File;
+use std::path::Path;
 
 use parquet::bloom_filter::Sbbf;
+use parquet::errors::ParquetError;
 use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
 
 use super::FppRow;
-use crate::error::{Error, Result};
-use crate::export::{self, ExportSummary};
+use filterstore::export::ExportSummary;
+use filterstore::{Error, Result};
 
 /// The row groups of an export with their key ranges and filters, read back.
 /// A row group's min key, max key and Bloom filter.
 type Group = (Vec<u8>, Vec<u8>, Option<Sbbf>);
+
+/// A parquet crate error reading back `file`, as the library's error naming the file.
+fn pq_err(file: &Path) -> impl Fn(ParquetError) -> Error + '_ {
+    move |e| Error::Parquet {
+        file: file.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
 
 fn read_groups(summary: &ExportSummary) -> Result<Vec<Group>> {
     let mut out = Vec::new();
@@ -29,9 +39,9 @@ fn read_groups(summary: &ExportSummary) -> Result<Vec<Group>> {
                 .with_reader_properties(props)
                 .build(),
         )
-        .map_err(export::pq_err(&f.path))?;
+        .map_err(pq_err(&f.path))?;
         for (i, g) in f.groups.iter().enumerate() {
-            let rg = r.get_row_group(i).map_err(export::pq_err(&f.path))?;
+            let rg = r.get_row_group(i).map_err(pq_err(&f.path))?;
             out.push((
                 g.min_key.clone(),
                 g.max_key.clone(),

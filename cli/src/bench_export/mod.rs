@@ -36,10 +36,10 @@ use std::time::Instant;
 use self::engines::run_engines;
 use self::groups::count_reads;
 use crate::bench::{key16, machine};
-use crate::error::{Error, Result};
-use crate::export::{self, ParquetOptions};
-use crate::filter::{check_fpr, FilterKind};
-use crate::store::{Options, Store, SyncPolicy};
+use filterstore::export::{self, ParquetOptions};
+use filterstore::filter::{check_fpr, FilterKind};
+use filterstore::store::{Options, Store, SyncPolicy};
+use filterstore::{Error, Result};
 
 /// What to measure.
 #[derive(Clone, Debug)]

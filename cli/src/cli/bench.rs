@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use filterstore::bench::{run, BenchConfig};
 use filterstore::FilterKind;
+use filterstore_cli::bench::{run, BenchConfig};
 
 use super::bench_engine::BenchEngine;
 #[cfg(feature = "parquet")]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use filterstore::bench_export::{run, ExportBenchConfig};
+use filterstore_cli::bench_export::{run, ExportBenchConfig};
 
 use super::{CliError, Exit, Global, Run};
 

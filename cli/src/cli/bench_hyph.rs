@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use filterstore::filter::check_fpr;
-use filterstore::hyph::experiment::{self, ExperimentConfig};
-use filterstore::hyph::{ExceptionSource, WordList};
 use filterstore::FilterKind;
+use filterstore_cli::hyph::experiment::{self, ExperimentConfig};
+use filterstore_cli::hyph::{ExceptionSource, WordList};
 
 use super::{CliError, Exit, Global, Run};
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use filterstore::hash::mix64;
 use filterstore::{Options, Store};
 
-use super::bench_engine::{fill_value, key};
+use super::bench_data::{fill_value, key};
 use super::latency::Histogram;
 use super::{println, CliError, Exit};
 use keys::{Inserts, Rng, Scrambled, Zipf};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use filterstore::hyph::{ExceptionDict, ExceptionSource, Hyphenator, Patterns};
+use filterstore_cli::hyph::{ExceptionDict, ExceptionSource, Hyphenator, Patterns};
 
 use super::{rate, stdout, CliError, Exit, Global, Run};
 

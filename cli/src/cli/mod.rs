@@ -5,6 +5,7 @@
 //! [`Run`], declare the module below and add one line to the `commands!` list.
 
 mod bench;
+mod bench_data;
 mod bench_engine;
 #[cfg(feature = "parquet")]
 mod bench_export;

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::exceptions::{parse_exceptions, ExceptionLookup, MemoryExceptions};
-use crate::{
+use filterstore::{
     Error, FilterKind, Options, PinnedReader, Reader, Result, Stats, Store, SyncPolicy, WriteBatch,
 };
 

@@ -10,12 +10,12 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 use super::patterns::is_letters;
-use crate::{Error, Result};
+use filterstore::{Error, Result};
 
 /// Where the hyphenator asks whether a word is an exception.
 ///
 /// `lower_word` is the lower-cased word (ASCII letters only) and `hash` is
-/// [`crate::hash::key_hash`]`(lower_word)`, computed once per word so that a store can hand it
+/// [`filterstore::hash::key_hash`]`(lower_word)`, computed once per word so that a store can hand it
 /// to the filter of every table. The answer is the hyphenated form (lower case, `-` between
 /// parts, e.g. `as-so-ciate`), or `None` when the word is not an exception.
 pub trait ExceptionLookup {
@@ -126,7 +126,7 @@ pub fn parse_exceptions(text: &str) -> Result<Vec<Exception>> {
     Ok(out)
 }
 
-/// Exceptions held in memory, indexed by the word's [`crate::hash::key_hash`] (so a lookup
+/// Exceptions held in memory, indexed by the word's [`filterstore::hash::key_hash`] (so a lookup
 /// reuses the hash the hyphenator already computed instead of hashing again).
 ///
 /// A 65,536-bit map of the hashes' top 16 bits (8 KB, in front of the hash table like a
@@ -162,7 +162,7 @@ impl Hasher for PassThrough {
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = crate::hash::mix64(self.0 ^ b as u64);
+            self.0 = filterstore::hash::mix64(self.0 ^ b as u64);
         }
     }
     fn write_u64(&mut self, v: u64) {
@@ -200,7 +200,7 @@ impl MemoryExceptions {
 
     /// Adds one entry, replacing any earlier one for the same word.
     pub fn insert(&mut self, e: Exception) {
-        let hash = crate::hash::key_hash(&e.word);
+        let hash = filterstore::hash::key_hash(&e.word);
         if let Some(i) = self.find(&e.word, hash) {
             self.entries[i].1 = e.hyphenated;
             return;
@@ -257,7 +257,7 @@ impl MemoryExceptions {
 
     /// The stored hyphenated form of `lower_word`.
     pub fn get(&self, lower_word: &[u8]) -> Option<&[u8]> {
-        let i = self.find(lower_word, crate::hash::key_hash(lower_word))?;
+        let i = self.find(lower_word, filterstore::hash::key_hash(lower_word))?;
         self.entries.get(i).map(|(_, v)| v.as_slice())
     }
 }
@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(m.get(b"table"), Some(&b"ta-ble"[..]));
         assert_eq!(m.len(), 14 + 1753 - 1);
         assert_eq!(m.sorted_entries().len(), m.len());
-        let h = crate::hash::key_hash(b"table");
+        let h = filterstore::hash::key_hash(b"table");
         assert_eq!(m.lookup(b"table", h).unwrap(), Some(b"ta-ble".to_vec()));
         assert_eq!(m.lookup(b"tables", h).unwrap(), None);
     }

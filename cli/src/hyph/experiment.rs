@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::dict::{sources_digest, ExceptionDict, ExceptionSource};
 use super::{load_sources, ExceptionLookup, Hyphenator, MemoryExceptions, WordList};
 use crate::plot::{kind_color, render, Chart, Series, Style};
-use crate::{Error, FilterKind, Result, Stats};
+use filterstore::{Error, FilterKind, Result, Stats};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -311,7 +311,7 @@ pub fn run(
         return Err(Error::InvalidArgument("runs must be at least 1".into()));
     }
     for &e in &cfg.epsilons {
-        crate::filter::check_fpr(e)?;
+        filterstore::filter::check_fpr(e)?;
     }
     let h = Hyphenator::en_us()?;
     let digest = sources_digest(sources);

@@ -22,13 +22,13 @@
 //!
 //! Plugging in the on-disk dictionary: implement [`ExceptionLookup`] for the store (or a
 //! thin wrapper around it). `lookup` receives the lower-cased word and its
-//! [`crate::hash::key_hash`], computed once per word, so each table's filter can be probed
+//! [`filterstore::hash::key_hash`], computed once per word, so each table's filter can be probed
 //! with that hash and only tables whose filter answers "maybe" are read; most words then
 //! never touch the disk. [`MemoryExceptions::sorted_entries`] gives the built-in list in key
 //! order for bulk-loading the store.
 //!
 //! ```
-//! use filterstore::hyph::{Hyphenator, MemoryExceptions, NoExceptions};
+//! use filterstore_cli::hyph::{Hyphenator, MemoryExceptions, NoExceptions};
 //! let h = Hyphenator::en_us().unwrap();
 //! let exceptions = MemoryExceptions::en_us().unwrap();
 //! assert_eq!(h.hyphenate("Associate", &NoExceptions).unwrap(), "As-so-ci-ate");
@@ -50,7 +50,7 @@ pub use exceptions::{
 pub use patterns::{parse_patterns, Pattern, Patterns};
 pub use words::WordList;
 
-use crate::{Error, Result};
+use filterstore::{Error, Result};
 use patterns::{is_letters, GAP_PAD, MASK_WORD};
 
 /// The built-in US English patterns (`data/hyph/hyph-en-us.pat.txt`, hyph-utf8).
@@ -160,7 +160,7 @@ impl Hyphenator {
         };
         let mut exception = None;
         if !exceptions.is_always_empty() {
-            let hash = crate::hash::key_hash(lower);
+            let hash = filterstore::hash::key_hash(lower);
             outcome.lookups = 1;
             if let Some(value) = exceptions.lookup(lower, hash)? {
                 let mut breaks = 0u64;
@@ -235,7 +235,7 @@ impl Hyphenator {
         let mut from_exception = false;
         if !exceptions.is_always_empty() {
             let lower = bytes.to_ascii_lowercase();
-            let hash = crate::hash::key_hash(&lower);
+            let hash = filterstore::hash::key_hash(&lower);
             outcome.lookups = 1;
             if let Some(value) = exceptions.lookup(&lower, hash)? {
                 let gaps = &mut gaps[GAP_PAD + 1..];

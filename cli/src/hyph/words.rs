@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::{Error, Result};
+use filterstore::{Error, Result};
 
 /// The built-in English word list (dwyl/english-words, 466,551 lines, Unlicense), gzip.
 static BUILTIN_WORDS_GZ: &[u8] = include_bytes!("../../data/words/words.txt.gz");

@@ -43,10 +43,10 @@ mod select;
 pub use build::{build, RangeFilterBuilder};
 pub use read::RangeFilter;
 
+use crate::codec::MAX_KEY_LEN;
 use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
-use crate::codec::MAX_KEY_LEN;
 
 /// Magic at the start of every range filter block.
 pub const RANGE_MAGIC: [u8; 4] = *b"FSRF";

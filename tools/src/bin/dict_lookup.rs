@@ -9,10 +9,10 @@
 
 use std::time::Instant;
 
-use filterstore::hyph::{
+use filterstore::FilterKind;
+use filterstore_cli::hyph::{
     ExceptionDict, ExceptionLookup, ExceptionSource, MemoryExceptions, WordList,
 };
-use filterstore::FilterKind;
 
 fn main() -> filterstore::Result<()> {
     let passes: usize = std::env::args()

@@ -7,10 +7,10 @@
 //!
 //! `taskset -c 1 cargo run --release --example hyph_dict_ab [rounds] [epsilon]`
 
-use filterstore::hyph::{
+use filterstore::FilterKind;
+use filterstore_cli::hyph::{
     ExceptionDict, ExceptionLookup, ExceptionSource, Hyphenator, MemoryExceptions, WordList,
 };
-use filterstore::FilterKind;
 
 /// CPU time of the calling thread, in seconds.
 fn thread_cpu_seconds() -> f64 {

@@ -11,7 +11,9 @@
 
 use std::time::Instant;
 
-use filterstore::hyph::{ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList};
+use filterstore_cli::hyph::{
+    ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList,
+};
 
 /// One pass over the list; returns the hyphens inserted.
 #[inline(never)]

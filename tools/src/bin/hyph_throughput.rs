@@ -7,7 +7,9 @@
 
 use std::time::Instant;
 
-use filterstore::hyph::{ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList};
+use filterstore_cli::hyph::{
+    ExceptionLookup, Hyphenator, MemoryExceptions, NoExceptions, WordList,
+};
 
 /// CPU time of the calling thread, in seconds.
 fn thread_cpu_seconds() -> f64 {

@@ -12,8 +12,8 @@
 
 use std::time::Instant;
 
-use filterstore::bench::key16;
 use filterstore::{FilterKind, Options, Store, SyncPolicy};
+use filterstore_cli::bench::key16;
 
 fn main() -> filterstore::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

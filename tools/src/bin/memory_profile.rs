@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use filterstore::hash::mix64;
 use filterstore::{Options, Store};
 
-#[path = "../tests/support/counting_alloc.rs"]
+#[path = "../../../tests/support/counting_alloc.rs"]
 mod counting_alloc;
 use counting_alloc::{LIVE, PEAK};
 

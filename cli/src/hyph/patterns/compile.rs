@@ -4,7 +4,7 @@
 use super::parse::symbol_of;
 use super::row::{pack_output, EMPTY_ROW};
 use super::{Pattern, Patterns, EDGE, MAX_STATES, ROW_GAPS, SYMBOLS, WINDOW};
-use crate::{Error, Result};
+use filterstore::{Error, Result};
 
 impl Patterns {
     /// Compiles parsed patterns.

@@ -34,7 +34,7 @@ pub(crate) use parse::is_letters;
 pub use parse::{parse_patterns, Pattern};
 use row::Row;
 
-use crate::Result;
+use filterstore::Result;
 
 /// Symbol of the word-edge marker `.`.
 const EDGE: u8 = 0;

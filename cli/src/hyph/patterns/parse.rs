@@ -2,7 +2,7 @@
 //! comments.
 
 use super::{EDGE, NOT_LETTER};
-use crate::{Error, Result};
+use filterstore::{Error, Result};
 
 /// Maps a byte to its symbol: `A`–`Z` and `a`–`z` to 1–26, anything else to [`NOT_LETTER`].
 pub(crate) static SYMBOL: [u8; 256] = {
