@@ -1,4 +1,4 @@
-//! The showcase of filterstore, used by the `store` command line (`src/main.rs`), this
+//! The showcase of filterstore, used by the `store` command line (`cli/src/main.rs`), this
 //! crate's tests and benches, and the measurement programs of `tools/`: the filter benchmark
 //! (`bench`, `store bench`), the Parquet export benchmark (`bench_export`, `store bench
 //! export`) and the hyphenation dictionary (`hyph`, `store hyphenate`). The engine never

@@ -1,5 +1,5 @@
 //! `store`: the command line of filterstore. Parsing and the command modules live in
-//! `src/cli/` (binary-only); this file parses, dispatches and turns errors into exit codes.
+//! `cli/src/cli/` (binary-only); this file parses, dispatches and turns errors into exit codes.
 
 mod cli;
 

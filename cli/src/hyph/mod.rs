@@ -53,11 +53,11 @@ pub use words::WordList;
 use filterstore::{Error, Result};
 use patterns::{is_letters, GAP_PAD, MASK_WORD};
 
-/// The built-in US English patterns (`data/hyph/hyph-en-us.pat.txt`, hyph-utf8).
+/// The built-in US English patterns (`cli/data/hyph/hyph-en-us.pat.txt`, hyph-utf8).
 pub const EN_US_PATTERNS: &str = include_str!("../../data/hyph/hyph-en-us.pat.txt");
-/// Knuth's 14 exceptions from `hyphen.tex` (`data/hyph/hyph-en-us.hyp.txt`).
+/// Knuth's 14 exceptions from `hyphen.tex` (`cli/data/hyph/hyph-en-us.hyp.txt`).
 pub const EN_US_KNUTH_EXCEPTIONS: &str = include_str!("../../data/hyph/hyph-en-us.hyp.txt");
-/// The TUGboat exception list (`data/hyph/ushyphex.tex`, 1,753 entries).
+/// The TUGboat exception list (`cli/data/hyph/ushyphex.tex`, 1,753 entries).
 pub const EN_US_TUGBOAT_EXCEPTIONS: &str = include_str!("../../data/hyph/ushyphex.tex");
 
 /// TeX's `\lefthyphenmin` for US English.

@@ -20,7 +20,7 @@ impl WordList {
     /// The built-in list, decompressed at run time (466,551 words).
     pub fn builtin() -> Result<WordList> {
         WordList::from_gzip(BUILTIN_WORDS_GZ)
-            .map_err(|e| e.in_file("data/words/words.txt.gz (built in)", 0))
+            .map_err(|e| e.in_file("cli/data/words/words.txt.gz (built in)", 0))
     }
 
     /// Reads a list from a file; a name ending in `.gz` is decompressed.

@@ -4,7 +4,7 @@
 //! block is decoded (checked claim, decompression into a reused buffer) over and over; prints
 //! the bytes as stored and the best of several passes in ns per block.
 //!
-//! `cargo run --release --example block_decode [passes]`
+//! `cargo run --release -p filterstore-tools --bin block_decode [passes]`
 
 use std::time::Instant;
 

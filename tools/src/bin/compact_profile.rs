@@ -1,5 +1,5 @@
 //! Times a full compaction of 10 overlapping tables of 1M keys in total (the peers' W5
-//! workload), for profiling: `cargo run --release --example compact_profile [keys] [rounds]`.
+//! workload), for profiling: `cargo run --release -p filterstore-tools --bin compact_profile [keys] [rounds]`.
 //! With `FILTERSTORE_NOSYNC=1` fsyncs are skipped, to separate CPU from the device.
 
 use std::sync::Arc;

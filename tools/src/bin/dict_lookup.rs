@@ -5,7 +5,7 @@
 //! interference with the pattern automaton in `store bench hyphenation`, and shows which
 //! filter makes the dictionary cheapest.
 //!
-//! `cargo run --release --example dict_lookup [passes]`
+//! `cargo run --release -p filterstore-tools --bin dict_lookup [passes]`
 
 use std::time::Instant;
 

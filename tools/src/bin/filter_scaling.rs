@@ -1,6 +1,6 @@
 //! Filter build time with 1 and 2 threads and absent-query time, 10M pre-hashed keys.
 //!
-//! `cargo run --release --example filter_scaling` (pin with `taskset -c 1` for the query
+//! `cargo run --release -p filterstore-tools --bin filter_scaling` (pin with `taskset -c 1` for the query
 //! figures; the build figures need both cores). Medians of 5 builds, best of 5 query passes.
 
 use filterstore::filter::{self, Filter, FilterKind};

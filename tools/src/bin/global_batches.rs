@@ -4,7 +4,7 @@
 //! them to L1 in one merge batch (a compaction) and removing them (one batch).
 //!
 //! ```text
-//! taskset -c 1 cargo run --release --example global_batches -- [N]   (default 14000000)
+//! taskset -c 1 cargo run --release -p filterstore-tools --bin global_batches -- [N]   (default 14000000)
 //! ```
 //!
 //! The table (sized for 2N entries, about 4 bytes per key) is far larger than the CPU's

@@ -5,7 +5,7 @@
 //! checkpoint (encode, decode) against a rebuild from the keys.
 //!
 //! ```text
-//! taskset -c 1 cargo run --release --example global_filter -- [drained] [N ...]   (default 1000000)
+//! taskset -c 1 cargo run --release -p filterstore-tools --bin global_filter -- [drained] [N ...]   (default 1000000)
 //! ```
 //!
 //! The tree modelled has two levels: 88 % of the keys in L2, 10 % in L1 and 2 % in two L0

@@ -5,7 +5,7 @@
 //! median pass of each and the medians of the per-round ratios to memory, by the thread's CPU
 //! time (which other processes do not inflate, though their cache traffic still does).
 //!
-//! `taskset -c 1 cargo run --release --example hyph_dict_ab [rounds] [epsilon]`
+//! `taskset -c 1 cargo run --release -p filterstore-tools --bin hyph_dict_ab [rounds] [epsilon]`
 
 use filterstore::FilterKind;
 use filterstore_cli::hyph::{

@@ -1,9 +1,13 @@
-//! Times present-key lookups of two store configurations in one process, alternating short
-//! rounds between them so that a shared, noisy machine slows both alike; prints the median
-//! round of each and their ratio, in wall time and in the thread's CPU time (which time
-//! spent preempted by other processes does not inflate).
+//! Times present-key lookups of two stores in one process, alternating short rounds between
+//! them so that a shared, noisy machine slows both alike; prints the median round of each and
+//! their ratio, in wall time and in the thread's CPU time (which time spent preempted by other
+//! processes does not inflate), and each store's block reads, cache hits per lookup and index
+//! memory.
 //!
-//! `cargo run --release --example lookup_ab -- cache|compression [keys] [rounds] [dir] [cache MiB]`
+//! ```text
+//! cargo run --release -p filterstore-tools --bin lookup_ab -- cache|compression [keys] [rounds] [dir] [cache MiB]
+//! cargo run --release -p filterstore-tools --bin lookup_ab -- dirs DIR_A DIR_B [rounds]
+//! ```
 //!
 //! - `cache`: the same table files (random 100-byte values, raw blocks) opened with the
 //!   block cache off (A) and on (B: the default 32 MiB, or `cache MiB`).
@@ -12,10 +16,19 @@
 //!   not compress) written with `Compression::None` (A) and `Compression::Lz4` (B), both with
 //!   the default block cache; also prints the disk bytes of each.
 //!
-//! Both stores hold `keys` keys (1,000,000 by default, as the side-by-side harness) in
-//! tables of the default size after a full compaction; each round looks up 20,000 present
-//! keys drawn at random, through a `Reader`, the same keys for A and B: uniformly, or with
-//! `FILTERSTORE_AB_ZIPF=1` by YCSB's scrambled Zipfian (θ = 0.99).
+//!   In these two modes both stores hold `keys` keys (1,000,000 by default, as the
+//!   side-by-side harness) in tables of the default size after a full compaction; each round
+//!   (50 by default) looks up 20,000 present keys drawn at random, through a `Reader`, the
+//!   same keys for A and B: uniformly, or with `FILTERSTORE_AB_ZIPF=1` by YCSB's scrambled
+//!   Zipfian (θ = 0.99).
+//! - `dirs`: two existing store directories, e.g. the same keys written by two builds of the
+//!   engine: the side-by-side harness keeps what it loads with `--dir D` (the store is
+//!   `D/ours/load`), so `peers --engines ours --n 1000000 --dir D load present` with each
+//!   build gives two stores to compare (the `present` run lets the idle drain merge L0 first;
+//!   copy a directory to compare a store with itself). Both are opened as the harness opens
+//!   them (Bloom filters at 10 bits/key, default block cache and compression) and looked up
+//!   with `Store::get`, each round (20 by default, after 2 to warm the caches) 50,000 keys
+//!   drawn uniformly from `DIR_A`'s keys, the same keys for A and B.
 
 use std::path::Path;
 use std::time::Instant;
@@ -117,20 +130,50 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn main() -> filterstore::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mode = args.first().map_or("cache", String::as_str).to_string();
+/// Options of a store opened as the side-by-side harness opens it (`dirs`).
+fn harness_opts() -> Options {
+    Options {
+        filter: Some(FilterKind::Bloom),
+        fpr: Some((-10.0f64 * std::f64::consts::LN_2.powi(2)).exp()),
+        sync: SyncPolicy::OnFlush,
+        compaction_trigger: Some(8),
+        create_if_missing: false,
+        ..Options::default()
+    }
+}
+
+/// Where each round's keys come from.
+enum Keys {
+    /// `key(i)` for `i < n`, uniformly or by the Zipfian.
+    Generated { n: u64, zipf: Option<Zipf> },
+    /// Keys listed from a store.
+    Listed(Vec<Vec<u8>>),
+}
+
+/// The two stores of a mode and how they are looked up.
+struct Setup {
+    a: Store,
+    b: Store,
+    keys: Keys,
+    rounds: usize,
+    warmup: usize,
+    per_round: usize,
+    /// Through a `Reader` of each store (else `Store::get`).
+    via_reader: bool,
+}
+
+/// `cache` and `compression`: two stores built (once, in `dir`) from generated keys.
+fn generated(mode: &str, args: &[String], tmp: &Path) -> filterstore::Result<Setup> {
     let n: u64 = args
         .get(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
     let rounds: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(50);
-    let tmp = tempfile::tempdir()?;
     let root = args
         .get(3)
-        .map_or_else(|| tmp.path().to_path_buf(), std::path::PathBuf::from);
+        .map_or_else(|| tmp.to_path_buf(), std::path::PathBuf::from);
     let cache_mib: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(32);
-    let (a, b) = match mode.as_str() {
+    let (a, b) = match mode {
         "cache" => {
             let d = root.join(format!("random-{n}"));
             build(&d, n, false, Compression::None)?;
@@ -154,7 +197,7 @@ fn main() -> filterstore::Result<()> {
                 Store::open(&d2, opts(Compression::None, cache_mib << 20))?,
             )
         }
-        "compression" => {
+        _ => {
             let half = std::env::var_os("FILTERSTORE_AB_RANDOM").is_none();
             let values = if half { "half" } else { "random" };
             let (da, db) = (
@@ -175,68 +218,126 @@ fn main() -> filterstore::Result<()> {
                 Store::open(&db, opts(Compression::Lz4, d))?,
             )
         }
-        other => {
-            eprintln!("unknown mode {other}: cache or compression");
-            std::process::exit(2);
-        }
     };
-    let (ra, rb) = (a.reader(), b.reader());
-    let per_round = 20_000u64;
-    let mut x = 12345u64;
     let zipf = std::env::var_os("FILTERSTORE_AB_ZIPF")
         .filter(|v| !v.is_empty())
         .map(|_| Zipf::new(n));
-    let (mut ta, mut tb) = (Vec::new(), Vec::new());
-    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    Ok(Setup {
+        a,
+        b,
+        keys: Keys::Generated { n, zipf },
+        rounds,
+        warmup: 0,
+        per_round: 20_000,
+        via_reader: true,
+    })
+}
+
+/// `dirs`: two existing stores, looked up with the keys of the first.
+fn dirs(args: &[String]) -> filterstore::Result<Setup> {
+    if args.len() < 3 {
+        eprintln!("usage: lookup_ab dirs DIR_A DIR_B [rounds]");
+        std::process::exit(2);
+    }
+    let (a, b) = (
+        Store::open(&args[1], harness_opts())?,
+        Store::open(&args[2], harness_opts())?,
+    );
+    let keys: Vec<Vec<u8>> = a
+        .scan::<&[u8]>(..)
+        .map(|item| item.map(|(k, _)| k))
+        .collect::<Result<_, _>>()?;
+    if keys.is_empty() {
+        eprintln!("{} holds no keys", args[1]);
+        std::process::exit(2);
+    }
+    Ok(Setup {
+        a,
+        b,
+        keys: Keys::Listed(keys),
+        rounds: args.get(3).and_then(|r| r.parse().ok()).unwrap_or(20),
+        warmup: 2,
+        per_round: 50_000,
+        via_reader: false,
+    })
+}
+
+fn main() -> filterstore::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().map_or("cache", String::as_str).to_string();
+    let tmp = tempfile::tempdir()?;
+    let s = match mode.as_str() {
+        "cache" | "compression" => generated(&mode, &args, tmp.path())?,
+        "dirs" => dirs(&args)?,
+        other => {
+            eprintln!("unknown mode {other}: cache, compression or dirs");
+            std::process::exit(2);
+        }
+    };
+    let stores = [&s.a, &s.b];
+    let readers = [s.a.reader(), s.b.reader()];
+    let before = [s.a.stats(), s.b.stats()];
+    let mut x = 12345u64;
+    let (mut wall, mut thread) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     let cpu = || {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
         t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
     };
-    for r in 0..rounds {
-        let keys: Vec<[u8; 16]> = (0..per_round)
+    for r in 0..s.warmup + s.rounds {
+        let keys: Vec<Vec<u8>> = (0..s.per_round)
             .map(|_| {
                 x = mix64(x.wrapping_add(1));
-                match &zipf {
-                    Some(z) => key(z.next((x >> 11) as f64 / (1u64 << 53) as f64)),
-                    None => key(x % n),
+                match &s.keys {
+                    Keys::Generated { zipf: Some(z), .. } => {
+                        key(z.next((x >> 11) as f64 / (1u64 << 53) as f64)).to_vec()
+                    }
+                    Keys::Generated { n, zipf: None } => key(x % n).to_vec(),
+                    Keys::Listed(listed) => listed[(x % listed.len() as u64) as usize].clone(),
                 }
             })
             .collect();
         // Alternate which goes first, so neither always runs on a warmer machine.
         let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        for which in order {
-            let reader = if which == 0 { &ra } else { &rb };
-            let t = Instant::now();
-            let c0 = cpu();
+        for w in order {
+            let (t, c0) = (Instant::now(), cpu());
             for k in &keys {
-                if reader.get(k)?.is_none() {
-                    eprintln!("a present key was not found");
+                let found = if s.via_reader {
+                    readers[w].get(k)?.is_some()
+                } else {
+                    stores[w].get(k)?.is_some()
+                };
+                if !found {
+                    eprintln!("store {}: a present key was not found", ["A", "B"][w]);
                     std::process::exit(3);
                 }
             }
-            let ns = t.elapsed().as_nanos() as f64 / per_round as f64;
-            let cpu_ns = (cpu() - c0) / per_round as f64;
-            if which == 0 { &mut ta } else { &mut tb }.push(ns);
-            if which == 0 { &mut ca } else { &mut cb }.push(cpu_ns);
+            if r >= s.warmup {
+                wall[w].push(t.elapsed().as_nanos() as f64 / s.per_round as f64);
+                thread[w].push((cpu() - c0) / s.per_round as f64);
+            }
         }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (ma, mb) = (median(&mut ta), median(&mut tb));
-    let (mca, mcb) = (median(&mut ca), median(&mut cb));
-    for (name, s) in [("A", a.stats()), ("B", b.stats())] {
+    for (w, name) in ["A", "B"].iter().enumerate() {
+        let st = stores[w].stats();
+        let gets = (st.lookups - before[w].lookups).max(1) as f64;
         println!(
-            "{name}: block reads {:.4}, cache hits {:.4} per lookup",
-            s.data_block_reads as f64 / s.lookups as f64,
-            s.block_cache_hits as f64 / s.lookups as f64
+            "{name}: {:.4} block reads and {:.4} cache hits per lookup, {} bytes of index in memory",
+            (st.data_block_reads - before[w].data_block_reads) as f64 / gets,
+            (st.block_cache_hits - before[w].block_cache_hits) as f64 / gets,
+            st.tables.iter().map(|t| t.index_memory_bytes).sum::<u64>()
         );
     }
+    let (ma, mb) = (median(&mut wall[0]), median(&mut wall[1]));
+    let (ca, cb) = (median(&mut thread[0]), median(&mut thread[1]));
     println!(
-        "median of {rounds} rounds: A {ma:.0} ns, B {mb:.0} ns per present get; B/A {:.3} (CPU time: A {mca:.0} ns, B {mcb:.0} ns, B/A {:.3})",
+        "median of {} rounds: A {ma:.0} ns, B {mb:.0} ns per present get; B/A {:.3} (CPU time: A {ca:.0} ns, B {cb:.0} ns, B/A {:.3})",
+        s.rounds,
         mb / ma,
-        mcb / mca
+        cb / ca
     );
     Ok(())
 }

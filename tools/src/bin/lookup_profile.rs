@@ -1,7 +1,7 @@
 //! Builds (once) a store of N generated keys in T tables and times absent and present
 //! lookups in a loop, for profiling the read path (`perf record`, callgrind).
 //!
-//! `cargo run --release --example lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both] [pread|mmap] [cache-bytes]`
+//! `cargo run --release -p filterstore-tools --bin lookup_profile -- DIR [keys] [tables] [lookups] [absent|present|both] [pread|mmap] [cache-bytes]`
 //!
 //! `cache-bytes` sizes the block cache (default: `Options::default()`'s); 0 turns it off, so
 //! every present lookup reads and checks its block. `FILTERSTORE_KIND=NAME` picks the filter

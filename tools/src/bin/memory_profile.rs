@@ -1,5 +1,5 @@
 //! Live heap against resident memory while loading N keys with background work on:
-//! `cargo run --release --example memory_profile [keys] [range filter bits per key]`. A counting allocator records the
+//! `cargo run --release -p filterstore-tools --bin memory_profile [keys] [range filter bits per key]`. A counting allocator records the
 //! peak of live heap bytes; /proc gives the peak resident set. The gap is memory the
 //! allocator holds but the store does not use.
 

@@ -3,7 +3,7 @@
 //! pool of T threads with fsync skipped (`NoSyncFs`), for profiling (`perf record`,
 //! callgrind with `--toggle-collect`).
 //!
-//! `cargo run --release --example write_profile -- [keys] [threads] [buffered|onflush|every] [writers] [range bits]`
+//! `cargo run --release -p filterstore-tools --bin write_profile -- [keys] [threads] [buffered|onflush|every] [writers] [range bits]`
 //!
 //! With `writers` > 1 the puts are spread over that many threads (group commit). `range
 //! bits` is `Options::range_filter_bits` (the default, 16, when absent; 0 seals the table

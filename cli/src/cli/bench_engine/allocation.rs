@@ -4,7 +4,8 @@
 
 use filterstore::{FilterKind, FilterPolicy, Stats, Store};
 
-use super::{levels_line, lookups, BenchEngine};
+use super::lookups::lookups;
+use super::{levels_line, BenchEngine};
 use crate::cli::{Allocation, CliError};
 
 /// One allocation measured on the loaded store.

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use filterstore::{FilterKind, Stats, Store};
 
-use super::{lookups, BenchEngine, Lookups};
+use super::lookups::{lookups, Lookups};
+use super::BenchEngine;
 use crate::cli::CliError;
 
 /// What one policy measured.
