@@ -21,7 +21,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
-use super::worker::Install;
 use super::Inner;
 use crate::compaction::run::Runs;
 use crate::error::{Error, Result};
@@ -31,7 +30,7 @@ use crate::global_index::{
     level_run, table_hashes, Change, GlobalIndex, Move, GROWTH, HEADROOM, NO_RUN,
 };
 use crate::io::replace_file;
-use crate::version::{Edit, TableHandle, Version};
+use crate::version::{Edit, TableHandle, Version, VersionEdit};
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
 const BUILD_BATCH: usize = 8;
@@ -122,14 +121,7 @@ impl Inner {
             &stop,
             true,
         )?;
-        self.install(Install {
-            edit: Edit {
-                replace: fresh,
-                ..Edit::default()
-            },
-            global: Some(Some(g)),
-            ..Install::default()
-        })?;
+        self.log_and_apply(VersionEdit::replacing(fresh).with_global(Some(g)))?;
         Ok(())
     }
 
@@ -246,10 +238,7 @@ impl Inner {
             .writer()
             .set_l0_runs(old.filter.writer().l0_runs())?;
         self.counters.global_growths.fetch_add(1, Relaxed);
-        self.install(Install {
-            global: Some(Some(new)),
-            ..Install::default()
-        })?;
+        self.log_and_apply(VersionEdit::default().with_global(Some(new)))?;
         Ok(())
     }
 
@@ -292,7 +281,7 @@ impl Inner {
         }))
     }
 
-    /// A compaction's changes to the global filter `g`, around `publish` (which installs
+    /// A compaction's changes to the global filter `g`, around `publish` (which publishes
     /// its tables): its `keys` are applied ([`Writer::merge_batch`]: relabelled to the
     /// output, or removed) under a [`Move`] announcement, the tables published, and the L0
     /// ids `l0` of the consumed tables given back. If `publish` fails, the entries are put
