@@ -260,8 +260,15 @@ fn a_scan_reads_tables_a_compaction_removed() {
     store.compact().unwrap();
     let during = tables(dir.path());
     assert_eq!(store.stats().tables.len(), 1);
-    assert_eq!(during.len(), 5, "the scan's tables and the compaction's: {during:?}");
-    assert!(before.iter().all(|t| during.contains(t)), "{before:?} {during:?}");
+    assert_eq!(
+        during.len(),
+        5,
+        "the scan's tables and the compaction's: {during:?}"
+    );
+    assert!(
+        before.iter().all(|t| during.contains(t)),
+        "{before:?} {during:?}"
+    );
     let rest: Vec<_> = scan.by_ref().map(Result::unwrap).collect();
     assert_eq!(rest.len(), 19_999);
     for (i, (k, v)) in rest.iter().enumerate() {

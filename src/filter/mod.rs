@@ -79,7 +79,7 @@ mod off {
     pub(super) const P2: usize = 40;
     pub(super) const P3: usize = 44;
     pub(super) const BODY_LEN: usize = super::header::BODY_LEN;
-    pub(super) const BODY_CRC: usize = super::header::BODY_CRC;
+    // BODY_CRC: `header::BODY_CRC`.
     pub(super) const HEADER_CRC: usize = super::header::HEADER_CRC;
 }
 

@@ -10,11 +10,13 @@
 //! and counters), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
 //! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
 //! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing),
-//! `compact.rs` (the compaction driver), `filters.rs` (which
-//! filter a table gets; refilter and rebalance), `stats.rs` (counters). Every change
-//! to the table set goes through `version/set.rs` ([`Inner::log_and_apply`]). See
+//! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
+//! and rebalance), `ranges.rs` (refilter of range filters), `global.rs` and `checkpoint.rs`
+//! (the global filter in the engine; its checkpoint), `stats.rs` (counters). Every change to
+//! the table set goes through `version/set.rs` ([`Inner::log_and_apply`]). See
 //! `docs/engine.md`.
 
+mod checkpoint;
 mod commit;
 mod compact;
 mod filters;

@@ -165,7 +165,7 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = super::global::open_global(&dir, version, global_counters.clone())?;
+            version = super::checkpoint::open_global(&dir, version, global_counters.clone())?;
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();

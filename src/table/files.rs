@@ -184,9 +184,9 @@ pub(crate) struct TableWriter {
 
 impl TableWriter {
     /// Writes a table of `entries` (sorted, distinct, at least one) and its filters in
-    /// parallel, as numbers `(table, filter)` (filter 0: none) and `range` (range filter
-    /// number when `spec` asks for one), the filter from `hashes` (the entries' key hashes)
-    /// and the range filter from `keys` (the entries' keys in any order).
+    /// parallel, as file numbers `(table, filter, range filter)` (filter 0: none; a range
+    /// filter number when `spec` asks for one), the filter from `hashes` (the entries' key
+    /// hashes) and the range filter from `keys` (the entries' keys in any order).
     pub(crate) fn write_whole<'k, E: SortedEntries + ?Sized>(
         spec: &TableSpec<'_>,
         (number, filter_no, range_no): (u64, u64, Option<u64>),

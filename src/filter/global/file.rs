@@ -48,9 +48,7 @@ mod off {
     pub(super) const ENTRIES: usize = 32;
     pub(super) const STASHED: usize = 40;
     pub(super) const RESERVED2: usize = 44;
-    pub(super) const BODY_LEN: usize = crate::filter::header::BODY_LEN;
-    pub(super) const BODY_CRC: usize = crate::filter::header::BODY_CRC;
-    pub(super) const HEADER_CRC: usize = crate::filter::header::HEADER_CRC;
+    // 48..64: body length, body CRC, header CRC (`filter/header.rs`).
 }
 
 /// Bytes of the table words written per chunk.
