@@ -25,17 +25,11 @@
 //!   global filter's batches ahead of their buckets), and
 //!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
 //!   checked for its instructions;
-//! - `hyph/patterns/matcher.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of
-//!   the x86-64 baseline);
 //! - `filter/blocked.rs`, in its tests only: calls through the kernels `filter/simd.rs`
 //!   returned for this CPU, checked against the scalar query.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
-#[cfg(feature = "showcase")]
-pub mod bench;
-#[cfg(all(feature = "parquet", feature = "showcase"))]
-pub mod bench_export;
 mod cache;
 pub(crate) mod codec;
 mod compaction;
@@ -47,8 +41,6 @@ pub mod filename;
 pub mod filter;
 mod global_index;
 pub mod hash;
-#[cfg(feature = "showcase")]
-pub mod hyph;
 #[cfg(feature = "parquet")]
 pub mod import;
 pub mod io;
@@ -65,8 +57,6 @@ mod manifest;
 pub(crate) mod memtable;
 mod merge;
 mod mmap;
-#[cfg(feature = "showcase")]
-pub(crate) mod plot;
 pub mod repair;
 mod scan;
 pub mod store;

@@ -8,10 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
-use super::{
-    worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
-    Writer,
-};
+use super::{worker, Bg, EngineCounters, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{number_after, numbered_files, wal_path, FileName, Numbered};
@@ -20,9 +17,10 @@ use crate::filter::{check_fpr, FilterKind};
 use crate::lifetime::Lifetime;
 use crate::manifest::{Manifest, MAX_LEVELS};
 use crate::memtable::Memtable;
+use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
-use crate::version::{TableHandle, Version};
+use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
 use crate::wal::{replay_file, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
@@ -153,6 +151,7 @@ impl Store {
             handles.push(Arc::new(TableHandle::open(
                 &dir,
                 r.clone(),
+                TableFiles::named(&fs, &dir, r),
                 opts.mmap_reads,
                 block_cache.as_ref(),
             )?));
@@ -167,7 +166,7 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = super::global::open_global(&dir, version, global_counters.clone())?;
+            version = super::checkpoint::open_global(&dir, version, global_counters.clone())?;
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
@@ -221,6 +220,20 @@ impl Store {
                 *c = Some(k.clone());
             }
         }
+        let version = Arc::new(version);
+        let versions = VersionSet::new(
+            dir.clone(),
+            fs.clone(),
+            SetState::new(
+                version.clone(),
+                manifest.log_number,
+                manifest.policy,
+                cursors,
+                (policy, kind, fpr),
+            ),
+            next_file,
+            block_cache.clone(),
+        );
         let inner = Arc::new(Inner {
             dir,
             fs,
@@ -229,7 +242,7 @@ impl Store {
                 mem: Memtable::new(),
                 mem_frozen: Arc::default(),
                 imm: None,
-                current: Arc::new(version),
+                current: version,
                 seq,
             })),
             epoch: AtomicU64::new(0),
@@ -244,14 +257,7 @@ impl Store {
                 group: Vec::new(),
                 delay_debt_ns: 0.0,
             }),
-            versions: Mutex::new(VersionSet {
-                log_number: manifest.log_number,
-                recorded: manifest.policy,
-                cursors,
-                policy,
-                kind,
-                fpr,
-            }),
+            versions,
             compaction: Mutex::new(()),
             global_lock: Mutex::new(()),
             global_change: Mutex::new(()),
@@ -259,14 +265,12 @@ impl Store {
             global_counters,
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
-            next_file: AtomicU64::new(next_file),
             range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
             range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             counters: EngineCounters::default(),
-            retired: Retired::default(),
             lifetime_base,
             lifetime_problem: Mutex::new(lifetime_problem),
             dropped_at_open,
@@ -286,7 +290,7 @@ impl Inner {
         if mem.is_empty() {
             // The logs held no write: nothing to keep but their sequence numbers.
             if seq_moved {
-                self.install(worker::Install::default())?;
+                self.log_and_apply(VersionEdit::default())?;
             }
             for &n in replayed {
                 let _ = self.fs.remove(&wal_path(&self.dir, n));
@@ -338,10 +342,11 @@ impl Inner {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
-        self.install(worker::Install {
+        let edit = VersionEdit {
             log_number: Some(n),
-            ..Default::default()
-        })?;
+            ..VersionEdit::default()
+        };
+        self.log_and_apply(edit)?;
         for &old in replayed {
             let _ = self.fs.remove(&wal_path(&self.dir, old));
         }

@@ -372,7 +372,7 @@ impl super::Inner {
     /// This process's counters: the engine's, those of tables that left the live set, and
     /// those of `version`'s tables.
     fn process_totals(&self, version: &Version) -> Lifetime {
-        let (r, c) = (&self.retired, &self.counters);
+        let (r, c) = (&self.versions.retired, &self.counters);
         let mut t = Lifetime {
             lookups: c.lookups.get(0),
             filter_negatives: r.negatives.load(Relaxed),

@@ -12,6 +12,7 @@
 
 pub mod block;
 pub mod compress;
+pub(crate) mod files;
 mod footer;
 mod index;
 pub mod lz4;
@@ -40,7 +41,7 @@ pub(crate) use self::reader::TableCursor;
 pub(crate) use self::reader::{BlockBytes, ReadAhead};
 /// A store's block cache of its tables' blocks (`src/cache.rs`).
 pub(crate) type BlockCache = crate::cache::BlockCache<BlockBytes>;
-pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilder};
+pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part};
 pub use self::writer::{write_table, SortedEntries};
 pub use crate::counters::TableCounters;
 use crate::error::{Error, Result};
