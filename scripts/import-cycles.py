@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Prints the import cycles between the library's files, read from the code's own imports.
+"""Prints the import cycles between the files of each of the repository's Rust crates, read
+from the code's own imports.
 
     python3 scripts/import-cycles.py [--tests] [--edges] [SRC_DIR]
+
+The crates read: the library (`src/lib.rs`), the command line's library and binary
+(`cli/src/lib.rs`, `cli/src/main.rs`) and each program of `tools/src/bin/`. With SRC_DIR, only
+the crate rooted at `SRC_DIR/lib.rs`.
 
 A file A depends on a file B when A names an item that B defines: through a `use` (`use
 crate::…`, `use super::…`, `use self::…`, groups and renames expanded) or a path written in the
@@ -13,8 +18,8 @@ One kind of arrow is not counted: a file's use of its own ancestors (`store/work
 `store/mod.rs`, any file of `lib.rs`). A module spread over files by job (one `impl Store`
 over `store/*.rs`) shares its parent's private state that way; Rust's privacy makes the
 parent the place for it. Every other arrow counts, test modules' arrows only with `--tests`.
-`mod` declarations are not imports. The library is the tree under `src/lib.rs`; the `store`
-binary (`src/main.rs`, `src/cli/`) is a separate crate and not read.
+`mod` declarations are not imports. Arrows between crates (the binary's `filterstore::…`,
+`filterstore_cli::…`) are not followed: cargo forbids circles between crates.
 
 Prints each cycle (a strongly connected set of two or more files) with the arrows inside it
 and where each was written, then the number of cycles; exits 1 when there is one.
@@ -123,20 +128,21 @@ def expand_use(tree):
 
 
 class Crate:
-    def __init__(self, src, with_tests):
+    def __init__(self, src, with_tests, root="lib.rs"):
         self.src = src
+        self.root = root
         self.with_tests = with_tests
         self.files = {}  # file -> module path (tuple)
         self.modules = {}  # module path -> file (file modules and inline modules)
         self.imports = {}  # module path -> {name: absolute path list}
         self.globs = {}  # module path -> [absolute module path]
         self.refs = []  # (file, line, context module, absolute path, how)
-        self._discover("lib.rs", ())
+        self._discover(root, ())
 
     def _file_of_child(self, file, name):
         d = os.path.dirname(file)
         base = os.path.basename(file)
-        if base in ("lib.rs", "main.rs", "mod.rs"):
+        if file == self.root or base in ("lib.rs", "main.rs", "mod.rs"):
             cands = [os.path.join(d, name + ".rs"), os.path.join(d, name, "mod.rs")]
         else:
             stem = base[:-3]
@@ -290,11 +296,8 @@ def tarjan(nodes, edges):
     return out
 
 
-def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    flags = {a for a in sys.argv[1:] if a.startswith("--")}
-    src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-    crate = Crate(src, "--tests" in flags)
+def cycles_of(crate):
+    """The crate's cycles (sorted lists of files), its arrows, and where each was written."""
     edges, where = {}, {}
     for file, line, _ctx, path, how in crate.refs:
         target = crate.resolve(path)
@@ -305,17 +308,47 @@ def main():
         edges.setdefault(file, set()).add(target)
         where.setdefault((file, target), f"{file}:{line} {how}")
     cycles = [c for c in tarjan(crate.files, edges) if len(c) > 1]
-    arrows = sum(len(v) for v in edges.values())
-    print(f"{len(crate.files)} files, {arrows} arrows between them")
-    for c in sorted(cycles, key=lambda c: (-len(c), c)):
-        print(f"cycle of {len(c)} files: {', '.join(c)}")
-        if "--edges" in flags:
-            for a in c:
-                for b in sorted(edges.get(a, ())):
-                    if b in c:
-                        print(f"  {a} -> {b}   ({where[(a, b)]})")
-    print(f"{len(cycles)} import cycles")
-    return 1 if cycles else 0
+    return cycles, edges, where
+
+
+def crate_roots(top):
+    """(label, source dir, root file) of each crate of the repository."""
+    roots = [("filterstore", os.path.join(top, "src"), "lib.rs")]
+    cli = os.path.join(top, "cli", "src")
+    for root, label in (("lib.rs", "filterstore-cli (lib)"), ("main.rs", "store (bin)")):
+        if os.path.exists(os.path.join(cli, root)):
+            roots.append((label, cli, root))
+    bins = os.path.join(top, "tools", "src", "bin")
+    if os.path.isdir(bins):
+        for name in sorted(os.listdir(bins)):
+            if name.endswith(".rs"):
+                roots.append((f"tools: {name[:-3]}", bins, name))
+    return roots
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    roots = [(args[0], args[0], "lib.rs")] if args else crate_roots(top)
+    total = 0
+    for label, src, root in roots:
+        crate = Crate(src, "--tests" in flags, root)
+        cycles, edges, where = cycles_of(crate)
+        arrows = sum(len(v) for v in edges.values())
+        rel = os.path.relpath(src, top) if not args else src
+        if len(crate.files) > 1 or cycles:
+            print(f"{label} ({rel}): {len(crate.files)} files, {arrows} arrows between them")
+        for c in sorted(cycles, key=lambda c: (-len(c), c)):
+            print(f"cycle of {len(c)} files: {', '.join(c)}")
+            if "--edges" in flags:
+                for a in c:
+                    for b in sorted(edges.get(a, ())):
+                        if b in c:
+                            print(f"  {a} -> {b}   ({where[(a, b)]})")
+        total += len(cycles)
+    print(f"{total} import cycles")
+    return 1 if total else 0
 
 
 if __name__ == "__main__":

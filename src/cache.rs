@@ -84,7 +84,7 @@ const TYPICAL_BLOCK: u64 = 4096;
 
 /// Blocks the cache holds per doorkeeper slot. The doorkeeper remembers about as many
 /// recent misses as it has slots, so a block is admitted (once the cache is full) when it
-/// misses twice within roughly that many misses. Measured with `examples/lookup_ab.rs cache`
+/// misses twice within roughly that many misses. Measured with `tools/src/bin/lookup_ab.rs cache`
 /// (1M keys, 32 MiB, two runs each, the thread's CPU time per present get against the cache
 /// off): under uniformly random keys one slot per 2 blocks cost 14 %, per 8 blocks 3–4 %,
 /// per 16 blocks 2–3 %, per 32 blocks 1–3 %; under YCSB's Zipfian keys the same sizes kept

@@ -29,11 +29,11 @@ use parquet::file::reader::{FileReader, RowGroupReader};
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::schema::types::ColumnDescriptor;
 
+use crate::codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::error::{Error, Result};
 use crate::export::{pq_err, KEY_COLUMN, VALUE_COLUMN};
 use crate::store::Store;
 use crate::wal::WriteBatch;
-use crate::codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Rows read from each column at a time.
 const READ_ROWS: usize = 4096;

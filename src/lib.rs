@@ -25,17 +25,11 @@
 //!   global filter's batches ahead of their buckets), and
 //!   `filter/mod.rs`: the call through a kernel pointer, chosen only after the CPU was
 //!   checked for its instructions;
-//! - `hyph/patterns/matcher.rs`: the SSE2 pattern window of the hyphenator (SSE2 is part of
-//!   the x86-64 baseline);
 //! - `filter/blocked.rs`, in its tests only: calls through the kernels `filter/simd.rs`
 //!   returned for this CPU, checked against the scalar query.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
-#[cfg(feature = "showcase")]
-pub mod bench;
-#[cfg(all(feature = "parquet", feature = "showcase"))]
-pub mod bench_export;
 mod cache;
 pub(crate) mod codec;
 mod compaction;
@@ -47,8 +41,6 @@ pub mod filename;
 pub mod filter;
 mod global_index;
 pub mod hash;
-#[cfg(feature = "showcase")]
-pub mod hyph;
 #[cfg(feature = "parquet")]
 pub mod import;
 pub mod io;
@@ -65,8 +57,6 @@ mod manifest;
 pub(crate) mod memtable;
 mod merge;
 mod mmap;
-#[cfg(feature = "showcase")]
-pub(crate) mod plot;
 pub mod repair;
 mod scan;
 pub mod store;
@@ -83,19 +73,18 @@ pub mod wal;
 #[cfg(not(feature = "internals"))]
 mod wal;
 
+/// The largest key and value accepted, in bytes (defined beside the codecs that bound them).
+pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
-    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
-    WriteOptions,
+    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
+    Store, SyncPolicy, TableStats, WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;
-/// The largest key and value accepted, in bytes (defined beside the codecs that bound them).
-pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
-
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

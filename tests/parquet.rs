@@ -1,9 +1,12 @@
 //! Parquet export and import: round trips, determinism, row-group cuts, the split-block
 //! Bloom filters read back and checked against an independent implementation of the
-//! Parquet spec, pruning by DataFusion and DuckDB, and bad input through the command line.
+//! Parquet spec, pruning by DataFusion and DuckDB, damaged files. The command line's export
+//! and import, and files DuckDB writes, are tested in cli/tests/parquet.rs.
 #![cfg(feature = "parquet")]
 
 mod common;
+#[path = "support/interop.rs"]
+mod interop;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -35,16 +38,6 @@ fn contents(store: &Store) -> Model {
 
 fn export(store: &Store, dir: &Path, o: &ParquetOptions) -> ExportSummary {
     export::parquet(store, dir, o, &mut |_| {}).unwrap()
-}
-
-fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// A store with several tables and a memtable: random binary keys and values, empty values,
@@ -107,7 +100,7 @@ fn export_then_import_round_trips_byte_for_byte() {
     assert!(summary.files.len() >= 3, "{} files", summary.files.len());
     assert!(summary.files.iter().all(|f| f.rows <= 700));
     assert!(summary.groups().all(|g| g.rows <= 150 && g.bloom_bytes > 0));
-    assert_eq!(parquet_files(&out).len(), summary.files.len());
+    assert_eq!(interop::parquet_files(&out).len(), summary.files.len());
     // Only the part files are left: no temporary file.
     assert_eq!(
         std::fs::read_dir(&out).unwrap().count(),
@@ -117,7 +110,7 @@ fn export_then_import_round_trips_byte_for_byte() {
     let copy = Store::open(t.path().join("b"), opts()).unwrap();
     let got = import::parquet(
         &copy,
-        &parquet_files(&out),
+        &interop::parquet_files(&out),
         &ImportOptions::default(),
         &mut |_| {},
     )
@@ -139,7 +132,7 @@ fn export_then_import_round_trips_byte_for_byte() {
     let copy2 = Store::open(t.path().join("c"), opts()).unwrap();
     import::parquet(
         &copy2,
-        &parquet_files(&out2),
+        &interop::parquet_files(&out2),
         &ImportOptions::default(),
         &mut |_| {},
     )
@@ -157,7 +150,7 @@ fn the_same_store_exports_the_same_bytes() {
         ..ParquetOptions::default()
     };
     let read_all = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
-        parquet_files(dir)
+        interop::parquet_files(dir)
             .into_iter()
             .map(|p| (p.file_name().unwrap().into(), std::fs::read(&p).unwrap()))
             .collect()
@@ -248,7 +241,7 @@ fn row_groups_follow_table_key_ranges_and_their_epsilon() {
         &ParquetOptions { bloom: false, ..o },
     );
     assert!(s.groups().all(|g| g.fpp.is_none() && g.bloom_bytes == 0));
-    let r = reader(&parquet_files(&t.path().join("out3"))[0]);
+    let r = reader(&interop::parquet_files(&t.path().join("out3"))[0]);
     assert!(r
         .get_row_group(0)
         .unwrap()
@@ -263,7 +256,7 @@ fn export_refuses_a_directory_with_parquet_files_and_an_empty_store_gives_an_emp
     let out = t.path().join("out");
     let s = export(&store, &out, &ParquetOptions::default());
     assert_eq!((s.rows, s.files.len()), (0, 1));
-    let r = reader(&parquet_files(&out)[0]);
+    let r = reader(&interop::parquet_files(&out)[0]);
     assert_eq!(r.metadata().file_metadata().num_rows(), 0);
     assert_eq!(r.metadata().file_metadata().schema_descr().num_columns(), 2);
     let e = export::parquet(&store, &out, &ParquetOptions::default(), &mut |_| {}).unwrap_err();
@@ -501,7 +494,7 @@ fn store_with(dir: &Path, keys: &[Vec<u8>], fpr: f64) -> Store {
 /// reads it, filter as the spec decodes it), in key order.
 fn groups_of(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>, Sbbf, SpecFilter)> {
     let mut out = Vec::new();
-    for path in parquet_files(dir) {
+    for path in interop::parquet_files(dir) {
         let bytes = std::fs::read(&path).unwrap();
         let r = reader(&path);
         for i in 0..r.num_row_groups() {
@@ -616,32 +609,6 @@ fn bloom_filters_read_back_and_match_the_spec() {
 // ---------------------------------------------------------------------------------------
 // DataFusion and DuckDB, through their Python wheels in .venv-interop.
 
-const SETUP: &str = "python3 -m venv .venv-interop && \
-                     .venv-interop/bin/pip install -r tests/interop/requirements.txt";
-
-/// The interop environment's Python, or `None` (outside CI only) after saying how to set
-/// it up.
-fn interop_python() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join(".venv-interop/bin/python");
-    let usable = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import datafusion, duckdb"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if usable {
-        return Some(python);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "CI=true but {} cannot import datafusion and duckdb; .ci/run sets it up with: {SETUP}",
-            python.display()
-        );
-    }
-    println!("SKIPPED: no interop environment; set it up (from the repository root) with: {SETUP}");
-    None
-}
-
 /// One line of `engines.py` output: mode, key, and its `name=value` fields.
 struct EngineLine {
     engine: String,
@@ -663,10 +630,10 @@ fn run_engines(python: &Path, dir: &Path, queries: &[(bool, &[u8], &str)]) -> Ve
         })
         .collect();
     std::fs::write(&qfile, text).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/engines.py");
+    let script = interop::root().join("tests/interop/engines.py");
     let mut cmd = Command::new(python);
     cmd.arg(script).arg(dir).arg(&qfile);
-    let (ok, stdout, stderr) = run_with_timeout(cmd, Duration::from_secs(900));
+    let (ok, stdout, stderr) = interop::run_with_timeout(cmd, Duration::from_secs(900));
     assert!(ok, "engines.py failed: {stderr}");
     let mut lines = Vec::new();
     for l in stdout.lines() {
@@ -694,38 +661,6 @@ fn run_engines(python: &Path, dir: &Path, queries: &[(bool, &[u8], &str)]) -> Ve
     lines
 }
 
-/// Runs `cmd`, failing the test if it takes longer than `timeout`; (success, stdout, stderr).
-fn run_with_timeout(mut cmd: Command, timeout: Duration) -> (bool, String, String) {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            r.read_to_string(&mut s).unwrap();
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("{cmd:?} ran for more than {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.success(), out.join().unwrap(), err.join().unwrap())
-}
-
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -744,7 +679,7 @@ fn unhex(s: &str) -> Vec<u8> {
 /// absent key returns a row; every present key asked returns its exact value from both.
 #[test]
 fn datafusion_and_duckdb_prune_row_groups_with_the_bloom_filters() {
-    let Some(python) = interop_python() else {
+    let Some(python) = interop::python() else {
         return;
     };
     let t = tempfile::tempdir().unwrap();
@@ -895,224 +830,6 @@ fn datafusion_and_duckdb_prune_row_groups_with_the_bloom_filters() {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// The command line: export and import, and bad input (exit 2).
-
-fn store_cmd(dir: &Path, args: &[&str]) -> common::Output {
-    let d = dir.to_str().unwrap();
-    let mut all = vec!["--dir", d];
-    all.extend_from_slice(args);
-    common::run_store(&all, b"", None, None, Duration::from_secs(60))
-}
-
-#[track_caller]
-fn exit2(o: common::Output, says: &str) {
-    assert_eq!(o.code, 2, "stderr: {}", o.stderr);
-    assert!(
-        o.stderr.contains(says),
-        "stderr {:?} lacks {says:?}",
-        o.stderr
-    );
-}
-
-/// Writes a Parquet file with the given message type and one row group of `rows` rows,
-/// filling INT64 columns with the row number and binary ones with `b"x{row}"`, with nulls
-/// at every 3rd row of optional columns.
-fn write_foreign(path: &Path, message: &str, rows: usize) {
-    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
-    use parquet::file::properties::WriterProperties;
-    use parquet::file::writer::SerializedFileWriter;
-    let schema = Arc::new(parquet::schema::parser::parse_message_type(message).unwrap());
-    let props = Arc::new(WriterProperties::builder().build());
-    let mut w =
-        SerializedFileWriter::new(File::create(path).unwrap(), schema.clone(), props).unwrap();
-    let descr = parquet::schema::types::SchemaDescriptor::new(schema.clone());
-    let mut rg = w.next_row_group().unwrap();
-    let mut index = 0;
-    while let Some(mut col) = rg.next_column().unwrap() {
-        let c = descr.column(index);
-        index += 1;
-        let optional = c.max_def_level() > 0;
-        let defs: Vec<i16> = (0..rows).map(|i| i16::from(i % 3 != 1)).collect();
-        let present = |i: &usize| !optional || i % 3 != 1;
-        let def_arg = optional.then_some(defs.as_slice());
-        match c.physical_type() {
-            parquet::basic::Type::INT64 => {
-                let v: Vec<i64> = (0..rows).filter(present).map(|i| i as i64).collect();
-                col.typed::<Int64Type>()
-                    .write_batch(&v, def_arg, None)
-                    .unwrap();
-            }
-            _ => {
-                let v: Vec<ByteArray> = (0..rows)
-                    .filter(present)
-                    .map(|i| ByteArray::from(format!("x{i:04}").into_bytes()))
-                    .collect();
-                col.typed::<ByteArrayType>()
-                    .write_batch(&v, def_arg, None)
-                    .unwrap();
-            }
-        }
-        col.close().unwrap();
-    }
-    rg.close().unwrap();
-    w.close().unwrap();
-}
-
-#[test]
-fn the_command_line_exports_and_imports() {
-    let t = tempfile::tempdir().unwrap();
-    let db = t.path().join("db");
-    let lines: String = (0..500).map(|i| format!("k{i:04}\tv{i}\n")).collect();
-    let tsv = t.path().join("in.tsv");
-    std::fs::write(&tsv, lines).unwrap();
-    assert_eq!(store_cmd(&db, &["load", tsv.to_str().unwrap()]).code, 0);
-    assert_eq!(store_cmd(&db, &["delete", "k0007"]).code, 0);
-    let out = t.path().join("out");
-    let o = store_cmd(
-        &db,
-        &[
-            "export",
-            "--parquet",
-            out.to_str().unwrap(),
-            "--rows-per-group",
-            "100",
-            "--rows-per-file",
-            "250",
-            "--fpp",
-            "0.02",
-        ],
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(
-        o.text().starts_with("exported 499 keys to ") && o.text().contains("2 files, 6 row groups"),
-        "{}",
-        o.text()
-    );
-    // A directory stands for its files; a string-typed column (UTF8) and a fixed-length one
-    // are binary too.
-    let db2 = t.path().join("db2");
-    let o = store_cmd(&db2, &["import", "--parquet", out.to_str().unwrap()]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(o.text(), "imported 499 rows from 2 files\n");
-    assert_eq!(
-        store_cmd(&db2, &["scan"]).stdout,
-        store_cmd(&db, &["scan"]).stdout
-    );
-    let strings = t.path().join("strings.parquet");
-    write_foreign(
-        &strings,
-        "message m { required binary id (UTF8); required binary v (UTF8); }",
-        50,
-    );
-    let db3 = t.path().join("db3");
-    let o = store_cmd(
-        &db3,
-        &[
-            "import",
-            "--parquet",
-            strings.to_str().unwrap(),
-            "--key-column",
-            "id",
-            "--value-column",
-            "v",
-        ],
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(store_cmd(&db3, &["get", "x0042"]).text(), "x0042\n");
-}
-
-#[test]
-fn bad_input_exits_2_with_a_clear_message() {
-    let t = tempfile::tempdir().unwrap();
-    let db = t.path().join("db");
-    assert_eq!(store_cmd(&db, &["put", "a", "1"]).code, 0);
-    let out = t.path().join("out");
-    assert_eq!(
-        store_cmd(&db, &["export", "--parquet", out.to_str().unwrap()]).code,
-        0
-    );
-    let good = parquet_files(&out)[0].clone();
-    let bytes = std::fs::read(&good).unwrap();
-    let imp = |file: &Path, extra: &[&str]| {
-        let mut args = vec!["import", "--parquet", file.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        store_cmd(&t.path().join("target"), &args)
-    };
-
-    // Export: no store; a directory that cannot be created; one that holds Parquet files.
-    exit2(
-        store_cmd(&t.path().join("none"), &["export", "--parquet", "x"]),
-        "no store at",
-    );
-    let file = t.path().join("plain-file");
-    std::fs::write(&file, "x").unwrap();
-    exit2(
-        store_cmd(
-            &db,
-            &["export", "--parquet", file.join("sub").to_str().unwrap()],
-        ),
-        "cannot export",
-    );
-    exit2(
-        store_cmd(&db, &["export", "--parquet", out.to_str().unwrap()]),
-        "already holds .parquet files",
-    );
-    exit2(
-        store_cmd(&db, &["export", "--parquet", "y", "--fpp", "1.5"]),
-        "--fpp",
-    );
-
-    // Import: not Parquet, missing, truncated (footer gone, or a page cut), a missing
-    // column, a non-binary column, a null value, a directory without Parquet files.
-    let text = t.path().join("text.parquet");
-    std::fs::write(&text, "key\tvalue\n").unwrap();
-    exit2(imp(&text, &[]), "not a readable Parquet file");
-    exit2(
-        imp(&t.path().join("missing.parquet"), &[]),
-        "missing.parquet",
-    );
-    let cut = t.path().join("cut.parquet");
-    std::fs::write(&cut, &bytes[..bytes.len() - 1]).unwrap();
-    exit2(imp(&cut, &[]), "not a readable Parquet file");
-    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    exit2(imp(&cut, &[]), "cut.parquet");
-    exit2(
-        imp(&good, &["--key-column", "id"]),
-        "no column `id` (its columns: key, value)",
-    );
-    let ints = t.path().join("ints.parquet");
-    write_foreign(
-        &ints,
-        "message m { required int64 key; required binary value; }",
-        10,
-    );
-    exit2(imp(&ints, &[]), "column `key` holds INT64, not binary data");
-    let empty_dir = t.path().join("empty");
-    std::fs::create_dir(&empty_dir).unwrap();
-    exit2(imp(&empty_dir, &[]), "holds no .parquet file");
-    // None of the refused imports created the target store.
-    assert!(!t.path().join("target").join("MANIFEST").exists());
-    // A refused import leaves an existing store as it was.
-    exit2(
-        store_cmd(&db, &["import", "--parquet", ints.to_str().unwrap()]),
-        "INT64",
-    );
-    assert_eq!(store_cmd(&db, &["scan"]).text(), "a\t1\n");
-    // A null is found while rows are loaded: the rows before it stay, and it exits 2.
-    let nulls = t.path().join("nulls.parquet");
-    write_foreign(
-        &nulls,
-        "message m { required binary key; optional binary value; }",
-        10,
-    );
-    exit2(
-        store_cmd(&db, &["import", "--parquet", nulls.to_str().unwrap()]),
-        "row 1: `value` is null",
-    );
-    assert_eq!(store_cmd(&db, &["get", "x0000"]).text(), "x0000\n");
-}
-
 /// Every truncation and every single-byte change of an exported file is refused with a
 /// Parquet error or imports rows (a flipped value byte cannot be told from data: Parquet
 /// pages written without a CRC); none panics or reports store corruption.
@@ -1135,7 +852,7 @@ fn damaged_files_never_panic() {
             ..ParquetOptions::default()
         },
     );
-    let bytes = std::fs::read(&parquet_files(&out)[0]).unwrap();
+    let bytes = std::fs::read(&interop::parquet_files(&out)[0]).unwrap();
     let damaged = t.path().join("d.parquet");
     let mut refused = 0;
     let mut rng = Rng::new(5);
@@ -1171,40 +888,4 @@ fn damaged_files_never_panic() {
     }
     println!("{} damaged files, {refused} refused", cases.len());
     assert!(refused > cases.len() / 2);
-}
-
-/// Files written by another engine: DuckDB's own row groups, dictionary pages, string
-/// values and codecs import byte for byte; a codec this build does not read (zstd) is
-/// refused before anything is written.
-#[test]
-fn files_written_by_duckdb_import() {
-    let Some(python) = interop_python() else {
-        return;
-    };
-    let t = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/duckdb_write.py");
-    let mut cmd = Command::new(python);
-    cmd.arg(script)
-        .arg(t.path())
-        .args(["uncompressed", "snappy", "gzip", "lz4", "zstd"]);
-    let (ok, _, stderr) = run_with_timeout(cmd, Duration::from_secs(120));
-    assert!(ok, "duckdb_write.py failed: {stderr}");
-    let want: String = (0..1000)
-        .map(|i| format!("k{i:04}\tvalue of k{i:04}\n"))
-        .collect();
-    for codec in ["uncompressed", "snappy", "gzip", "lz4"] {
-        let db = t.path().join(format!("db-{codec}"));
-        let file = t.path().join(format!("duckdb-{codec}.parquet"));
-        let o = store_cmd(&db, &["import", "--parquet", file.to_str().unwrap()]);
-        assert_eq!(o.code, 0, "{codec}: {}", o.stderr);
-        assert_eq!(o.text(), "imported 1000 rows from 1 files\n");
-        assert_eq!(store_cmd(&db, &["scan"]).text(), want, "{codec}");
-    }
-    let db = t.path().join("db-zstd");
-    let file = t.path().join("duckdb-zstd.parquet");
-    exit2(
-        store_cmd(&db, &["import", "--parquet", file.to_str().unwrap()]),
-        "compressed with ZSTD, which this build does not read",
-    );
-    assert!(!db.join("MANIFEST").exists());
 }

@@ -225,7 +225,8 @@ fn a_scan_outlives_the_switch_and_flush_of_its_memtable() {
 }
 
 /// A scan started before a compaction keeps reading the tables it started with after the
-/// compaction replaced them and removed their files.
+/// compaction replaced them; their files stay until the scan is dropped (the deletion rule,
+/// `docs/engine.md`, "The table set").
 #[test]
 fn a_scan_reads_tables_a_compaction_removed() {
     let dir = tempfile::tempdir().unwrap();
@@ -252,18 +253,31 @@ fn a_scan_reads_tables_a_compaction_removed() {
     let mut scan = store.scan::<&[u8]>(..);
     assert_eq!(scan.next().unwrap().unwrap().0, b"k00000");
     store.compact().unwrap();
-    let after = tables(dir.path());
-    assert!(
-        before.iter().all(|t| !after.contains(t)),
-        "the old tables' files are gone: {before:?} {after:?}"
+    let during = tables(dir.path());
+    assert_eq!(store.stats().tables.len(), 1);
+    assert_eq!(
+        during.len(),
+        5,
+        "the scan's tables and the compaction's: {during:?}"
     );
-    let rest: Vec<_> = scan.map(Result::unwrap).collect();
+    assert!(
+        before.iter().all(|t| during.contains(t)),
+        "{before:?} {during:?}"
+    );
+    let rest: Vec<_> = scan.by_ref().map(Result::unwrap).collect();
     assert_eq!(rest.len(), 19_999);
     for (i, (k, v)) in rest.iter().enumerate() {
         let n = i as u32 + 1;
         assert_eq!(k, format!("k{n:05}").as_bytes());
         assert_eq!(v, &[(n % 4) as u8; 100]);
     }
+    drop(scan);
+    let after = tables(dir.path());
+    assert_eq!(after.len(), 1);
+    assert!(
+        before.iter().all(|t| !after.contains(t)),
+        "the old tables' files are gone: {before:?} {after:?}"
+    );
 }
 
 /// A scan of a few entries from a key reads about one block per source (plus the blocks its

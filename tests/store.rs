@@ -345,6 +345,63 @@ fn compaction_drops_tombstones_and_old_files() {
     }
 }
 
+/// The files of each kind (`.sst`, `.filter`, `.range`) in `dir`.
+fn table_files(dir: &std::path::Path) -> [usize; 3] {
+    let mut n = [0; 3];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        for (i, ext) in [".sst", ".filter", ".range"].iter().enumerate() {
+            n[i] += name.ends_with(ext) as usize;
+        }
+    }
+    n
+}
+
+/// The deletion rule (`docs/engine.md`, "The table set"): a table's files stay while a
+/// version naming them is alive. A scan opened on three tables reads all of them after a
+/// compaction replaced them with one (their files, and the new table's, are all in the
+/// directory meanwhile), and the replaced tables' files go when the scan is dropped. So do
+/// those of a pinned reader's table set. (When files were unlinked at the publish, the
+/// directory held one table's files while the scan was open.)
+#[test]
+fn a_scan_keeps_the_files_of_tables_a_compaction_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(FilterKind::Bloom, 0.01).compaction_trigger(None);
+    let store = Store::open(dir.path(), o).unwrap();
+    for round in 0..3u64 {
+        for i in 0..2000u64 {
+            store
+                .put(key(i), format!("v{round}-{i}").as_bytes())
+                .unwrap();
+        }
+        store.flush().unwrap();
+    }
+    assert_eq!(table_files(dir.path()), [3, 3, 3]);
+    let mut scan = store.scan::<&[u8]>(..);
+    let first = scan.next().unwrap().unwrap();
+    assert_eq!(first.0, key(0));
+    let pinned = store.pinned_reader().unwrap();
+    store.compact().unwrap();
+    assert_eq!(store.stats().tables.len(), 1);
+    // The scan's and the pinned reader's three tables, and the compaction's one.
+    assert_eq!(table_files(dir.path()), [4, 4, 4]);
+    let mut n = 1;
+    for (i, item) in scan.by_ref().enumerate() {
+        let (k, v) = item.unwrap();
+        let i = i as u64 + 1;
+        assert_eq!((k, v), (key(i), format!("v2-{i}").into_bytes()));
+        n += 1;
+    }
+    assert_eq!(n, 2000);
+    drop(scan);
+    // The pinned reader still holds the old tables, and reads them.
+    assert_eq!(table_files(dir.path()), [4, 4, 4]);
+    assert_eq!(pinned.get(key(7)).unwrap(), Some(b"v2-7".to_vec()));
+    drop(pinned);
+    assert_eq!(table_files(dir.path()), [1, 1, 1]);
+    assert_eq!(store.get(key(7)).unwrap(), Some(b"v2-7".to_vec()));
+}
+
 #[test]
 fn second_open_is_refused_while_the_first_lives() {
     let dir = tempfile::tempdir().unwrap();

@@ -14,18 +14,13 @@
 //! encoded copies, and the key hashes of the output table being written (8 bytes per entry). None
 //! of it depends on the size of the inputs.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::filter::global::{MergeKey, RunId, RunSet};
-use crate::filter::range::RangeFilterBuilder;
-use crate::filter::FilterKind;
-use crate::io::Fs;
-use crate::manifest::{RangeRecord, TableRecord};
+use crate::table::files::{NewTable, TableSpec, TableWriter};
 use crate::table::{
-    encode_part, run_full, write_filter_file, write_range_file, Compression, OwnedRun, Part,
-    SortedEntries, Table, TableBuilder, TableCounters, TableCursor,
+    encode_part, run_full, OwnedRun, Part, SortedEntries, Table, TableCounters, TableCursor,
 };
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
@@ -191,22 +186,10 @@ impl Merger {
 
 /// Where and how a merge writes its output.
 pub(crate) struct Output<'a> {
-    /// The file system writes go through.
-    pub fs: &'a dyn Fs,
-    /// The store's directory.
-    pub dir: &'a Path,
-    /// Level of the output tables.
-    pub level: u32,
+    /// Where the output tables go, their level, filters and compression.
+    pub spec: TableSpec<'a>,
     /// A new table is started once the current one holds this many key and value bytes.
     pub table_bytes: u64,
-    /// Filter kind and target rate of the output tables.
-    pub filter: (FilterKind, f64),
-    /// How the output tables' data blocks are compressed.
-    pub compression: Compression,
-    /// Bits per key of the output tables' range filters (0: none).
-    pub range_bits: f64,
-    /// Hands out unused file numbers.
-    pub alloc: &'a (dyn Fn() -> Result<u64> + Sync),
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
@@ -342,13 +325,10 @@ struct WriteSide<'o> {
     out: &'o Output<'o>,
     /// Encoding buffers of written parts, for reuse.
     bufs: Vec<Vec<u8>>,
-    table: Option<(u64, TableBuilder)>,
-    hashes: Vec<u64>,
-    /// The range filter of the table being written, fed its keys as its parts are written.
-    range: Option<RangeFilterBuilder>,
-    /// Files created so far (removed if the merge fails).
-    created: Vec<std::path::PathBuf>,
-    records: Vec<TableRecord>,
+    /// The output table being written, with its filters' inputs.
+    table: Option<TableWriter>,
+    /// The tables written (their files go if the merge fails: `table/files.rs`).
+    tables: Vec<NewTable>,
     /// Bytes written to table and filter files.
     written: u64,
 }
@@ -360,40 +340,26 @@ impl WriteSide<'_> {
         let bufs: Vec<Vec<u8>> = (0..chunks.len())
             .map(|_| self.bufs.pop().unwrap_or_default())
             .collect();
+        let compression = self.out.spec.compression;
         let parts: Vec<(Part, bool)> = chunks
             .par_iter()
             .zip(bufs)
             .map(|(c, buf)| {
                 let r = 0..c.run.len();
-                (
-                    encode_part(&c.run, r, buf, true, self.out.compression),
-                    c.ends_table,
-                )
+                (encode_part(&c.run, r, buf, true, compression), c.ends_table)
             })
             .collect();
-        for ((mut part, ends), chunk) in parts.into_iter().zip(&chunks) {
+        for ((part, ends), chunk) in parts.into_iter().zip(&chunks) {
             if part.hashes.is_empty() && !ends {
                 continue;
             }
             if !part.hashes.is_empty() {
-                if self.table.is_none() {
-                    let n = (self.out.alloc)()?;
-                    let path = crate::filename::table_path(self.out.dir, n);
-                    self.created.push(path.clone());
-                    self.table = Some((n, TableBuilder::create(self.out.fs, &path)?));
-                    if self.out.range_bits > 0.0 {
-                        self.range = Some(RangeFilterBuilder::new(self.out.range_bits)?);
-                    }
-                }
-                if let Some(r) = &mut self.range {
-                    for i in 0..chunk.run.len() {
-                        r.push(chunk.run.entry(i).0)?;
-                    }
-                }
-                self.hashes.append(&mut part.hashes);
-                if let Some((_, b)) = &mut self.table {
-                    self.bufs.push(b.add_part(part)?);
-                }
+                let w = match &mut self.table {
+                    Some(w) => w,
+                    None => self.table.insert(TableWriter::create(&self.out.spec)?),
+                };
+                let keys = (0..chunk.run.len()).map(|i| chunk.run.entry(i).0);
+                self.bufs.push(w.add_part(part, keys)?);
             }
             if ends {
                 self.finish_table()?;
@@ -403,61 +369,14 @@ impl WriteSide<'_> {
         Ok(())
     }
 
-    /// Finishes the table being written, and writes its filter.
+    /// Finishes the table being written, and writes its filters.
     fn finish_table(&mut self) -> Result<()> {
-        let Some((number, builder)) = self.table.take() else {
+        let Some(w) = self.table.take() else {
             return Ok(());
         };
-        let meta = builder.finish()?;
-        let (kind, fpr) = self.out.filter;
-        let filter_no = if kind == FilterKind::None {
-            0
-        } else {
-            (self.out.alloc)()?
-        };
-        let fpath = crate::filename::filter_path(self.out.dir, filter_no);
-        if filter_no != 0 {
-            self.created.push(fpath.clone());
-        }
-        let range = self
-            .range
-            .take()
-            .map(|b| (self.out.alloc)().map(|n| (b, n)))
-            .transpose()?;
-        let range_file = range.as_ref().map(|r| r.1);
-        let (fs, dir, hashes) = (self.out.fs, self.out.dir, &self.hashes);
-        if let Some(n) = range_file {
-            self.created.push(crate::filename::range_path(dir, n));
-        }
-        // The two filters in parallel (the range filter's sort is itself parallel).
-        let (filter_bytes, range_bytes) = rayon::join(
-            || write_filter_file(fs, &fpath, kind, fpr, hashes),
-            move || {
-                range
-                    .map(|(b, n)| {
-                        let block = b.finish()?;
-                        write_range_file(fs, &crate::filename::range_path(dir, n), &block)
-                    })
-                    .transpose()
-            },
-        );
-        let (filter_bytes, range_bytes) = (filter_bytes?, range_bytes?);
-        self.hashes.clear();
-        self.written += meta.file_bytes + filter_bytes.unwrap_or(0) + range_bytes.unwrap_or(0);
-        let mut record = TableRecord::written(
-            self.out.level,
-            number,
-            meta,
-            filter_no,
-            kind,
-            fpr,
-            filter_bytes.is_some(),
-        );
-        record.range = range_file.map(|file| RangeRecord {
-            file,
-            bits_per_key: self.out.range_bits,
-        });
-        self.records.push(record);
+        let t = w.finish(&self.out.spec)?;
+        self.written += t.record.file_bytes + t.filter_bytes;
+        self.tables.push(t);
         Ok(())
     }
 }
@@ -465,8 +384,8 @@ impl WriteSide<'_> {
 /// What a merge did.
 #[derive(Debug, Default)]
 pub(crate) struct MergeResult {
-    /// The output tables, in key order.
-    pub records: Vec<TableRecord>,
+    /// The output tables, in key order (their files go if they are dropped unpublished).
+    pub tables: Vec<NewTable>,
     /// Bytes written to table and filter files.
     pub bytes_written: u64,
     /// What the global filter must change (when the merge was given its [`Runs`]).
@@ -489,27 +408,17 @@ pub(crate) fn merge(
         out,
         bufs: Vec::new(),
         table: None,
-        hashes: Vec::new(),
-        range: None,
-        created: Vec::new(),
-        records: Vec::new(),
+        tables: Vec::new(),
         written: 0,
     };
-    let r = run_pipeline(sources, drop_tombstone, out, &mut w, runs);
-    match r {
-        Ok(moves) => Ok(MergeResult {
-            records: std::mem::take(&mut w.records),
-            bytes_written: w.written,
-            moves,
-        }),
-        Err(e) => {
-            drop(w.table.take());
-            for p in &w.created {
-                let _ = out.fs.remove(p);
-            }
-            Err(e)
-        }
-    }
+    // On an error the tables written and the one being written are dropped, and their
+    // files with them.
+    let moves = run_pipeline(sources, drop_tombstone, out, &mut w, runs)?;
+    Ok(MergeResult {
+        tables: std::mem::take(&mut w.tables),
+        bytes_written: w.written,
+        moves,
+    })
 }
 
 fn run_pipeline(
@@ -558,7 +467,7 @@ fn run_pipeline(
 mod tests {
     use super::*;
     use crate::io::RealFs;
-    use crate::table::write_table;
+    use crate::table::{write_table, Compression};
 
     /// A merge writes the same bytes whatever the number of threads: runs end where the
     /// entries say, not where the threads do.
@@ -588,15 +497,18 @@ mod tests {
             std::fs::create_dir(&out_dir).unwrap();
             let next = std::sync::atomic::AtomicU64::new(1);
             let alloc = || Ok(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            let fs: Arc<dyn crate::io::Fs> = Arc::new(RealFs);
             let out = Output {
-                fs: &RealFs,
-                dir: &out_dir,
-                level: 1,
+                spec: TableSpec {
+                    fs: &fs,
+                    dir: &out_dir,
+                    level: 1,
+                    filter: (crate::filter::FilterKind::BlockedBloom, 0.01),
+                    compression: Compression::Lz4,
+                    range_bits: 16.0,
+                    alloc: &alloc,
+                },
                 table_bytes: 1 << 20,
-                filter: (FilterKind::BlockedBloom, 0.01),
-                compression: Compression::Lz4,
-                range_bits: 16.0,
-                alloc: &alloc,
             };
             let counters = Arc::new(TableCounters::default());
             let sources: Vec<Source> = tables
@@ -610,7 +522,7 @@ mod tests {
             let result = pool
                 .install(|| merge(sources, &|_: &[u8]| true, &out, None))
                 .unwrap();
-            assert!(result.records.len() > 2, "{} tables", result.records.len());
+            assert!(result.tables.len() > 2, "{} tables", result.tables.len());
             let mut files: Vec<_> = std::fs::read_dir(&out_dir)
                 .unwrap()
                 .map(|e| e.unwrap().path())

@@ -62,7 +62,7 @@ fn for_each_probe(hash: u64, m: u64, k: u32, mut f: impl FnMut(u64) -> bool) -> 
 /// one contiguous range per thread; each thread computes every key's probes and sets only
 /// those in its range, branch-free (no locks, no atomics). A key's probes span the whole
 /// array, so keys cannot be partitioned; the probe arithmetic is repeated per thread and the
-/// random writes are divided. Measured on 10M keys (`examples/filter_scaling.rs`, quiet
+/// random writes are divided. Measured on 10M keys (`tools/src/bin/filter_scaling.rs`, quiet
 /// machine): 1.3–1.85× at ε = 1 %, about 1.0× at ε = 0.1 % (k = 10 probes per key per thread).
 pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;

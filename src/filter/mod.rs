@@ -16,6 +16,7 @@ pub(crate) mod bloom;
 pub(crate) mod cuckoo;
 pub(crate) mod fuse;
 pub mod global;
+pub(crate) mod header;
 mod kind;
 pub mod range;
 mod simd;
@@ -33,7 +34,14 @@ pub const FILTER_MAGIC: [u8; 4] = *b"FSFL";
 /// version byte is the version of the kind's layout (see [`FilterKind::versions`]).
 pub const FILTER_VERSION: u8 = 1;
 /// Size of the filter block header; the body starts here (64-byte aligned in a file).
-pub const HEADER_LEN: usize = 64;
+pub const HEADER_LEN: usize = header::HEADER_LEN;
+
+/// A point filter block's frame ([`header`]).
+const FRAME: header::Frame = header::Frame {
+    magic: FILTER_MAGIC,
+    block: "filter block",
+    name: "filter",
+};
 
 /// The decoded, checked header of a filter block.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,9 +78,9 @@ mod off {
     pub(super) const P1: usize = 32;
     pub(super) const P2: usize = 40;
     pub(super) const P3: usize = 44;
-    pub(super) const BODY_LEN: usize = 48;
-    pub(super) const BODY_CRC: usize = 56;
-    pub(super) const HEADER_CRC: usize = 60;
+    pub(super) const BODY_LEN: usize = super::header::BODY_LEN;
+    // BODY_CRC: `header::BODY_CRC`.
+    pub(super) const HEADER_CRC: usize = super::header::HEADER_CRC;
 }
 
 impl Header {
@@ -102,28 +110,7 @@ impl Header {
     /// Decodes and checks a header; returns it with the body slice. Offsets in errors are
     /// relative to the start of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8])> {
-        let head = bytes.get(..HEADER_LEN).ok_or_else(|| {
-            Error::corrupt(
-                0,
-                format!(
-                    "filter block of {} bytes is shorter than its 64-byte header",
-                    bytes.len()
-                ),
-            )
-        })?;
-        if head[..off::VERSION] != FILTER_MAGIC {
-            return Err(Error::corrupt(0, "bad filter magic"));
-        }
-        let stored_crc = le_u32(head, off::HEADER_CRC);
-        let crc = crc32fast::hash(&head[..off::HEADER_CRC]);
-        if stored_crc != crc {
-            return Err(Error::checksum(
-                off::HEADER_CRC as u64,
-                "filter header",
-                stored_crc,
-                crc,
-            ));
-        }
+        let head = header::check_head(bytes, &FRAME)?;
         let kind = match FilterKind::from_tag(head[off::KIND]) {
             Some(k) if !k.versions().is_empty() => k,
             _ => {
@@ -169,27 +156,7 @@ impl Header {
                 "target false-positive rate outside (0, 1)",
             ));
         }
-        let avail = (bytes.len() - HEADER_LEN) as u64;
-        if h.body_len != avail {
-            return Err(Error::corrupt(
-                off::BODY_LEN as u64,
-                format!(
-                    "filter body length {} but {} bytes follow the header",
-                    h.body_len, avail
-                ),
-            ));
-        }
-        let body = &bytes[HEADER_LEN..];
-        let body_crc = le_u32(head, off::BODY_CRC);
-        let crc = crc32fast::hash(body);
-        if body_crc != crc {
-            return Err(Error::checksum(
-                HEADER_LEN as u64,
-                "filter body",
-                body_crc,
-                crc,
-            ));
-        }
+        let body = header::check_body(bytes, &FRAME)?;
         Ok((h, body))
     }
 }
@@ -519,5 +486,40 @@ impl<'a> Filter<'a> {
             view,
             run: view.run(),
         })
+    }
+}
+
+/// What theory says of a filter of `kind` sized for `n` distinct keys at the target rate
+/// `fpr`: (bits per key of its body, expected false-positive rate). `None` for the kinds
+/// without a per-table filter (`None`, `Global`). The benchmark draws its theory lines from
+/// it (`store bench`).
+pub fn theory(kind: FilterKind, n: u64, fpr: f64) -> Option<(f64, f64)> {
+    let keys = n.max(1) as f64;
+    match kind {
+        FilterKind::Bloom => {
+            let (m, k) = bloom::params(n, fpr);
+            Some((m as f64 / keys, bloom::theoretical_fpr(m, k, n)))
+        }
+        FilterKind::BlockedBloom => {
+            let (b, k) = blocked::params(n, fpr);
+            Some((b as f64 * 512.0 / keys, blocked::theoretical_fpr(b, k, n)))
+        }
+        FilterKind::Cuckoo => {
+            let f = cuckoo::fingerprint_bits(fpr);
+            let buckets = (n as f64 / (4.0 * cuckoo::TARGET_LOAD)).ceil() as u64;
+            Some((
+                buckets as f64 * 4.0 * f as f64 / keys,
+                cuckoo::theoretical_fpr(buckets, f, n),
+            ))
+        }
+        FilterKind::BinaryFuse => {
+            let f = fuse::fingerprint_bits(fpr);
+            let slots = fuse::Layout::for_keys(n).array_len();
+            Some((
+                (slots * f as u64) as f64 / keys,
+                fuse::theoretical_fpr(f, n),
+            ))
+        }
+        FilterKind::None | FilterKind::Global => None,
     }
 }

@@ -57,7 +57,7 @@ use crate::hash::key_hash;
 use crate::table::SortedEntries;
 
 use arena::Arena;
-pub(crate) use cursor::{EntryBuf, MemCursor};
+pub(crate) use cursor::{EntryBuf, MemCursor, ReaderGuard};
 use order::{Order, Run};
 
 /// Value length (the low 31 bits of `vlen`) of a tombstone.
@@ -229,6 +229,27 @@ impl Memtable {
             s.hash == hash && self.key(s) == key
         })?;
         Some(self.value(&self.slots[*i as usize]))
+    }
+
+    /// The entry for `key` as it was when writes had reached arena position `snap` (a
+    /// [`snapshot_pos`](Self::snapshot_pos) taken while a [`reader`](Self::reader) was
+    /// registered, so every version it may need is linked): `None` when the key was written
+    /// only later, or not at all.
+    pub(crate) fn get_at(&self, key: &[u8], hash: u64, snap: u64) -> Option<Option<&[u8]>> {
+        let i = self.index.find(hash, |&i| {
+            let s = &self.slots[i as usize];
+            s.hash == hash && self.key(s) == key
+        })?;
+        let s = &self.slots[*i as usize];
+        if s.key_at >= snap {
+            return None;
+        }
+        let (mut at, mut vlen) = (s.val_at, s.vlen);
+        while at >= snap && vlen & OLDER != 0 {
+            (at, vlen) = self.older(at);
+        }
+        // A version the snapshot needs that was not linked: a bug, never a wrong value.
+        (at < snap).then(|| self.version(at, vlen))
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the

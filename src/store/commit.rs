@@ -44,11 +44,18 @@
 //!   in log order. With the fsync under the writer lock they come after it too: a `get`
 //!   running while a group's fsync is in flight does not see the group's writes, and once
 //!   it sees one it is durable (LevelDB's order). With the fsync outside the lock they come
-//!   before it: a `get` may see a synced write whose fsync is still in flight (its writer
-//!   has not returned, and a power cut may still lose it, as it may any write not yet
-//!   acknowledged). That is the price of unsynced writers not waiting behind an fsync: the
-//!   memtable is applied in log order, so a later unsynced write could not become visible
-//!   (and return) before an earlier synced one otherwise.
+//!   before it: a `get` (or a snapshot) may see a synced write whose fsync is still in
+//!   flight (its writer has not returned, and a power cut may still lose it, as it may any
+//!   write not yet acknowledged). That is the price of unsynced writers not waiting behind
+//!   an fsync: the memtable is applied in log order, so a later unsynced write could not
+//!   become visible (and return) before an earlier synced one otherwise.
+//! - **Sequence numbers.** On both paths the leader numbers the group's records under the
+//!   writer lock, in log order, from the store's last commit sequence number (a queued
+//!   writer's record, encoded before its turn, gets its number and CRCs then:
+//!   `wal::stamp_seqs`), and raises the state's `seq` with the memtable inserts, under the
+//!   same state lock and still under the writer lock: a snapshot sees exactly the writes
+//!   numbered up to the `seq` it takes under that lock. Where the fsync is made does not
+//!   change the numbering or the order in which writes become visible.
 //! - **Hand-over.** The queue's front yields its core in a loop, watching the lead, instead
 //!   of parking at once: the lead passes to it as soon as the leader before it is done,
 //!   without a wake-up (a futex wake and a scheduler round trip, tens of microseconds on an
@@ -227,7 +234,8 @@ impl Inner {
             return self.durable_after(sync, end);
         }
         let mut record = Vec::with_capacity(record_len);
-        wal::encode_record(&mut record, ops.len(), ops.iter().copied())?;
+        // Numbered by the leader that takes it into its group.
+        wal::encode_record(&mut record, 0, ops.len(), ops.iter().copied())?;
         let ticket = {
             let mut q = c.lock();
             let t = q.next;
@@ -329,7 +337,7 @@ impl Inner {
             c.waiting.store(q.pending.len(), SeqCst);
         }
         let sync = own_sync || group.taken.iter().any(|t| t.sync);
-        let r = room.and_then(|()| self.write_group(w, own, own_bytes, &group.taken, sync));
+        let r = room.and_then(|()| self.write_group(w, own, own_bytes, &mut group.taken, sync));
         drop(guard);
         let writes = group.taken.len() + usize::from(matches!(own, Own::Ops(_)));
         group.finish(&r, writes, sync);
@@ -344,23 +352,23 @@ impl Inner {
         w: &mut Writer,
         own: Own<'_>,
         own_bytes: usize,
-        taken: &[Waiter],
+        taken: &mut [Waiter],
         sync: bool,
     ) -> Result<u64> {
         // The queued records are this process's own encoding; one that does not decode is a
         // bug, reported before anything is written.
-        for t in taken {
+        for t in taken.iter() {
             wal::for_each_op(&t.record, |_, _| {}).map_err(|e| {
                 Error::Internal(format!("a queued write's log record does not decode: {e}"))
             })?;
         }
         let followers = match own {
-            Own::Ops(_) => taken,
+            Own::Ops(_) => &*taken,
             Own::Queued => taken.get(1..).unwrap_or_default(),
         };
+        let follower_bytes = followers.iter().map(|t| t.bytes).sum();
         if !followers.is_empty() {
-            let bytes = followers.iter().map(|t| t.bytes).sum();
-            self.owe_slowdown(w, bytes);
+            self.owe_slowdown(w, follower_bytes);
         }
         if w.wal.is_none() {
             let r = self.new_log(w);
@@ -373,9 +381,20 @@ impl Inner {
             group,
             ..
         } = w;
+        // The group's sequence numbers, in log order: the leader's own record first.
+        let first = self.last_seq.load(SeqCst) + 1;
+        let mut last = first - 1;
         if let Own::Ops(ops) = own {
-            wal::encode_record(record, ops.len(), ops.iter().copied())?;
+            wal::encode_record(record, first, ops.len(), ops.iter().copied())?;
+            last = first;
         }
+        for t in taken.iter_mut() {
+            last = wal::stamp_seqs(&mut t.record, last + 1);
+        }
+        // Handed out, written or not: a failed write poisons the store, and a record that
+        // reached the disk keeps its number at the next open.
+        self.last_seq.store(last, SeqCst);
+        let taken = &*taken;
         // One record as it is, or every record of the group one after another.
         let out: &[u8] = match (own, taken) {
             (Own::Ops(_), []) => record,
@@ -420,7 +439,7 @@ impl Inner {
             // policy that syncs every write left no unsynced bytes in an earlier log).
             self.commit.durable.all_synced();
         }
-        let user_bytes = own_bytes + followers.iter().map(|t| t.bytes).sum::<usize>();
+        let user_bytes = own_bytes + follower_bytes;
         let c = &self.counters;
         c.wal_bytes.fetch_add(out.len() as u64, Relaxed);
         c.user_bytes.fetch_add(user_bytes as u64, Relaxed);
@@ -434,6 +453,7 @@ impl Inner {
             // Decoded above: cannot fail.
             wal::for_each_op(&t.record, |k, v| st.mem.insert(k, v))?;
         }
+        st.seq = last;
         Ok(end)
     }
 }
@@ -950,5 +970,59 @@ mod tests {
         // last two (the first 60 kB + 120 kB).
         let st = store.stats();
         assert_eq!((st.commit_groups, st.commit_writes), (3, 6));
+    }
+
+    /// With the fsync outside the writer lock, a group is numbered as on the other path:
+    /// one sequence number per write, handed out under the writer lock (queued records
+    /// stamped), the state's `seq` raised with the memtable inserts, and the numbers kept
+    /// at the next open.
+    #[test]
+    fn with_the_fsync_outside_the_lock_a_group_is_numbered_in_commit_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new();
+        let store = open_mixed(dir.path(), &fs);
+        store.put(b"warm", b"0").unwrap();
+        let before = store.last_seq();
+        assert!(before >= 1);
+        std::thread::scope(|s| {
+            let held = store.inner.lock_writer();
+            let a = s.spawn(|| store.put(b"a", b"1"));
+            let end = Instant::now() + WAIT;
+            while !store
+                .inner
+                .commit
+                .leading
+                .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                assert!(Instant::now() < end, "a never led");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let others: Vec<_> = [(b"b", true), (b"c", false), (b"d", true)]
+                .into_iter()
+                .map(|(k, sync)| {
+                    let store = &store;
+                    let o = crate::WriteOptions::default().sync(sync);
+                    s.spawn(move || store.put_opt(k, b"2", &o))
+                })
+                .collect();
+            wait_queued(&store, 3);
+            // Nothing of the group is numbered or visible before it commits.
+            assert_eq!(store.last_seq(), before);
+            drop(held);
+            a.join().unwrap().unwrap();
+            for h in others {
+                h.join().unwrap().unwrap();
+            }
+        });
+        assert_eq!(store.last_seq(), before + 4);
+        let snap = store.snapshot();
+        assert_eq!(snap.seq(), before + 4);
+        for k in [&b"a"[..], b"b", b"c", b"d"] {
+            assert!(snap.get(k).unwrap().is_some(), "not visible");
+        }
+        drop(snap);
+        drop(store);
+        let store = open(dir.path(), &fs);
+        assert_eq!(store.last_seq(), before + 4, "numbers lost at reopen");
     }
 }

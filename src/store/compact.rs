@@ -1,22 +1,21 @@
 //! The compaction driver: plans a task on the live levels ([`crate::compaction::plan`]),
 //! runs it (a trivial move, or the streaming merge of [`crate::compaction::run`] on the
-//! background pool) and installs the result ([`Inner::install`]), one task at a time under
+//! background pool) and publishes the result ([`Inner::log_and_apply`]), one task at a time under
 //! the compaction lock. The compaction thread (`worker.rs`) calls [`Inner::compact_once`]
 //! until nothing is due; [`Store::compact`] runs a full compaction, the idle drain an
 //! early L0 → L1 one.
 
-use std::path::PathBuf;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::worker::{in_background, Install};
+use super::worker::in_background;
 use super::{Inner, Store};
 use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::Result;
-use crate::filename::{filter_path, range_path, table_path};
+use crate::table::files::TableSpec;
 use crate::table::TableCounters;
-use crate::version::{TableHandle, Version};
+use crate::version::{TableHandle, Version, VersionEdit};
 
 impl Inner {
     /// Merges L0 into L1 whatever L0's size (the idle drain); `false` when L0 was empty.
@@ -118,14 +117,12 @@ impl Inner {
                     return Ok(());
                 };
                 let moved = Arc::new(t.at_level(task.output_level() as u32));
-                let publish = || {
-                    self.install(Install {
-                        edit: task.edit(vec![moved]),
-                        cursor: task.cursor(),
-                        ..Install::default()
-                    })
-                    .map(drop)
+                let edit = VersionEdit {
+                    tables: task.edit(vec![moved]),
+                    cursor: task.cursor(),
+                    ..VersionEdit::default()
                 };
+                let publish = || self.log_and_apply(edit).map(drop);
                 match v.global() {
                     Some(_) => self.global_move(t, *from, task.output_level(), publish)?,
                     None => publish()?,
@@ -137,9 +134,9 @@ impl Inner {
         }
     }
 
-    /// Merges the tables `inputs` of `v` into new tables at level `output` and installs
+    /// Merges the tables `inputs` of `v` into new tables at level `output` and publishes
     /// them in their place (`task`'s edit); the inputs' files are removed once the manifest
-    /// that no longer names them is durable.
+    /// that no longer names them is durable and no version holds them (`version/set.rs`).
     fn run_merge(&self, v: &Version, task: &Task, inputs: &[u64], output: usize) -> Result<()> {
         let scratch = Arc::new(TableCounters::default());
         let levels = v.level_slices();
@@ -147,7 +144,6 @@ impl Inner {
         // Each source's level and first table (for the global filter's run ids).
         let mut source_runs: Vec<(usize, &Arc<TableHandle>)> = Vec::new();
         let mut input_bytes = 0;
-        let mut doomed: Vec<PathBuf> = Vec::new();
         for (l, level) in levels.iter().enumerate() {
             let picked: Vec<&Arc<TableHandle>> = level
                 .iter()
@@ -155,13 +151,6 @@ impl Inner {
                 .collect();
             for t in &picked {
                 input_bytes += t.record.file_bytes;
-                doomed.push(table_path(&self.dir, t.record.number));
-                if t.record.filter_file != 0 {
-                    doomed.push(filter_path(&self.dir, t.record.filter_file));
-                }
-                if let Some(r) = t.record.range {
-                    doomed.push(range_path(&self.dir, r.file));
-                }
             }
             let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
             if l == 0 {
@@ -185,9 +174,15 @@ impl Inner {
         let drop_tombstone = |k: &[u8]| tombstone_droppable(&levels, output, k);
         let alloc = || self.alloc_file();
         let out = Output {
-            fs: &*self.fs,
-            dir: &self.dir,
-            level: output as u32,
+            spec: TableSpec {
+                fs: &self.fs,
+                dir: &self.dir,
+                level: output as u32,
+                filter,
+                compression: self.opts.compression,
+                range_bits: self.range_bits(),
+                alloc: &alloc,
+            },
             // An L0 merge writes one table (at most `Shape::l0_merge_bytes` of input): cut
             // into several it could leave L0 as many tables as before.
             table_bytes: if output == 0 {
@@ -195,19 +190,18 @@ impl Inner {
             } else {
                 self.opts.table_bytes
             },
-            filter,
-            compression: self.opts.compression,
-            range_bits: self.range_bits(),
-            alloc: &alloc,
         };
         let runs = self.global_runs(v, &source_runs, output)?;
         let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
-        let mut add = Vec::with_capacity(result.records.len());
+        let mut add = Vec::with_capacity(result.tables.len());
+        // A table that does not open, or an edit that is not published, takes the outputs'
+        // files with it when dropped (`table/files.rs`).
         let opened: Result<()> = (|| {
-            for r in &result.records {
+            for w in result.tables.drain(..) {
                 let t = TableHandle::open(
                     &self.dir,
-                    r.clone(),
+                    w.record,
+                    w.files,
                     self.opts.mmap_reads,
                     self.block_cache.as_ref(),
                 )?;
@@ -219,14 +213,12 @@ impl Inner {
             }
             Ok(())
         })();
-        let publish = || {
-            self.install(Install {
-                edit: task.edit(add),
-                cursor: task.cursor(),
-                ..Install::default()
-            })
-            .map(drop)
+        let edit = VersionEdit {
+            tables: task.edit(add),
+            cursor: task.cursor(),
+            ..VersionEdit::default()
         };
+        let publish = || self.log_and_apply(edit).map(drop);
         let installed = opened.and_then(|()| match &runs {
             Some(runs) => {
                 let l0: Vec<_> = runs
@@ -240,21 +232,7 @@ impl Inner {
             }
             _ => publish(),
         });
-        if let Err(e) = installed {
-            if !self.poisoned.load(SeqCst) {
-                for r in &result.records {
-                    let _ = self.fs.remove(&table_path(&self.dir, r.number));
-                    let _ = self.fs.remove(&filter_path(&self.dir, r.filter_file));
-                    if let Some(rr) = r.range {
-                        let _ = self.fs.remove(&range_path(&self.dir, rr.file));
-                    }
-                }
-            }
-            return Err(e);
-        }
-        for p in doomed {
-            let _ = self.fs.remove(&p);
-        }
+        installed?;
         let c = &self.counters;
         c.compactions.fetch_add(1, Relaxed);
         if output == 0 {

@@ -6,18 +6,17 @@
 //! [`Store::refilter_to`] rebuild the filters of existing tables from their keys, publish
 //! them in one manifest swap and never touch a table file.
 
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use super::options::check_policy;
-use super::worker::{in_background, Install};
+use super::worker::in_background;
 use super::{Inner, Store};
 use crate::error::Result;
-use crate::filename::filter_path;
 use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
 use crate::filter::{check_fpr, FilterKind};
-use crate::table::{write_filter_file, MappedFilter};
-use crate::version::{Edit, TableHandle, Version};
+use crate::table::files::{new_filter_file, TableFiles};
+use crate::table::MappedFilter;
+use crate::version::{Edit, TableHandle, Version, VersionEdit};
 
 impl Store {
     /// Rebuilds the filter of every table as `kind` at `fpr` without rewriting any data:
@@ -98,10 +97,11 @@ impl Store {
             inner.replace_filters(jobs, policy)?;
         } else if inner.lock_versions().recorded != policy {
             // No filter changes, but the store records the policy all the same.
-            inner.install(Install {
+            let edit = VersionEdit {
                 policy: Some(policy),
-                ..Install::default()
-            })?;
+                ..VersionEdit::default()
+            };
+            inner.log_and_apply(edit)?;
         } else {
             inner.lock_versions().adopt(policy);
         }
@@ -200,33 +200,18 @@ impl Inner {
     }
 
     /// Gives each table of `jobs` a new filter of its kind at its rate, then publishes them
-    /// with `policy` as the store's in one manifest swap and removes the old filter files.
-    /// The caller holds the compaction lock.
+    /// with `policy` as the store's in one manifest swap; the old filter files go when no
+    /// version holds them (`version/set.rs`), the new ones if the swap is not made. The
+    /// caller holds the compaction lock.
     fn replace_filters(
         &self,
         jobs: Vec<(Arc<TableHandle>, FilterKind, f64)>,
         policy: FilterPolicy,
     ) -> Result<()> {
         let mut fresh: Vec<Arc<TableHandle>> = Vec::new();
-        let cleanup = |fresh: &[Arc<TableHandle>]| {
-            for h in fresh {
-                if h.record.filter_file != 0 {
-                    let _ = self
-                        .fs
-                        .remove(&filter_path(&self.dir, h.record.filter_file));
-                }
-            }
-        };
         for (t, kind, fpr) in &jobs {
-            match in_background(|| self.rebuild_filter(t, *kind, *fpr)) {
-                Ok(h) => fresh.push(h),
-                Err(e) => {
-                    cleanup(&fresh);
-                    return Err(e);
-                }
-            }
+            fresh.push(in_background(|| self.rebuild_filter(t, *kind, *fpr))?);
         }
-        let old: Vec<u64> = jobs.iter().map(|(t, _, _)| t.record.filter_file).collect();
         let mut replace = fresh.clone();
         let global = if policy.kind() == FilterKind::Global {
             // One filter over every table, built from their keys; the L0 handles that
@@ -235,14 +220,7 @@ impl Inner {
                 replace: fresh.clone(),
                 ..Edit::default()
             });
-            let built = in_background(|| self.build_global(&next, 0));
-            let (g, l0) = match built {
-                Ok(b) => b,
-                Err(e) => {
-                    cleanup(&fresh);
-                    return Err(e);
-                }
-            };
+            let (g, l0) = in_background(|| self.build_global(&next, 0))?;
             for h in l0 {
                 match replace
                     .iter_mut()
@@ -252,30 +230,15 @@ impl Inner {
                     None => replace.push(h),
                 }
             }
-            Some(Some(g))
+            Some(g)
         } else {
-            Some(None)
+            None
         };
-        let r = self.install(Install {
-            edit: Edit {
-                replace,
-                ..Edit::default()
-            },
+        let edit = VersionEdit {
             policy: Some(policy),
-            global,
-            ..Install::default()
-        });
-        if let Err(e) = r {
-            // A failed manifest replacement (the store is poisoned then) may have renamed the
-            // new manifest into place: the filter files it names must stay.
-            if !self.poisoned.load(SeqCst) {
-                cleanup(&fresh);
-            }
-            return Err(e);
-        }
-        for n in old.into_iter().filter(|&n| n != 0) {
-            let _ = self.fs.remove(&filter_path(&self.dir, n));
-        }
+            ..VersionEdit::replacing(replace).with_global(global)
+        };
+        self.log_and_apply(edit)?;
         Ok(())
     }
 
@@ -288,23 +251,22 @@ impl Inner {
     ) -> Result<Arc<TableHandle>> {
         let kind = kind.per_table();
         let hashes = crate::global_index::table_hashes(&t.table)?;
-        let filter_no = if kind == FilterKind::None {
-            0
-        } else {
-            self.alloc_file()?
-        };
-        let fpath = filter_path(&self.dir, filter_no);
-        let bytes = write_filter_file(&*self.fs, &fpath, kind, fpr, &hashes)?;
+        let alloc = || self.alloc_file();
+        let (filter_no, file) = new_filter_file(&self.fs, &self.dir, &alloc, (kind, fpr), &hashes)?;
         let mut record = t.record.clone();
-        record.filter_file = if bytes.is_some() { filter_no } else { 0 };
+        record.filter_file = filter_no;
         record.filter_kind = kind;
         record.fpr = fpr;
-        let filter = match bytes {
-            Some(_) => Some(Arc::new(MappedFilter::open(&fpath)?)),
+        let filter = match &file {
+            Some(f) => Some(Arc::new(MappedFilter::open(f.path())?)),
             None => None,
         };
+        let files = TableFiles {
+            filter: file,
+            ..t.files.clone()
+        };
         Ok(Arc::new(
-            TableHandle::new(t.table.clone(), filter, record, None)
+            TableHandle::new(t.table.clone(), filter, record, None, files)
                 .with_range(t.range.clone(), t.range_problem.clone()),
         ))
     }

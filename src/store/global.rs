@@ -21,17 +21,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
-use super::worker::Install;
 use super::Inner;
 use crate::compaction::run::Runs;
 use crate::error::{Error, Result};
-use crate::filename::FileName;
-use crate::filter::global::{GlobalFilter, MergeKey, RunId, RunSet, Writer};
-use crate::global_index::{
-    level_run, table_hashes, Change, GlobalIndex, Move, GROWTH, HEADROOM, NO_RUN,
-};
-use crate::io::replace_file;
-use crate::version::{Edit, TableHandle, Version};
+use crate::filter::global::{MergeKey, RunId, RunSet, Writer};
+use crate::global_index::{level_run, table_hashes, Change, GlobalIndex, Move, GROWTH, HEADROOM};
+use crate::version::{TableHandle, Version, VersionEdit};
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
 const BUILD_BATCH: usize = 8;
@@ -122,14 +117,7 @@ impl Inner {
             &stop,
             true,
         )?;
-        self.install(Install {
-            edit: Edit {
-                replace: fresh,
-                ..Edit::default()
-            },
-            global: Some(Some(g)),
-            ..Install::default()
-        })?;
+        self.log_and_apply(VersionEdit::replacing(fresh).with_global(Some(g)))?;
         Ok(())
     }
 
@@ -246,10 +234,7 @@ impl Inner {
             .writer()
             .set_l0_runs(old.filter.writer().l0_runs())?;
         self.counters.global_growths.fetch_add(1, Relaxed);
-        self.install(Install {
-            global: Some(Some(new)),
-            ..Install::default()
-        })?;
+        self.log_and_apply(VersionEdit::default().with_global(Some(new)))?;
         Ok(())
     }
 
@@ -292,7 +277,7 @@ impl Inner {
         }))
     }
 
-    /// A compaction's changes to the global filter `g`, around `publish` (which installs
+    /// A compaction's changes to the global filter `g`, around `publish` (which publishes
     /// its tables): its `keys` are applied ([`Writer::merge_batch`]: relabelled to the
     /// output, or removed) under a [`Move`] announcement, the tables published, and the L0
     /// ids `l0` of the consumed tables given back. If `publish` fails, the entries are put
@@ -458,7 +443,7 @@ fn l0_id(w: &mut Writer<'_>) -> RunId {
 /// an error naming the store (`dir`), and a table whose keys are not as many as its meta
 /// claims is an error naming the table ([`table_hashes`]), found before any of its keys
 /// are inserted.
-fn build_global(
+pub(super) fn build_global(
     dir: &Path,
     v: &Version,
     capacity: u64,
@@ -558,130 +543,6 @@ pub(super) struct Growth {
     tables: Arc<Version>,
     /// Entries the new filter is built for.
     capacity: u64,
-}
-
-/// The global filter a store opens with, over the tables of `v`: its checkpoint
-/// (`GLOBALFILTER`) when that was written for exactly these tables, else one built from
-/// the tables' keys ([`Inner::build_global`]). Returns `v` with it, its L0 handles replaced
-/// by ones that carry their run ids.
-pub(super) fn open_global(
-    dir: &Path,
-    v: Version,
-    counters: Arc<crate::counters::Sharded<8>>,
-) -> Result<Version> {
-    if let Some(opened) = load_checkpoint(dir, &v, counters.clone()) {
-        return Ok(opened);
-    }
-    let capacity = headroom_capacity(&v, 0);
-    let (g, fresh) = build_global(dir, &v, capacity, counters, &AtomicBool::new(false), true)?;
-    Ok(v.apply(&Edit {
-        replace: fresh,
-        ..Edit::default()
-    })
-    .with_global(Some(g)))
-}
-
-/// A digest of the table set a global filter answers for: every table's level, number and
-/// run id, in lookup order. Table numbers are never reused, so equal digests mean the same
-/// tables, and so the same entries.
-fn table_set_tag(v: &Version) -> u64 {
-    let mut b = Vec::new();
-    for (l, level) in v.levels().iter().enumerate() {
-        for t in level.tables() {
-            b.extend_from_slice(&(l as u64).to_le_bytes());
-            b.extend_from_slice(&t.record.number.to_le_bytes());
-            b.push(t.run().map_or(NO_RUN, |r| r.index() as u8));
-        }
-    }
-    xxhash_rust::xxh3::xxh3_64(&b)
-}
-
-/// The checkpoint in `dir`, if there is one that decodes and was written for the tables of
-/// `v` (a missing, damaged or stale one is not an error: the filter is built instead).
-fn load_checkpoint(
-    dir: &Path,
-    v: &Version,
-    counters: Arc<crate::counters::Sharded<8>>,
-) -> Option<Version> {
-    let bytes = std::fs::read(FileName::GlobalFilter.path(dir)).ok()?;
-    let (filter, tag) = GlobalFilter::decode(&bytes).ok()?;
-    drop(bytes);
-    // L0 ids newest first, as the tables.
-    let runs = filter.writer().l0_runs().to_vec();
-    let l0 = v.levels()[0].tables();
-    if runs.len() != l0.len() {
-        return None;
-    }
-    let fresh: Vec<Arc<TableHandle>> = l0
-        .iter()
-        .zip(&runs)
-        .map(|(t, &run)| Arc::new(t.with_run(run)))
-        .collect();
-    let next = v.apply(&Edit {
-        replace: fresh,
-        ..Edit::default()
-    });
-    if table_set_tag(&next) != tag {
-        return None;
-    }
-    let g = GlobalIndex::from_filter(filter, counters);
-    Some(next.with_global(Some(Arc::new(g))))
-}
-
-impl Inner {
-    /// Writes the global filter's checkpoint (`GLOBALFILTER`, replaced atomically), tagged
-    /// with the table set it answers for. Called at close, when no flush or compaction runs.
-    pub(super) fn save_global(&self) -> Result<()> {
-        let v = self.current();
-        let Some(g) = v.global() else {
-            return Ok(());
-        };
-        let bytes = g.filter.encode(table_set_tag(&v));
-        replace_file(
-            &*self.fs,
-            &self.dir,
-            FileName::GlobalFilterTmp,
-            FileName::GlobalFilter,
-            &bytes,
-        )
-    }
-}
-
-impl super::Store {
-    /// Checks that the global filter agrees with the tables: every key of every table is
-    /// found under its run (the table's L0 id, or its level's). `Ok(None)` when lookups do
-    /// not go through a global filter, else `Ok(Some(keys checked))`; an error names the
-    /// first table with a key the filter does not find. Reads every table.
-    pub fn check_global_filter(&self) -> Result<Option<u64>> {
-        let v = self.inner.current();
-        let Some(g) = v.global() else {
-            return Ok(None);
-        };
-        let mut checked = 0;
-        for (l, level) in v.levels().iter().enumerate() {
-            for t in level.tables() {
-                let run = if l == 0 { t.run() } else { level_run(l) };
-                let missing = match run {
-                    Some(run) => table_hashes(&t.table)?
-                        .into_iter()
-                        .filter(|&h| !g.filter.query(h).contains(run))
-                        .count(),
-                    None => t.record.entries as usize,
-                };
-                if missing > 0 {
-                    return Err(Error::corrupt(
-                        0,
-                        format!(
-                            "the global filter lacks {missing} keys of table {} (level {l})",
-                            t.record.number
-                        ),
-                    ));
-                }
-                checked += t.record.entries;
-            }
-        }
-        Ok(Some(checked))
-    }
 }
 
 #[cfg(test)]

@@ -9,20 +9,25 @@
 //! One `impl Store` spread over files by job: the shared state here (`Inner`, its locks
 //! and counters), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
 //! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
-//! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing,
-//! installing a new version), `compact.rs` (the compaction driver), `filters.rs` (which
-//! filter a table gets; refilter and rebalance), `stats.rs` (counters). See
+//! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing),
+//! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
+//! and rebalance), `ranges.rs` (refilter of range filters), `global.rs` and `checkpoint.rs`
+//! (the global filter in the engine; its checkpoint), `stats.rs` (counters). Every change to
+//! the table set goes through `version/set.rs` ([`Inner::log_and_apply`]). See
 //! `docs/engine.md`.
 
+mod checkpoint;
 mod commit;
 mod compact;
 mod durable;
 mod filters;
 mod global;
+mod live;
 mod open;
 mod options;
 mod ranges;
 mod read;
+mod snapshot;
 mod stats;
 mod worker;
 mod write;
@@ -45,17 +50,19 @@ use crate::memtable::Memtable;
 use crate::scan::RangeCounters;
 use crate::table::BlockCache;
 use crate::verify::Warning;
-use crate::version::Version;
+use crate::version::{SetState, Version, VersionEdit, VersionSet};
 use crate::wal::WalWriter;
 
 pub use self::filters::Rebalanced;
+pub use self::live::prefix_successor;
 pub(crate) use self::open::lock_dir;
 pub use self::open::{stored_default_filter, stored_policy};
 pub use self::options::{
     default_policy, Options, SyncPolicy, WriteOptions, DEFAULT_FILTER, DEFAULT_FPR,
     DEFAULT_RANGE_BITS, IDLE_DRAIN_PROBES,
 };
-pub use self::read::{prefix_successor, PinnedReader, Reader, Scan};
+pub use self::read::{PinnedReader, Reader, Scan};
+pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
@@ -79,6 +86,9 @@ pub(crate) struct State {
     mem_frozen: Arc<OnceLock<Arc<Memtable>>>,
     imm: Option<Arc<Imm>>,
     current: Arc<Version>,
+    /// The commit sequence number of the last write in the memtables (`commit.rs`): a
+    /// snapshot taken under this lock sees exactly the writes numbered up to it.
+    seq: u64,
 }
 
 /// The write path's own state, under `Inner::writer`.
@@ -93,29 +103,6 @@ struct Writer {
     group: Vec<u8>,
     /// Slowdown owed, in nanoseconds (paid in sleeps of at least a millisecond).
     delay_debt_ns: f64,
-}
-
-/// What only installs change, under `Inner::versions` (the durable view of the manifest).
-struct VersionSet {
-    log_number: u64,
-    /// The store's filter policy, as its manifest records it.
-    recorded: FilterPolicy,
-    cursors: Vec<Option<Vec<u8>>>,
-    /// How this handle sizes new filters: the recorded policy, or what the handle's
-    /// [`Options`] chose at open, until a refilter records a new one.
-    policy: FilterPolicy,
-    /// The kind and rate of this handle ([`Store::filter`]).
-    kind: FilterKind,
-    fpr: f64,
-}
-
-impl VersionSet {
-    /// This handle's new tables follow `policy` from now on.
-    fn adopt(&mut self, policy: FilterPolicy) {
-        self.policy = policy;
-        self.kind = policy.kind();
-        self.fpr = policy.fpr();
-    }
 }
 
 /// Coordination with the background threads, under `Inner::bg` (with `Inner::bg_cv`).
@@ -134,19 +121,6 @@ struct Bg {
     grow_wanted: Option<u64>,
     /// The growth thread is building one.
     growing: bool,
-}
-
-/// Counters of tables that left the live set (their counts stay in the store's totals).
-#[derive(Default)]
-struct Retired {
-    negatives: AtomicU64,
-    positives: AtomicU64,
-    false_positives: AtomicU64,
-    unfiltered_misses: AtomicU64,
-    block_reads: AtomicU64,
-    bytes_read: AtomicU64,
-    cache_hits: AtomicU64,
-    cache_misses: AtomicU64,
 }
 
 /// The engine's own counters (see [`Stats`]).
@@ -182,7 +156,14 @@ pub(crate) struct Inner {
     writer: Mutex<Writer>,
     /// Writers waiting for the writer lock, committed in groups (`commit.rs`).
     commit: commit::CommitQueue,
-    versions: Mutex<VersionSet>,
+    /// The last commit sequence number handed out (by the commit leader, under the writer
+    /// lock; raised at open above every one the manifest and the logs hold). Every manifest
+    /// records it, so numbers never go backwards, even once every log is removed.
+    last_seq: AtomicU64,
+    /// The open snapshots (`snapshot.rs`).
+    snapshots: snapshot::Registry,
+    /// The table set (`version/set.rs`): the one way tables join and leave.
+    versions: VersionSet,
     /// Held by whoever compacts or refilters: one at a time.
     compaction: Mutex<()>,
     /// Held by a flush from the choice of its table's filter to its publish, and by whoever
@@ -200,7 +181,6 @@ pub(crate) struct Inner {
     global_counters: Arc<crate::counters::Sharded<8>>,
     bg: Mutex<Bg>,
     bg_cv: Condvar,
-    next_file: AtomicU64,
     /// Bits per key of the range filters of this handle's new tables (an `f64`'s bits):
     /// [`Options::range_filter_bits`] until `refilter_ranges` sets another.
     range_bits: AtomicU64,
@@ -211,7 +191,6 @@ pub(crate) struct Inner {
     poisoned: AtomicBool,
     shutdown: AtomicBool,
     counters: EngineCounters,
-    retired: Retired,
     /// The lifetime counters read from `COUNTERS` at open (zero when there was none).
     lifetime_base: Lifetime,
     /// Why `COUNTERS` could not be read at open, or the last failure to save it.
@@ -391,8 +370,8 @@ impl Inner {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_versions(&self) -> MutexGuard<'_, VersionSet> {
-        self.versions.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_versions(&self) -> MutexGuard<'_, SetState> {
+        self.versions.lock()
     }
 
     fn lock_bg(&self) -> MutexGuard<'_, Bg> {
@@ -428,12 +407,37 @@ impl Inner {
         self.read_state().current.clone()
     }
 
-    /// An unused file number; an error when none is left (the store opened with a
-    /// MANIFEST whose next file number is near `u64::MAX`: numbers are never reused).
+    /// An unused file number (see [`VersionSet::alloc_file`]).
     fn alloc_file(&self) -> Result<u64> {
-        self.next_file
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_add(1))
-            .map_err(|n| crate::filename::numbers_exhausted(&self.dir, n))
+        self.versions.alloc_file()
+    }
+
+    /// Applies `edit` to the table set ([`VersionSet::log_and_apply`]: the manifest, then
+    /// readers get the new version), and wakes whoever waits for a change. A failure poisons
+    /// the store (the manifest on disk may be either one).
+    fn log_and_apply(&self, edit: VersionEdit) -> Result<Arc<Version>> {
+        self.log_and_apply_with(edit, |_| {})
+    }
+
+    /// [`log_and_apply`](Self::log_and_apply), with `also` done to the state in the step
+    /// that gives readers the new version.
+    fn log_and_apply_with(
+        &self,
+        edit: VersionEdit,
+        also: impl FnOnce(&mut State),
+    ) -> Result<Arc<Version>> {
+        // The manifest records the commit sequence reached so far: every record of a log it
+        // lets go of was numbered before this load.
+        let last_seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
+        let r = self.versions.log_and_apply(edit, last_seq, |next| {
+            let mut st = self.state_mut();
+            st.current = next.clone();
+            also(&mut st);
+        });
+        let next = self.poison_on_err(r)?;
+        let _bg = self.lock_bg();
+        self.bg_cv.notify_all();
+        Ok(next)
     }
 
     /// Bits per key of the range filters of new tables (0: none).

@@ -8,10 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
-use super::{
-    worker, Bg, EngineCounters, Imm, Inner, Options, Retired, State, Store, SyncPolicy, VersionSet,
-    Writer,
-};
+use super::{worker, Bg, EngineCounters, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{number_after, numbered_files, wal_path, FileName, Numbered};
@@ -20,9 +17,10 @@ use crate::filter::{check_fpr, FilterKind};
 use crate::lifetime::Lifetime;
 use crate::manifest::{Manifest, MAX_LEVELS};
 use crate::memtable::Memtable;
+use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
-use crate::version::{TableHandle, Version};
+use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
 use crate::wal::{replay_file, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
@@ -135,6 +133,7 @@ impl Store {
                     policy,
                     tables: Vec::new(),
                     cursors: Vec::new(),
+                    last_seq: 0,
                 };
                 m.store(&*fs, &dir)?;
                 m
@@ -152,6 +151,7 @@ impl Store {
             handles.push(Arc::new(TableHandle::open(
                 &dir,
                 r.clone(),
+                TableFiles::named(&fs, &dir, r),
                 opts.mmap_reads,
                 block_cache.as_ref(),
             )?));
@@ -166,17 +166,24 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = super::global::open_global(&dir, version, global_counters.clone())?;
+            version = super::checkpoint::open_global(&dir, version, global_counters.clone())?;
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
         let mut dropped_at_open = Vec::new();
+        // The last commit sequence number: the manifest's, raised by the logs' records
+        // (version 3 records carry theirs; version 2 records are numbered in replay order).
+        let mut seq = manifest.last_seq;
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
                 let end = replay_file(&path, |k, v| {
                     mem.insert(&k, v.as_deref());
                 })?;
+                seq = match end.last_seq {
+                    Some(last) => seq.max(last),
+                    None => seq.saturating_add(end.records),
+                };
                 if let Some(tail) = end.torn_tail {
                     dropped_at_open.push(Warning::torn_tail(path, tail));
                 }
@@ -213,6 +220,20 @@ impl Store {
                 *c = Some(k.clone());
             }
         }
+        let version = Arc::new(version);
+        let versions = VersionSet::new(
+            dir.clone(),
+            fs.clone(),
+            SetState::new(
+                version.clone(),
+                manifest.log_number,
+                manifest.policy,
+                cursors,
+                (policy, kind, fpr),
+            ),
+            next_file,
+            block_cache.clone(),
+        );
         let inner = Arc::new(Inner {
             dir,
             fs,
@@ -221,10 +242,13 @@ impl Store {
                 mem: Memtable::new(),
                 mem_frozen: Arc::default(),
                 imm: None,
-                current: Arc::new(version),
+                current: version,
+                seq,
             })),
             epoch: AtomicU64::new(0),
             commit: Default::default(),
+            last_seq: AtomicU64::new(seq),
+            snapshots: Default::default(),
             writer: Mutex::new(Writer {
                 wal: None,
                 wal_number: 0,
@@ -233,14 +257,7 @@ impl Store {
                 group: Vec::new(),
                 delay_debt_ns: 0.0,
             }),
-            versions: Mutex::new(VersionSet {
-                log_number: manifest.log_number,
-                recorded: manifest.policy,
-                cursors,
-                policy,
-                kind,
-                fpr,
-            }),
+            versions,
             compaction: Mutex::new(()),
             global_lock: Mutex::new(()),
             global_change: Mutex::new(()),
@@ -248,20 +265,18 @@ impl Store {
             global_counters,
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
-            next_file: AtomicU64::new(next_file),
             range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
             range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             counters: EngineCounters::default(),
-            retired: Retired::default(),
             lifetime_base,
             lifetime_problem: Mutex::new(lifetime_problem),
             dropped_at_open,
             opts,
         });
-        inner.recover(mem, &replayed)?;
+        inner.recover(mem, &replayed, seq > manifest.last_seq)?;
         let threads = worker::spawn(&inner)?;
         inner.want_compaction();
         Ok(Store::from_parts(inner, threads))
@@ -269,10 +284,14 @@ impl Store {
 }
 
 impl Inner {
-    /// Puts what the logs held back into the store (see [`Store::open`]).
-    fn recover(&self, mem: Memtable, replayed: &[u64]) -> Result<()> {
+    /// Puts what the logs held back into the store (see [`Store::open`]). `seq_moved`: the
+    /// logs raised the last commit sequence number above the manifest's.
+    fn recover(&self, mem: Memtable, replayed: &[u64], seq_moved: bool) -> Result<()> {
         if mem.is_empty() {
-            // The logs held no record: nothing to keep.
+            // The logs held no write: nothing to keep but their sequence numbers.
+            if seq_moved {
+                self.log_and_apply(VersionEdit::default())?;
+            }
             for &n in replayed {
                 let _ = self.fs.remove(&wal_path(&self.dir, n));
             }
@@ -298,6 +317,9 @@ impl Inner {
         let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
         wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
         let mut record = Vec::new();
+        // Each record holds the recovered writes' last state of some keys: all carry the last
+        // sequence number recovered.
+        let seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
         let sorted = mem.sorted();
         let mut at = 0;
         use crate::table::SortedEntries;
@@ -310,7 +332,8 @@ impl Inner {
                 bytes += k.len() + v.map_or(0, <[u8]>::len);
                 end += 1;
             }
-            crate::wal::encode_record(&mut record, end - at, (at..end).map(|i| sorted.entry(i)))?;
+            let entries = (at..end).map(|i| sorted.entry(i));
+            crate::wal::encode_record(&mut record, seq, end - at, entries)?;
             wal.append(&record, false)?;
             at = end;
         }
@@ -319,10 +342,11 @@ impl Inner {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
-        self.install(worker::Install {
+        let edit = VersionEdit {
             log_number: Some(n),
-            ..Default::default()
-        })?;
+            ..VersionEdit::default()
+        };
+        self.log_and_apply(edit)?;
         for &old in replayed {
             let _ = self.fs.remove(&wal_path(&self.dir, old));
         }

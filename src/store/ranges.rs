@@ -2,18 +2,18 @@
 //! removes the range filter of every table from its keys, publishes them in one manifest
 //! swap and never touches a table file (as `filters.rs` does for the point filters).
 
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::options::check_range_bits;
-use super::worker::{in_background, Install};
+use super::worker::in_background;
 use super::{Inner, Store};
 use crate::error::Result;
-use crate::filename::range_path;
 use crate::filter::range::RangeFilterBuilder;
 use crate::manifest::RangeRecord;
-use crate::table::{write_range_file, MappedRangeFilter, TableCounters, TableCursor};
-use crate::version::{Edit, TableHandle};
+use crate::table::files::{new_range_file, TableFiles};
+use crate::table::{MappedRangeFilter, TableCounters, TableCursor};
+use crate::version::{TableHandle, VersionEdit};
 
 impl Store {
     /// Gives every table a range filter of `bits_per_key` bits per key (0: removes them)
@@ -50,45 +50,16 @@ impl Store {
                 Some(r) => r.bits_per_key != bits_per_key || t.range.is_none(),
             })
             .collect();
+        // New files that are not published go when dropped, the old ones once no version
+        // holds them (`version/set.rs`).
         let mut fresh: Vec<Arc<TableHandle>> = Vec::new();
-        let cleanup = |fresh: &[Arc<TableHandle>]| {
-            for r in fresh.iter().filter_map(|h| h.record.range) {
-                let _ = inner.fs.remove(&range_path(&inner.dir, r.file));
-            }
-        };
         for t in &jobs {
-            match in_background(|| inner.rebuild_range(t, bits_per_key)) {
-                Ok(h) => fresh.push(h),
-                Err(e) => {
-                    cleanup(&fresh);
-                    return Err(e);
-                }
-            }
+            fresh.push(in_background(|| inner.rebuild_range(t, bits_per_key))?);
         }
         if jobs.is_empty() {
             return Ok(0);
         }
-        let old: Vec<u64> = jobs
-            .iter()
-            .filter_map(|t| t.record.range.map(|r| r.file))
-            .collect();
-        let r = inner.install(Install {
-            edit: Edit {
-                replace: fresh.clone(),
-                ..Edit::default()
-            },
-            ..Install::default()
-        });
-        if let Err(e) = r {
-            // As for point filters: a poisoned store's manifest may name the new files.
-            if !inner.poisoned.load(SeqCst) {
-                cleanup(&fresh);
-            }
-            return Err(e);
-        }
-        for n in old {
-            let _ = inner.fs.remove(&range_path(&inner.dir, n));
-        }
+        inner.log_and_apply(VersionEdit::replacing(fresh))?;
         Ok(jobs.len())
     }
 }
@@ -99,6 +70,10 @@ impl Inner {
     fn rebuild_range(&self, t: &Arc<TableHandle>, bits: f64) -> Result<Arc<TableHandle>> {
         let mut record = t.record.clone();
         let mut range = None;
+        let mut files = TableFiles {
+            range: None,
+            ..t.files.clone()
+        };
         record.range = None;
         if bits > 0.0 {
             let mut b = RangeFilterBuilder::new(bits)?;
@@ -109,18 +84,10 @@ impl Inner {
                 c.advance()?;
             }
             let file = self.alloc_file()?;
-            let path = range_path(&self.dir, file);
-            let opened = b
-                .finish()
-                .and_then(|block| write_range_file(&*self.fs, &path, &block))
-                .and_then(|_| MappedRangeFilter::open(&path));
-            match opened {
-                Ok(f) => range = Some(Arc::new(f)),
-                Err(e) => {
-                    let _ = self.fs.remove(&path);
-                    return Err(e);
-                }
-            }
+            // The file goes if it is not published (`table/files.rs`).
+            let written = new_range_file(&self.fs, &self.dir, file, &b.finish()?)?;
+            range = Some(Arc::new(MappedRangeFilter::open(written.path())?));
+            files.range = Some(written);
             record.range = Some(RangeRecord {
                 file,
                 bits_per_key: bits,
@@ -131,6 +98,7 @@ impl Inner {
             t.filter.clone(),
             record,
             t.filter_problem.clone(),
+            files,
         );
         Ok(Arc::new(h.with_range(range, None)))
     }

@@ -3,9 +3,10 @@
 //! Three threads per store: the **flush thread** seals the immutable memtable into an L0 table
 //! (the table and its filter written in parallel on the rayon pool); the **compaction thread**
 //! runs the compaction driver (`compact.rs`) until no task is due; the **growth thread**
-//! builds a larger global filter when a flush finds the one in use filling (`global.rs`). Each result is published
-//! by [`Inner::install`]: under the version-set lock, the new table set is written to the
-//! manifest (atomically) and then swapped in for readers. A failure poisons the store:
+//! builds a larger global filter when a flush finds the one in use filling (`global.rs`). Each
+//! result is published through the table-set layer ([`Inner::log_and_apply`],
+//! `version/set.rs`): the new table set is written to the manifest (atomically) and then
+//! swapped in for readers. A failure poisons the store:
 //! writes get [`Error::Poisoned`], reads go on, and the logs that are not yet in tables stay
 //! on disk.
 //!
@@ -13,37 +14,17 @@
 //! the writer lock, so a writer waiting for them (holding it) cannot block them. The commit
 //! queue's lock (`commit.rs`) is a leaf: no other lock is taken while it is held.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Imm, Inner, IDLE_DRAIN_PROBES};
 use crate::error::{Error, Result};
-use crate::filename::{filter_path, range_path, table_path, wal_path};
-use crate::filter::alloc::FilterPolicy;
+use crate::filename::wal_path;
 use crate::filter::FilterKind;
-use crate::manifest::{Manifest, RangeRecord, TableRecord};
-use crate::table::{write_filter_file, write_range_file, SortedEntries};
-use crate::version::{Edit, TableHandle, Version};
-
-/// A change to publish (see [`Inner::install`]).
-#[derive(Default)]
-pub(super) struct Install {
-    /// Tables that leave and join.
-    pub edit: Edit,
-    /// A new log number (logs below it are no longer needed).
-    pub log_number: Option<u64>,
-    /// A level's new round-robin cursor.
-    pub cursor: Option<(usize, Vec<u8>)>,
-    /// The immutable memtable (by its sequence number) that is now in a table.
-    pub sealed: Option<u64>,
-    /// A filter policy to record for the store (and to use for this handle's new tables).
-    pub policy: Option<FilterPolicy>,
-    /// A new global filter for lookups to go through (`Some(None)`: none, lookups use the
-    /// tables' own filters again).
-    pub global: Option<Option<Arc<crate::global_index::GlobalIndex>>>,
-}
+use crate::table::files::{TableSpec, TableWriter};
+use crate::table::SortedEntries;
+use crate::version::{Edit, TableHandle, VersionEdit};
 
 /// Nice value background threads run at: above the default 0, so that when the writer,
 /// a flush and a compaction all want the CPU, the writer gets it (a preempted writer loses
@@ -248,7 +229,8 @@ impl IdleWatch {
 }
 
 impl Inner {
-    /// Seals `imm` into an L0 table and publishes it; its log is removed afterwards.
+    /// Seals `imm` into an L0 table (its three files written in parallel by
+    /// [`TableWriter::write_whole`]) and publishes it; its log is removed afterwards.
     pub(super) fn seal(&self, imm: &Imm) -> Result<()> {
         self.grow_global(imm.mem.len() as u64)?;
         // Until the table is published: a switch to or from the global filter waits.
@@ -261,204 +243,89 @@ impl Inner {
         } else {
             self.alloc_file()?
         };
-        let bits = self.range_bits();
-        let range = (bits > 0.0)
-            .then(|| self.alloc_file().map(|n| (n, bits)))
-            .transpose()?;
+        let range_bits = self.range_bits();
+        let range_no = (range_bits > 0.0).then(|| self.alloc_file()).transpose()?;
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
-        let files = (table_no, filter_no, range);
+        let alloc = || self.alloc_file();
+        let spec = TableSpec {
+            fs: &self.fs,
+            dir: &self.dir,
+            level: 0,
+            filter,
+            compression: self.opts.compression,
+            range_bits,
+            alloc: &alloc,
+        };
+        let files = (table_no, filter_no, range_no);
         // The global filter takes the keys while the table is written: its entries may
         // come before the table (a run without a table is not read), never after.
-        let (record, run) = rayon::join(
-            || self.write_table_files(files, filter, &sorted, imm.mem.keys(), &hashes),
+        let (written, run) = rayon::join(
+            || {
+                (!sorted.is_empty())
+                    .then(|| {
+                        TableWriter::write_whole(&spec, files, &sorted, imm.mem.keys(), &hashes)
+                    })
+                    .transpose()
+            },
             || global.as_ref().map(|g| self.global_insert(g, &hashes)),
         );
-        let record = match record {
-            Ok(r) => r,
+        drop(sorted);
+        let written = match written {
+            Ok(w) => w,
             Err(e) => {
+                // The files written so far go with the error (`table/files.rs`).
                 if let (Some(g), Some(run)) = (&global, run) {
                     self.global_uninsert(g, run, &hashes);
-                }
-                let _ = self.fs.remove(&table_path(&self.dir, table_no));
-                let _ = self.fs.remove(&filter_path(&self.dir, filter_no));
-                if let Some((n, _)) = range {
-                    let _ = self.fs.remove(&range_path(&self.dir, n));
                 }
                 return Err(e);
             }
         };
-        drop(sorted);
         let mut add = Vec::new();
-        if let Some(r) = record {
-            let bytes = r.file_bytes;
+        if let Some(w) = written {
+            let c = &self.counters;
+            c.flush_bytes.fetch_add(w.filter_bytes, Relaxed);
+            let bytes = w.record.file_bytes;
             let t = TableHandle::open(
                 &self.dir,
-                r,
+                w.record,
+                w.files,
                 self.opts.mmap_reads,
                 self.block_cache.as_ref(),
             )?;
             if let Some(run) = run {
                 t.set_run(run);
             }
-            add.push(Arc::new(t));
-            let c = &self.counters;
+            add.push((0, Arc::new(t)));
             c.flush_bytes.fetch_add(bytes, Relaxed);
         }
         let log_number = self.lock_versions().log_number.max(imm.log + 1);
-        self.install(Install {
-            edit: Edit {
-                add: add.into_iter().map(|t| (0, t)).collect(),
+        let edit = VersionEdit {
+            tables: Edit {
+                add,
                 ..Edit::default()
             },
             log_number: Some(log_number),
-            sealed: Some(imm.seq),
-            ..Install::default()
+            ..VersionEdit::default()
+        };
+        self.log_and_apply_with(edit, |st| {
+            if st.imm.as_ref().is_some_and(|i| i.seq == imm.seq) {
+                st.imm = None;
+            }
         })?;
+        self.counters.flushes.fetch_add(1, Relaxed);
+        // Before the flush is announced, so that a caller of `flush()` sees them saved.
+        self.save_lifetime();
+        {
+            let mut bg = self.lock_bg();
+            bg.sealed = bg.sealed.max(imm.seq);
+            self.bg_cv.notify_all();
+        }
         if imm.log != 0 {
             *imm.wal.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let _ = self.fs.remove(&wal_path(&self.dir, imm.log));
         }
         self.want_compaction();
         Ok(())
-    }
-
-    /// Writes an L0 table, its filter and its range filter (in parallel) from sorted
-    /// entries, as file numbers `(table, filter, (range filter, its bits per key))`; `None`
-    /// when there are no entries (no file is left behind). The range filter is built from
-    /// `keys`, the entries' keys in any order (the memtable gives them in its memory's order).
-    fn write_table_files<'k, E: SortedEntries + ?Sized>(
-        &self,
-        (table_no, filter_no, range): (u64, u64, Option<(u64, f64)>),
-        (kind, fpr): (FilterKind, f64),
-        entries: &E,
-        keys: impl ExactSizeIterator<Item = &'k [u8]> + Send,
-        hashes: &[u64],
-    ) -> Result<Option<TableRecord>> {
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        let tpath = table_path(&self.dir, table_no);
-        let fpath = filter_path(&self.dir, filter_no);
-        let write_range = |(n, bits): (u64, f64)| -> Result<u64> {
-            let block = crate::filter::range::build(keys, bits)?;
-            write_range_file(&*self.fs, &range_path(&self.dir, n), &block)
-        };
-        let (t, (f, r)) = rayon::join(
-            || crate::table::write_table(&*self.fs, &tpath, entries, self.opts.compression),
-            || {
-                rayon::join(
-                    || write_filter_file(&*self.fs, &fpath, kind, fpr, hashes),
-                    || range.map(write_range).transpose(),
-                )
-            },
-        );
-        let (meta, filter_bytes, range_bytes) = (t?, f?, r?);
-        self.counters.flush_bytes.fetch_add(
-            filter_bytes.unwrap_or(0) + range_bytes.unwrap_or(0),
-            Relaxed,
-        );
-        let mut record = TableRecord::written(
-            0,
-            table_no,
-            meta,
-            filter_no,
-            kind,
-            fpr,
-            filter_bytes.is_some(),
-        );
-        record.range = range.map(|(file, bits_per_key)| RangeRecord { file, bits_per_key });
-        Ok(Some(record))
-    }
-
-    /// Publishes a change: the manifest naming the new table set is made durable, then the
-    /// set is swapped in for readers. Handles that leave give their counters to the store's
-    /// totals. A failure here poisons the store (the manifest on disk may be either one).
-    pub(super) fn install(&self, change: Install) -> Result<Arc<Version>> {
-        let mut vs = self.lock_versions();
-        let old = self.current();
-        let mut next = old.apply(&change.edit);
-        if let Some(g) = change.global {
-            next = next.with_global(g);
-        }
-        let next = Arc::new(next);
-        let log_number = change.log_number.unwrap_or(vs.log_number);
-        let mut cursors = vs.cursors.clone();
-        if let Some((l, c)) = &change.cursor {
-            if let Some(slot) = cursors.get_mut(*l) {
-                *slot = Some(c.clone());
-            }
-        }
-        let manifest = Manifest {
-            next_file: self.next_file.load(SeqCst),
-            log_number,
-            policy: change.policy.unwrap_or(vs.recorded),
-            tables: next.tables().map(|t| t.record.clone()).collect(),
-            cursors: cursors
-                .iter()
-                .enumerate()
-                .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
-                .collect(),
-        };
-        let r = self
-            .fs
-            .sync_dir(&self.dir)
-            .map_err(|e| Error::io(&self.dir, e))
-            .and_then(|()| manifest.store(&*self.fs, &self.dir));
-        self.poison_on_err(r)?;
-        vs.log_number = log_number;
-        vs.cursors = cursors;
-        if let Some(p) = change.policy {
-            vs.recorded = p;
-            vs.adopt(p);
-        }
-        {
-            let mut st = self.state_mut();
-            st.current = next.clone();
-            if let Some(seq) = change.sealed {
-                if st.imm.as_ref().is_some_and(|i| i.seq == seq) {
-                    st.imm = None;
-                }
-            }
-        }
-        drop(vs);
-        let live: HashSet<*const TableHandle> = next.tables().map(Arc::as_ptr).collect();
-        for t in old.tables().filter(|t| !live.contains(&Arc::as_ptr(t))) {
-            self.retire(t);
-        }
-        if let Some(cache) = &self.block_cache {
-            // Tables whose file left the store (a refilter or a move keeps the file, and
-            // with it the blocks' keys). A scan still holding one reads its blocks from the
-            // file.
-            let files: HashSet<u64> = next.tables().map(|t| t.record.number).collect();
-            for t in old.tables().filter(|t| !files.contains(&t.record.number)) {
-                cache.forget_file(t.record.number, t.table.block_count() as u64);
-            }
-        }
-        if change.sealed.is_some() {
-            self.counters.flushes.fetch_add(1, Relaxed);
-            // Before the flush is announced, so that a caller of `flush()` sees them saved.
-            self.save_lifetime();
-        }
-        let mut bg = self.lock_bg();
-        if let Some(seq) = change.sealed {
-            bg.sealed = bg.sealed.max(seq);
-        }
-        self.bg_cv.notify_all();
-        Ok(next)
-    }
-
-    /// A handle left the live set: its counters go into the store-wide totals.
-    fn retire(&self, t: &TableHandle) {
-        let (c, r) = (&t.counters, &self.retired);
-        r.negatives.fetch_add(c.negatives(), Relaxed);
-        r.positives.fetch_add(c.positives(), Relaxed);
-        r.false_positives.fetch_add(c.false_positives(), Relaxed);
-        r.unfiltered_misses
-            .fetch_add(c.unfiltered_misses(), Relaxed);
-        r.block_reads.fetch_add(c.block_reads(), Relaxed);
-        r.bytes_read.fetch_add(c.bytes_read(), Relaxed);
-        r.cache_hits.fetch_add(c.cache_hits(), Relaxed);
-        r.cache_misses.fetch_add(c.cache_misses(), Relaxed);
     }
 }

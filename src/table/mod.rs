@@ -12,6 +12,7 @@
 
 pub mod block;
 pub mod compress;
+pub(crate) mod files;
 mod footer;
 mod index;
 pub mod lz4;
@@ -40,7 +41,7 @@ pub(crate) use self::reader::TableCursor;
 pub(crate) use self::reader::{BlockBytes, ReadAhead};
 /// A store's block cache of its tables' blocks (`src/cache.rs`).
 pub(crate) type BlockCache = crate::cache::BlockCache<BlockBytes>;
-pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part, TableBuilder};
+pub(crate) use self::writer::{encode_part, run_full, OwnedRun, Part};
 pub use self::writer::{write_table, SortedEntries};
 pub use crate::counters::TableCounters;
 use crate::error::{Error, Result};
@@ -287,7 +288,9 @@ mod tests {
     fn the_largest_entry_in_a_split_block() {
         let dir = tempfile::tempdir().unwrap();
         let big_key = vec![b'k'; crate::codec::MAX_KEY_LEN];
-        let big_value: Vec<u8> = (0..crate::codec::MAX_VALUE_LEN).map(|i| (i % 251) as u8).collect();
+        let big_value: Vec<u8> = (0..crate::codec::MAX_VALUE_LEN)
+            .map(|i| (i % 251) as u8)
+            .collect();
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
         keys.extend((0..40).map(|i| [&big_key[..1000], format!("{i:02}").as_bytes()].concat()));
         keys.push(big_key.clone());

@@ -26,10 +26,13 @@ use crate::filename::{filter_path, range_path, table_path};
 use crate::filter::global::{RunId, RunSet};
 use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
+use crate::table::files::TableFiles;
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
 
 mod batch;
+mod set;
 pub(crate) use batch::Batch;
+pub(crate) use set::{SetState, VersionEdit, VersionSet};
 
 /// A live table with its current filter and counters.
 #[derive(Debug)]
@@ -53,6 +56,9 @@ pub(crate) struct TableHandle {
     /// [`prefix8`] of the table's smallest and largest key.
     lo: u64,
     hi: u64,
+    /// The files this handle names (last: dropped after the table and filters close). A
+    /// version holds its tables' files through them (see [`VersionSet::log_and_apply`]).
+    pub files: TableFiles,
 }
 
 pub(crate) use crate::codec::prefix8;
@@ -83,6 +89,7 @@ impl TableHandle {
         filter: Option<Arc<MappedFilter>>,
         record: TableRecord,
         filter_problem: Option<String>,
+        files: TableFiles,
     ) -> TableHandle {
         let (lo, hi) = (prefix8(&table.meta.min_key), prefix8(&table.meta.max_key));
         TableHandle {
@@ -96,6 +103,7 @@ impl TableHandle {
             range_problem: None,
             lo,
             hi,
+            files,
         }
     }
 
@@ -109,12 +117,13 @@ impl TableHandle {
         self.run.store(run.index() as u8, Ordering::Release);
     }
 
-    /// Opens the table and filter files `record` names, the table's blocks cached in
-    /// `cache` when given. A filter that fails to open or check is left out (the table is
-    /// read without it) and the reason kept in `filter_problem`.
+    /// Opens the table and filter files `record` names (held through `files`), the
+    /// table's blocks cached in `cache` when given. A filter that fails to open or check is
+    /// left out (the table is read without it) and the reason kept in `filter_problem`.
     pub(crate) fn open(
         dir: &Path,
         record: TableRecord,
+        files: TableFiles,
         mmap_reads: bool,
         cache: Option<&Arc<BlockCache>>,
     ) -> Result<TableHandle> {
@@ -157,7 +166,7 @@ impl TableHandle {
             },
         };
         Ok(
-            TableHandle::new(table, filter, record, filter_problem)
+            TableHandle::new(table, filter, record, filter_problem, files)
                 .with_range(range, range_problem),
         )
     }
@@ -183,6 +192,7 @@ impl TableHandle {
             self.filter.clone(),
             record,
             self.filter_problem.clone(),
+            self.files.clone(),
         )
         .with_range(self.range.clone(), self.range_problem.clone())
     }

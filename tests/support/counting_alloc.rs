@@ -1,5 +1,5 @@
 //! A global allocator that forwards to the system's and counts live heap bytes and their
-//! peak. Shared by `tests/compaction_memory.rs` and `examples/memory_profile.rs` through
+//! peak. Shared by `tests/compaction_memory.rs` and `tools/src/bin/memory_profile.rs` through
 //! `#[path]`; each binary installs it with
 //! `#[global_allocator] static A: counting_alloc::Counting = counting_alloc::Counting;`.
 

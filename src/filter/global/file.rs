@@ -19,13 +19,20 @@ use super::table::Codec;
 use super::{fixed, GlobalFilter, Layout, RunId, LEVELS, MAX_RUNS};
 use crate::codec::{le_u32, le_u64, Cursor};
 use crate::error::{Error, Result};
+use crate::filter::header::{check_body, check_head, Frame, HEADER_LEN};
 use crate::hash::{HASH_SEED, HASH_XXH3_64};
+
+/// A global filter's frame (`filter/header.rs`).
+const FRAME: Frame = Frame {
+    magic: GLOBAL_MAGIC,
+    block: "global filter",
+    name: "global filter",
+};
 
 /// Magic at the start of a global filter's bytes.
 pub const GLOBAL_MAGIC: [u8; 4] = *b"FSGF";
 /// The format version written.
 pub const GLOBAL_VERSION: u8 = 1;
-const HEADER_LEN: usize = 64;
 const LAYOUT_FIXED16: u8 = 1;
 const LAYOUT_CODED: u8 = 2;
 
@@ -41,9 +48,7 @@ mod off {
     pub(super) const ENTRIES: usize = 32;
     pub(super) const STASHED: usize = 40;
     pub(super) const RESERVED2: usize = 44;
-    pub(super) const BODY_LEN: usize = 48;
-    pub(super) const BODY_CRC: usize = 56;
-    pub(super) const HEADER_CRC: usize = 60;
+    // 48..64: body length, body CRC, header CRC (`filter/header.rs`).
 }
 
 /// Bytes of the table words written per chunk.
@@ -133,28 +138,7 @@ impl GlobalFilter {
     /// A filter from its bytes, and the tag they were written with. Checks everything (see
     /// the module documentation); any failure is a corruption error at the offending offset.
     pub fn decode(bytes: &[u8]) -> Result<(GlobalFilter, u64)> {
-        let head = bytes.get(..HEADER_LEN).ok_or_else(|| {
-            Error::corrupt(
-                0,
-                format!(
-                    "global filter of {} bytes is shorter than its 64-byte header",
-                    bytes.len()
-                ),
-            )
-        })?;
-        if head[..4] != GLOBAL_MAGIC {
-            return Err(Error::corrupt(0, "bad global filter magic"));
-        }
-        let stored = le_u32(head, off::HEADER_CRC);
-        let crc = crc32fast::hash(&head[..off::HEADER_CRC]);
-        if stored != crc {
-            return Err(Error::checksum(
-                off::HEADER_CRC as u64,
-                "global filter header",
-                stored,
-                crc,
-            ));
-        }
+        let head = check_head(bytes, &FRAME)?;
         if head[off::VERSION] != GLOBAL_VERSION {
             return Err(Error::corrupt(
                 off::VERSION as u64,
@@ -184,27 +168,7 @@ impl GlobalFilter {
         let tag = le_u64(head, off::TAG);
         let entries = le_u64(head, off::ENTRIES);
         let stashed = le_u32(head, off::STASHED) as usize;
-        let body_len = le_u64(head, off::BODY_LEN);
-        let body = &bytes[HEADER_LEN..];
-        if body_len != body.len() as u64 {
-            return Err(Error::corrupt(
-                off::BODY_LEN as u64,
-                format!(
-                    "body length {body_len} but {} bytes follow the header",
-                    body.len()
-                ),
-            ));
-        }
-        let stored = le_u32(head, off::BODY_CRC);
-        let crc = crc32fast::hash(body);
-        if stored != crc {
-            return Err(Error::checksum(
-                HEADER_LEN as u64,
-                "global filter body",
-                stored,
-                crc,
-            ));
-        }
+        let body = check_body(bytes, &FRAME)?;
         let mut c = Cursor::new(body, HEADER_LEN as u64);
         let layout = match head[off::LAYOUT] {
             LAYOUT_FIXED16 => {

@@ -7,8 +7,8 @@ use super::{
     FIT, HEADER_LEN, KIND_GRAFITE, MAX_BITS_PER_KEY, MAX_WINDOW, MIN_BITS_PER_KEY, RANGE_VERSION,
     SAMPLE_LOG2,
 };
-use crate::error::{Error, Result};
 use crate::codec::MAX_KEY_LEN;
+use crate::error::{Error, Result};
 
 /// Keys per chunk of the first pass (a fixed size: the work split never depends on the
 /// thread count, and neither do the bytes).

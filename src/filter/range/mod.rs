@@ -43,10 +43,11 @@ mod select;
 pub use build::{build, RangeFilterBuilder};
 pub use read::RangeFilter;
 
+use crate::codec::MAX_KEY_LEN;
 use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};
+use crate::filter::header::{check_body, check_head, Frame};
 use crate::hash::fastrange;
-use crate::codec::MAX_KEY_LEN;
 
 /// Magic at the start of every range filter block.
 pub const RANGE_MAGIC: [u8; 4] = *b"FSRF";
@@ -55,7 +56,14 @@ pub const RANGE_VERSION: u8 = 1;
 /// The kind tag of the design above (Grafite over key windows). Tags are never reused.
 pub const KIND_GRAFITE: u8 = 1;
 /// Size of the block header; the body starts here.
-pub const HEADER_LEN: usize = 64;
+pub const HEADER_LEN: usize = crate::filter::header::HEADER_LEN;
+
+/// A range filter block's frame (`filter/header.rs`).
+const FRAME: Frame = Frame {
+    magic: RANGE_MAGIC,
+    block: "range filter block",
+    name: "range filter",
+};
 /// The widest window, in bytes: the part of a key after the common prefix that the filter sees.
 pub const MAX_WINDOW: usize = 16;
 /// log2 of the buckets between two select samples, as builders write it.
@@ -97,9 +105,9 @@ mod off {
     pub(super) const STORED: usize = 24;
     pub(super) const UNIVERSE: usize = 32;
     pub(super) const SEED: usize = 40;
-    pub(super) const BODY_LEN: usize = 48;
-    pub(super) const BODY_CRC: usize = 56;
-    pub(super) const HEADER_CRC: usize = 60;
+    pub(super) const BODY_LEN: usize = crate::filter::header::BODY_LEN;
+    pub(super) const BODY_CRC: usize = crate::filter::header::BODY_CRC;
+    pub(super) const HEADER_CRC: usize = crate::filter::header::HEADER_CRC;
 }
 
 /// The decoded, checked header of a range filter block.
@@ -156,28 +164,7 @@ impl RangeHeader {
     /// Decodes and checks a header against the block it starts (magic, CRCs, fields, the
     /// body's length). Offsets in errors are relative to the start of `bytes`.
     fn decode(bytes: &[u8]) -> Result<RangeHeader> {
-        let head = bytes.get(..HEADER_LEN).ok_or_else(|| {
-            Error::corrupt(
-                0,
-                format!(
-                    "range filter block of {} bytes is shorter than its 64-byte header",
-                    bytes.len()
-                ),
-            )
-        })?;
-        if head[..off::VERSION] != RANGE_MAGIC {
-            return Err(Error::corrupt(0, "bad range filter magic"));
-        }
-        let stored_crc = le_u32(head, off::HEADER_CRC);
-        let crc = crc32fast::hash(&head[..off::HEADER_CRC]);
-        if stored_crc != crc {
-            return Err(Error::checksum(
-                off::HEADER_CRC as u64,
-                "range filter header",
-                stored_crc,
-                crc,
-            ));
-        }
+        let head = check_head(bytes, &FRAME)?;
         let bad = |at: usize, why: String| Err(Error::corrupt(at as u64, why));
         let h = RangeHeader {
             version: head[off::VERSION],
@@ -238,27 +225,7 @@ impl RangeHeader {
                 ),
             );
         }
-        let avail = (bytes.len() - HEADER_LEN) as u64;
-        if h.body_len != avail {
-            return bad(
-                off::BODY_LEN,
-                format!(
-                    "range filter body length {} but {avail} bytes follow the header",
-                    h.body_len
-                ),
-            );
-        }
-        let body = &bytes[HEADER_LEN..];
-        let body_crc = le_u32(head, off::BODY_CRC);
-        let crc = crc32fast::hash(body);
-        if body_crc != crc {
-            return Err(Error::checksum(
-                HEADER_LEN as u64,
-                "range filter body",
-                body_crc,
-                crc,
-            ));
-        }
+        check_body(bytes, &FRAME)?;
         Ok(h)
     }
 }
