@@ -132,6 +132,11 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         self.stepped.then_some(self.last.as_slice())
     }
 
+    /// The range: start and end (as moved by [`seek`](Self::seek)).
+    pub(crate) fn bounds(&self) -> (&Bound<Vec<u8>>, &Bound<Vec<u8>>) {
+        (&self.start, &self.end)
+    }
+
     /// The sources that held the key last handed out (numbers in the order given), the one
     /// whose version was handed out first.
     pub(crate) fn held(&self) -> &[u32] {

@@ -14,6 +14,8 @@ use common::{NoSyncFs, Rng};
 use filterstore::{Compression, Options, Scan, Store, WriteBatch};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+/// What a scan must still yield, front to back.
+type Items = VecDeque<(Vec<u8>, Vec<u8>)>;
 
 fn opts(compression: Compression, cache: usize, mmap_reads: bool) -> Options {
     Options {
@@ -66,13 +68,7 @@ fn empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
 
 /// Reads `scan` to its end, each step from the front or the back as `rng` says (`back`: the
 /// chance in 4 of a step from the back; 4: backward only), against the model's range `want`.
-fn drain(
-    scan: &mut Scan,
-    mut want: VecDeque<(Vec<u8>, Vec<u8>)>,
-    rng: &mut Rng,
-    back: u64,
-    what: &str,
-) {
+fn drain(scan: &mut Scan, mut want: Items, rng: &mut Rng, back: u64, what: &str) {
     loop {
         let from_back = rng.below(4) < back;
         let (got, expect) = if from_back {
@@ -130,7 +126,7 @@ fn reverse_scans_agree_with_the_model() {
             let mut store = Store::open(dir.path(), o()).unwrap();
             let mut rng = Rng::new(cache as u64 + mmap_reads as u64);
             let mut model = Model::new();
-            let mut held: Option<(Scan, VecDeque<(Vec<u8>, Vec<u8>)>)> = None;
+            let mut held: Option<(Scan, Items)> = None;
             for step in 0..1500 {
                 match rng.below(100) {
                     0..=54 => {

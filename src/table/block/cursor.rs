@@ -47,6 +47,10 @@ pub struct BlockCursor<B> {
     back: Back,
 }
 
+/// Where an entry's key ends in [`Back::keys`], its value's place in the block (`None`: a
+/// tombstone), and the offset of the entry after it.
+type BackEntry = (usize, Option<(usize, usize)>, usize);
+
 /// One restart interval's entries, decoded forward for a backward walk.
 #[derive(Debug, Default)]
 struct Back {
@@ -54,7 +58,7 @@ struct Back {
     keys: Vec<u8>,
     /// Per entry: where its key ends in `keys`, its value's place in the block, and the
     /// offset of the entry after it.
-    entries: Vec<(usize, Option<(usize, usize)>, usize)>,
+    entries: Vec<BackEntry>,
     /// The restart interval held.
     restart: usize,
     /// The current entry of `entries`.
