@@ -105,6 +105,8 @@ pub fn wal(data: &[u8]) -> bool {
         }
         // At most the file's length: a record cut inside its batch needs bytes at the end.
         Err(Error::Corruption { offset, .. }) if offset <= n => false,
+        // A reserved op code or a keyspace other than 0 (log version 3): refused where it is.
+        Err(Error::Unsupported { offset, .. }) if offset < n => false,
         Err(e) => panic!("a {n}-byte log: not a corruption inside it: {e:?}"),
     }
 }

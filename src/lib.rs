@@ -80,7 +80,8 @@ pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
-    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Stats, Store, SyncPolicy, TableStats,
+    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
+    Store, SyncPolicy, TableStats,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -116,11 +116,17 @@ pub struct Manifest {
     /// (where the round-robin choice of the next one resumes); absent levels start at the
     /// beginning.
     pub cursors: Vec<(u32, Vec<u8>)>,
+    /// The store's last commit sequence number when this manifest was written (store
+    /// property 2; 0, and the property absent, before any write): no batch committed after
+    /// it has a smaller one, and reopening never hands out one at or below it.
+    pub last_seq: u64,
 }
 
 /// Store property tag: the filter policy (`| kind u8 | allocation u8 | value f64 |`).
 /// Tags are never reused; a reader refuses one it does not know.
 const PROP_FILTER_POLICY: u64 = 1;
+/// Store property tag: the last commit sequence number (`| seq u64 |`), written when not 0.
+const PROP_LAST_SEQ: u64 = 2;
 /// Table property tag: the table's range filter (`| file varint | bits_per_key f64 |`).
 const PROP_RANGE_FILTER: u64 = 1;
 /// `allocation` byte of the filter policy: every table at the rate `value`.
@@ -243,6 +249,23 @@ fn decode_range(mut c: Cursor) -> Result<RangeRecord> {
     Ok(RangeRecord { file, bits_per_key })
 }
 
+/// The last commit sequence number (store property 2): 8 bytes, not 0 (a manifest without
+/// a sequence leaves the property out, so each manifest has one encoding).
+fn decode_last_seq(mut c: Cursor) -> Result<u64> {
+    let at = c.offset();
+    let seq = c.u64("last sequence number")?;
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in the last sequence number"));
+    }
+    if seq == 0 {
+        return Err(Error::corrupt(
+            at,
+            "last sequence number 0 (written only when not 0)",
+        ));
+    }
+    Ok(seq)
+}
+
 impl Manifest {
     /// Serialises the manifest (always as the current version).
     pub fn encode(&self) -> Vec<u8> {
@@ -280,8 +303,11 @@ impl Manifest {
             put_varint(&mut b, key.len() as u64);
             b.extend_from_slice(key);
         }
-        put_varint(&mut b, 1);
+        put_varint(&mut b, 1 + u64::from(self.last_seq != 0));
         put_tagged(&mut b, PROP_FILTER_POLICY, &encode_policy(&self.policy));
+        if self.last_seq != 0 {
+            put_tagged(&mut b, PROP_LAST_SEQ, &self.last_seq.to_le_bytes());
+        }
         let mut out = Vec::with_capacity(16 + b.len());
         out.extend_from_slice(&MANIFEST_MAGIC);
         out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
@@ -403,11 +429,13 @@ impl Manifest {
             }
         }
         let mut policy = old_policy;
+        let mut last_seq = 0;
         let properties_at = c.offset();
         if version >= 3 {
             for p in read_tagged(&mut c, body.len(), "store properties")? {
                 match p.tag {
                     PROP_FILTER_POLICY => policy = Some(decode_policy(p.payload)?),
+                    PROP_LAST_SEQ => last_seq = decode_last_seq(p.payload)?,
                     _ => return Err(unknown_tag(&p, "store property")),
                 }
             }
@@ -424,6 +452,7 @@ impl Manifest {
             policy,
             tables,
             cursors,
+            last_seq,
         })
     }
 
@@ -557,11 +586,11 @@ mod tests {
     #[test]
     fn unknown_tags_are_refused_where_they_stand() {
         // A store property this version does not know, after the policy: at its offset.
-        let body = body_v3(&[], &[(1, &monkey10()), (2, b"xyz")]);
+        let body = body_v3(&[], &[(1, &monkey10()), (3, b"xyz")]);
         let at = 16 + body.len() - 5;
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 2"),
+            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 3"),
             "{e}"
         );
         // A table property this version does not know (tag 1 is the range filter).
@@ -574,6 +603,26 @@ mod tests {
         // A newer manifest version is refused outright.
         let e = err_of(&framed(4, &body_v3(&[], &[(1, &monkey10())])));
         assert!(e.contains("unsupported manifest version 4"), "{e}");
+    }
+
+    /// Store property 2 is the last commit sequence number: 8 bytes, left out when 0 (so an
+    /// older manifest re-encodes byte for byte), refused when 0, short or long.
+    #[test]
+    fn the_last_sequence_number_is_store_property_2() {
+        let seq = 0x0102_0304_0506_0708u64.to_le_bytes();
+        let bytes = framed(3, &body_v3(&[], &[(1, &monkey10()), (2, &seq)]));
+        let m = Manifest::decode(&bytes).unwrap();
+        assert_eq!(m.last_seq, 0x0102_0304_0506_0708);
+        assert_eq!(m.encode(), bytes, "the encoder writes the same bytes");
+        let without = framed(3, &body_v3(&[], &[(1, &monkey10())]));
+        let m = Manifest::decode(&without).unwrap();
+        assert_eq!(m.last_seq, 0);
+        assert_eq!(m.encode(), without);
+        for bad in [&[0u8; 8][..], &seq[..7], &[1, 0, 0, 0, 0, 0, 0, 0, 0][..]] {
+            let body = body_v3(&[], &[(1, &monkey10()), (2, bad)]);
+            let e = err_of(&framed(3, &body));
+            assert!(e.contains("last sequence number"), "{bad:?}: {e}");
+        }
     }
 
     fn range_bytes(file: u8, bits: f64) -> Vec<u8> {

@@ -91,6 +91,26 @@ impl MemSource {
         Self::first_fill(MemRef::Frozen(mem), cursor, &m)
     }
 
+    /// A source over `mem` (held as in [`live`](Self::live)) as it was when writes had
+    /// reached arena position `snap`: a snapshot's (`store/snapshot.rs`).
+    pub(crate) fn live_at(
+        mem: &Memtable,
+        start: Bound<&[u8]>,
+        snap: u64,
+        live: Arc<dyn LiveMemtable>,
+    ) -> Self {
+        let cursor = mem.cursor_at(start, snap, true);
+        Self::first_fill(MemRef::Live(live), cursor, mem)
+    }
+
+    /// A source over a memtable that takes no more writes, as it was at position `snap`.
+    /// Its [`back`](Self::back) reads as of the same position.
+    pub(crate) fn frozen_at(mem: Arc<Memtable>, start: Bound<&[u8]>, snap: u64) -> Self {
+        let cursor = mem.cursor_at(start, snap, false);
+        let m = mem.clone();
+        Self::first_fill(MemRef::Frozen(mem), cursor, &m)
+    }
+
     fn first_fill(mem: MemRef, mut cursor: MemCursor, m: &Memtable) -> Self {
         let mut buf = EntryBuf::default();
         let more = cursor.fill(m, &mut buf, FIRST_FILL);

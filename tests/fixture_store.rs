@@ -1,12 +1,15 @@
 //! Checked-in store directories must keep decoding to the same contents: if the readers of
-//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v8/`
-//! is what the current code writes (manifest version 3: the store's filter policy, Monkey's
-//! allocation of cuckoo filters, among its tagged properties, and each table's range filter
+//! the WAL, table, filter or manifest layout drift, this test fails. `tests/fixtures/store-v9/`
+//! is what the current code writes (a version 3 log: a commit sequence number per record, a
+//! keyspace id per op; manifest version 3: the store's filter policy, Monkey's
+//! allocation of cuckoo filters, and the last commit sequence number among its tagged
+//! properties, and each table's range filter
 //! file (`NNNNNN.range`, 16 bits per key) as table property 1; the older table in L1, the
 //! newer in L0; table format version 4: a codec byte after every data block, blocks stored
 //! as LZ4 blocks of their split form (codec 3) where that saves an eighth, a restart point
 //! at every index entry). The older fixtures hold the same store as written before, and must
-//! still open: `store-v7/` (LZ4 blocks of the block as it is, codec 1), and, keeping the policy
+//! still open: `store-v8/` (a version 2 log, no sequence number in the manifest),
+//! `store-v7/` (also LZ4 blocks of the block as it is, codec 1), and, keeping the policy
 //! they had (uniform at their recorded kind and rate) and no range filters: `store-v6/`
 //! (no table properties), `store-v5/` (manifest version 2),
 //! `store-v4/` (also table format 3: no codec bytes, page-aligned blocks), `store-v3/` (also
@@ -38,7 +41,7 @@ fn fixture_dir(n: u32) -> PathBuf {
 }
 
 /// The fixture the current code writes.
-const CURRENT: u32 = 8;
+const CURRENT: u32 = 9;
 
 /// Per fixture: its table format version, the level of its older table, and its manifest
 /// version.
@@ -49,7 +52,7 @@ fn fixture_facts(n: u32) -> (u32, u32, u32) {
         3 => (2, 1, 2),
         4 => (3, 1, 2),
         5 => (4, 1, 2),
-        6 | 7 => (4, 1, 3),
+        6..=8 => (4, 1, 3),
         _ => (
             filterstore::table::TABLE_VERSION,
             1,
@@ -134,7 +137,7 @@ fn checked_in_store_decodes() {
             }
         }
     }
-    for n in [1, 2, 3, 4, 5, 6, 7, CURRENT] {
+    for n in [1, 2, 3, 4, 5, 6, 7, 8, CURRENT] {
         check_fixture(n);
     }
 }
@@ -147,6 +150,20 @@ fn check_fixture(n: u32) {
     assert_eq!(bytes[4..8], manifest_version.to_le_bytes(), "fixture {n}");
     let m = Manifest::decode(&bytes).unwrap();
     assert_eq!(m.policy, fixture_policy(n), "fixture {n}");
+    // From fixture 9 on, the manifest records the last commit sequence number (400 writes
+    // when the last flush wrote it) and the log is version 3 (10 more, numbered 401..=410).
+    assert_eq!(m.last_seq, if n >= 9 { 400 } else { 0 }, "fixture {n}");
+    let log = std::fs::read_dir(fixture())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .unwrap();
+    let wal = std::fs::read(&log).unwrap();
+    assert_eq!(
+        wal[4],
+        if n >= 9 { 3 } else { 2 },
+        "fixture {n}: log version"
+    );
     if manifest_version >= 3 {
         assert_eq!(m.encode(), bytes, "fixture {n} re-encodes byte for byte");
     }
@@ -235,6 +252,9 @@ fn check_fixture(n: u32) {
             ..Options::default()
         };
         let store = Store::open(tmp.path(), opts).unwrap();
+        // Version 2 logs are numbered in replay order after the manifest's number (none).
+        let seq = if n >= 9 { 410 } else { 10 };
+        assert_eq!(store.last_seq(), seq, "fixture {n}");
         for i in 0..310u32 {
             let want = (i >= 300 || i % 3 != 0).then(|| value(i));
             assert_eq!(
@@ -271,12 +291,23 @@ fn check_fixture(n: u32) {
         let bytes = std::fs::read(tmp.path().join("MANIFEST")).unwrap();
         let m = Manifest::decode(&bytes).unwrap();
         assert_eq!(
+            m.last_seq, seq,
+            "fixture {n}: the flush records the sequence"
+        );
+        assert_eq!(
             bytes[4..8],
             filterstore::manifest::MANIFEST_VERSION.to_le_bytes()
         );
         assert_eq!(m.policy, fixture_policy(n), "fixture {n}");
         let store = Store::open(tmp.path(), Options::default()).unwrap();
         assert_eq!(store.recorded_policy(), fixture_policy(n), "fixture {n}");
+        assert_eq!(
+            store.last_seq(),
+            seq,
+            "fixture {n}: no log left, the manifest's"
+        );
+        store.put(b"after", b"reopen").unwrap();
+        assert_eq!(store.last_seq(), seq + 1, "fixture {n}");
     }
     assert!(filterstore::verify::verify_dir(&fixture())
         .unwrap()
@@ -453,4 +484,40 @@ fn a_log_ending_in_reserved_zeros_replays_without_a_torn_tail() {
     torn[120 + 4000] = 1;
     let t = replay_bytes(&torn, |_, _| {}).unwrap().torn_tail.unwrap();
     assert_eq!((t.offset, t.len), (120, 4096));
+}
+
+/// `tests/fixtures/wal-v3-ops.wal` (made from `format.md`, "Write-ahead log", by a script,
+/// not by the writer): records of sequence numbers 5, 6 (a batch of a put and a delete) and
+/// 9, keyspace 0, a value whose length takes a two-byte varint, then 64 reserved zero bytes.
+/// It replays to its ops and its last number, and a store whose log it is goes on from 9.
+#[test]
+fn a_version_3_log_replays_with_its_sequence_numbers() {
+    use filterstore::wal::replay_bytes;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wal-v3-ops.wal");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut ops = Vec::new();
+    let end = replay_bytes(&bytes, |k, v| ops.push((k, v))).unwrap();
+    let op = |k: &str, v: Option<&str>| (k.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec()));
+    let value3 = format!("value-3-{}", "x".repeat(200));
+    assert_eq!(
+        ops,
+        [
+            op("key-1", Some("value-1")),
+            op("key-2", Some("value-2")),
+            op("key-1", None),
+            op("key-3", Some(&value3)),
+        ]
+    );
+    assert_eq!((end.version, end.last_seq, end.records), (3, Some(9), 3));
+    assert_eq!((end.valid_len, end.torn_tail), (329, None));
+    // As a store's log: recovered, numbered from there.
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), Options::default()).unwrap());
+    std::fs::copy(&path, dir.path().join("000099.wal")).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.last_seq(), 9);
+    assert_eq!(store.get(b"key-1").unwrap(), None);
+    assert_eq!(store.get(b"key-3").unwrap(), Some(value3.into_bytes()));
+    store.put(b"key-4", b"v").unwrap();
+    assert_eq!(store.last_seq(), 10);
 }

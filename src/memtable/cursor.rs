@@ -18,6 +18,28 @@ impl Memtable {
     /// an open scan until it is released or dropped, and overwrites keep the versions it
     /// may need. The cursor must only be filled from this memtable.
     pub(crate) fn cursor(&self, start: Bound<&[u8]>, live: bool) -> MemCursor {
+        let snap = if live { self.arena.end_pos() } else { u64::MAX };
+        self.cursor_at(start, snap, live)
+    }
+
+    /// The arena position writes have reached: a snapshot of this moment sees exactly the
+    /// versions below it ([`get_at`](Self::get_at), [`cursor_at`](Self::cursor_at)).
+    pub(crate) fn snapshot_pos(&self) -> u64 {
+        self.arena.end_pos()
+    }
+
+    /// Registers a reader of versions older than the memtable's newest: until the guard is
+    /// dropped, overwrites and deletes link the version they replace (see the module docs).
+    pub(crate) fn reader(&self) -> ReaderGuard {
+        self.readers.fetch_add(1, Relaxed);
+        ReaderGuard(self.readers.clone())
+    }
+
+    /// A cursor over the entries from `start` on as they were when writes had reached
+    /// position `snap` ([`snapshot_pos`](Self::snapshot_pos), taken while a reader was
+    /// registered): keys written later are skipped, versions written later walked back
+    /// from. `live`: the cursor registers as a reader itself.
+    pub(crate) fn cursor_at(&self, start: Bound<&[u8]>, snap: u64, live: bool) -> MemCursor {
         let runs = self.runs();
         let pos = runs
             .iter()
@@ -27,22 +49,19 @@ impl Memtable {
                 Bound::Unbounded => 0,
             })
             .collect();
-        let reader = live.then(|| {
-            self.readers.fetch_add(1, Relaxed);
-            ReaderGuard(self.readers.clone())
-        });
         MemCursor {
             runs,
             pos,
-            snap: if live { self.arena.end_pos() } else { u64::MAX },
-            reader,
+            snap,
+            reader: live.then(|| self.reader()),
             rev: false,
         }
     }
 }
 
+/// A registered reader of a memtable (see [`Memtable::reader`]).
 #[derive(Debug)]
-struct ReaderGuard(Arc<AtomicUsize>);
+pub(crate) struct ReaderGuard(Arc<AtomicUsize>);
 
 impl Drop for ReaderGuard {
     fn drop(&mut self) {
@@ -140,6 +159,10 @@ impl MemCursor {
                 self.pos[r] += 1;
             }
             let s = &mem.slots[slot as usize];
+            if s.key_at >= self.snap {
+                // Written after the snapshot (a cursor of a snapshot taken before it).
+                continue;
+            }
             let (mut at, mut vlen) = (s.val_at, s.vlen);
             // Back to the newest version written before the snapshot. Every version this
             // cursor may need is linked: overwrites link while `reader` is held.

@@ -31,7 +31,12 @@
 //! overwrite or delete replaces the slot's value in place; while any scan of this memtable
 //! is open (`readers`), it first appends a 12-byte link to the version it replaces, so the
 //! scan walks back from a newer version to the one it must see. With no scan open nothing is
-//! kept: a scan started later sees the newer version anyway.
+//! kept: a scan started later sees the newer version anyway. A store snapshot registers as
+//! a reader and keeps a position ([`snapshot_pos`](Memtable::snapshot_pos)); its scans'
+//! cursors (`cursor_at`) are made later, from runs that may hold keys written after it, and
+//! skip every key whose first write lies at or past the position. A backward cursor
+//! ([`MemCursor::back`]) shares its forward one's runs and position, so a scan reads the
+//! same snapshot from either end.
 //!
 //! Why not a skip list (RocksDB's and fjall's memtable, with a sequence number in every
 //! key): its insert walks a tower of pointers, a cache miss per level, and its get a search
@@ -57,7 +62,7 @@ use crate::hash::key_hash;
 use crate::table::SortedEntries;
 
 use arena::Arena;
-pub(crate) use cursor::{EntryBuf, MemCursor};
+pub(crate) use cursor::{EntryBuf, MemCursor, ReaderGuard};
 use order::{Order, Run};
 
 /// Value length (the low 31 bits of `vlen`) of a tombstone.
@@ -229,6 +234,27 @@ impl Memtable {
             s.hash == hash && self.key(s) == key
         })?;
         Some(self.value(&self.slots[*i as usize]))
+    }
+
+    /// The entry for `key` as it was when writes had reached arena position `snap` (a
+    /// [`snapshot_pos`](Self::snapshot_pos) taken while a [`reader`](Self::reader) was
+    /// registered, so every version it may need is linked): `None` when the key was written
+    /// only later, or not at all.
+    pub(crate) fn get_at(&self, key: &[u8], hash: u64, snap: u64) -> Option<Option<&[u8]>> {
+        let i = self.index.find(hash, |&i| {
+            let s = &self.slots[i as usize];
+            s.hash == hash && self.key(s) == key
+        })?;
+        let s = &self.slots[*i as usize];
+        if s.key_at >= snap {
+            return None;
+        }
+        let (mut at, mut vlen) = (s.val_at, s.vlen);
+        while at >= snap && vlen & OLDER != 0 {
+            (at, vlen) = self.older(at);
+        }
+        // A version the snapshot needs that was not linked: a bug, never a wrong value.
+        (at < snap).then(|| self.version(at, vlen))
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the

@@ -263,7 +263,11 @@ impl Repair<'_> {
                 self.lose(&p)?;
             }
         }
-        let log_number = self.logs(files, old.as_ref().map_or(0, |m| m.log_number))?;
+        let (log_number, last_seq) = self.logs(
+            files,
+            old.as_ref().map_or(0, |m| m.log_number),
+            old.as_ref().map_or(0, |m| m.last_seq),
+        )?;
         let counters = FileName::Counters.path(dir);
         if counters.exists() {
             if let Err(e) = crate::lifetime::load(dir) {
@@ -292,6 +296,7 @@ impl Repair<'_> {
             policy,
             tables,
             cursors,
+            last_seq,
         };
         if manifest_path.exists() {
             self.lose(&manifest_path)?;

@@ -27,6 +27,11 @@
 //! - **Visibility.** The memtable inserts happen after the log write (and fsync), under one
 //!   state lock, in log order: a `get` running while a group's fsync is in flight does not
 //!   see the group's writes, and once it sees one it is durable (LevelDB's order).
+//! - **Sequence numbers.** The leader numbers the group's records under the writer lock, in
+//!   log order, from the store's last commit sequence number (a queued writer's record,
+//!   encoded before its turn, gets its number and CRCs then: `wal::stamp_seqs`), and raises
+//!   the state's `seq` with the memtable inserts: a snapshot sees exactly the writes numbered
+//!   up to the `seq` it takes under the same lock.
 //! - **Hand-over.** The queue's front yields its core in a loop, watching the lead, instead
 //!   of parking at once: the lead passes to it as soon as the leader before it is done,
 //!   without a wake-up (a futex wake and a scheduler round trip, tens of microseconds on an
@@ -185,7 +190,8 @@ impl Inner {
             return self.lead(Own::Ops(ops), None, bytes, record_len);
         }
         let mut record = Vec::with_capacity(record_len);
-        wal::encode_record(&mut record, ops.len(), ops.iter().copied())?;
+        // Numbered by the leader that takes it into its group.
+        wal::encode_record(&mut record, 0, ops.len(), ops.iter().copied())?;
         let ticket = {
             let mut q = c.lock();
             let t = q.next;
@@ -269,7 +275,7 @@ impl Inner {
             }
             c.waiting.store(q.pending.len(), SeqCst);
         }
-        let r = room.and_then(|()| self.write_group(w, own, own_bytes, &group.taken));
+        let r = room.and_then(|()| self.write_group(w, own, own_bytes, &mut group.taken));
         drop(guard);
         let writes = group.taken.len() + usize::from(matches!(own, Own::Ops(_)));
         group.finish(&r, writes);
@@ -283,22 +289,22 @@ impl Inner {
         w: &mut Writer,
         own: Own<'_>,
         own_bytes: usize,
-        taken: &[Waiter],
+        taken: &mut [Waiter],
     ) -> Result<()> {
         // The queued records are this process's own encoding; one that does not decode is a
         // bug, reported before anything is written.
-        for t in taken {
+        for t in taken.iter() {
             wal::for_each_op(&t.record, |_, _| {}).map_err(|e| {
                 Error::Internal(format!("a queued write's log record does not decode: {e}"))
             })?;
         }
         let followers = match own {
-            Own::Ops(_) => taken,
+            Own::Ops(_) => &*taken,
             Own::Queued => taken.get(1..).unwrap_or_default(),
         };
+        let follower_bytes = followers.iter().map(|t| t.bytes).sum();
         if !followers.is_empty() {
-            let bytes = followers.iter().map(|t| t.bytes).sum();
-            self.owe_slowdown(w, bytes);
+            self.owe_slowdown(w, follower_bytes);
         }
         if w.wal.is_none() {
             let r = self.new_log(w);
@@ -311,9 +317,20 @@ impl Inner {
             group,
             ..
         } = w;
+        // The group's sequence numbers, in log order: the leader's own record first.
+        let first = self.last_seq.load(SeqCst) + 1;
+        let mut last = first - 1;
         if let Own::Ops(ops) = own {
-            wal::encode_record(record, ops.len(), ops.iter().copied())?;
+            wal::encode_record(record, first, ops.len(), ops.iter().copied())?;
+            last = first;
         }
+        for t in taken.iter_mut() {
+            last = wal::stamp_seqs(&mut t.record, last + 1);
+        }
+        // Handed out, written or not: a failed write poisons the store, and a record that
+        // reached the disk keeps its number at the next open.
+        self.last_seq.store(last, SeqCst);
+        let taken = &*taken;
         // One record as it is, or every record of the group one after another.
         let out: &[u8] = match (own, taken) {
             (Own::Ops(_), []) => record,
@@ -343,7 +360,7 @@ impl Inner {
             self.poison_on_err(r)?;
             *wal_dir_synced = true;
         }
-        let user_bytes = own_bytes + followers.iter().map(|t| t.bytes).sum::<usize>();
+        let user_bytes = own_bytes + follower_bytes;
         let c = &self.counters;
         c.wal_bytes.fetch_add(out.len() as u64, Relaxed);
         c.user_bytes.fetch_add(user_bytes as u64, Relaxed);
@@ -357,6 +374,7 @@ impl Inner {
             // Decoded above: cannot fail.
             wal::for_each_op(&t.record, |k, v| st.mem.insert(k, v))?;
         }
+        st.seq = last;
         Ok(())
     }
 }

@@ -21,10 +21,12 @@ mod commit;
 mod compact;
 mod filters;
 mod global;
+mod live;
 mod open;
 mod options;
 mod ranges;
 mod read;
+mod snapshot;
 mod stats;
 mod worker;
 mod write;
@@ -51,13 +53,15 @@ use crate::version::{SetState, Version, VersionEdit, VersionSet};
 use crate::wal::WalWriter;
 
 pub use self::filters::Rebalanced;
+pub use self::live::prefix_successor;
 pub(crate) use self::open::lock_dir;
 pub use self::open::{stored_default_filter, stored_policy};
 pub use self::options::{
     default_policy, Options, SyncPolicy, DEFAULT_FILTER, DEFAULT_FPR, DEFAULT_RANGE_BITS,
     IDLE_DRAIN_PROBES,
 };
-pub use self::read::{prefix_successor, PinnedReader, Reader, Scan};
+pub use self::read::{PinnedReader, Reader, Scan};
+pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
@@ -81,6 +85,9 @@ pub(crate) struct State {
     mem_frozen: Arc<OnceLock<Arc<Memtable>>>,
     imm: Option<Arc<Imm>>,
     current: Arc<Version>,
+    /// The commit sequence number of the last write in the memtables (`commit.rs`): a
+    /// snapshot taken under this lock sees exactly the writes numbered up to it.
+    seq: u64,
 }
 
 /// The write path's own state, under `Inner::writer`.
@@ -148,6 +155,12 @@ pub(crate) struct Inner {
     writer: Mutex<Writer>,
     /// Writers waiting for the writer lock, committed in groups (`commit.rs`).
     commit: commit::CommitQueue,
+    /// The last commit sequence number handed out (by the commit leader, under the writer
+    /// lock; raised at open above every one the manifest and the logs hold). Every manifest
+    /// records it, so numbers never go backwards, even once every log is removed.
+    last_seq: AtomicU64,
+    /// The open snapshots (`snapshot.rs`).
+    snapshots: snapshot::Registry,
     /// The table set (`version/set.rs`): the one way tables join and leave.
     versions: VersionSet,
     /// Held by whoever compacts or refilters: one at a time.
@@ -335,7 +348,10 @@ impl Inner {
         edit: VersionEdit,
         also: impl FnOnce(&mut State),
     ) -> Result<Arc<Version>> {
-        let r = self.versions.log_and_apply(edit, |next| {
+        // The manifest records the commit sequence reached so far: every record of a log it
+        // lets go of was numbered before this load.
+        let last_seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
+        let r = self.versions.log_and_apply(edit, last_seq, |next| {
             let mut st = self.state_mut();
             st.current = next.clone();
             also(&mut st);

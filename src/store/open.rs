@@ -133,6 +133,7 @@ impl Store {
                     policy,
                     tables: Vec::new(),
                     cursors: Vec::new(),
+                    last_seq: 0,
                 };
                 m.store(&*fs, &dir)?;
                 m
@@ -170,12 +171,19 @@ impl Store {
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
         let mut dropped_at_open = Vec::new();
+        // The last commit sequence number: the manifest's, raised by the logs' records
+        // (version 3 records carry theirs; version 2 records are numbered in replay order).
+        let mut seq = manifest.last_seq;
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
                 let end = replay_file(&path, |k, v| {
                     mem.insert(&k, v.as_deref());
                 })?;
+                seq = match end.last_seq {
+                    Some(last) => seq.max(last),
+                    None => seq.saturating_add(end.records),
+                };
                 if let Some(tail) = end.torn_tail {
                     dropped_at_open.push(Warning::torn_tail(path, tail));
                 }
@@ -235,9 +243,12 @@ impl Store {
                 mem_frozen: Arc::default(),
                 imm: None,
                 current: version,
+                seq,
             })),
             epoch: AtomicU64::new(0),
             commit: Default::default(),
+            last_seq: AtomicU64::new(seq),
+            snapshots: Default::default(),
             writer: Mutex::new(Writer {
                 wal: None,
                 wal_number: 0,
@@ -265,7 +276,7 @@ impl Store {
             dropped_at_open,
             opts,
         });
-        inner.recover(mem, &replayed)?;
+        inner.recover(mem, &replayed, seq > manifest.last_seq)?;
         let threads = worker::spawn(&inner)?;
         inner.want_compaction();
         Ok(Store { inner, threads })
@@ -273,10 +284,14 @@ impl Store {
 }
 
 impl Inner {
-    /// Puts what the logs held back into the store (see [`Store::open`]).
-    fn recover(&self, mem: Memtable, replayed: &[u64]) -> Result<()> {
+    /// Puts what the logs held back into the store (see [`Store::open`]). `seq_moved`: the
+    /// logs raised the last commit sequence number above the manifest's.
+    fn recover(&self, mem: Memtable, replayed: &[u64], seq_moved: bool) -> Result<()> {
         if mem.is_empty() {
-            // The logs held no record: nothing to keep.
+            // The logs held no write: nothing to keep but their sequence numbers.
+            if seq_moved {
+                self.log_and_apply(VersionEdit::default())?;
+            }
             for &n in replayed {
                 let _ = self.fs.remove(&wal_path(&self.dir, n));
             }
@@ -302,6 +317,9 @@ impl Inner {
         let mut wal = WalWriter::create(&*self.fs, &wal_path(&self.dir, n))?;
         wal.set_buffered(self.opts.sync == SyncPolicy::Buffered);
         let mut record = Vec::new();
+        // Each record holds the recovered writes' last state of some keys: all carry the last
+        // sequence number recovered.
+        let seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
         let sorted = mem.sorted();
         let mut at = 0;
         use crate::table::SortedEntries;
@@ -314,7 +332,8 @@ impl Inner {
                 bytes += k.len() + v.map_or(0, <[u8]>::len);
                 end += 1;
             }
-            crate::wal::encode_record(&mut record, end - at, (at..end).map(|i| sorted.entry(i)))?;
+            let entries = (at..end).map(|i| sorted.entry(i));
+            crate::wal::encode_record(&mut record, seq, end - at, entries)?;
             wal.append(&record, false)?;
             at = end;
         }

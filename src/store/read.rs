@@ -4,14 +4,14 @@
 use std::cell::RefCell;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
 
-use super::{Inner, State, Store};
+use super::live::{prefix_successor, range_is_empty, LiveMem};
+use super::{Inner, Store};
 use crate::error::Result;
 use crate::hash::key_hash;
-use crate::memtable::Memtable;
 pub use crate::scan::Scan;
-use crate::scan::{LiveMemtable, MemSource, ScanInput};
+use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
 
 impl Store {
@@ -85,55 +85,47 @@ impl Store {
         }
     }
 
-    /// A read-only reader pinned to the store's tables as they are now: the memtables are
-    /// flushed first when they hold entries (so every write that completed before this call
-    /// is seen), then the table set is taken once and kept. Lookups see exactly that set:
-    /// later writes, flushes and compactions are not seen (the pinned tables stay readable
-    /// until the reader is dropped). Meant for stores that are no longer written, such as
-    /// the hyphenation dictionary: a lookup takes no lock and makes no check of the store's
-    /// state, and a store of one table (a dictionary after its flush) is asked directly,
-    /// its filter first. A filter's "maybe" still reads the table's block (through the block
-    /// cache), and every lookup is counted in [`Stats`](super::Stats) as a [`get`](Self::get)
-    /// would be.
+    /// A read-only reader pinned to the store as it is now: a [`Snapshot`](super::Snapshot)
+    /// with a faster path for a store whose memtables are empty (nothing is flushed: a
+    /// store that holds writes in its memtables is read as the snapshot reads it). Lookups
+    /// see exactly the writes that completed before this call: later writes, flushes and
+    /// compactions are not seen (the pinned tables stay readable until the reader is
+    /// dropped). Meant for stores that are no longer written, such as the hyphenation
+    /// dictionary: with empty memtables a lookup takes no lock and makes no check of the
+    /// store's state, and a store of one table (a dictionary after its flush) is asked
+    /// directly, its filter first. A filter's "maybe" still reads the table's block (through
+    /// the block cache), and every lookup is counted in [`Stats`](super::Stats) as a
+    /// [`get`](Self::get) would be.
     ///
     /// Lookups are counted in the pinned tables' own counters, which [`Stats`](super::Stats)
     /// reads while the store lists those tables: once a compaction has replaced a pinned
     /// table, the lookups that still reach it are no longer in `stats()`. Take a new pinned
     /// reader after writes (or use a [`Reader`]) when the counts must follow the store.
     ///
-    /// With the global filter ([`FilterKind::Global`](crate::FilterKind::Global)) nothing is
-    /// pinned: that filter follows the store as it changes, so the reader looks up as a
-    /// [`Reader`] does.
+    /// With the global filter ([`FilterKind::Global`](crate::FilterKind::Global)) the reader
+    /// reads as its snapshot does: through the filter until a compaction changes it, then
+    /// each pinned table whose range holds the key (docs/engine.md, "Snapshots").
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// let store = filterstore::Store::open(dir.path(), Default::default())?;
     /// store.put(b"apple", b"red")?;
-    /// let pinned = store.pinned_reader()?; // flushes "apple" into a table
+    /// let pinned = store.pinned_reader()?; // "apple" is still in the memtable
     /// store.put(b"pear", b"green")?;       // after the pin: not seen
+    /// store.flush()?;
     /// assert_eq!(pinned.get(b"apple")?, Some(b"red".to_vec()));
     /// assert_eq!(pinned.get(b"pear")?, None);
     /// assert_eq!(store.get(b"pear")?, Some(b"green".to_vec()));
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn pinned_reader(&self) -> Result<PinnedReader<'_>> {
-        let inner = &*self.inner;
-        let pending = {
-            let st = inner.read_state();
-            !st.mem.is_empty() || st.imm.is_some()
-        };
-        if pending {
-            self.flush()?;
-        }
-        // After the flush the table set holds every write made before this call.
-        let version = inner.read_state().current.clone();
-        let pin = if version.global().is_some() {
-            Pin::Follow(self.reader())
-        } else {
-            match version.single_table() {
+        let snap = self.snapshot();
+        let pin = match snap.tables_only() {
+            Some(v) if v.global().is_none() => match v.single_table() {
                 Some(t) => Pin::One(t.clone()),
-                None => Pin::Tables(version),
-            }
+                None => Pin::Tables(v.clone()),
+            },
+            _ => Pin::Snapshot(snap),
         };
         Ok(PinnedReader { store: self, pin })
     }
@@ -302,29 +294,6 @@ impl Inner {
     }
 }
 
-/// The memtable a scan started on, while it may still take writes: read under the store's
-/// state lock, or, once it was made immutable, from the slot the switch filled.
-struct LiveMem {
-    state: Arc<RwLock<State>>,
-    frozen: Arc<OnceLock<Arc<Memtable>>>,
-}
-
-impl LiveMemtable for LiveMem {
-    fn frozen(&self) -> Option<Arc<Memtable>> {
-        self.frozen.get().cloned()
-    }
-
-    fn with(&self, f: &mut dyn FnMut(&Memtable)) {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-        // Under the lock: either the memtable is still `st.mem`, or the switch that made it
-        // immutable filled the slot before letting the lock go.
-        match self.frozen.get() {
-            Some(m) => f(m),
-            None => f(&st.mem),
-        }
-    }
-}
-
 /// Many lookups from one thread without the store's lock (see [`Store::reader`]).
 pub struct Reader<'s> {
     store: &'s Store,
@@ -445,16 +414,16 @@ impl Reader<'_> {
 /// A reader pinned to one table set (see [`Store::pinned_reader`]).
 pub struct PinnedReader<'s> {
     store: &'s Store,
-    pin: Pin<'s>,
+    pin: Pin,
 }
 
-enum Pin<'s> {
-    /// The table set holds one table: it is asked directly.
+enum Pin {
+    /// Empty memtables, and a table set of one table: it is asked directly.
     One(Arc<crate::version::TableHandle>),
-    /// Any other table set.
+    /// Empty memtables, any other table set with the tables' own filters.
     Tables(Arc<Version>),
-    /// The store has a global filter: lookups follow the store.
-    Follow(Reader<'s>),
+    /// Writes in the memtables, or the global filter: lookups go through the snapshot.
+    Snapshot(super::Snapshot),
 }
 
 impl std::fmt::Debug for PinnedReader<'_> {
@@ -485,31 +454,7 @@ impl PinnedReader<'_> {
                 counters.lookups.add(0, 1);
                 v.get(key, hash)
             }
-            Pin::Follow(r) => r.get_with_hash(key, hash),
+            Pin::Snapshot(s) => s.get_with_hash(key, hash),
         }
     }
-}
-
-/// True when no key lies between `start` and `end`.
-fn range_is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
-    match (start, end) {
-        (Bound::Included(s), Bound::Included(e)) => s > e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
-            s >= e
-        }
-        _ => false,
-    }
-}
-
-/// The smallest key greater than every key starting with `prefix`, if any (`None`: every
-/// key from `prefix` on starts with it, e.g. for an empty or all-`0xff` prefix).
-pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut p = prefix.to_vec();
-    while let Some(last) = p.pop() {
-        if last < 0xff {
-            p.push(last + 1);
-            return Some(p);
-        }
-    }
-    None
 }

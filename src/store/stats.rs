@@ -127,12 +127,12 @@ pub struct Stats {
     /// the `filter_positives`, and each of those that did not hold the key one of the
     /// `false_positives`.
     pub global_filter: Option<GlobalFilterStats>,
+    /// Open snapshots ([`Store::snapshot`]): how many, the oldest's age, what they keep.
+    pub snapshots: super::SnapshotStats,
 }
 
-/// The observed false-positive rate of filters that answered "maybe" `false_positives`
-/// times for keys their tables did not hold and "absent" `negatives` times: false positives
-/// ÷ (false positives + negatives), every probe for a key the table does not hold; `None`
-/// before any.
+/// Observed false-positive rate: false positives ÷ (false positives + negatives), every
+/// probe for a key the table does not hold; `None` before any.
 fn observed_fpr(false_positives: u64, negatives: u64) -> Option<f64> {
     let d = false_positives + negatives;
     (d > 0).then(|| false_positives as f64 / d as f64)
@@ -250,11 +250,8 @@ pub struct LevelStats {
 impl LevelStats {
     /// Filter bits per key.
     pub fn bits_per_key(&self) -> f64 {
-        if self.keys == 0 {
-            0.0
-        } else {
-            self.filter_bytes as f64 * 8.0 / self.keys as f64
-        }
+        let keys = self.keys.max(1) as f64;
+        self.filter_bytes as f64 * 8.0 / keys
     }
     /// Observed false-positive rate of the level's filters (see [`Stats::observed_fpr`]).
     pub fn observed_fpr(&self) -> Option<f64> {
@@ -510,6 +507,7 @@ impl super::Inner {
                     theoretical_fpr: g.filter.theoretical_fpr(),
                 }
             }),
+            snapshots: inner.snapshot_stats(&version),
         };
         let shape = inner.opts.shape();
         // A global store's tables are fronted by the one global filter, not their own.

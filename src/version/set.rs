@@ -212,6 +212,7 @@ impl VersionSet {
     pub(crate) fn log_and_apply(
         &self,
         edit: VersionEdit,
+        last_seq: u64,
         publish: impl FnOnce(&Arc<Version>),
     ) -> Result<Arc<Version>> {
         let mut st = self.lock();
@@ -236,6 +237,7 @@ impl VersionSet {
         let manifest = Manifest {
             next_file: self.next_file.load(SeqCst),
             log_number,
+            last_seq,
             policy: edit.policy.unwrap_or(st.recorded),
             tables: next.tables().map(|t| t.record.clone()).collect(),
             cursors: cursors

@@ -1,12 +1,16 @@
 //! Write-ahead log: one file per memtable, `NNNNNN.wal`.
 //!
 //! ```text
-//! | "FSWL" | version u8 = 2 | 0 0 0 |  record  |  record  | ... |
+//! | "FSWL" | version u8 = 3 | 0 0 0 |  record  |  record  | ... |
 //! record: | payload_len u32 | crc32(payload) u32 | crc32(previous 8 bytes) u32 | payload |
-//! payload (a write batch): | count varint | op |*count
-//! op: | 1 | key_len varint | key | value_len varint | value |   (put)
-//!     | 2 | key_len varint | key |                              (delete)
+//! payload (a write batch): | seq u64 | count varint | op |*count
+//! op: | 1 | keyspace varint | key_len varint | key | value_len varint | value |   (put)
+//!     | 2 | keyspace varint | key_len varint | key |                              (delete)
+//!     | 3 | …  delete-range, | 4 | …  put with expiry: reserved, refused as unsupported
 //! ```
+//! `seq` is the batch's commit sequence number; keyspace 0 is the only one read. Version 2
+//! logs (no `seq`, no keyspace) still replay: their records get sequence numbers in replay
+//! order (`store/open.rs`).
 //! Recovery replays records in order. The first record that fails its checks ends the log;
 //! the rest of the file is then scanned for a valid record (header CRC, plausible length,
 //! payload CRC). None follows: the damage is a torn tail, dropped and reported in
@@ -26,7 +30,7 @@ mod writer;
 
 #[cfg(any(test, feature = "internals"))]
 pub use record::record_at;
-pub(crate) use record::{encode_record, for_each_op, payload_len};
+pub(crate) use record::{encode_record, for_each_op, payload_len, stamp_seqs};
 // The reader's whole API is public with `internals` (tests, fuzz targets); the engine uses
 // part of it.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
@@ -38,8 +42,11 @@ pub use writer::{WalWriter, WAL_BUFFER};
 
 /// Magic at the start of every WAL file.
 pub const WAL_MAGIC: [u8; 4] = *b"FSWL";
-/// WAL format version.
-pub const WAL_VERSION: u8 = 2;
+/// WAL format version written (format.md, "Write-ahead log": a commit sequence number per
+/// record, a keyspace id per operation, op codes reserved for range deletion and expiry).
+pub const WAL_VERSION: u8 = 3;
+/// The previous version, still replayed: no sequence number, no keyspace ids.
+pub const WAL_VERSION_2: u8 = 2;
 /// Size of a record header (length, payload CRC, header CRC).
 pub const RECORD_HEADER_LEN: usize = 12;
 /// Size of the file header.

@@ -5,15 +5,25 @@ use crate::codec::{le_u32, put_varint, Cursor};
 use crate::codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::error::{Error, Result};
 
-use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN};
+use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN, WAL_VERSION};
 
 /// Where a record header's fields sit: payload length at 0, then the payload CRC, then the
 /// CRC of the bytes before it.
 pub(super) const PAYLOAD_CRC_AT: usize = 4;
 pub(super) const HEADER_CRC_AT: usize = 8;
 
+/// Op codes (format.md, "Write-ahead log"). 3 and 4 are reserved for features this
+/// version does not have: a reader refuses them as unsupported, naming file and offset.
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+const OP_DELETE_RANGE: u8 = 3;
+const OP_PUT_EXPIRING: u8 = 4;
+
+/// Bytes of the commit sequence number that starts a version-3 payload.
+pub(crate) const SEQ_LEN: usize = 8;
+
+/// The keyspace id of every op this version writes and reads (the default keyspace).
+const DEFAULT_KEYSPACE: u64 = 0;
 
 /// `crc32fast::hash` without its CPU feature detection on every call (about 40 instructions,
 /// twice per write): a hasher made once, with the detection, is cloned.
@@ -24,17 +34,21 @@ fn crc32(bytes: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Encodes operations as one WAL record (header included) into `out` (cleared first).
+/// Encodes operations as one version-3 WAL record (header included) of commit sequence
+/// number `seq` into `out` (cleared first).
 pub(crate) fn encode_record<'a>(
     out: &mut Vec<u8>,
+    seq: u64,
     count: usize,
     ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
 ) -> Result<()> {
     out.clear();
     out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
+    out.extend_from_slice(&seq.to_le_bytes());
     put_varint(out, count as u64);
     for (k, v) in ops {
         out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+        put_varint(out, DEFAULT_KEYSPACE);
         put_varint(out, k.len() as u64);
         out.extend_from_slice(k);
         if let Some(v) = v {
@@ -50,12 +64,39 @@ pub(crate) fn encode_record<'a>(
             max: MAX_RECORD_LEN,
         });
     }
-    let crc = crc32(&out[RECORD_HEADER_LEN..]);
     out[..PAYLOAD_CRC_AT].copy_from_slice(&(len as u32).to_le_bytes());
-    out[PAYLOAD_CRC_AT..HEADER_CRC_AT].copy_from_slice(&crc.to_le_bytes());
-    let header_crc = crc32(&out[..HEADER_CRC_AT]);
-    out[HEADER_CRC_AT..RECORD_HEADER_LEN].copy_from_slice(&header_crc.to_le_bytes());
+    seal(out);
     Ok(())
+}
+
+/// Writes the payload CRC and the header CRC of the record at the start of `record`, whose
+/// length field is set.
+fn seal(record: &mut [u8]) {
+    let len = le_u32(record, 0) as usize;
+    let crc = crc32(&record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len]);
+    record[PAYLOAD_CRC_AT..HEADER_CRC_AT].copy_from_slice(&crc.to_le_bytes());
+    let header_crc = crc32(&record[..HEADER_CRC_AT]);
+    record[HEADER_CRC_AT..RECORD_HEADER_LEN].copy_from_slice(&header_crc.to_le_bytes());
+}
+
+/// Gives the records of `records` (made by [`encode_record`], one after another) the
+/// sequence numbers `first`, `first + 1`, …, their CRCs made again; returns the last one
+/// given (`first - 1` when there is no record). The group commit stamps the records of
+/// writers that encoded theirs before their turn came (`store/commit.rs`).
+pub(crate) fn stamp_seqs(records: &mut [u8], first: u64) -> u64 {
+    let mut seq = first;
+    let mut at = 0;
+    while let Some(r) = records.get_mut(at..) {
+        if r.len() < RECORD_HEADER_LEN + SEQ_LEN {
+            break;
+        }
+        let len = le_u32(r, 0) as usize;
+        r[RECORD_HEADER_LEN..RECORD_HEADER_LEN + SEQ_LEN].copy_from_slice(&seq.to_le_bytes());
+        seal(r);
+        at += RECORD_HEADER_LEN + len;
+        seq += 1;
+    }
+    seq.wrapping_sub(1)
 }
 
 /// The exact payload length [`encode_record`] gives `ops` (checked against
@@ -66,12 +107,85 @@ pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u
     let mut len = 0;
     for (k, v) in ops {
         count += 1;
-        len += 1 + varint_len(k.len()) + k.len();
+        // Tag, keyspace id (one byte: 0), key length, key.
+        len += 2 + varint_len(k.len()) + k.len();
         if let Some(v) = v {
             len += varint_len(v.len()) + v.len();
         }
     }
-    varint_len(count) + len
+    SEQ_LEN + varint_len(count) + len
+}
+
+/// Decodes the operations of a payload of log version `version` (2 or 3), calling `f` with
+/// each, borrowed from `payload` (`base`: the payload's file offset, for errors). Returns
+/// the record's commit sequence number (`None` in version 2, which has none). An error,
+/// naming the offset, when it does not decode: an op code outside 1..=4 or bytes left over
+/// are corruption; op codes 3 and 4 (reserved for range deletion and expiry) and a keyspace
+/// id other than 0 are [`Error::Unsupported`]. `f` may have been called for the ops before
+/// the error.
+pub(super) fn decode_ops<'a>(
+    payload: &'a [u8],
+    base: u64,
+    version: u8,
+    mut f: impl FnMut(&'a [u8], Option<&'a [u8]>),
+) -> Result<Option<u64>> {
+    let mut c = Cursor::new(payload, base);
+    let seq = if version >= 3 {
+        Some(c.u64("sequence number")?)
+    } else {
+        None
+    };
+    let count = c.len(payload.len(), "batch count")?;
+    for _ in 0..count {
+        let at = c.offset();
+        let op = c.u8("op tag")?;
+        let known = match version {
+            2 => matches!(op, OP_PUT | OP_DELETE),
+            _ => (OP_PUT..=OP_PUT_EXPIRING).contains(&op),
+        };
+        if !known {
+            return Err(Error::corrupt(at, format!("unknown WAL op tag {op}")));
+        }
+        if version >= 3 {
+            if op == OP_DELETE_RANGE || op == OP_PUT_EXPIRING {
+                let what = if op == OP_DELETE_RANGE {
+                    "delete-range"
+                } else {
+                    "put with expiry"
+                };
+                return Err(unsupported(at, format!("unsupported op {op} ({what})")));
+            }
+            let ks_at = c.offset();
+            let keyspace = c.varint("keyspace id")?;
+            if keyspace != DEFAULT_KEYSPACE {
+                return Err(unsupported(
+                    ks_at,
+                    format!("keyspace id {keyspace}: this version reads only keyspace 0"),
+                ));
+            }
+        }
+        let klen = c.len(MAX_KEY_LEN, "key length")?;
+        let key = c.bytes(klen, "key")?;
+        if op == OP_PUT {
+            let vlen = c.len(MAX_VALUE_LEN, "value length")?;
+            f(key, Some(c.bytes(vlen, "value")?));
+        } else {
+            f(key, None);
+        }
+    }
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in WAL record"));
+    }
+    Ok(seq)
+}
+
+/// An [`Error::Unsupported`] at `offset` of a buffer whose file is not known yet.
+fn unsupported(offset: u64, reason: String) -> Error {
+    Error::Unsupported {
+        file: std::path::PathBuf::new(),
+        offset,
+        reason: format!("{reason} (written by a newer version of filterstore?)"),
+    }
 }
 
 /// Calls `f` with each operation of a record made by [`encode_record`] (header included),
@@ -79,61 +193,30 @@ pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u
 /// does not decode.
 pub(crate) fn for_each_op<'a>(
     record: &'a [u8],
-    mut f: impl FnMut(&'a [u8], Option<&'a [u8]>),
+    f: impl FnMut(&'a [u8], Option<&'a [u8]>),
 ) -> Result<()> {
     let payload = record.get(RECORD_HEADER_LEN..).unwrap_or_default();
-    let mut c = Cursor::new(payload, RECORD_HEADER_LEN as u64);
-    let count = c.len(payload.len(), "batch count")?;
-    for _ in 0..count {
-        let op = c.u8("op tag")?;
-        let klen = c.len(MAX_KEY_LEN, "key length")?;
-        let key = c.bytes(klen, "key")?;
-        match op {
-            OP_PUT => {
-                let vlen = c.len(MAX_VALUE_LEN, "value length")?;
-                f(key, Some(c.bytes(vlen, "value")?));
-            }
-            OP_DELETE => f(key, None),
-            t => return Err(c.err(format!("unknown WAL op tag {t}"))),
-        }
-    }
-    if !c.is_empty() {
-        return Err(c.err("trailing bytes in WAL record"));
-    }
-    Ok(())
+    decode_ops(payload, RECORD_HEADER_LEN as u64, WAL_VERSION, f).map(|_| ())
 }
 
-/// Decodes a checked record's payload (`base`: its file offset), calling `apply` for each
-/// operation once the whole payload decoded.
+/// Decodes a checked record's payload of log version `version` (`base`: its file offset),
+/// calling `apply` for each operation once the whole payload decoded; returns its sequence
+/// number (`None` before version 3).
 pub(super) fn decode_batch(
     payload: &[u8],
     base: u64,
+    version: u8,
     apply: &mut impl FnMut(Vec<u8>, Option<Vec<u8>>),
-) -> Result<()> {
-    let mut c = Cursor::new(payload, base);
-    let count = c.len(payload.len(), "batch count")?;
-    let mut ops = Vec::with_capacity(count);
-    for _ in 0..count {
-        let op = c.u8("op tag")?;
-        let klen = c.len(MAX_KEY_LEN, "key length")?;
-        let key = c.bytes(klen, "key")?.to_vec();
-        match op {
-            OP_PUT => {
-                let vlen = c.len(MAX_VALUE_LEN, "value length")?;
-                ops.push((key, Some(c.bytes(vlen, "value")?.to_vec())));
-            }
-            OP_DELETE => ops.push((key, None)),
-            t => return Err(c.err(format!("unknown WAL op tag {t}"))),
-        }
-    }
-    if !c.is_empty() {
-        return Err(c.err("trailing bytes in WAL record"));
-    }
+) -> Result<Option<u64>> {
+    let mut ops = Vec::new();
+    let seq = decode_ops(payload, base, version, |k, v| {
+        ops.push((k.to_vec(), v.map(<[u8]>::to_vec)));
+    })?;
     // Applied only once the whole record decoded: a batch is all or nothing.
     for (k, v) in ops {
         apply(k, v);
     }
-    Ok(())
+    Ok(seq)
 }
 
 /// What the record at an offset is.

@@ -7,7 +7,10 @@ use crate::error::{Error, Result};
 
 use super::record::{check_record, decode_batch, Check};
 use super::resync::next_record;
-use super::{RECORD_HEADER_LEN, RESERVED_AT, VERSION_AT, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
+use super::{
+    RECORD_HEADER_LEN, RESERVED_AT, VERSION_AT, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION,
+    WAL_VERSION_2,
+};
 
 /// What replaying a WAL found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +22,11 @@ pub struct ReplayEnd {
     /// The torn tail dropped after the intact prefix, if any. `None` when the log ends at a
     /// record boundary (an empty file included).
     pub torn_tail: Option<TornTail>,
+    /// The log's format version (2 or 3; 0 when its header was empty or torn).
+    pub version: u8,
+    /// The largest commit sequence number among the records applied (version 3; `None`
+    /// before version 3, whose records carry none, and when no record was applied).
+    pub last_seq: Option<u64>,
 }
 
 /// A torn tail: the damaged end of a log, with no valid record after the damage, dropped at
@@ -52,7 +60,7 @@ pub fn replay_bytes(
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
 ) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
-    let torn = |offset: u64, records, reason| ReplayEnd {
+    let torn = |offset: u64, records, reason, version, last_seq| ReplayEnd {
         records,
         valid_len: offset,
         torn_tail: Some(TornTail {
@@ -60,6 +68,8 @@ pub fn replay_bytes(
             len: file_len - offset,
             reason,
         }),
+        version,
+        last_seq,
     };
     if bytes.is_empty() {
         // Created, then a crash before its header reached the disk: nothing to drop.
@@ -67,24 +77,27 @@ pub fn replay_bytes(
             records: 0,
             valid_len: 0,
             torn_tail: None,
+            version: 0,
+            last_seq: None,
         });
     }
     let Some((head, _)) = bytes.split_first_chunk::<WAL_HEADER_LEN>() else {
         // A record needs more bytes than that: nothing can be lost with them.
-        return Ok(torn(0, 0, "log header cut short"));
+        return Ok(torn(0, 0, "log header cut short", 0, None));
     };
     if head[..VERSION_AT] != WAL_MAGIC {
         // A header that never reached the disk (the log is created unsynced) reads as zeros
         // or garbage; it is a torn log, unless a record follows.
         return match next_record(bytes, 1, bytes.len()) {
-            None => Ok(torn(0, 0, "bad log header magic")),
+            None => Ok(torn(0, 0, "bad log header magic", 0, None)),
             Some(next) => Err(Error::corrupt(
                 0,
                 format!("bad WAL magic (a valid record follows at offset {next})"),
             )),
         };
     }
-    if head[VERSION_AT] != WAL_VERSION {
+    let version = head[VERSION_AT];
+    if version != WAL_VERSION && version != WAL_VERSION_2 {
         // A real header of another version: its records must not be dropped unread.
         return Err(Error::corrupt(
             VERSION_AT as u64,
@@ -100,10 +113,13 @@ pub fn replay_bytes(
     }
     let mut pos = WAL_HEADER_LEN;
     let mut records = 0u64;
+    let mut last_seq: Option<u64> = None;
     while pos < bytes.len() {
         let (reason, resume) = match check_record(bytes, pos) {
             Check::Valid(payload) => {
-                decode_batch(payload, (pos + RECORD_HEADER_LEN) as u64, &mut apply)?;
+                let base = (pos + RECORD_HEADER_LEN) as u64;
+                let seq = decode_batch(payload, base, version, &mut apply)?;
+                last_seq = last_seq.max(seq);
                 records += 1;
                 pos += RECORD_HEADER_LEN + payload.len();
                 continue;
@@ -114,7 +130,7 @@ pub fn replay_bytes(
             break;
         }
         return match next_record(bytes, resume, bytes.len()) {
-            None => Ok(torn(pos as u64, records, reason)),
+            None => Ok(torn(pos as u64, records, reason, version, last_seq)),
             Some(next) => Err(Error::corrupt(
                 pos as u64,
                 format!("WAL {reason} before the end of the log (a valid record follows at offset {next})"),
@@ -125,6 +141,8 @@ pub fn replay_bytes(
         records,
         valid_len: pos as u64,
         torn_tail: None,
+        version,
+        last_seq,
     })
 }
 
@@ -162,13 +180,15 @@ pub struct DroppedRange {
 }
 
 /// Salvages what a damaged log still holds (`store repair`): every record that passes its
-/// checks and decodes, before and after any damage, passed to `batch` in file order. Unlike
+/// checks and decodes, before and after any damage, passed to `batch` in file order with its
+/// commit sequence number (`None` in a version-2 log). Under a damaged file header each
+/// record is decoded as version 3, else as version 2. Unlike
 /// [`replay_bytes`], damage followed by a valid record is skipped (and reported in
 /// [`Salvage::dropped`]) instead of refused, and so is a bad file header or a record whose
 /// CRCs hold but whose payload does not decode. Never fails.
 pub fn salvage_bytes(
     bytes: &[u8],
-    mut batch: impl FnMut(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    mut batch: impl FnMut(Option<u64>, Vec<(Vec<u8>, Option<Vec<u8>>)>),
 ) -> Salvage {
     let n = bytes.len();
     let mut out = Salvage::default();
@@ -180,11 +200,13 @@ pub fn salvage_bytes(
             torn_tail: to == n,
         });
     };
-    let head_ok = bytes.get(..WAL_HEADER_LEN).is_some_and(|h| {
-        h[..VERSION_AT] == WAL_MAGIC
-            && h[VERSION_AT] == WAL_VERSION
-            && h[RESERVED_AT..].iter().all(|&b| b == 0)
+    let head_version = bytes.get(..WAL_HEADER_LEN).and_then(|h| {
+        (h[..VERSION_AT] == WAL_MAGIC
+            && (h[VERSION_AT] == WAL_VERSION || h[VERSION_AT] == WAL_VERSION_2)
+            && h[RESERVED_AT..].iter().all(|&b| b == 0))
+        .then_some(h[VERSION_AT])
     });
+    let head_ok = head_version.is_some();
     let pos0 = WAL_HEADER_LEN.min(n);
     if !head_ok && n > 0 {
         // The records after it are still checked one by one below.
@@ -195,13 +217,20 @@ pub fn salvage_bytes(
         match check_record(bytes, pos) {
             Check::Valid(payload) => {
                 let end = pos + RECORD_HEADER_LEN + payload.len();
-                let mut ops = Vec::new();
-                match decode_batch(payload, (pos + RECORD_HEADER_LEN) as u64, &mut |k, v| {
-                    ops.push((k, v))
-                }) {
-                    Ok(()) => {
+                let base = (pos + RECORD_HEADER_LEN) as u64;
+                let decode = |version| {
+                    let mut ops = Vec::new();
+                    decode_batch(payload, base, version, &mut |k, v| ops.push((k, v)))
+                        .map(|seq| (seq, ops))
+                };
+                let decoded = match head_version {
+                    Some(v) => decode(v),
+                    None => decode(WAL_VERSION).or_else(|e| decode(WAL_VERSION_2).map_err(|_| e)),
+                };
+                match decoded {
+                    Ok((seq, ops)) => {
                         out.records += 1;
-                        batch(ops);
+                        batch(seq, ops);
                     }
                     Err(e) => drop_range(&mut out, pos, end, reason_of(&e)),
                 }

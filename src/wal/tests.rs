@@ -1,7 +1,9 @@
 //! The WAL's tests: records round-trip, damage is found and told apart from a torn tail,
 //! salvage keeps what it can.
 
-use super::record::{encode_record, for_each_op, payload_len, HEADER_CRC_AT, PAYLOAD_CRC_AT};
+use super::record::{
+    encode_record, for_each_op, payload_len, stamp_seqs, HEADER_CRC_AT, PAYLOAD_CRC_AT,
+};
 use super::resync::next_record;
 use super::*;
 use crate::codec::le_u32;
@@ -26,7 +28,7 @@ impl Rng {
 
 fn record(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_record(&mut out, 1, std::iter::once((key, Some(value)))).unwrap();
+    encode_record(&mut out, 7, 1, std::iter::once((key, Some(value)))).unwrap();
     out
 }
 
@@ -50,7 +52,7 @@ fn encoded_records_decode_in_place() {
             .collect();
         let refs = || ops.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
         let mut out = Vec::new();
-        encode_record(&mut out, ops.len(), refs()).unwrap();
+        encode_record(&mut out, round as u64, ops.len(), refs()).unwrap();
         assert_eq!(payload_len(refs()), out.len() - RECORD_HEADER_LEN);
         let payload = &out[RECORD_HEADER_LEN..];
         assert_eq!(le_u32(&out, PAYLOAD_CRC_AT), crc32fast::hash(payload));
@@ -144,7 +146,7 @@ fn crafted_headers_claiming_long_payloads_are_settled_not_rehashed() {
         let want = with_valid.then_some(total - valid.len());
         assert_eq!(next_record(&b, 0, b.len()), want);
         // In a log, after a record whose header is damaged.
-        let mut log = b"FSWL\x02\0\0\0".to_vec();
+        let mut log = b"FSWL\x03\0\0\0".to_vec();
         log.extend_from_slice(&[0xff; RECORD_HEADER_LEN]);
         log.extend_from_slice(&b);
         match replay_bytes(&log, |_, _| {}) {
@@ -185,7 +187,7 @@ fn a_record_is_what_the_header_claims_and_nothing_else() {
 
 #[test]
 fn salvage_keeps_every_record_around_the_damage() {
-    let mut log = b"FSWL\x02\0\0\0".to_vec();
+    let mut log = b"FSWL\x03\0\0\0".to_vec();
     let recs: Vec<Vec<u8>> = (0..5u8).map(|i| record(&[b'k', i], b"value")).collect();
     let mut offsets = Vec::new();
     for r in &recs {
@@ -198,7 +200,10 @@ fn salvage_keeps_every_record_around_the_damage() {
         // Replay refuses: a valid record follows.
         assert!(replay_bytes(&b, |_, _| {}).is_err());
         let mut keys = Vec::new();
-        let s = salvage_bytes(&b, |ops| keys.extend(ops.into_iter().map(|(k, _)| k[1])));
+        let s = salvage_bytes(&b, |seq, ops| {
+            assert_eq!(seq, Some(7));
+            keys.extend(ops.into_iter().map(|(k, _)| k[1]))
+        });
         let want: Vec<u8> = (0..5u8).filter(|&i| i as usize != damaged).collect();
         assert_eq!(keys, want);
         assert_eq!(s.records, 4);
@@ -211,12 +216,12 @@ fn salvage_keeps_every_record_around_the_damage() {
     // A bad file header: every record is still kept.
     let mut b = log.clone();
     b[0] = b'X';
-    let s = salvage_bytes(&b, |_| {});
+    let s = salvage_bytes(&b, |_, _| {});
     assert_eq!((s.records, s.dropped.len()), (5, 1));
     // A torn tail alone: the log opens as it is.
     let mut b = log.clone();
     b.extend_from_slice(b"garbage");
-    let s = salvage_bytes(&b, |_| {});
+    let s = salvage_bytes(&b, |_, _| {});
     assert!(s.opens_as_is() && s.dropped[0].torn_tail && s.records == 5);
 }
 
@@ -233,6 +238,135 @@ fn reserved_header_bytes_must_be_zero() {
         match replay_bytes(&b, |_, _| {}) {
             Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 5),
             other => panic!("byte {at}: {other:?}"),
+        }
+    }
+}
+
+/// A record framed as format.md says around `payload`: length, payload CRC, header CRC.
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut r = header_claiming(payload.len() as u32, crc32fast::hash(payload));
+    r.extend_from_slice(payload);
+    r
+}
+
+/// A version-3 log of `records`.
+fn log_v3(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = WAL_MAGIC.to_vec();
+    b.extend_from_slice(&[3, 0, 0, 0]);
+    for r in records {
+        b.extend_from_slice(r);
+    }
+    b
+}
+
+/// Version 3 as format.md describes it: `seq u64`, then the ops each with a keyspace id;
+/// replay reports the largest sequence number and the version. `stamp_seqs` renumbers
+/// records made with another number, CRCs included.
+#[test]
+fn version_3_records_carry_their_sequence_number() {
+    let mut p = 41u64.to_le_bytes().to_vec();
+    p.extend_from_slice(&[2, 1, 0, 1, b'a', 1, b'x', 2, 0, 1, b'b']);
+    let mut r = Vec::new();
+    encode_record(
+        &mut r,
+        41,
+        2,
+        [(&b"a"[..], Some(&b"x"[..])), (b"b", None)].into_iter(),
+    )
+    .unwrap();
+    assert_eq!(r, framed(&p), "the encoder writes format.md's bytes");
+    let mut ops = Vec::new();
+    let end = replay_bytes(&log_v3(&[r.clone(), record(b"c", b"y")]), |k, v| {
+        ops.push((k, v))
+    })
+    .unwrap();
+    assert_eq!((end.version, end.last_seq, end.records), (3, Some(41), 2));
+    assert_eq!(ops.len(), 3);
+    // Renumbered as a group: 100 and 101, and still valid records.
+    let mut group = [r.clone(), record(b"c", b"y")].concat();
+    assert_eq!(stamp_seqs(&mut group, 100), 101);
+    assert!(record_at(&group, 0) && record_at(&group, r.len()));
+    let end = replay_bytes(&log_v3(&[group]), |_, _| {}).unwrap();
+    assert_eq!(end.last_seq, Some(101));
+}
+
+/// A version 2 log (no sequence numbers, no keyspaces) still replays, reporting none.
+#[test]
+fn version_2_logs_still_replay() {
+    let mut b = WAL_MAGIC.to_vec();
+    b.extend_from_slice(&[2, 0, 0, 0]);
+    b.extend(framed(&[1, 1, 1, b'k', 1, b'v']));
+    b.extend(framed(&[1, 2, 1, b'k']));
+    let mut ops = Vec::new();
+    let end = replay_bytes(&b, |k, v| ops.push((k, v))).unwrap();
+    assert_eq!((end.version, end.last_seq, end.records), (2, None, 2));
+    assert_eq!(
+        ops,
+        [(b"k".to_vec(), Some(b"v".to_vec())), (b"k".to_vec(), None)]
+    );
+    // Version 4 is refused at its version byte.
+    b[4] = 4;
+    let e = replay_bytes(&b, |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("unsupported WAL version 4"), "{e}");
+}
+
+/// Hostile version-3 records whose CRCs hold: an unknown op code is corruption, a reserved
+/// one (3: delete-range, 4: put with expiry) or a keyspace other than 0 unsupported, a
+/// payload too short for its sequence number corruption; each names the offset of what it
+/// refuses (in a file, the file too), none panics, and none is taken for a torn tail.
+#[test]
+fn hostile_version_3_records_are_errors_naming_the_offset() {
+    let seq = 9u64.to_le_bytes();
+    // Payloads after `seq`, with the offset (in the payload) of the refused byte.
+    let cases: [(&[u8], usize, &str, bool); 7] = [
+        (&[1, 0, 0, 1, b'k'], 1, "unknown WAL op tag 0", true),
+        (&[1, 5, 0, 1, b'k'], 1, "unknown WAL op tag 5", true),
+        (&[1, 255, 0, 1, b'k'], 1, "unknown WAL op tag 255", true),
+        (&[1, 3, 0, 1, b'a', 1, b'b'], 1, "unsupported op 3", false),
+        (
+            &[2, 2, 0, 1, b'a', 4, 0, 1, 2, 3, 4, 5, 6, 7, 1, b'k', 0],
+            5,
+            "unsupported op 4",
+            false,
+        ),
+        (&[1, 1, 7, 1, b'k', 0], 2, "keyspace id 7", false),
+        (&[1, 2, 0x80, 0x01, 1, b'k'], 2, "keyspace id 128", false),
+    ];
+    let payload_at = (WAL_HEADER_LEN + RECORD_HEADER_LEN) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (rest, at, what, corrupt)) in cases.iter().enumerate() {
+        let p = [&seq[..], rest].concat();
+        // After a good record, so the offset is not the first record's by chance.
+        let good = record(b"g", b"h");
+        let log = log_v3(&[good.clone(), framed(&p)]);
+        let want = payload_at + good.len() as u64 + 8 + *at as u64;
+        let path = dir.path().join(format!("{i:06}.wal"));
+        std::fs::write(&path, &log).unwrap();
+        let e = replay_file(&path, |_, _| {}).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains(what) && shown.contains(&format!("{i:06}.wal")),
+            "{shown}"
+        );
+        match e {
+            Error::Corruption { offset, .. } if *corrupt => assert_eq!(offset, want, "{what}"),
+            Error::Unsupported { offset, .. } if !corrupt => assert_eq!(offset, want, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        // Salvage drops the record (and keeps the good one) rather than misread it.
+        let mut kept = 0;
+        let s = salvage_bytes(&log, |_, ops| kept += ops.len());
+        assert_eq!((kept, s.records, s.dropped.len()), (1, 1, 1), "{what}");
+    }
+    // A payload cut inside its sequence number: corruption at the payload's start.
+    for n in 1..8 {
+        let log = log_v3(&[framed(&seq[..n])]);
+        match replay_bytes(&log, |_, _| {}) {
+            Err(Error::Corruption { offset, reason, .. }) => {
+                assert_eq!(offset, payload_at);
+                assert!(reason.contains("sequence number"), "{reason}");
+            }
+            other => panic!("{n} bytes: {other:?}"),
         }
     }
 }
