@@ -127,8 +127,8 @@ pub struct SnapshotStats {
     pub open: u64,
     /// How long ago the oldest of them was taken.
     pub oldest_age: Option<Duration>,
-    /// Tables that only snapshots keep: no longer in the store's table set, their files
-    /// removed from the directory but still open.
+    /// Tables that only snapshots keep: no longer in the store's table set; their files
+    /// stay in the directory until the last version naming them is dropped.
     pub pinned_tables: u64,
     /// Bytes of those tables' files (table, filter and range filter): disk space freed
     /// when the snapshots holding them are dropped.

@@ -108,6 +108,22 @@ fn text(store: &Store, g: &Global) -> String {
         "memtable:       {} entries (not yet in a table)",
         s.memtable_entries
     );
+    let sn = &s.snapshots;
+    let _ = writeln!(
+        o,
+        "snapshots:      {} open{}",
+        sn.open,
+        match sn.oldest_age {
+            Some(age) => format!(
+                ", oldest {:.1} s; {} tables ({} bytes) and {} memtable bytes kept only for them",
+                age.as_secs_f64(),
+                sn.pinned_tables,
+                sn.pinned_table_bytes,
+                sn.memtable_bytes
+            ),
+            None => String::new(),
+        }
+    );
     let _ = writeln!(
         o,
         "block cache:    {} of {} bytes held",
@@ -399,6 +415,13 @@ fn json(store: &Store, g: &Global) -> String {
         },
         "memtable_entries": s.memtable_entries,
         "memtable_bytes": s.memtable_bytes,
+        "snapshots": {
+            "open": s.snapshots.open,
+            "oldest_age_ms": s.snapshots.oldest_age.map(|a| a.as_millis() as u64),
+            "pinned_tables": s.snapshots.pinned_tables,
+            "pinned_table_bytes": s.snapshots.pinned_table_bytes,
+            "memtable_bytes": s.snapshots.memtable_bytes,
+        },
         "counters": {
             "scope": "this process",
             "lookups": s.lookups,
