@@ -165,6 +165,23 @@ pub fn block(data: &[u8]) -> bool {
             }
         }
     }
+    // Backward (a reverse scan's path): errors, never panics (a damaged block's restart
+    // points may cut its entries differently from a forward read: no comparison here; the
+    // unit tests of `table::block` compare on well-formed blocks).
+    let mut back = 0;
+    let mut r = c.seek_to_last();
+    while r.is_ok() && c.valid() && back < 100_000 {
+        let _ = (c.key(), c.value());
+        back += 1;
+        r = c.prev();
+    }
+    for k in &probes {
+        for before in [false, true] {
+            if c.seek_back(k, before).is_ok() && c.valid() {
+                let _ = c.prev();
+            }
+        }
+    }
     all
 }
 

@@ -1,18 +1,24 @@
-//! A merge of sorted sources, newest first, that yields its first entry without reading the
-//! rest: the heart of a scan (`scan.rs` has the sources). Compaction has its own merge over
-//! table cursors, in `compaction::run`.
+//! The one k-way merge of sorted sources, newest first, in either direction: scans run it
+//! forward and backward (`scan.rs` has their sources), compactions forward over table
+//! cursors (`compaction::run`).
 //!
 //! ```text
 //! heap of sources by (current key, source number):   mem "d"  L0#1 "f"  L1 ≥"m" (pending)
-//! next():  top "d" → copy it out → advance mem → re-place it; skip "d" in older sources
+//! step:  top "d" → hand it out → advance mem → re-place it; skip "d" in older sources
 //! ```
-//! Sources sit in a binary heap ordered by their current key and, on equal keys, by their
-//! number (the newest source has the smallest), so the top is the next key and its newest
-//! version. A source may be **pending**: it has read nothing yet and offers only a lower bound
-//! of its keys (a table's smallest key). It is opened when that bound comes to the top, that
-//! is, when every entry before it has been returned; a scan that ends first never reads it.
-//! Keys are compared by their first eight bytes as one integer, cached per source, and in
-//! full only on a tie. Nothing is allocated per entry except the `(key, value)` returned.
+//! Sources sit in a binary heap ordered by their current key (smallest first forward,
+//! largest first backward) and, on equal keys, by their number (the newest source has the
+//! smallest), so the top is the next key and its newest version. A source may be
+//! **pending**: it has read nothing yet and offers only a bound of its keys (forward, a lower
+//! bound such as a table's smallest key; backward, an upper bound such as its largest). It is
+//! opened when that bound comes to the top, that is, when every entry before it has been
+//! handed out; a scan that ends first never reads it. Keys are compared by their first eight
+//! bytes as one integer ([`Source::head`], cached per source), and in full only on a tie.
+//! Nothing is allocated per entry: [`Merge::next_entry`] lends the entry to a closure.
+//!
+//! **Seek.** [`Merge::seek`] moves the merge on to a key: every source standing before it
+//! seeks ([`Source::seek`]: a table source becomes pending again on the table that holds
+//! the key, so nothing between is read), and the heap is rebuilt.
 //!
 //! This module knows nothing of the store: sources implement [`Source`].
 
@@ -27,49 +33,70 @@ use crate::error::Result;
 pub(crate) enum State {
     /// On an entry: [`Source::key`] and [`Source::value`] are its.
     Ready,
-    /// Nothing read yet: [`Source::key`] is a lower bound of every key it will yield.
+    /// Nothing read yet: [`Source::key`] is a bound of every key it will yield (a lower
+    /// bound forward, an upper bound backward).
     Pending,
     /// No entries left.
     Done,
 }
 
-/// A sorted stream of entries with distinct keys (a value, or `None` for a tombstone).
+/// A sorted stream of entries with distinct keys (a value, or `None` for a tombstone), in
+/// the direction of the merge it is given to (ascending forward, descending backward).
 pub(crate) trait Source {
     /// Where it stands.
     fn state(&self) -> State;
-    /// The current key when [`State::Ready`], a lower bound of the keys to come when
+    /// The current key when [`State::Ready`], a bound of the keys to come when
     /// [`State::Pending`].
     fn key(&self) -> &[u8];
+    /// [`prefix8`] of [`key`](Self::key) (a source that tracks it may say it cheaper).
+    #[inline]
+    fn head(&self) -> u64 {
+        prefix8(self.key())
+    }
     /// The current value (`None`: a tombstone); only when [`State::Ready`].
     fn value(&self) -> Option<&[u8]>;
-    /// Reads up to the first entry after `start` (it may stay pending, with a higher bound,
-    /// for instance when it knows it holds nothing before `end`).
+    /// Reads up to its first entry in the range `start..end` (forward: the first at or after
+    /// `start`; backward: the last at or before `end`). It may stay pending, with a bound
+    /// further on, for instance when it knows it holds nothing in the range.
     fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()>;
     /// Moves past the current entry.
     fn advance(&mut self) -> Result<()>;
+    /// Moves on to the first entry at or after `key` (backward: at or before), from a ready
+    /// state; it may become pending on a bound instead. By default, steps there.
+    fn seek(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        while self.state() == State::Ready && (self.key() < key) != rev && self.key() != key {
+            self.advance()?;
+        }
+        Ok(())
+    }
 }
 
-/// Merges sources given newest first: for equal keys the earliest source wins, and the
-/// others' versions are passed over. Yields values only (tombstones hide older versions and
-/// are not returned), from `start` to `end`; an error ends the merge.
-pub(crate) struct Merge<S> {
+/// Merges sources given newest first (forward, or backward with `REV`): for equal keys the
+/// earliest source wins, and the others' versions are passed over. Hands out the newest
+/// version of each key in the range, tombstones included ([`next_entry`](Self::next_entry)),
+/// or values only ([`next_item`](Self::next_item)); an error ends the merge.
+pub(crate) struct Merge<S, const REV: bool> {
     sources: Vec<S>,
-    /// `prefix8` of each source's key (or bound).
+    /// [`Source::head`] of each source's key (or bound).
     prefix: Vec<u64>,
-    /// Source numbers, a min-heap by `(prefix, key, number)`.
+    /// Source numbers, a heap by `(prefix, key, number)` (keys descending with `REV`).
     heap: Vec<u32>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    /// The key of the tombstone being passed over (reused).
+    /// The key last handed out (reused).
     last: Vec<u8>,
+    /// The sources that held it, the one whose version was handed out first.
+    held: Vec<u32>,
+    /// Something was handed out.
+    stepped: bool,
     done: bool,
 }
 
-impl<S: Source> Merge<S> {
+impl<S: Source, const REV: bool> Merge<S, REV> {
     /// Merges `sources` (newest first) over the keys from `start` to `end`. Each source must
-    /// hold no key before `start` once opened, or be pending.
+    /// hold no key outside the range on its near side once opened, or be pending.
     pub(crate) fn new(sources: Vec<S>, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Self {
-        let prefix = sources.iter().map(|s| prefix8(s.key())).collect();
+        let prefix = sources.iter().map(Source::head).collect();
         let heap = (0..sources.len() as u32)
             .filter(|&i| sources[i as usize].state() != State::Done)
             .collect();
@@ -80,12 +107,18 @@ impl<S: Source> Merge<S> {
             start,
             end,
             last: Vec::new(),
+            held: Vec::new(),
+            stepped: false,
             done: false,
         };
-        for i in (0..m.heap.len() / 2).rev() {
-            m.sift_down(i);
-        }
+        m.heapify();
         m
+    }
+
+    fn heapify(&mut self) {
+        for i in (0..self.heap.len() / 2).rev() {
+            self.sift_down(i);
+        }
     }
 
     /// The sources (for tests and counters).
@@ -94,18 +127,39 @@ impl<S: Source> Merge<S> {
         &self.sources
     }
 
+    /// The key last handed out (`None` before the first).
+    pub(crate) fn last(&self) -> Option<&[u8]> {
+        self.stepped.then_some(self.last.as_slice())
+    }
+
+    /// The range: start and end (as moved by [`seek`](Self::seek)).
+    pub(crate) fn bounds(&self) -> (&Bound<Vec<u8>>, &Bound<Vec<u8>>) {
+        (&self.start, &self.end)
+    }
+
+    /// The sources that held the key last handed out (numbers in the order given), the one
+    /// whose version was handed out first.
+    pub(crate) fn held(&self) -> &[u32] {
+        &self.held
+    }
+
+    /// Ends the merge: nothing more is handed out.
+    pub(crate) fn finish(&mut self) {
+        self.done = true;
+    }
+
     #[inline]
     fn less(&self, a: u32, b: u32) -> bool {
         let (pa, pb) = (self.prefix[a as usize], self.prefix[b as usize]);
         if pa != pb {
-            return pa < pb;
+            return (pa < pb) != REV;
         }
         match self.sources[a as usize]
             .key()
             .cmp(self.sources[b as usize].key())
         {
-            Ordering::Less => true,
-            Ordering::Greater => false,
+            Ordering::Less => !REV,
+            Ordering::Greater => REV,
             Ordering::Equal => a < b,
         }
     }
@@ -131,6 +185,7 @@ impl<S: Source> Merge<S> {
 
     /// The top source moved (opened or advanced): puts it back in its place, or out of the
     /// heap once it is done.
+    #[inline]
     fn settle_top(&mut self) {
         let Some(&top) = self.heap.first() else {
             return;
@@ -143,93 +198,152 @@ impl<S: Source> Merge<S> {
             }
             self.heap[0] = last;
         } else {
-            self.prefix[top as usize] = prefix8(s.key());
+            self.prefix[top as usize] = s.head();
         }
         self.sift_down(0);
     }
 
-    fn past_end(&self, key: &[u8]) -> bool {
-        match &self.end {
-            Bound::Included(e) => key > e.as_slice(),
-            Bound::Excluded(e) => key >= e.as_slice(),
-            Bound::Unbounded => false,
+    /// Whether `key` lies beyond the range in the merge's direction.
+    #[inline]
+    fn beyond(&self, key: &[u8]) -> bool {
+        if REV {
+            match &self.start {
+                Bound::Included(s) => key < s.as_slice(),
+                Bound::Excluded(s) => key <= s.as_slice(),
+                Bound::Unbounded => false,
+            }
+        } else {
+            match &self.end {
+                Bound::Included(e) => key > e.as_slice(),
+                Bound::Excluded(e) => key >= e.as_slice(),
+                Bound::Unbounded => false,
+            }
         }
     }
 
-    /// The source holding the next key, opened; `None` when no key is left before `end`.
+    fn open(&mut self, t: usize) -> Result<()> {
+        let start = self.start.as_ref().map(Vec::as_slice);
+        self.sources[t].open(start, self.end.as_ref().map(Vec::as_slice))
+    }
+
+    /// The source holding the next key, opened; `None` when no key is left in the range.
+    #[inline]
     fn ready_top(&mut self) -> Result<Option<usize>> {
         loop {
             let Some(&t) = self.heap.first() else {
                 return Ok(None);
             };
             let t = t as usize;
-            // A pending source's bound past the end: every key left is past it too.
-            if self.past_end(self.sources[t].key()) {
+            // A pending source's bound beyond the range: every key left is beyond it too.
+            if self.beyond(self.sources[t].key()) {
                 return Ok(None);
             }
             if self.sources[t].state() == State::Ready {
                 return Ok(Some(t));
             }
-            let start = self.start.as_ref().map(Vec::as_slice);
-            self.sources[t].open(start, self.end.as_ref().map(Vec::as_slice))?;
+            self.open(t)?;
             self.settle_top();
         }
     }
 
-    /// The next value and its key, or `None` at the end.
-    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        loop {
-            let Some(top) = self.ready_top()? else {
-                return Ok(None);
-            };
-            let s = &self.sources[top];
-            let item = s.value().map(|v| (s.key().to_vec(), v.to_vec()));
-            let mut last = std::mem::take(&mut self.last);
-            if item.is_none() {
-                last.clear();
-                last.extend_from_slice(s.key());
+    /// Calls `f` with the next key and its newest version (`None`: a tombstone), then moves
+    /// every source past that key ([`last`](Self::last) and [`held`](Self::held) then say
+    /// which). `false` (and `f` not called) at the end of the range.
+    #[inline]
+    fn step(&mut self, f: &mut impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
+        let Some(top) = self.ready_top()? else {
+            return Ok(false);
+        };
+        let s = &self.sources[top];
+        f(s.key(), s.value());
+        self.last.clear();
+        self.last.extend_from_slice(s.key());
+        self.stepped = true;
+        self.held.clear();
+        self.held.push(top as u32);
+        let p = self.prefix[top];
+        self.sources[top].advance()?;
+        self.settle_top();
+        // Older versions of the same key, in older sources: now at the top.
+        while let Some(&t) = self.heap.first() {
+            let t = t as usize;
+            if self.prefix[t] != p || self.sources[t].key() != self.last.as_slice() {
+                break;
             }
-            let key: &[u8] = item.as_ref().map_or(&last, |(k, _)| k);
-            let p = self.prefix[top];
-            self.sources[top].advance()?;
+            if self.sources[t].state() == State::Pending {
+                self.open(t)?;
+            } else {
+                self.held.push(t as u32);
+                self.sources[t].advance()?;
+            }
             self.settle_top();
-            // Older versions of the same key, in older sources: now at the top.
-            while let Some(&t) = self.heap.first() {
-                let t = t as usize;
-                if self.prefix[t] != p || self.sources[t].key() != key {
-                    break;
-                }
-                if self.sources[t].state() == State::Pending {
-                    let start = self.start.as_ref().map(Vec::as_slice);
-                    self.sources[t].open(start, self.end.as_ref().map(Vec::as_slice))?;
-                } else {
-                    self.sources[t].advance()?;
-                }
-                self.settle_top();
-            }
-            self.last = last;
-            if item.is_some() {
-                return Ok(item);
-            }
         }
+        Ok(true)
     }
 
-    /// The next entry: `None` at the end; an error ends the merge.
-    pub(crate) fn next_item(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    /// Hands the next key's newest entry (tombstones included) to `f`; `false` at the end.
+    /// An error ends the merge.
+    #[inline]
+    pub(crate) fn next_entry(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
         if self.done {
-            return None;
+            return Ok(false);
         }
-        match self.step() {
-            Ok(Some(item)) => Some(Ok(item)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
+        let r = self.step(&mut f);
+        if !matches!(r, Ok(true)) {
+            self.done = true;
+        }
+        r
+    }
+
+    /// The next value and its key (tombstones hide older versions and are not returned):
+    /// `None` at the end; an error ends the merge.
+    pub(crate) fn next_item(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        let mut item = None;
+        loop {
+            match self.next_entry(|k, v| item = v.map(|v| (k.to_vec(), v.to_vec()))) {
+                Ok(true) if item.is_some() => return item.map(Ok),
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
         }
+    }
+
+    /// Moves the merge on to `key` (forward: nothing before it is handed out; backward:
+    /// nothing after it); a key the merge already passed changes nothing.
+    pub(crate) fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let passed = self.last().is_some_and(|l| key == l || (key < l) != REV);
+        let bound = if REV { &mut self.end } else { &mut self.start };
+        let further = match &*bound {
+            Bound::Included(b) | Bound::Excluded(b) => (key > b.as_slice()) != REV,
+            Bound::Unbounded => true,
+        };
+        if !further || passed {
+            return Ok(());
+        }
+        *bound = Bound::Included(key.to_vec());
+        let r = self.seek_sources(key);
+        if r.is_err() {
+            self.done = true;
+        }
+        r
+    }
+
+    fn seek_sources(&mut self, key: &[u8]) -> Result<()> {
+        for &i in &self.heap {
+            let s = &mut self.sources[i as usize];
+            if s.state() == State::Ready {
+                s.seek(key, REV)?;
+            }
+        }
+        let (sources, prefix) = (&self.sources, &mut self.prefix);
+        self.heap.retain(|&i| {
+            let s = &sources[i as usize];
+            prefix[i as usize] = s.head();
+            s.state() != State::Done
+        });
+        self.heapify();
+        Ok(())
     }
 }
 
@@ -240,9 +354,10 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
-    /// A source over sorted entries; pending at `bound` (at most its first key) until opened,
-    /// when it seeks past `start`. Counts its opens.
+    /// A source over sorted entries (descending with `rev`); pending at `bound` (a bound of
+    /// its first key) until opened, when it seeks to the range. Counts its opens.
     struct VecSource {
+        rev: bool,
         entries: Vec<Entry>,
         at: usize,
         bound: Option<Vec<u8>>,
@@ -268,14 +383,22 @@ mod tests {
         fn value(&self) -> Option<&[u8]> {
             self.entries[self.at].1.as_deref()
         }
-        fn open(&mut self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Result<()> {
+        fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
             self.opens += 1;
             self.bound = None;
-            self.at = self.entries.partition_point(|(k, _)| match start {
-                Bound::Included(s) => k.as_slice() < s,
-                Bound::Excluded(s) => k.as_slice() <= s,
-                Bound::Unbounded => false,
-            });
+            self.at = if self.rev {
+                self.entries.partition_point(|(k, _)| match end {
+                    Bound::Included(e) => k.as_slice() > e,
+                    Bound::Excluded(e) => k.as_slice() >= e,
+                    Bound::Unbounded => false,
+                })
+            } else {
+                self.entries.partition_point(|(k, _)| match start {
+                    Bound::Included(s) => k.as_slice() < s,
+                    Bound::Excluded(s) => k.as_slice() <= s,
+                    Bound::Unbounded => false,
+                })
+            };
             Ok(())
         }
         fn advance(&mut self) -> Result<()> {
@@ -292,6 +415,26 @@ mod tests {
         }
     }
 
+    fn take_items<const REV: bool>(
+        m: &mut Merge<VecSource, REV>,
+        take: usize,
+        seek: Option<(usize, u8)>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut got = Vec::new();
+        while got.len() < take {
+            if let Some((n, key)) = seek {
+                if got.len() == n {
+                    m.seek(&[key]).unwrap();
+                }
+            }
+            match m.next_item() {
+                Some(item) => got.push(item.unwrap()),
+                None => break,
+            }
+        }
+        got
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(500))]
 
@@ -306,6 +449,8 @@ mod tests {
             start in prop::option::of((0u8..42, any::<bool>())),
             end in prop::option::of((0u8..42, any::<bool>())),
             take in 0usize..50,
+            rev in any::<bool>(),
+            seek in prop::option::of((0usize..10, 0u8..42)),
         ) {
             let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
             for (entries, _) in sources.iter().rev() {
@@ -314,7 +459,7 @@ mod tests {
                 }
             }
             let (start, end) = (bound(start), bound(end));
-            let want: Vec<(Vec<u8>, Vec<u8>)> = if matches!((&start, &end), (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) if s > e || (s == e && !matches!((&start, &end), (Bound::Included(_), Bound::Included(_)))))
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = if matches!((&start, &end), (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) if s > e || (s == e && !matches!((&start, &end), (Bound::Included(_), Bound::Included(_)))))
             {
                 Vec::new()
             } else {
@@ -330,37 +475,54 @@ mod tests {
                         .iter()
                         .map(|(k, v)| (vec![*k], v.map(|x| vec![x; x as usize])))
                         .collect();
-                    // A bound at or below the first key (or none: opened at once).
+                    let mut entries = entries;
+                    if rev {
+                        entries.reverse();
+                    }
+                    // A bound at or before the first key (or none: opened at once).
                     let first = entries.first().map_or(0, |e| e.0[0]);
-                    let bound = (*lazy > 0).then(|| vec![first.saturating_sub(*lazy - 1)]);
-                    let mut s = VecSource { entries, at: 0, bound: None, opens: 0 };
+                    let bound = (*lazy > 0).then(|| match rev {
+                        false => vec![first.saturating_sub(*lazy - 1)],
+                        true => vec![first.saturating_add(*lazy - 1)],
+                    });
+                    let mut s = VecSource { rev, entries, at: 0, bound: None, opens: 0 };
+                    let (from, to) = (start.as_ref().map(Vec::as_slice), end.as_ref().map(Vec::as_slice));
                     match bound {
                         // Ready from the start on, as the merge requires of sources not pending.
-                        None => s.open(start.as_ref().map(Vec::as_slice), Bound::Unbounded).unwrap(),
+                        None => s.open(from, to).unwrap(),
                         Some(b) => s.bound = Some(b),
                     }
                     s
                 })
                 .collect();
-            let mut m = Merge::new(vs, start, end);
-            let mut got = Vec::new();
-            while got.len() < take {
-                match m.next_item() {
-                    Some(item) => got.push(item.unwrap()),
-                    None => break,
-                }
+            if rev {
+                want.reverse();
             }
+            // A seek after `n` items: what is left starts at the key (or where the merge was).
+            if let Some((n, key)) = seek {
+                let n = n.min(want.len());
+                let key = vec![key];
+                let (head, tail) = want.split_at(n);
+                let tail: Vec<_> = tail.iter().filter(|(k, _)| (*k >= key) != rev || *k == key).cloned().collect();
+                want = head.iter().cloned().chain(tail).collect();
+            }
+            let (got, all) = if rev {
+                let mut m = Merge::<_, true>::new(vs, start, end);
+                let got = take_items(&mut m, take, seek);
+                let all = m.sources().iter().all(|s| s.opens <= 1 && s.bound.as_ref().is_none_or(|b| got.last().is_none_or(|(k, _)| b <= k)));
+                (got, all)
+            } else {
+                let mut m = Merge::<_, false>::new(vs, start, end);
+                let got = take_items(&mut m, take, seek);
+                // A source still pending was never needed: its bound lies past what was returned.
+                let all = m.sources().iter().all(|s| s.opens <= 1 && s.bound.as_ref().is_none_or(|b| got.last().is_none_or(|(k, _)| b >= k)));
+                (got, all)
+            };
             prop_assert_eq!(&got[..], &want[..got.len()]);
             if got.len() < take {
                 prop_assert_eq!(got.len(), want.len());
             }
-            // A source still pending was never needed: its bound lies past what was returned.
-            for s in m.sources() {
-                prop_assert!(s.opens <= 1);
-                if let (Some(b), Some((k, _))) = (&s.bound, got.last()) {
-                    prop_assert!(b >= k);
-                }
-            }
+            prop_assert!(all, "a source was opened before the merge reached its bound");
         }
     }
 }

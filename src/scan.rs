@@ -39,6 +39,11 @@ use crate::table::block::BlockCursor;
 use crate::table::{BlockBytes, ReadAhead, Table};
 use crate::version::{prefix8, TableHandle, Version};
 
+mod tables;
+
+pub(crate) use tables::RangeCounters;
+use tables::{before, past, TableRun};
+
 /// Entries copied from a memtable by a scan's first fill: most scans need few of them.
 const FIRST_FILL: usize = 1;
 /// The most entries one fill copies (each fill doubles the last, up to this).
@@ -54,7 +59,7 @@ pub(crate) trait LiveMemtable: Send + Sync {
 }
 
 enum MemRef {
-    Live(Box<dyn LiveMemtable>),
+    Live(Arc<dyn LiveMemtable>),
     Frozen(Arc<Memtable>),
 }
 
@@ -74,7 +79,7 @@ pub(crate) struct MemSource {
 impl MemSource {
     /// A source over `mem`, which the caller holds under the lock that keeps writes out,
     /// and which `live` reaches later (the first entries are copied now).
-    pub(crate) fn live(mem: &Memtable, start: Bound<&[u8]>, live: Box<dyn LiveMemtable>) -> Self {
+    pub(crate) fn live(mem: &Memtable, start: Bound<&[u8]>, live: Arc<dyn LiveMemtable>) -> Self {
         let cursor = mem.cursor(start, true);
         Self::first_fill(MemRef::Live(live), cursor, mem)
     }
@@ -92,13 +97,14 @@ impl MemSource {
         mem: &Memtable,
         start: Bound<&[u8]>,
         snap: u64,
-        live: Box<dyn LiveMemtable>,
+        live: Arc<dyn LiveMemtable>,
     ) -> Self {
         let cursor = mem.cursor_at(start, snap, true);
         Self::first_fill(MemRef::Live(live), cursor, mem)
     }
 
     /// A source over a memtable that takes no more writes, as it was at position `snap`.
+    /// Its [`back`](Self::back) reads as of the same position.
     pub(crate) fn frozen_at(mem: Arc<Memtable>, start: Bound<&[u8]>, snap: u64) -> Self {
         let cursor = mem.cursor_at(start, snap, false);
         let m = mem.clone();
@@ -118,6 +124,34 @@ impl MemSource {
         }
     }
 
+    /// The same memtable read backward, as of the same moment: holds nothing until
+    /// [`start_back`](Self::start_back).
+    pub(crate) fn back(&self) -> MemSource {
+        let mem = match &self.mem {
+            MemRef::Live(l) => MemRef::Live(l.clone()),
+            MemRef::Frozen(m) => MemRef::Frozen(m.clone()),
+        };
+        MemSource {
+            mem,
+            cursor: self.cursor.back(),
+            buf: EntryBuf::default(),
+            at: 0,
+            more: true,
+            fill: FIRST_FILL / 2,
+        }
+    }
+
+    /// Positions a source made by [`back`](Self::back) on the last entry at or before `end`.
+    pub(crate) fn start_back(&mut self, end: Bound<&[u8]>) {
+        if let MemRef::Frozen(m) = &self.mem {
+            self.cursor.seek_back(m, end);
+        } else if let MemRef::Live(l) = &self.mem {
+            let cursor = &mut self.cursor;
+            l.with(&mut |m| cursor.seek_back(m, end));
+        }
+        self.refill();
+    }
+
     fn refill(&mut self) {
         if let MemRef::Live(l) = &self.mem {
             if let Some(m) = l.frozen() {
@@ -125,7 +159,7 @@ impl MemSource {
                 self.mem = MemRef::Frozen(m);
             }
         }
-        self.fill = (self.fill * 2).min(MAX_FILL);
+        self.fill = (self.fill * 2).clamp(FIRST_FILL, MAX_FILL);
         let (cursor, buf, fill) = (&mut self.cursor, &mut self.buf, self.fill);
         self.more = match &self.mem {
             MemRef::Frozen(m) => cursor.fill(m, buf, fill),
@@ -169,211 +203,6 @@ impl Source for MemSource {
     }
 }
 
-/// Tables of one level in key order with disjoint ranges (or a single L0 table), read from
-/// the scan's start: one table open at a time, one block of it held.
-pub(crate) struct TableRun {
-    version: Arc<Version>,
-    level: usize,
-    /// The current table (or, when pending, the next to open), and the end of the run.
-    table: usize,
-    end: usize,
-    /// The current block of the current table.
-    block: usize,
-    cursor: Option<BlockCursor<BlockBytes>>,
-    /// Blocks of table `ahead_table` read with the last block read from a file.
-    ahead: ReadAhead,
-    ahead_table: usize,
-    /// The cursor stands on an entry of `table`.
-    ready: bool,
-    /// Where range filter probes are counted; `None`: the tables' range filters are not
-    /// asked (a scan open at either end, where the key range already says all they could).
-    ranges: Option<Arc<RangeCounters>>,
-}
-
-/// Counter numbers in [`RangeCounters`].
-const PROBES: usize = 0;
-const SKIPPED: usize = 1;
-const FALSE_POSITIVES: usize = 2;
-
-/// What scans' range filter probes found, over a store handle's life (one set per store,
-/// shared by its scans; see `Stats::range_probes`).
-#[derive(Debug, Default)]
-pub(crate) struct RangeCounters(Sharded<3>);
-
-impl RangeCounters {
-    /// Tables whose range filter a scan asked before opening them.
-    pub(crate) fn probes(&self) -> u64 {
-        self.0.get(PROBES)
-    }
-    /// Tables a scan skipped because their range filter said the range holds no key of
-    /// theirs (no block read).
-    pub(crate) fn skipped(&self) -> u64 {
-        self.0.get(SKIPPED)
-    }
-    /// Tables whose range filter said "maybe" and that then held no key in the range.
-    pub(crate) fn false_positives(&self) -> u64 {
-        self.0.get(FALSE_POSITIVES)
-    }
-}
-
-impl TableRun {
-    /// Tables `tables` (indices into the version's level `level`), pending on the first.
-    fn new(
-        version: Arc<Version>,
-        level: usize,
-        tables: std::ops::Range<usize>,
-        ranges: Option<&Arc<RangeCounters>>,
-    ) -> TableRun {
-        TableRun {
-            ranges: ranges.cloned(),
-            version,
-            level,
-            table: tables.start,
-            end: tables.end,
-            block: 0,
-            cursor: None,
-            ahead: ReadAhead::default(),
-            ahead_table: tables.start,
-            ready: false,
-        }
-    }
-
-    fn handle(&self) -> &TableHandle {
-        &self.version.levels()[self.level].tables()[self.table]
-    }
-
-    /// Makes block `i` of the current table the cursor's (taken through
-    /// [`Table::scan_block`], counted in the table's counters).
-    fn load(&mut self, i: usize) -> Result<()> {
-        let t = &self.version.levels()[self.level].tables()[self.table];
-        let table: &Table = &t.table;
-        if self.ahead_table != self.table {
-            self.ahead.clear();
-            self.ahead_table = self.table;
-        }
-        let bytes = table.scan_block(i, &t.counters, &mut self.ahead)?;
-        let base = table.block_span(i).map_or(0, |s| s.0);
-        let r = match &mut self.cursor {
-            Some(c) => c.reset(bytes, base),
-            None => BlockCursor::new(bytes, base).map(|c| self.cursor = Some(c)),
-        };
-        r.map_err(|e| e.in_file(table.path(), 0))?;
-        self.block = i;
-        Ok(())
-    }
-
-    /// From a cursor position that may be past its block: on to the first entry of the next
-    /// blocks; past the table's last block, the next table becomes pending.
-    fn settle(&mut self) -> Result<()> {
-        loop {
-            if self.cursor.as_ref().is_some_and(|c| c.valid()) {
-                self.ready = true;
-                return Ok(());
-            }
-            let next = self.block + 1;
-            if next >= self.handle().table.block_count() {
-                self.ready = false;
-                self.table += 1;
-                return Ok(());
-            }
-            self.load(next)?;
-            if let Some(c) = &mut self.cursor {
-                let r = c.seek_to_first();
-                r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
-            }
-        }
-    }
-}
-
-impl Source for TableRun {
-    fn state(&self) -> State {
-        if self.ready {
-            State::Ready
-        } else if self.table < self.end {
-            State::Pending
-        } else {
-            State::Done
-        }
-    }
-    fn key(&self) -> &[u8] {
-        match (self.ready, &self.cursor) {
-            (true, Some(c)) => c.key(),
-            _ if self.table < self.end => self.handle().min_key(),
-            _ => &[],
-        }
-    }
-    fn value(&self) -> Option<&[u8]> {
-        self.cursor.as_ref().and_then(|c| c.value())
-    }
-    /// Asks the range filter of the table it is about to open, if it has one: a "no"
-    /// skips the table (pending on the next one, or done) without reading a block.
-    fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
-        let Some(c) = &self.ranges else {
-            return self.open_table(start);
-        };
-        let Some(f) = &self.handle().range else {
-            return self.open_table(start);
-        };
-        c.0.add(PROBES, 1);
-        if !f.may_intersect(start, end) {
-            c.0.add(SKIPPED, 1);
-            self.table += 1;
-            return Ok(());
-        }
-        let table = self.table;
-        self.open_table(start)?;
-        let hit = self.ready && self.table == table && !past(self.key(), end);
-        if !hit {
-            if let Some(c) = &self.ranges {
-                c.0.add(FALSE_POSITIVES, 1);
-            }
-        }
-        Ok(())
-    }
-    fn advance(&mut self) -> Result<()> {
-        if let Some(c) = &mut self.cursor {
-            let r = c.advance();
-            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
-        }
-        self.settle()
-    }
-}
-
-impl TableRun {
-    /// Opens the current table from `start` (see [`Source::open`]).
-    fn open_table(&mut self, start: Bound<&[u8]>) -> Result<()> {
-        let table = self.handle().table.clone();
-        let first = match start {
-            Bound::Included(k) | Bound::Excluded(k) => table.block_for(k),
-            Bound::Unbounded => (table.block_count() > 0).then_some(0),
-        };
-        let Some(first) = first else {
-            // Every key of this table lies before the start.
-            self.table += 1;
-            return Ok(());
-        };
-        self.load(first)?;
-        if let Some(c) = &mut self.cursor {
-            match start {
-                Bound::Included(k) => c.seek(k, false),
-                Bound::Excluded(k) => c.seek(k, true),
-                Bound::Unbounded => c.seek_to_first(),
-            }
-            .map_err(|e| e.in_file(table.path(), 0))?;
-        }
-        self.settle()
-    }
-}
-
-/// Whether `key` lies past `end`.
-fn past(key: &[u8], end: Bound<&[u8]>) -> bool {
-    match end {
-        Bound::Included(e) => key > e,
-        Bound::Excluded(e) => key >= e,
-        Bound::Unbounded => false,
-    }
-}
-
 /// One source of a scan.
 pub(crate) enum ScanSource {
     Mem(MemSource),
@@ -414,43 +243,38 @@ impl Source for ScanSource {
             ScanSource::Tables(s) => s.advance(),
         }
     }
+    fn seek(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        match self {
+            ScanSource::Mem(s) => s.seek(key, rev),
+            ScanSource::Tables(s) => s.seek(key, rev),
+        }
+    }
 }
 
 /// Appends to `sources` one per L0 table whose range reaches from `start` to `end` (newest
-/// first), then one per non-empty deeper level, from the table that holds `start`. Their
-/// range filter probes are counted in `ranges`. A scan open at either end asks no range
-/// filter: of `[a, ∞)` a range filter can only say what the table's largest key already
-/// does (and the merge never opens a table whose smallest key lies past the end).
+/// first), then one per non-empty deeper level, from the table that holds `start` (with
+/// `rev`, read backward from the table that holds `end`). Their range filter probes are
+/// counted in `ranges`. A scan open at either end asks no range filter: of `[a, ∞)` a range
+/// filter can only say what the table's largest key already does (and the merge never opens
+/// a table whose smallest key lies past the end).
 pub(crate) fn table_sources(
     version: &Arc<Version>,
     start: Bound<&[u8]>,
     end: Bound<&[u8]>,
     ranges: &Arc<RangeCounters>,
+    rev: bool,
     sources: &mut Vec<ScanSource>,
 ) {
-    let before_start = |max: &[u8]| match start {
-        Bound::Included(s) => max < s,
-        Bound::Excluded(s) => max <= s,
-        Bound::Unbounded => false,
-    };
     let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
     let ranges = bounded.then_some(ranges);
-    let after_end = |min: &[u8]| match end {
-        Bound::Included(e) => min > e,
-        Bound::Excluded(e) => min >= e,
-        Bound::Unbounded => false,
-    };
+    let after_end = |min: &[u8]| past(min, end);
     for (l, level) in version.levels().iter().enumerate() {
         let tables = level.tables();
         if l == 0 {
             for (i, t) in tables.iter().enumerate() {
-                if !before_start(t.max_key()) && !after_end(t.min_key()) {
-                    sources.push(ScanSource::Tables(TableRun::new(
-                        version.clone(),
-                        0,
-                        i..i + 1,
-                        ranges,
-                    )));
+                if !before(t.max_key(), start) && !after_end(t.min_key()) {
+                    let run = TableRun::new(version.clone(), 0, i..i + 1, ranges, rev);
+                    sources.push(ScanSource::Tables(run));
                 }
             }
             continue;
@@ -459,39 +283,138 @@ pub(crate) fn table_sources(
             Bound::Included(k) | Bound::Excluded(k) => level.first_not_below(k, prefix8(k)),
             Bound::Unbounded => 0,
         };
-        if first < tables.len() && !after_end(tables[first].min_key()) {
-            sources.push(ScanSource::Tables(TableRun::new(
-                version.clone(),
-                l,
-                first..tables.len(),
-                ranges,
-            )));
+        // Past the last table whose smallest key is not after the end.
+        let last = if matches!(end, Bound::Unbounded) {
+            tables.len()
+        } else {
+            first + tables[first..].partition_point(|t| !after_end(t.min_key()))
+        };
+        if first < last {
+            let run = TableRun::new(version.clone(), l, first..last, ranges, rev);
+            sources.push(ScanSource::Tables(run));
         }
     }
 }
 
-/// An iterator over a key range, in key order, newest values only, as of its start; items
-/// are `Result`s so a damaged block is reported (and ends the scan). See
-/// [`Store::scan`](crate::Store::scan).
+/// What a scan reads: its memtables and its table set, as of its start. The scan's back end
+/// is made from them when it is first used.
+pub(crate) struct ScanInput {
+    /// The memtables' sources (newest first, at most two: the live one and the immutable
+    /// one), positioned at the start.
+    pub mems: Vec<MemSource>,
+    pub version: Arc<Version>,
+    pub ranges: Arc<RangeCounters>,
+}
+
+/// The back end of a scan: not made until `next_back` first asks.
+enum Back {
+    /// Backward memtable sources (unpositioned), and what the table sources come from.
+    Plan {
+        mems: [Option<MemSource>; 2],
+        version: Arc<Version>,
+        ranges: Arc<RangeCounters>,
+    },
+    Open(Merge<ScanSource, true>),
+    None,
+}
+
+/// An iterator over a key range, in key order (or, from the back, in reverse key order),
+/// newest values only, as of its start; items are `Result`s so a damaged block is reported
+/// (and ends the scan). Both ends may be used, as with `BTreeMap::range`: they meet without
+/// overlap or gap. See [`Store::scan`](crate::Store::scan).
 pub struct Scan {
-    merge: Merge<ScanSource>,
+    front: Merge<ScanSource, false>,
+    back: Back,
 }
 
 impl Scan {
-    /// A scan merging `sources` (newest first) over `start..end`.
-    pub(crate) fn new(
-        sources: Vec<ScanSource>,
-        start: Bound<Vec<u8>>,
-        end: Bound<Vec<u8>>,
-    ) -> Scan {
+    /// A scan of `start..end` over `input` (its memtable sources made from `start`).
+    pub(crate) fn new(input: ScanInput, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Scan {
+        let ScanInput {
+            mems,
+            version,
+            ranges,
+        } = input;
+        let mut back_mems = [None, None];
+        for (b, m) in back_mems.iter_mut().zip(&mems) {
+            *b = Some(m.back());
+        }
+        let n = mems.len() + version.levels().len() + version.l0_count();
+        let mut sources: Vec<ScanSource> = Vec::with_capacity(n);
+        sources.extend(mems.into_iter().map(ScanSource::Mem));
+        let (from, to) = (
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        );
+        table_sources(&version, from, to, &ranges, false, &mut sources);
         Scan {
-            merge: Merge::new(sources, start, end),
+            front: Merge::new(sources, start, end),
+            back: Back::Plan {
+                mems: back_mems,
+                version,
+                ranges,
+            },
         }
     }
 
     /// A scan that yields nothing.
     pub(crate) fn empty() -> Scan {
-        Scan::new(Vec::new(), Bound::Unbounded, Bound::Unbounded)
+        Scan {
+            front: Merge::new(Vec::new(), Bound::Unbounded, Bound::Unbounded),
+            back: Back::None,
+        }
+    }
+
+    /// The back end, made on first use: from the key the front last passed (or the front's
+    /// start) to the scan's end.
+    fn back(&mut self) -> Option<&mut Merge<ScanSource, true>> {
+        if let Back::Plan { .. } = self.back {
+            let Back::Plan {
+                mems,
+                version,
+                ranges,
+            } = std::mem::replace(&mut self.back, Back::None)
+            else {
+                return None;
+            };
+            let (front_start, end) = self.front.bounds();
+            let start = match self.front.last() {
+                Some(k) => Bound::Excluded(k.to_vec()),
+                None => front_start.clone(),
+            };
+            let end = end.clone();
+            let (from, to) = (
+                start.as_ref().map(Vec::as_slice),
+                end.as_ref().map(Vec::as_slice),
+            );
+            let mut sources = Vec::new();
+            for mut m in mems.into_iter().flatten() {
+                m.start_back(to);
+                sources.push(ScanSource::Mem(m));
+            }
+            table_sources(&version, from, to, &ranges, true, &mut sources);
+            self.back = Back::Open(Merge::new(sources, start, end));
+        }
+        match &mut self.back {
+            Back::Open(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Moves the front on to `key`: the next item from the front is the first at or after
+    /// it (still within the scan's range, and not one the back end has returned). A key at
+    /// or before where the front stands changes nothing.
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.front.seek(key)
+    }
+
+    /// Moves the back end on to `key`: the next item from the back is the last at or before
+    /// it (as [`seek`](Self::seek), backward).
+    pub fn seek_back(&mut self, key: &[u8]) -> Result<()> {
+        match self.back() {
+            Some(b) => b.seek(key),
+            None => Ok(()),
+        }
     }
 }
 
@@ -504,6 +427,32 @@ impl std::fmt::Debug for Scan {
 impl Iterator for Scan {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.merge.next_item()
+        let item = self.front.next_item()?;
+        if let (Ok((k, _)), Back::Open(b)) = (&item, &mut self.back) {
+            // The ends met: the back returned this key or one before it.
+            if b.last().is_some_and(|l| k.as_slice() >= l) {
+                self.front.finish();
+                b.finish();
+                return None;
+            }
+        }
+        Some(item)
+    }
+}
+
+impl DoubleEndedIterator for Scan {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let back = self.back()?;
+        let item = back.next_item()?;
+        if let Ok((k, _)) = &item {
+            if self.front.last().is_some_and(|l| k.as_slice() <= l) {
+                self.front.finish();
+                if let Back::Open(b) = &mut self.back {
+                    b.finish();
+                }
+                return None;
+            }
+        }
+        Some(item)
     }
 }

@@ -259,6 +259,10 @@ fn check_fixture(n: u32) {
             );
         }
         assert_eq!(store.scan::<&[u8]>(..).count(), 200 + 10);
+        // Backward, the same entries in reverse (every block form of every version).
+        let fwd: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let rev: Vec<_> = store.scan::<&[u8]>(..).rev().map(Result::unwrap).collect();
+        assert!(fwd.iter().rev().eq(rev.iter()), "fixture {n}: reverse scan");
         let levels: Vec<u32> = store.stats().tables.iter().map(|t| t.level).collect();
         assert_eq!(levels, vec![0, older_level], "fixture {n}");
         // A range between two keys: with range filters, no table is read.

@@ -1,7 +1,8 @@
 //! Snapshots and the commit sequence, checked against models: each snapshot against a clone
 //! of a `BTreeMap` taken when it was, over random writes, batches, flushes, compactions,
 //! refilters (to and from the global filter) and reopens, on every filter kind, block form,
-//! cache setting and `mmap_reads`; snapshots held across compactions that remove the files
+//! cache setting and `mmap_reads` (scans read forward, backward and from both ends at once);
+//! snapshots held across compactions that remove the files
 //! they read; and sequence numbers that never go backwards across reopens and power cuts.
 
 use std::collections::BTreeMap;
@@ -78,6 +79,38 @@ fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
     format!("k{:05}", rng.below(space)).into_bytes()
 }
 
+/// Checks a scan made by `make` against `want` (the model's items in order) backward (a
+/// `.rev()` of it) and from both ends at once (`next` and `next_back` alternating at random,
+/// against the model's own double-ended iterator), so a snapshot's backward memtable reads
+/// are checked as its forward ones are.
+fn both_ways<I, E>(make: impl Fn() -> I, want: &[(Vec<u8>, Vec<u8>)], rng: &mut Rng, what: &str)
+where
+    I: DoubleEndedIterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
+    E: std::fmt::Debug,
+{
+    let got: Vec<_> = make().rev().collect::<Result<_, _>>().unwrap();
+    let rev: Vec<_> = want.iter().rev().cloned().collect();
+    assert_eq!(got, rev, "{what} reversed");
+    let (mut scan, mut model) = (make(), want.iter());
+    loop {
+        let back = rng.below(2) == 0;
+        let (g, w) = if back {
+            (scan.next_back(), model.next_back())
+        } else {
+            (scan.next(), model.next())
+        };
+        let g = g.transpose().unwrap();
+        assert_eq!(g.as_ref(), w, "{what} both ends (back: {back})");
+        if w.is_none() {
+            assert!(
+                scan.next().is_none() && scan.next_back().is_none(),
+                "{what}"
+            );
+            break;
+        }
+    }
+}
+
 /// Checks a snapshot against its model: lookups (one by one, batched, `contains_key`), a
 /// random range and a random prefix.
 fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) {
@@ -103,10 +136,16 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
         .collect::<Result<_, _>>()
         .unwrap();
     let want: Vec<_> = model
-        .range(lo..hi)
+        .range(lo.clone()..hi.clone())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     assert_eq!(got, want, "{what} scan");
+    both_ways(
+        || snap.scan(lo.clone()..hi.clone()),
+        &want,
+        rng,
+        &format!("{what} scan"),
+    );
     let p = format!("k{:03}", rng.below(space / 100 + 1)).into_bytes();
     let got: Vec<_> = snap.scan_prefix(&p).collect::<Result<_, _>>().unwrap();
     let want: Vec<_> = model
@@ -115,6 +154,12 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     assert_eq!(got, want, "{what} scan_prefix");
+    both_ways(
+        || snap.scan_prefix(&p),
+        &want,
+        rng,
+        &format!("{what} scan_prefix"),
+    );
 }
 
 /// Checks a snapshot against its model in full: every key the model or the store may hold.
@@ -122,6 +167,13 @@ fn check_all(snap: &Snapshot, model: &Model, space: u64, what: &str) {
     let got: Vec<_> = snap.scan::<&[u8]>(..).collect::<Result<_, _>>().unwrap();
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(got, want, "{what} full scan");
+    let got: Vec<_> = snap
+        .scan::<&[u8]>(..)
+        .rev()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let rev: Vec<_> = want.iter().rev().cloned().collect();
+    assert_eq!(got, rev, "{what} full scan reversed");
     for i in 0..space {
         for k in [format!("k{i:05}"), format!("key{i:05}")] {
             let k = k.into_bytes();

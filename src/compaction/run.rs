@@ -1,4 +1,4 @@
-//! Compaction execution: a streaming k-way merge feeding table writers that roll to a new
+//! Compaction execution: the streaming k-way merge of `merge.rs` feeding table writers that roll to a new
 //! file at the target size.
 //!
 //! ```text
@@ -18,10 +18,12 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::filter::global::{MergeKey, RunId, RunSet};
+use crate::merge::{Merge, State};
 use crate::table::files::{NewTable, TableSpec, TableWriter};
 use crate::table::{
     encode_part, run_full, OwnedRun, Part, SortedEntries, Table, TableCounters, TableCursor,
 };
+use std::ops::Bound;
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
 pub(crate) struct Source {
@@ -83,106 +85,39 @@ impl Source {
     }
 }
 
-/// A k-way merge of sources given newest first: of equal keys the newest source's wins.
-/// A binary heap of source numbers ordered by (key, source number); a step replaces the top
-/// and sifts it down once.
-struct Merger {
-    sources: Vec<Source>,
-    heap: Vec<usize>,
-    /// The key just emitted (to skip its older versions).
-    last: Vec<u8>,
-    /// The sources that held it (the emitted version's first).
-    held: Vec<u32>,
-}
-
-impl Merger {
-    fn new(sources: Vec<Source>) -> Merger {
-        let mut m = Merger {
-            heap: (0..sources.len()).filter(|&i| sources[i].valid()).collect(),
-            sources,
-            last: Vec::new(),
-            held: Vec::new(),
-        };
-        for i in (0..m.heap.len() / 2).rev() {
-            m.sift_down(i);
-        }
-        m
-    }
-
+impl crate::merge::Source for Source {
     #[inline]
-    fn less(&self, a: usize, b: usize) -> bool {
-        let (x, y) = (&self.sources[a], &self.sources[b]);
-        match x.head.cmp(&y.head) {
-            std::cmp::Ordering::Less => true,
-            std::cmp::Ordering::Greater => false,
-            std::cmp::Ordering::Equal => match x.key().cmp(y.key()) {
-                std::cmp::Ordering::Less => true,
-                std::cmp::Ordering::Equal => a < b,
-                std::cmp::Ordering::Greater => false,
-            },
+    fn state(&self) -> State {
+        if self.valid() {
+            State::Ready
+        } else {
+            State::Done
         }
     }
-
-    fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < n && self.less(self.heap[l], self.heap[m]) {
-                m = l;
-            }
-            if r < n && self.less(self.heap[r], self.heap[m]) {
-                m = r;
-            }
-            if m == i {
-                return;
-            }
-            self.heap.swap(i, m);
-            i = m;
-        }
+    #[inline]
+    fn key(&self) -> &[u8] {
+        Source::key(self)
     }
-
-    /// Advances the top source and restores the heap (dropping the source when it ends).
-    fn advance_top(&mut self) -> Result<()> {
-        let Some(&t) = self.heap.first() else {
-            return Ok(());
-        };
-        self.sources[t].advance()?;
-        if !self.sources[t].valid() {
-            let last = self.heap.len() - 1;
-            self.heap.swap(0, last);
-            self.heap.pop();
-        }
-        self.sift_down(0);
-        Ok(())
+    #[inline]
+    fn head(&self) -> u64 {
+        self.head
     }
-
-    /// Passes the next key's newest entry to `emit` and steps past every version of it.
-    /// `false` when the sources are exhausted.
-    fn next_into(&mut self, emit: &mut impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
-        let Some(&w) = self.heap.first() else {
-            return Ok(false);
-        };
-        let src = &self.sources[w];
-        emit(src.key(), src.value());
-        let head = src.head;
-        self.last.clear();
-        self.last.extend_from_slice(src.key());
-        self.held.clear();
-        self.held.push(w as u32);
-        self.advance_top()?;
-        // Older versions of the same key: skip them.
-        while let Some(&t) = self.heap.first() {
-            let s = &self.sources[t];
-            if s.head != head || s.key() != self.last.as_slice() {
-                break;
-            }
-            self.held.push(t as u32);
-            self.advance_top()?;
-        }
-        Ok(true)
+    #[inline]
+    fn value(&self) -> Option<&[u8]> {
+        Source::value(self)
+    }
+    fn open(&mut self, _: Bound<&[u8]>, _: Bound<&[u8]>) -> Result<()> {
+        Ok(()) // never pending: positioned on its first entry when made
+    }
+    #[inline]
+    fn advance(&mut self) -> Result<()> {
+        Source::advance(self)
     }
 }
+
+/// The merge of a compaction's sources (newest first): the one k-way merge of `merge.rs`,
+/// forward over the whole key range, tombstones included.
+type Merger = Merge<Source, false>;
 
 /// Where and how a merge writes its output.
 pub(crate) struct Output<'a> {
@@ -281,7 +216,7 @@ impl MergeSide<'_> {
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
-                let more = self.merger.next_into(&mut |k, v| {
+                let more = self.merger.next_entry(|k, v| {
                     if v.is_none() && drop_t(k) {
                         return;
                     }
@@ -300,7 +235,8 @@ impl MergeSide<'_> {
                     break;
                 }
                 if let Some((runs, moves)) = &mut self.track {
-                    moves.note(runs, &self.merger.last, &self.merger.held, kept);
+                    let m = &self.merger;
+                    moves.note(runs, m.last().unwrap_or_default(), m.held(), kept);
                 }
                 if carry.is_some() {
                     ends_table = true;
@@ -430,7 +366,7 @@ fn run_pipeline(
 ) -> Result<Moves> {
     let threads = rayon::current_num_threads().max(1);
     let mut m = MergeSide {
-        merger: Merger::new(sources),
+        merger: Merger::new(sources, Bound::Unbounded, Bound::Unbounded),
         drop_tombstone,
         table_bytes: out.table_bytes.max(1),
         in_table: 0,

@@ -54,6 +54,7 @@ impl Memtable {
             pos,
             snap,
             reader: live.then(|| self.reader()),
+            rev: false,
         }
     }
 }
@@ -79,9 +80,42 @@ pub(crate) struct MemCursor {
     /// memtable takes no more writes, every version is visible).
     snap: u64,
     reader: Option<ReaderGuard>,
+    /// Backward: each run's position is one past its next entry.
+    rev: bool,
 }
 
 impl MemCursor {
+    /// A backward cursor over the same snapshot, not yet positioned: it holds nothing until
+    /// [`seek_back`](Self::seek_back) (a scan's back end, made with its front, costs an
+    /// `Arc` and no search until it is used).
+    pub(crate) fn back(&self) -> MemCursor {
+        let reader = self.reader.as_ref().map(|g| {
+            g.0.fetch_add(1, Relaxed);
+            ReaderGuard(g.0.clone())
+        });
+        MemCursor {
+            runs: self.runs.clone(),
+            pos: Vec::new(),
+            snap: self.snap,
+            reader,
+            rev: true,
+        }
+    }
+
+    /// Positions a backward cursor after the last entry at or before `end` (`mem` as for
+    /// [`fill`](Self::fill)).
+    pub(crate) fn seek_back(&mut self, mem: &Memtable, end: Bound<&[u8]>) {
+        self.pos = self
+            .runs
+            .iter()
+            .map(|r| match end {
+                Bound::Included(e) => mem.seek_run(r, e, true),
+                Bound::Excluded(e) => mem.seek_run(r, e, false),
+                Bound::Unbounded => r.len(),
+            })
+            .collect();
+    }
+
     /// Replaces `out`'s entries with the next ones, in key order, as the snapshot saw them
     /// (tombstones included): up to `max` entries or about [`FILL_BYTES`] (at least one).
     /// `mem` must be the memtable the cursor was made from. Returns false once the cursor
@@ -89,11 +123,25 @@ impl MemCursor {
     pub(crate) fn fill(&mut self, mem: &Memtable, out: &mut EntryBuf, max: usize) -> bool {
         out.clear();
         loop {
-            // The run whose next key is the smallest (the runs' keys are disjoint).
+            // The run whose next key is the smallest, or backward the largest (the runs'
+            // keys are disjoint).
             let mut best: Option<(usize, (u64, u32))> = None;
+            let want = if self.rev {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            };
             for (r, run) in self.runs.iter().enumerate() {
-                if let Some(&p) = run.get(self.pos[r]) {
-                    if best.is_none_or(|(_, b)| mem.cmp_slots(&p, &b) == Ordering::Less) {
+                let Some(&at) = self.pos.get(r) else {
+                    continue;
+                };
+                let next = if self.rev {
+                    at.checked_sub(1)
+                } else {
+                    Some(at)
+                };
+                if let Some(&p) = next.and_then(|i| run.get(i)) {
+                    if best.is_none_or(|(_, b)| mem.cmp_slots(&p, &b) == want) {
                         best = Some((r, p));
                     }
                 }
@@ -105,7 +153,11 @@ impl MemCursor {
             if out.len() >= max.max(1) || out.bytes.len() >= FILL_BYTES {
                 return true;
             }
-            self.pos[r] += 1;
+            if self.rev {
+                self.pos[r] -= 1;
+            } else {
+                self.pos[r] += 1;
+            }
             let s = &mem.slots[slot as usize];
             if s.key_at >= self.snap {
                 // Written after the snapshot (a cursor of a snapshot taken before it).

@@ -31,7 +31,12 @@
 //! overwrite or delete replaces the slot's value in place; while any scan of this memtable
 //! is open (`readers`), it first appends a 12-byte link to the version it replaces, so the
 //! scan walks back from a newer version to the one it must see. With no scan open nothing is
-//! kept: a scan started later sees the newer version anyway.
+//! kept: a scan started later sees the newer version anyway. A store snapshot registers as
+//! a reader and keeps a position ([`snapshot_pos`](Memtable::snapshot_pos)); its scans'
+//! cursors (`cursor_at`) are made later, from runs that may hold keys written after it, and
+//! skip every key whose first write lies at or past the position. A backward cursor
+//! ([`MemCursor::back`]) shares its forward one's runs and position, so a scan reads the
+//! same snapshot from either end.
 //!
 //! Why not a skip list (RocksDB's and fjall's memtable, with a sequence number in every
 //! key): its insert walks a tower of pointers, a cache miss per level, and its get a search

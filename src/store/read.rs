@@ -11,7 +11,7 @@ use super::{Inner, Store};
 use crate::error::Result;
 use crate::hash::key_hash;
 pub use crate::scan::Scan;
-use crate::scan::{table_sources, MemSource, ScanSource};
+use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
 
 impl Store {
@@ -168,6 +168,19 @@ impl Store {
             .scan_bounds(own(range.start_bound()), own(range.end_bound()))
     }
 
+    /// The first key and its value (the smallest key), as `BTreeMap::first_key_value`: the
+    /// first item of a scan of everything.
+    pub fn first_key_value(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.scan::<&[u8]>(..).next().transpose()
+    }
+
+    /// The last key and its value (the largest key), as `BTreeMap::last_key_value`: the
+    /// first item of a reverse scan of everything (which reads about one block per table
+    /// source, from the end).
+    pub fn last_key_value(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.scan::<&[u8]>(..).next_back().transpose()
+    }
+
     /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
     pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
         let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
@@ -260,11 +273,8 @@ impl Inner {
             // BTreeMap-style ranges panic when inverted; there is nothing to return.
             return Scan::empty();
         }
-        let (from, to) = (
-            start.as_ref().map(Vec::as_slice),
-            end.as_ref().map(Vec::as_slice),
-        );
-        let mut sources = Vec::new();
+        let from = start.as_ref().map(Vec::as_slice);
+        let mut mems = Vec::new();
         let version = {
             let st = self.read_state();
             if !st.mem.is_empty() {
@@ -272,19 +282,19 @@ impl Inner {
                     state: self.state.clone(),
                     frozen: st.mem_frozen.clone(),
                 };
-                sources.push(ScanSource::Mem(MemSource::live(
-                    &st.mem,
-                    from,
-                    Box::new(live),
-                )));
+                mems.push(MemSource::live(&st.mem, from, Arc::new(live)));
             }
             if let Some(imm) = &st.imm {
-                sources.push(ScanSource::Mem(MemSource::frozen(imm.mem.clone(), from)));
+                mems.push(MemSource::frozen(imm.mem.clone(), from));
             }
             st.current.clone()
         };
-        table_sources(&version, from, to, &self.range_counters, &mut sources);
-        Scan::new(sources, start, end)
+        let input = ScanInput {
+            mems,
+            version,
+            ranges: self.range_counters.clone(),
+        };
+        Scan::new(input, start, end)
     }
 }
 

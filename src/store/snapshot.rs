@@ -37,7 +37,7 @@ use crate::error::Result;
 use crate::hash::key_hash;
 use crate::memtable::{Memtable, ReaderGuard};
 use crate::scan::Scan;
-use crate::scan::{table_sources, MemSource, ScanSource};
+use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
 
 /// The store as of one point in its commit order (see [`Store::snapshot`]).
@@ -408,16 +408,16 @@ impl Pinned {
             .clone()
     }
 
+    /// A scan of `start..end` as of the snapshot: the same [`Scan`] as a store's, its
+    /// memtable sources (and the backward ones `Scan::new` makes from them) reading the
+    /// memtable as it was at the snapshot's position.
     fn scan_bounds(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Scan {
         if range_is_empty(&start, &end) {
             return Scan::empty();
         }
-        let (from, to) = (
-            start.as_ref().map(Vec::as_slice),
-            end.as_ref().map(Vec::as_slice),
-        );
+        let from = start.as_ref().map(Vec::as_slice);
         let t = &self.tree;
-        let mut sources = Vec::new();
+        let mut mems = Vec::new();
         if let Some(m) = &t.mem {
             let source = match m.frozen.get() {
                 Some(f) => MemSource::frozen_at(f.clone(), from, m.pos),
@@ -430,24 +430,22 @@ impl Pinned {
                                 state: m.state.clone(),
                                 frozen: m.frozen.clone(),
                             };
-                            MemSource::live_at(&st.mem, from, m.pos, Box::new(live))
+                            MemSource::live_at(&st.mem, from, m.pos, Arc::new(live))
                         }
                     }
                 }
             };
-            sources.push(ScanSource::Mem(source));
+            mems.push(source);
         }
         if let Some(imm) = &t.imm {
-            sources.push(ScanSource::Mem(MemSource::frozen(imm.clone(), from)));
+            mems.push(MemSource::frozen(imm.clone(), from));
         }
-        table_sources(
-            &t.version,
-            from,
-            to,
-            &self.inner.range_counters,
-            &mut sources,
-        );
-        Scan::new(sources, start, end)
+        let input = ScanInput {
+            mems,
+            version: t.version.clone(),
+            ranges: self.inner.range_counters.clone(),
+        };
+        Scan::new(input, start, end)
     }
 }
 

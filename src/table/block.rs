@@ -13,6 +13,9 @@ use std::cmp::Ordering;
 use crate::codec::{le_u32, le_u64, prefix8, put_varint, Cursor};
 use crate::error::{Error, Result};
 
+mod cursor;
+pub use cursor::BlockCursor;
+
 /// Entries between restart points.
 pub const RESTART_INTERVAL: usize = 16;
 
@@ -488,169 +491,6 @@ pub(crate) fn lcp_cmp(a: &[u8], b: &[u8]) -> (usize, Ordering) {
     (n, a.len().cmp(&b.len()))
 }
 
-/// A position in one block, decoded in place: [`seek`](Self::seek) to the first key at or
-/// after a target (a binary search over the restart points, then at most one interval read
-/// forward), then [`advance`](Self::advance) entry by entry. The current key is rebuilt in
-/// one buffer that [`reset`](Self::reset) keeps from block to block, and the value is a
-/// slice of the block's own bytes: nothing is allocated per entry. `B` holds the block's
-/// bytes (entries and restart array, as [`Block::new`] takes them).
-///
-/// Bytes that do not decode are an error at their offset (`base` is the block's offset in
-/// its file); the cursor is then invalid.
-#[derive(Debug)]
-pub struct BlockCursor<B> {
-    bytes: B,
-    /// Where the restart array starts: the entries are `bytes[..entries_len]`.
-    entries_len: usize,
-    base: u64,
-    /// Offset of the entry after the current one.
-    next: usize,
-    key: Vec<u8>,
-    /// The current value's place in `bytes` (`None`: a tombstone).
-    value: Option<(usize, usize)>,
-    valid: bool,
-}
-
-impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
-    /// A cursor over `bytes` (checked as [`Block::new`] checks them), before its first
-    /// entry: not valid until a seek.
-    pub fn new(bytes: B, base: u64) -> Result<BlockCursor<B>> {
-        let entries_len = Block::new(&bytes, base)?.entries_len();
-        Ok(BlockCursor {
-            bytes,
-            entries_len,
-            base,
-            next: 0,
-            key: Vec::new(),
-            value: None,
-            valid: false,
-        })
-    }
-
-    /// Moves the cursor to another block (keeping its key buffer), before its first entry.
-    pub fn reset(&mut self, bytes: B, base: u64) -> Result<()> {
-        self.valid = false;
-        self.entries_len = Block::new(&bytes, base)?.entries_len();
-        self.bytes = bytes;
-        self.base = base;
-        Ok(())
-    }
-
-    /// The block, as [`Block::new`] checked it when the cursor took it.
-    fn block(&self) -> Block<'_> {
-        let n = self.bytes.len();
-        Block {
-            data: &self.bytes[..self.entries_len],
-            restarts: &self.bytes[self.entries_len..n - 4],
-            base: self.base,
-        }
-    }
-
-    /// True while the cursor stands on an entry.
-    #[inline]
-    pub fn valid(&self) -> bool {
-        self.valid
-    }
-
-    /// The current key (valid cursors only).
-    #[inline]
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// The current value, `None` for a tombstone (valid cursors only).
-    #[inline]
-    pub fn value(&self) -> Option<&[u8]> {
-        self.value.map(|(a, b)| &self.bytes[a..b])
-    }
-
-    /// Decodes the entry at `pos`, after the key in `self.key`, and stands on it.
-    #[inline]
-    fn read_at(&mut self, pos: usize) -> Result<()> {
-        self.valid = false;
-        let (shared, suffix, value, end) = {
-            let b = self.block();
-            let e = b.entry_at(pos, self.key.len())?;
-            let at = |s: &[u8]| s.as_ptr() as usize - self.bytes.as_ptr() as usize;
-            let value = e.value.map(|v| (at(v), at(v) + v.len()));
-            (
-                e.shared,
-                (at(e.suffix), at(e.suffix) + e.suffix.len()),
-                value,
-                e.end,
-            )
-        };
-        self.key.truncate(shared);
-        self.key.extend_from_slice(&self.bytes[suffix.0..suffix.1]);
-        self.value = value;
-        self.next = end;
-        self.valid = true;
-        Ok(())
-    }
-
-    /// Stands on the first entry (invalid for an empty block).
-    pub fn seek_to_first(&mut self) -> Result<()> {
-        self.key.clear();
-        self.valid = false;
-        if self.entries_len == 0 {
-            return Ok(());
-        }
-        self.read_at(0)
-    }
-
-    /// Stands on the first entry whose key is >= `target` (> `target` with `after`), or
-    /// becomes invalid when the block has none.
-    pub fn seek(&mut self, target: &[u8], after: bool) -> Result<()> {
-        let before = |k: &[u8]| match k.cmp(target) {
-            Ordering::Less => true,
-            Ordering::Equal => after,
-            Ordering::Greater => false,
-        };
-        self.key.clear();
-        self.valid = false;
-        let restarts = self.block().restart_count();
-        if restarts == 0 {
-            return Ok(());
-        }
-        // Restarts whose key is before the target: a prefix of the array in a sorted block
-        // (in an unsorted one, the search lands somewhere and the reads below stay checked).
-        let (mut lo, mut hi) = (0usize, restarts);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if before(self.block().restart_key(mid)?) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        // The last restart before the target (or the first), then forward.
-        let mut pos = self.block().restart(lo.saturating_sub(1)) as usize;
-        loop {
-            self.read_at(pos)?;
-            if !before(&self.key) {
-                return Ok(());
-            }
-            pos = self.next;
-            if pos >= self.entries_len {
-                self.valid = false;
-                return Ok(());
-            }
-        }
-    }
-
-    /// Moves to the next entry (invalid past the last one).
-    pub fn advance(&mut self) -> Result<()> {
-        if !self.valid {
-            return Ok(());
-        }
-        if self.next >= self.entries_len {
-            self.valid = false;
-            return Ok(());
-        }
-        self.read_at(self.next)
-    }
-}
-
 /// Iterator over a block's entries; stops after the first error.
 #[derive(Debug, Clone)]
 pub struct BlockIter<'a> {
@@ -890,6 +730,32 @@ pub(crate) mod tests {
                             assert_eq!(read(c, 3), want, "seek {p:?} after={after}");
                         }
                     }
+                    // Backward: the entries in reverse, and from a backward seek the last
+                    // entries at or before the probe.
+                    let back = |c: &mut BlockCursor<Vec<u8>>, most: usize| {
+                        let mut got = Vec::new();
+                        while c.valid() && got.len() < most {
+                            got.push((c.key().to_vec(), c.value().map(<[u8]>::to_vec)));
+                            c.prev().unwrap();
+                        }
+                        got
+                    };
+                    c.seek_to_last().unwrap();
+                    let mut rev = all.clone();
+                    rev.reverse();
+                    assert_eq!(back(c, usize::MAX), rev);
+                    for p in probes(keys) {
+                        for before in [false, true] {
+                            c.seek_back(&p, before).unwrap();
+                            let to = all.partition_point(|e| e.0 < p || (!before && e.0 == p));
+                            let want: Vec<Entry> = all[to.saturating_sub(3)..to]
+                                .iter()
+                                .rev()
+                                .cloned()
+                                .collect();
+                            assert_eq!(back(c, 3), want, "seek_back {p:?} before={before}");
+                        }
+                    }
                 }
             }
         }
@@ -899,6 +765,55 @@ pub(crate) mod tests {
         assert!(!c.valid());
         c.seek(b"a", false).unwrap();
         assert!(!c.valid());
+        c.seek_to_last().unwrap();
+        assert!(!c.valid());
+        c.seek_back(b"a", false).unwrap();
+        assert!(!c.valid());
+    }
+
+    /// Damaged blocks read backward (every byte changed in turn, and every cut): an error
+    /// or entries, never a panic; and errors are reported, not passed over.
+    #[test]
+    fn damaged_blocks_read_backward_are_errors() {
+        let mut b = BlockBuilder::default();
+        for i in 0..100u32 {
+            let k = format!("key{:05}", i * 7);
+            b.add(k.as_bytes(), (i % 4 != 1).then_some(&[i as u8; 9][..]));
+        }
+        let good = b.finish();
+        let mut errors = 0;
+        let mut run = |bytes: Vec<u8>| {
+            let Ok(mut c) = BlockCursor::new(bytes, 0) else {
+                return;
+            };
+            let mut r = c.seek_to_last();
+            let mut n = 0;
+            while r.is_ok() && c.valid() && n < 1000 {
+                r = c.prev();
+                n += 1;
+            }
+            for probe in [&b"key00350"[..], b"", b"zzz", b"key"] {
+                for before in [false, true] {
+                    if c.seek_back(probe, before).is_err() {
+                        errors += 1;
+                    }
+                }
+            }
+            errors += usize::from(r.is_err());
+        };
+        for i in 0..good.len() {
+            for x in [0x01u8, 0x80, 0xff] {
+                let mut bad = good.clone();
+                bad[i] ^= x;
+                run(bad);
+            }
+        }
+        for n in 0..good.len() {
+            let mut cut = good[..n].to_vec();
+            cut.extend_from_slice(&good[good.len() - 4..]);
+            run(cut);
+        }
+        assert!(errors > 100, "{errors} errors");
     }
 
     /// A lookup in an LZ4 block decodes only up to the entry it finds (or the first past

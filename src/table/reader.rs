@@ -1,4 +1,6 @@
 //! Reading a table file: footer, index and meta checked at open; data blocks read on demand.
+//! The files by job: this one opens a table and reads, checks and caches its blocks;
+//! `lookup` searches one for a key, `ahead` reads them for scans, `cursor` for compactions.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -19,60 +21,18 @@ use crate::cache::BlockKey;
 use crate::codec::{check_crc, le_u32, le_u64, prefix8, Cursor};
 use crate::error::{Error, Result};
 
+mod ahead;
+mod cursor;
+mod lookup;
+
+pub(crate) use ahead::ReadAhead;
+pub use cursor::TableCursor;
+
 thread_local! {
     /// Each thread's buffer for point-lookup block reads (no allocation or zeroing per read).
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Each thread's buffer for decompressed blocks.
     static PLAIN_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Bytes a scan reads at once when a block it needs is not cached: the block and the blocks
-/// after it that end within this many bytes of its start (see [`Table::scan_block`]).
-pub(crate) const SCAN_READ: usize = 4 << 10;
-
-/// Buffers of dropped [`ReadAhead`]s (each [`SCAN_READ`] bytes), for the next scans of the
-/// thread: a short scan then neither allocates nor zero-fills its read buffers.
-const SPARE_BUFS: usize = 16;
-
-thread_local! {
-    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Data blocks of one table that a scan read together, as stored (see
-/// [`Table::scan_block`]); reused from read to read, and its buffer from scan to scan.
-#[derive(Debug, Default)]
-pub(crate) struct ReadAhead {
-    /// Empty, or [`SCAN_READ`] bytes.
-    buf: Vec<u8>,
-    /// File offset of `buf[0]`.
-    at: u64,
-    /// The blocks `buf` holds, whole.
-    blocks: std::ops::Range<usize>,
-}
-
-impl ReadAhead {
-    /// Forgets the blocks held (before a read of another table).
-    pub(crate) fn clear(&mut self) {
-        self.blocks = 0..0;
-    }
-}
-
-impl Drop for ReadAhead {
-    fn drop(&mut self) {
-        // Every buffer is SCAN_READ bytes (a longer block is read without one): at most
-        // SPARE_BUFS * SCAN_READ bytes are kept per thread.
-        if self.buf.len() != SCAN_READ {
-            return;
-        }
-        let buf = std::mem::take(&mut self.buf);
-        // Nothing to keep it in while the thread ends.
-        let _ = SPARE.try_with(|s| {
-            let mut s = s.borrow_mut();
-            if s.len() < SPARE_BUFS {
-                s.push(buf);
-            }
-        });
-    }
 }
 
 /// A data block's verified bytes (entries and restart array, decompressed), shared by the
@@ -461,102 +421,6 @@ impl Table {
         Ok(data)
     }
 
-    /// Data block `i` for a scan: from `ahead` when an earlier read of the scan brought it
-    /// in (neither a cache hit nor a miss: no cache lookup, and not cached), else as
-    /// [`Table::block`] with `fill_cache`, except that a block missing from the cache and
-    /// read with `pread` comes in with the blocks after it that end within [`SCAN_READ`]
-    /// bytes of its start, in one read, kept in `ahead` (which then holds only them). A
-    /// scan that goes on into the next block then neither looks it up nor reads it. A block
-    /// longer than `SCAN_READ` (a large value) is read alone, as [`Table::block`] reads it.
-    pub(crate) fn scan_block(
-        &self,
-        i: usize,
-        counters: &TableCounters,
-        ahead: &mut ReadAhead,
-    ) -> Result<BlockBytes> {
-        if ahead.blocks.contains(&i) {
-            return self.block_ahead(i, counters, ahead);
-        }
-        if self.map_data {
-            return self.block(i, counters, true);
-        }
-        self.through_cache(i, counters, true, |owned| {
-            // A block longer than a read-ahead buffer (a large value) has no block after it
-            // within reach: it is read alone, as any block is.
-            let fits =
-                (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
-            if fits {
-                self.read_ahead(i, ahead)?;
-                self.block_ahead(i, counters, ahead)
-            } else {
-                ahead.clear();
-                self.read_block(i, counters, owned)
-            }
-        })
-    }
-
-    /// Reads block `i` (at most [`SCAN_READ`] bytes with its CRC) and the blocks after it
-    /// that end within `SCAN_READ` bytes of its start into `ahead`, with one `pread` (not
-    /// counted: each block is counted when it is taken out, by [`Table::block_ahead`]).
-    fn read_ahead(&self, i: usize, ahead: &mut ReadAhead) -> Result<()> {
-        ahead.blocks = 0..0;
-        let Some((offset, len)) = self.index.handle(i) else {
-            return Err(Error::Internal(format!("block {i} out of range")));
-        };
-        let limit = offset.saturating_add(SCAN_READ as u64);
-        let mut end = offset.saturating_add(u64::from(len) + 4);
-        let mut j = i + 1;
-        // `Table::open` checked that every block lies inside the data; stop at anything
-        // out of order all the same.
-        while let Some((o, l)) = self.index.handle(j) {
-            let e = o.saturating_add(u64::from(l) + 4);
-            if o < end || e > limit || e > self.index_offset {
-                break;
-            }
-            end = e;
-            j += 1;
-        }
-        if ahead.buf.is_empty() {
-            let spare = SPARE.with(|s| s.borrow_mut().pop());
-            ahead.buf = spare.unwrap_or_else(|| vec![0; SCAN_READ]);
-        }
-        let n = usize::try_from(end - offset).unwrap_or(usize::MAX);
-        let Some(dst) = ahead.buf.get_mut(..n) else {
-            return Err(Error::Internal(format!(
-                "block {i}: {n} bytes to read ahead"
-            )));
-        };
-        self.file
-            .read_exact_at(dst, offset)
-            .map_err(|err| Error::io(&self.path, err))?;
-        ahead.at = offset;
-        ahead.blocks = i..j;
-        Ok(())
-    }
-
-    /// Block `i`, which `ahead` holds: CRC-checked, decompressed and counted as a read.
-    fn block_ahead(
-        &self,
-        i: usize,
-        counters: &TableCounters,
-        ahead: &ReadAhead,
-    ) -> Result<BlockBytes> {
-        let Some((offset, len)) = self.index.handle(i) else {
-            return Err(Error::Internal(format!("block {i} out of range")));
-        };
-        let start = offset
-            .checked_sub(ahead.at)
-            .and_then(|s| usize::try_from(s).ok())
-            .unwrap_or(usize::MAX);
-        let raw = usize::try_from(u64::from(len) + 4)
-            .ok()
-            .and_then(|n| start.checked_add(n))
-            .and_then(|end| ahead.buf.get(start..end))
-            .ok_or_else(|| Error::Internal(format!("block {i} not in the read-ahead")))?;
-        let stored = self.checked(raw, offset, counters)?;
-        self.heap_block(stored, offset)
-    }
-
     /// The block held by the stored bytes of a block at `offset` (checked), decompressed if
     /// it is compressed, as shared bytes on the heap.
     fn heap_block(&self, stored: &[u8], offset: u64) -> Result<BlockBytes> {
@@ -681,102 +545,6 @@ impl Table {
         (i < self.index.len()).then_some(i)
     }
 
-    /// Looks `key` up in its block: `None` when absent, `Some(None)` for a tombstone. The
-    /// block comes from the block cache when there is one and it holds the block; a block
-    /// read from the file is searched where it was read, and copied into the cache only
-    /// when the cache admits it.
-    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Vec<u8>>>> {
-        let Some(i) = self.block_for(key) else {
-            return Ok(None);
-        };
-        let off = self.index.handle(i).map_or(0, |h| h.0);
-        let search = |data: &[u8]| {
-            Block::new(data, off)
-                .and_then(|b| b.get(key))
-                .map_err(|e| e.in_file(&self.path, 0))
-        };
-        let Some((cache, file)) = &self.cache else {
-            return self.search_read(i, key, counters);
-        };
-        let k = BlockKey {
-            file: *file,
-            block: i as u64,
-        };
-        if let Some(b) = cache.get(&k) {
-            counters.add_cache_hits(1);
-            // Search a copy in this thread's buffer: the copy's independent loads bring
-            // the block's cache lines in together, where a search in place waits for them
-            // one after another (measured by `examples/lookup_ab.rs cache`: with most blocks
-            // no longer in the CPU's caches, a hit costs ~20 % less of a present get so).
-            return scratch::with(&READ_BUF, |buf| {
-                buf.clear();
-                buf.extend_from_slice(&b);
-                search(buf)
-            });
-        }
-        counters.add_cache_misses(1);
-        // The admission is decided before the read (by the block's estimated length: close
-        // enough for the cache's fill accounting), so that a block not admitted is searched
-        // where it was read, without a copy.
-        if cache.admit(&k, self.cached_len(i)) {
-            let b = self.read_block(i, counters, true)?;
-            cache.insert(k, b.clone());
-            return search(&b);
-        }
-        self.search_read(i, key, counters)
-    }
-
-    /// Looks `key` up in block `i`, read from the file (counted, CRC-checked) into this
-    /// thread's buffers and not kept: an LZ4 block is decoded only as far as the lookup
-    /// needs ([`block::get_decoding`]), any other searched whole.
-    fn search_read(
-        &self,
-        i: usize,
-        key: &[u8],
-        counters: &TableCounters,
-    ) -> Result<Option<Option<Vec<u8>>>> {
-        scratch::with(&READ_BUF, |buf| {
-            let (stored, offset) = self.read_stored(i, counters, buf)?;
-            let in_file = |e: Error| e.in_file(&self.path, 0);
-            scratch::with(&PLAIN_BUF, |plain| {
-                let data = match stored.split_last() {
-                    Some((&compress::CODEC_LZ4, payload)) if self.version >= 4 => {
-                        let (mut dec, out) =
-                            prefix_decoder(payload, offset, plain).map_err(in_file)?;
-                        if let Some(found) =
-                            block::get_decoding(&mut dec, out, key).map_err(in_file)?
-                        {
-                            return Ok(found);
-                        }
-                        // Undecided: the rest of the block, then the checked search.
-                        let raw_len = out.len();
-                        dec.fill(out, raw_len).map_err(in_file)?;
-                        &*out
-                    }
-                    Some((&compress::CODEC_LZ4_SPLIT, payload)) if self.version >= 4 => {
-                        let (mut dec, out) =
-                            prefix_decoder(payload, offset, plain).map_err(in_file)?;
-                        if let Some(found) =
-                            split::get_decoding(&mut dec, out, key).map_err(in_file)?
-                        {
-                            return Ok(found);
-                        }
-                        // Undecided (bytes no writer makes): decoded whole, the errors named.
-                        let mut whole = Vec::new();
-                        let data = self.decode(stored, offset, &mut whole)?;
-                        return Block::new(data, offset)
-                            .and_then(|b| b.get(key))
-                            .map_err(in_file);
-                    }
-                    _ => self.decode(stored, offset, plain)?,
-                };
-                Block::new(data, offset)
-                    .and_then(|b| b.get(key))
-                    .map_err(in_file)
-            })
-        })
-    }
-
     /// Decodes every entry of block `i` (read through the cache, filling it, when the table
     /// has one).
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
@@ -787,23 +555,6 @@ impl Table {
             .iter()
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.in_file(&self.path, 0))
-    }
-
-    /// Decodes every entry of the table, block after block, as a scan reads them
-    /// ([`Table::scan_block`]: from the cache, or read with the blocks after it), into
-    /// `out`: each block's entries once the whole block decodes, up to the first that
-    /// fails. For the fuzzing harness (the `internals` feature).
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn scan_entries(&self, counters: &TableCounters, out: &mut Vec<Entry>) -> Result<()> {
-        let mut ahead = ReadAhead::default();
-        for i in 0..self.block_count() {
-            let off = self.index.handle(i).map_or(0, |h| h.0);
-            let data = self.scan_block(i, counters, &mut ahead)?;
-            let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
-            let entries = block.iter().collect::<Result<Vec<_>>>();
-            out.extend(entries.map_err(|e| e.in_file(&self.path, 0))?);
-        }
-        Ok(())
     }
 }
 
@@ -835,201 +586,9 @@ fn touch(b: &[u8]) {
     std::hint::black_box(x);
 }
 
-/// Bytes a [`TableCursor`] reads at once: several consecutive data blocks per system call.
-/// Small, so that the chunks of all of a merge's sources (one each) are more likely still in
-/// the CPU's caches when the merge decodes what the read copied in: a merge of ten sources
-/// spent less CPU with 64 KiB chunks than with 256 KiB ones, for 4x the system calls.
-const CURSOR_CHUNK: usize = 64 << 10;
-
-/// Reads a table's entries in key order for a merge: consecutive data blocks are read in
-/// chunks of [`CURSOR_CHUNK`] bytes, each block counted and CRC-checked, and entries are
-/// decoded in place (a compressed block is decompressed into one buffer first; the current
-/// key is rebuilt in one buffer; no allocation per entry). Holds one chunk and one block,
-/// so its memory does not depend on the table's size. Never touches the block cache: a
-/// merge reads every block once, and must not push out the blocks lookups keep asking for.
-pub struct TableCursor {
-    table: Arc<Table>,
-    counters: Arc<TableCounters>,
-    next_block: usize,
-    chunk: Vec<u8>,
-    /// File offset of `chunk[0]`.
-    chunk_at: u64,
-    /// The current block, decompressed (when `in_plain`).
-    plain: Vec<u8>,
-    in_plain: bool,
-    /// The current block's entries: `chunk[block_start..block_start + entries_len]`, or
-    /// `plain[..entries_len]` when `in_plain`.
-    block_start: usize,
-    entries_len: usize,
-    /// File offset of the current block (for errors).
-    block_at: u64,
-    /// Offset of the next entry inside the current block.
-    pos: usize,
-    key: Vec<u8>,
-    /// [`prefix8`] of the current key, computed from the block's bytes (see [`next_head`]).
-    head: u64,
-    /// The current value's place in the current block (`None`: a tombstone).
-    value: Option<(usize, usize)>,
-    valid: bool,
-}
-
-/// [`prefix8`] of the key made of the first `shared` bytes of the key whose [`prefix8`] is
-/// `old`, followed by `suffix`. Computed from `old` and the block's bytes rather than loaded
-/// from the key just rebuilt: a load that overlaps the small stores that rebuilt it waits for
-/// them (a failed store-to-load forward), once per entry of a merge.
-#[inline]
-fn next_head(old: u64, shared: usize, suffix: &[u8]) -> u64 {
-    if shared >= 8 {
-        return old;
-    }
-    // The first `shared` bytes of `old` (none for 0: a shift by 64 bits would overflow).
-    let keep = match shared {
-        0 => 0,
-        s => old & !(u64::MAX >> (8 * s)),
-    };
-    keep | prefix8(suffix) >> (8 * shared)
-}
-
-impl TableCursor {
-    /// A cursor on the first entry of `table`; block reads are counted in `counters`.
-    pub fn new(table: Arc<Table>, counters: Arc<TableCounters>) -> Result<TableCursor> {
-        let mut c = TableCursor {
-            table,
-            counters,
-            next_block: 0,
-            chunk: Vec::new(),
-            chunk_at: 0,
-            plain: Vec::new(),
-            in_plain: false,
-            block_start: 0,
-            entries_len: 0,
-            block_at: 0,
-            pos: 0,
-            key: Vec::new(),
-            head: 0,
-            value: None,
-            valid: true,
-        };
-        c.advance()?;
-        Ok(c)
-    }
-
-    /// False once every entry was returned.
-    #[inline]
-    pub fn valid(&self) -> bool {
-        self.valid
-    }
-
-    /// The current key.
-    #[inline]
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// [`prefix8`] of the current key.
-    #[inline]
-    pub(crate) fn head(&self) -> u64 {
-        self.head
-    }
-
-    /// The current block's entries.
-    #[inline]
-    fn entries(&self) -> &[u8] {
-        if self.in_plain {
-            &self.plain[..self.entries_len]
-        } else {
-            &self.chunk[self.block_start..self.block_start + self.entries_len]
-        }
-    }
-
-    /// The current value (`None`: a tombstone).
-    #[inline]
-    pub fn value(&self) -> Option<&[u8]> {
-        self.value.map(|(a, b)| &self.entries()[a..b])
-    }
-
-    /// Moves to the next entry.
-    pub fn advance(&mut self) -> Result<()> {
-        while self.pos >= self.entries_len {
-            if self.next_block >= self.table.block_count() {
-                self.valid = false;
-                return Ok(());
-            }
-            self.load_block(self.next_block)?;
-            self.next_block += 1;
-        }
-        // The fields borrowed one by one (not through `entries`), so that `head` and `key`
-        // can change while the block is borrowed.
-        let block = if self.in_plain {
-            &self.plain[..self.entries_len]
-        } else {
-            &self.chunk[self.block_start..self.block_start + self.entries_len]
-        };
-        let e = block::span_at(block, self.block_at, self.pos, self.key.len())
-            .map_err(|e| e.in_file(&self.table.path, 0))?;
-        let suffix = &block[e.suffix.clone()];
-        self.head = next_head(self.head, e.shared, suffix);
-        self.key.truncate(e.shared);
-        self.key.extend_from_slice(suffix);
-        self.value = e.value.map(|r| (r.start, r.end));
-        self.pos = e.end;
-        Ok(())
-    }
-
-    /// Makes block `i` current, reading a new chunk when it is not in the one held.
-    fn load_block(&mut self, i: usize) -> Result<()> {
-        let t = &self.table;
-        let Some((offset, len)) = t.index.handle(i) else {
-            return Err(Error::Internal(format!("block {i} out of range")));
-        };
-        let need = len as usize + 4;
-        let held = offset >= self.chunk_at
-            && offset + need as u64 <= self.chunk_at + self.chunk.len() as u64;
-        if !held {
-            // From this block up to the chunk size, but not past the data.
-            let to_data_end = t.index_offset.saturating_sub(offset);
-            let want = (CURSOR_CHUNK as u64).min(to_data_end).max(need as u64) as usize;
-            self.chunk.resize(want, 0);
-            match &t.map {
-                Some(map) if t.map_data => {
-                    let src = map
-                        .get(offset as usize..offset as usize + want)
-                        .ok_or_else(|| {
-                            Error::corrupt(offset, "data block past the end of the map")
-                                .in_file(&t.path, 0)
-                        })?;
-                    self.chunk.copy_from_slice(src)
-                }
-                _ => t
-                    .file
-                    .read_exact_at(&mut self.chunk, offset)
-                    .map_err(|e| Error::io(&t.path, e))?,
-            }
-            self.chunk_at = offset;
-        }
-        let start = (offset - self.chunk_at) as usize;
-        self.counters.add_block_reads(1);
-        self.counters.add_bytes_read(need as u64);
-        let (data, crc) = self.chunk[start..start + need].split_at(len as usize);
-        check_crc(data, le_u32(crc, 0), offset, "data block").map_err(|e| e.in_file(&t.path, 0))?;
-        let stored = &self.chunk[start..start + len as usize];
-        let raw = t.decode(stored, offset, &mut self.plain)?;
-        let entries_len = Block::new(raw, offset)
-            .map_err(|e| e.in_file(&t.path, 0))?
-            .entries_len();
-        // Raw blocks are decoded in place in the chunk; `decode` returns a slice of it.
-        self.in_plain = t.version >= 4 && stored.last() != Some(&compress::CODEC_NONE);
-        self.block_start = start;
-        self.entries_len = entries_len;
-        self.block_at = offset;
-        self.pos = 0;
-        self.key.clear();
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::cursor::next_head;
     use super::*;
 
     /// `next_head` agrees with `prefix8` of the rebuilt key for every split of short and
@@ -1060,6 +619,7 @@ mod tests {
 
 #[cfg(test)]
 mod read_ahead_tests {
+    use super::ahead::{SCAN_READ, SPARE, SPARE_BUFS};
     use super::*;
     use crate::io::RealFs;
     use crate::table::{write_table, Compression};

@@ -1,0 +1,168 @@
+//! A scan's reads of a table: one block at a time, with the blocks after it that fit in one
+//! read ([`ReadAhead`]); a reverse scan reads its blocks one by one ([`Table::block`]).
+
+use super::*;
+
+/// Bytes a scan reads at once when a block it needs is not cached: the block and the blocks
+/// after it that end within this many bytes of its start (see [`Table::scan_block`]).
+pub(crate) const SCAN_READ: usize = 4 << 10;
+
+/// Buffers of dropped [`ReadAhead`]s (each [`SCAN_READ`] bytes), for the next scans of the
+/// thread: a short scan then neither allocates nor zero-fills its read buffers.
+pub(super) const SPARE_BUFS: usize = 16;
+
+thread_local! {
+    pub(super) static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Data blocks of one table that a scan read together, as stored (see
+/// [`Table::scan_block`]); reused from read to read, and its buffer from scan to scan.
+#[derive(Debug, Default)]
+pub(crate) struct ReadAhead {
+    /// Empty, or [`SCAN_READ`] bytes.
+    pub(super) buf: Vec<u8>,
+    /// File offset of `buf[0]`.
+    at: u64,
+    /// The blocks `buf` holds, whole.
+    blocks: std::ops::Range<usize>,
+}
+
+impl ReadAhead {
+    /// Forgets the blocks held (before a read of another table).
+    pub(crate) fn clear(&mut self) {
+        self.blocks = 0..0;
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // Every buffer is SCAN_READ bytes (a longer block is read without one): at most
+        // SPARE_BUFS * SCAN_READ bytes are kept per thread.
+        if self.buf.len() != SCAN_READ {
+            return;
+        }
+        let buf = std::mem::take(&mut self.buf);
+        // Nothing to keep it in while the thread ends.
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARE_BUFS {
+                s.push(buf);
+            }
+        });
+    }
+}
+
+impl Table {
+    /// Data block `i` for a scan: from `ahead` when an earlier read of the scan brought it
+    /// in (neither a cache hit nor a miss: no cache lookup, and not cached), else as
+    /// [`Table::block`] with `fill_cache`, except that a block missing from the cache and
+    /// read with `pread` comes in with the blocks after it that end within [`SCAN_READ`]
+    /// bytes of its start, in one read, kept in `ahead` (which then holds only them). A
+    /// scan that goes on into the next block then neither looks it up nor reads it. A block
+    /// longer than `SCAN_READ` (a large value) is read alone, as [`Table::block`] reads it.
+    pub(crate) fn scan_block(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        ahead: &mut ReadAhead,
+    ) -> Result<BlockBytes> {
+        if ahead.blocks.contains(&i) {
+            return self.block_ahead(i, counters, ahead);
+        }
+        if self.map_data {
+            return self.block(i, counters, true);
+        }
+        self.through_cache(i, counters, true, |owned| {
+            // A block longer than a read-ahead buffer (a large value) has no block after it
+            // within reach: it is read alone, as any block is.
+            let fits =
+                (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
+            if fits {
+                self.read_ahead(i, ahead)?;
+                self.block_ahead(i, counters, ahead)
+            } else {
+                ahead.clear();
+                self.read_block(i, counters, owned)
+            }
+        })
+    }
+
+    /// Reads block `i` (at most [`SCAN_READ`] bytes with its CRC) and the blocks after it
+    /// that end within `SCAN_READ` bytes of its start into `ahead`, with one `pread` (not
+    /// counted: each block is counted when it is taken out, by [`Table::block_ahead`]).
+    fn read_ahead(&self, i: usize, ahead: &mut ReadAhead) -> Result<()> {
+        ahead.blocks = 0..0;
+        let Some((offset, len)) = self.index.handle(i) else {
+            return Err(Error::Internal(format!("block {i} out of range")));
+        };
+        let limit = offset.saturating_add(SCAN_READ as u64);
+        let mut end = offset.saturating_add(u64::from(len) + 4);
+        let mut j = i + 1;
+        // `Table::open` checked that every block lies inside the data; stop at anything
+        // out of order all the same.
+        while let Some((o, l)) = self.index.handle(j) {
+            let e = o.saturating_add(u64::from(l) + 4);
+            if o < end || e > limit || e > self.index_offset {
+                break;
+            }
+            end = e;
+            j += 1;
+        }
+        if ahead.buf.is_empty() {
+            let spare = SPARE.with(|s| s.borrow_mut().pop());
+            ahead.buf = spare.unwrap_or_else(|| vec![0; SCAN_READ]);
+        }
+        let n = usize::try_from(end - offset).unwrap_or(usize::MAX);
+        let Some(dst) = ahead.buf.get_mut(..n) else {
+            return Err(Error::Internal(format!(
+                "block {i}: {n} bytes to read ahead"
+            )));
+        };
+        self.file
+            .read_exact_at(dst, offset)
+            .map_err(|err| Error::io(&self.path, err))?;
+        ahead.at = offset;
+        ahead.blocks = i..j;
+        Ok(())
+    }
+
+    /// Block `i`, which `ahead` holds: CRC-checked, decompressed and counted as a read.
+    fn block_ahead(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        ahead: &ReadAhead,
+    ) -> Result<BlockBytes> {
+        let Some((offset, len)) = self.index.handle(i) else {
+            return Err(Error::Internal(format!("block {i} out of range")));
+        };
+        let start = offset
+            .checked_sub(ahead.at)
+            .and_then(|s| usize::try_from(s).ok())
+            .unwrap_or(usize::MAX);
+        let raw = usize::try_from(u64::from(len) + 4)
+            .ok()
+            .and_then(|n| start.checked_add(n))
+            .and_then(|end| ahead.buf.get(start..end))
+            .ok_or_else(|| Error::Internal(format!("block {i} not in the read-ahead")))?;
+        let stored = self.checked(raw, offset, counters)?;
+        self.heap_block(stored, offset)
+    }
+
+    /// Decodes every entry of the table, block after block, as a scan reads them
+    /// ([`Table::scan_block`]: from the cache, or read with the blocks after it), into
+    /// `out`: each block's entries once the whole block decodes, up to the first that
+    /// fails. For the fuzzing harness (the `internals` feature).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn scan_entries(&self, counters: &TableCounters, out: &mut Vec<Entry>) -> Result<()> {
+        let mut ahead = ReadAhead::default();
+        for i in 0..self.block_count() {
+            let off = self.index.handle(i).map_or(0, |h| h.0);
+            let data = self.scan_block(i, counters, &mut ahead)?;
+            let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
+            let entries = block.iter().collect::<Result<Vec<_>>>();
+            out.extend(entries.map_err(|e| e.in_file(&self.path, 0))?);
+        }
+        Ok(())
+    }
+}
