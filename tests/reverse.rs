@@ -18,18 +18,17 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type Items = VecDeque<(Vec<u8>, Vec<u8>)>;
 
 fn opts(compression: Compression, cache: usize, mmap_reads: bool) -> Options {
-    Options {
-        compression,
-        block_cache_bytes: cache,
-        mmap_reads,
-        memtable_bytes: 16 << 10,
-        table_bytes: 8 << 10,
-        l1_bytes: 16 << 10,
-        level_ratio: 2,
-        compaction_trigger: Some(3),
-        fs: Arc::new(NoSyncFs),
-        ..Options::default()
-    }
+    let mut o = Options::default();
+    o.compression = compression;
+    o.block_cache_bytes = cache;
+    o.mmap_reads = mmap_reads;
+    o.memtable_bytes = 16 << 10;
+    o.table_bytes = 8 << 10;
+    o.l1_bytes = 16 << 10;
+    o.level_ratio = 2;
+    o.compaction_trigger = Some(3);
+    o.fs = Arc::new(NoSyncFs);
+    o
 }
 
 fn key(rng: &mut Rng) -> Vec<u8> {

@@ -751,6 +751,24 @@ fn scan_prefix_from_to_limit() {
     assert_eq!(scan(&["--from", "c", "--to", "a"]), "");
     assert_eq!(scan(&["--from", "b1", "--to", "b1"]), "");
     assert_eq!(scan(&["--prefix", "zz"]), "");
+    // --reverse: the same ranges from their last key down.
+    assert_eq!(
+        scan(&["--reverse"]),
+        "c1\t6\nb2\t5\nb1\t4\na3\t3\na25\tnewer\na2\t2\na1\t1\n"
+    );
+    assert_eq!(
+        scan(&["--reverse", "--prefix", "a", "--limit", "2"]),
+        "a3\t3\na25\tnewer\n"
+    );
+    assert_eq!(
+        scan(&["--reverse", "--from", "a3", "--to", "b2"]),
+        "b1\t4\na3\t3\n"
+    );
+    assert_eq!(
+        scan(&["--reverse", "--to", "a25", "--limit", "1"]),
+        "a2\t2\n"
+    );
+    assert_eq!(scan(&["--reverse", "--prefix", "zz"]), "");
 }
 
 /// Issue 15's scenario: 50 `store put` commands, then 14 bytes of arbitrary data appended to

@@ -13,8 +13,8 @@
 //! no copy. It holds what a scan takes at its start (`read.rs`, `scan.rs`), without
 //! iterating: while it lives, the memtable it saw links the versions that overwrites and
 //! deletes replace (12 bytes each, `memtable/mod.rs`, "Snapshots"), and the memtables and
-//! table files of its moment stay readable (an open table keeps its file descriptor and map
-//! after a compaction removed the file). Dropping the last clone releases them.
+//! table files of its moment stay readable (a table's files are removed only once no
+//! version names them: `table/files.rs`). Dropping the last clone releases them.
 //!
 //! **Under the global filter** (which follows the live tree) a snapshot reads through the
 //! filter of its table set until a change that relabels or removes filter entries (a
@@ -145,8 +145,8 @@ impl Store {
     /// is written, flushed, compacted or refiltered afterwards.
     ///
     /// Cheap: no flush, no copy of the memtable. While it lives it keeps the memtables and
-    /// tables of its moment (in memory, and on disk: files a compaction removes stay
-    /// readable through it), and overwrites of keys in the memtable it saw cost 12 bytes
+    /// tables of its moment (in memory, and on disk: the files of tables a compaction
+    /// replaced stay until it drops), and overwrites of keys in the memtable it saw cost 12 bytes
     /// more each; [`Stats::snapshots`](super::Stats::snapshots) reports what it keeps.
     ///
     /// ```

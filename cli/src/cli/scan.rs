@@ -10,8 +10,9 @@ use super::{stdout, Access, CliError, Exit, Global, Run};
 /// Print `KEY<TAB>VALUE` lines in key order (raw bytes, one line per key).
 ///
 /// --prefix, --from and --to combine (the intersection): --from is inclusive, --to
-/// exclusive. Keys and values are written as stored: a tab or newline inside one is not
-/// escaped.
+/// exclusive. --reverse prints the same range from its last key down, so `--reverse --limit
+/// N` gives the N largest keys of the range. Keys and values are written as stored: a tab or
+/// newline inside one is not escaped.
 #[derive(Args, Debug)]
 pub struct Scan {
     /// Only keys that start with P
@@ -26,6 +27,9 @@ pub struct Scan {
     /// At most N lines
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
+    /// Descending key order: from the range's last key down (streamed, as forward)
+    #[arg(long)]
+    pub reverse: bool,
 }
 
 impl Run for Scan {
@@ -56,7 +60,13 @@ impl Run for Scan {
         let end = end.map_or(Bound::Unbounded, Bound::Excluded);
         let mut out = stdout();
         let limit = usize::try_from(self.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
-        for item in store.scan::<Vec<u8>>((start, end)).take(limit) {
+        let scan = store.scan::<Vec<u8>>((start, end));
+        let items: Box<dyn Iterator<Item = _>> = if self.reverse {
+            Box::new(scan.rev())
+        } else {
+            Box::new(scan)
+        };
+        for item in items.take(limit) {
             let (k, v) = item?;
             out.write_all(&k)?;
             out.write_all(b"\t")?;
