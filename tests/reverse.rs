@@ -272,7 +272,7 @@ fn a_reverse_scan_streams_and_a_forward_one_pays_nothing_for_it() {
     for t in 0..3u32 {
         for i in 0..2000u32 {
             let k = format!("k{:05}", i * 3 + t).into_bytes();
-            store.put(&k, &[b'v'; 40]).unwrap();
+            store.put(&k, [b'v'; 40]).unwrap();
         }
         store.flush().unwrap();
         total += 2000;
