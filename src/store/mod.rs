@@ -13,7 +13,7 @@
 //! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
 //! and rebalance), `ranges.rs` (refilter of range filters), `global.rs` and `checkpoint.rs`
 //! (the global filter in the engine; its checkpoint), `stats.rs` (counters). Every change to
-//! the table set goes through `version/set.rs` ([`Inner::log_and_apply`]). See
+//! the table set goes through `version/set.rs` (`Inner::log_and_apply`). See
 //! `docs/engine.md`.
 
 mod checkpoint;
