@@ -770,74 +770,33 @@ mod tests {
     /// cut then leaves exactly the acknowledged writes.
     #[test]
     fn a_failed_group_fsync_fails_the_whole_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = FaultFs::new();
-        let store = open(dir.path(), &fs);
-        store.put(b"warm", b"0").unwrap();
-        fs.hold_log_syncs();
-        std::thread::scope(|s| {
-            let a = s.spawn(|| store.put(b"a", b"1"));
-            held(&fs, 1);
-            let others: Vec<_> = [b"b", b"c", b"d"]
-                .into_iter()
-                .map(|k| {
-                    let store = &store;
-                    s.spawn(move || {
-                        let mut batch = crate::WriteBatch::new();
-                        batch
-                            .put(k.to_vec(), b"2".to_vec())
-                            .put(k.repeat(2), b"3".to_vec());
-                        store.write(batch)
-                    })
-                })
-                .collect();
-            wait_queued(&store, 3);
-            fs.pass_log_sync(None);
-            a.join().unwrap().unwrap();
-            held(&fs, 1);
-            fs.pass_log_sync(Some(EIO));
-            fs.release_log_syncs();
-            for h in others {
-                match h.join().unwrap() {
-                    Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(EIO)),
-                    r => panic!("a writer of the failed group got {r:?}"),
-                }
-            }
+        failed_fsync_fails_its_writers(false, |st| {
+            assert_eq!((st.commit_groups, st.commit_writes), (2, 2));
         });
-        assert!(matches!(store.put(b"e", b"4"), Err(Error::Poisoned { .. })));
-        let st = store.stats();
-        assert_eq!((st.commit_groups, st.commit_writes), (2, 2));
-        // What a power cut leaves now: exactly the acknowledged writes.
-        let image = tempfile::tempdir().unwrap();
-        fs.crash_image(image.path(), usize::MAX).unwrap();
-        drop(store);
-        let after = Store::open(image.path(), Options::default()).unwrap();
-        let mut got: Vec<Vec<u8>> = Vec::new();
-        for e in after.scan::<&[u8]>(..) {
-            got.push(e.unwrap().0);
-        }
-        assert_eq!(got, [b"a".to_vec(), b"warm".to_vec()]);
-        // The store itself (nothing lost by a power cut) reopens with every acknowledged
-        // write, and each failed batch whole or not at all.
-        let store = open(dir.path(), &fs);
-        assert!(store.get(b"a").unwrap().is_some() && store.get(b"warm").unwrap().is_some());
-        for k in [b"b", b"c", b"d"] {
-            let one = store.get(k).unwrap().is_some();
-            assert_eq!(
-                store.get(k.repeat(2)).unwrap().is_some(),
-                one,
-                "half a batch"
-            );
-        }
     }
 
     /// A failed fsync fails every synced writer it was to cover and poisons the store; a
     /// power cut then leaves exactly the acknowledged writes.
     #[test]
     fn with_the_fsync_outside_the_lock_a_failed_fsync_fails_its_synced_writers() {
+        failed_fsync_fails_its_writers(true, |st| {
+            // b, c and d were written to the log (in one to three groups); their fsync failed.
+            assert_eq!(st.commit_writes, 5);
+            assert!((3..=5).contains(&st.commit_groups), "{}", st.commit_groups);
+        });
+    }
+
+    /// The two tests above: `a` is acknowledged, then the fsync meant to cover the batches
+    /// of b, c and d fails; `mixed` puts the fsync outside the writer lock. `counts` checks
+    /// the commit counters of each path.
+    fn failed_fsync_fails_its_writers(mixed: bool, counts: impl FnOnce(&crate::Stats)) {
         let dir = tempfile::tempdir().unwrap();
         let fs = FaultFs::new();
-        let store = open_mixed(dir.path(), &fs);
+        let store = if mixed {
+            open_mixed(dir.path(), &fs)
+        } else {
+            open(dir.path(), &fs)
+        };
         store.put(b"warm", b"0").unwrap();
         fs.hold_log_syncs();
         std::thread::scope(|s| {
@@ -856,10 +815,13 @@ mod tests {
                     })
                 })
                 .collect();
-            wait_durable_waiters(&store, 3);
+            if mixed {
+                wait_durable_waiters(&store, 3);
+            } else {
+                wait_queued(&store, 3);
+            }
             fs.pass_log_sync(None);
             a.join().unwrap().unwrap();
-            // The fsync that is to cover b, c and d fails.
             held(&fs, 1);
             fs.pass_log_sync(Some(EIO));
             fs.release_log_syncs();
@@ -871,10 +833,7 @@ mod tests {
             }
         });
         assert!(matches!(store.put(b"e", b"4"), Err(Error::Poisoned { .. })));
-        // b, c and d were written to the log (in one to three groups); their fsync failed.
-        let st = store.stats();
-        assert_eq!(st.commit_writes, 5);
-        assert!((3..=5).contains(&st.commit_groups), "{}", st.commit_groups);
+        counts(&store.stats());
         // What a power cut leaves now: exactly the acknowledged writes.
         let image = tempfile::tempdir().unwrap();
         fs.crash_image(image.path(), usize::MAX).unwrap();
