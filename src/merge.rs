@@ -121,8 +121,7 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         }
     }
 
-    /// The sources (for tests and counters).
-    #[cfg(test)]
+    /// The sources, in the order given (done ones included).
     pub(crate) fn sources(&self) -> &[S] {
         &self.sources
     }

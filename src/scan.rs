@@ -310,7 +310,10 @@ pub(crate) struct ScanInput {
 enum Back {
     /// Backward memtable sources (unpositioned), and what the table sources come from.
     Plan {
-        mems: [Option<MemSource>; 2],
+        /// How many of the front's first sources are memtables (each gives a backward
+        /// source over the same snapshot when the back end is made: a forward scan pays
+        /// nothing for it).
+        mems: usize,
         version: Arc<Version>,
         ranges: Arc<RangeCounters>,
     },
@@ -335,10 +338,7 @@ impl Scan {
             version,
             ranges,
         } = input;
-        let mut back_mems = [None, None];
-        for (b, m) in back_mems.iter_mut().zip(&mems) {
-            *b = Some(m.back());
-        }
+        let back_mems = mems.len();
         let n = mems.len() + version.levels().len() + version.l0_count();
         let mut sources: Vec<ScanSource> = Vec::with_capacity(n);
         sources.extend(mems.into_iter().map(ScanSource::Mem));
@@ -388,9 +388,12 @@ impl Scan {
                 end.as_ref().map(Vec::as_slice),
             );
             let mut sources = Vec::new();
-            for mut m in mems.into_iter().flatten() {
-                m.start_back(to);
-                sources.push(ScanSource::Mem(m));
+            for s in &self.front.sources()[..mems] {
+                if let ScanSource::Mem(m) = s {
+                    let mut m = m.back();
+                    m.start_back(to);
+                    sources.push(ScanSource::Mem(m));
+                }
             }
             table_sources(&version, from, to, &ranges, true, &mut sources);
             self.back = Back::Open(Merge::new(sources, start, end));
