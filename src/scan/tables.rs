@@ -1,5 +1,5 @@
 //! A scan's table sources: one L0 table, or a sorted level's tables one after another,
-//! read forward (one block at a time, with read-ahead) or backward (one block at a time).
+//! read forward or backward, one block at a time, with read-ahead.
 
 use super::*;
 
@@ -18,7 +18,7 @@ pub(crate) struct TableRun {
     /// The current block of the current table.
     block: usize,
     cursor: Option<BlockCursor<BlockBytes>>,
-    /// Blocks of table `ahead_table` read with the last block read from a file (forward).
+    /// Blocks of table `ahead_table` read with the last block read from a file.
     ahead: ReadAhead,
     ahead_table: usize,
     /// The cursor stands on an entry of `table`.
@@ -106,18 +106,18 @@ impl TableRun {
     }
 
     /// Makes block `i` of the current table the cursor's (counted in the table's
-    /// counters): forward through [`Table::scan_block`] and its read-ahead, backward one
-    /// block at a time through [`Table::block`].
+    /// counters), through [`Table::scan_block`] (backward [`Table::scan_block_back`]) and
+    /// its read-ahead.
     fn load(&mut self, i: usize) -> Result<()> {
         let t = &self.version.levels()[self.level].tables()[self.table];
         let table: &Table = &t.table;
+        if self.ahead_table != self.table {
+            self.ahead.clear();
+            self.ahead_table = self.table;
+        }
         let bytes = if self.rev {
-            table.block(i, &t.counters, true)?
+            table.scan_block_back(i, &t.counters, &mut self.ahead)?
         } else {
-            if self.ahead_table != self.table {
-                self.ahead.clear();
-                self.ahead_table = self.table;
-            }
             table.scan_block(i, &t.counters, &mut self.ahead)?
         };
         let base = table.block_span(i).map_or(0, |s| s.0);

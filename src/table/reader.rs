@@ -683,6 +683,69 @@ mod read_ahead_tests {
         let kept = spare_bytes();
         assert!(kept <= SPARE_BUFS * SCAN_READ, "{kept} bytes kept");
     }
+
+    /// A reverse scan's read brings in the blocks before the block it asked for: walking a
+    /// table backward, every block is the block [`Table::block`] reads, and a block of 100-byte
+    /// values comes from the read-ahead unless it is the last of the table or follows the
+    /// large block (which is read alone). Forward likewise, with the blocks after.
+    #[test]
+    fn read_ahead_goes_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = vec![7u8; 64 << 10];
+        let keys = keys();
+        let path = dir.path().join("t.sst");
+        let entries = with_one_large_value(&keys, &big);
+        write_table(&RealFs, &path, entries.as_slice(), Compression::None).unwrap();
+        let t = Table::open(&path, false).unwrap().with_block_cache(0);
+        let n = t.block_count();
+        let large = (0..n).find(|&i| t.block_span(i).unwrap().1 as usize > SCAN_READ);
+        let large = large.expect("the large value's block");
+        assert!(
+            n > 6 && large > 2 && large + 3 < n,
+            "{n} blocks, large at {large}"
+        );
+        let c = TableCounters::default();
+        for rev in [false, true] {
+            let mut ahead = ReadAhead::default();
+            let mut from_file = Vec::new();
+            let order: Vec<usize> = if rev {
+                (0..n).rev().collect()
+            } else {
+                (0..n).collect()
+            };
+            for i in order {
+                let was_ahead = ahead.blocks.contains(&i);
+                let got = if rev {
+                    t.scan_block_back(i, &c, &mut ahead).unwrap()
+                } else {
+                    t.scan_block(i, &c, &mut ahead).unwrap()
+                };
+                assert_eq!(
+                    &*got,
+                    &*t.block(i, &c, false).unwrap(),
+                    "block {i}, rev {rev}"
+                );
+                if !was_ahead {
+                    from_file.push(i);
+                }
+            }
+            // Reads from the file: the first block asked for, the large block, the block
+            // after it in the scan's direction, and then one read per SCAN_READ bytes of
+            // blocks (raw blocks are cut at about 2 KiB: two blocks a read).
+            let expected = if rev {
+                [n - 1, large, large - 1]
+            } else {
+                [0, large, large + 1]
+            };
+            for e in expected {
+                assert!(from_file.contains(&e), "rev {rev}: {from_file:?} lacks {e}");
+            }
+            assert!(
+                from_file.len() * 3 < n * 2,
+                "rev {rev}: {from_file:?} of {n} blocks"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! A scan's reads of a table: one block at a time, with the blocks after it that fit in one
-//! read ([`ReadAhead`]); a reverse scan reads its blocks one by one ([`Table::block`]).
+//! A scan's reads of a table: one block at a time, with the blocks after it (a reverse
+//! scan: before it) that fit in one read ([`ReadAhead`]).
 
 use super::*;
 
@@ -24,7 +24,7 @@ pub(crate) struct ReadAhead {
     /// File offset of `buf[0]`.
     at: u64,
     /// The blocks `buf` holds, whole.
-    blocks: std::ops::Range<usize>,
+    pub(super) blocks: std::ops::Range<usize>,
 }
 
 impl ReadAhead {
@@ -66,6 +66,28 @@ impl Table {
         counters: &TableCounters,
         ahead: &mut ReadAhead,
     ) -> Result<BlockBytes> {
+        self.scan_block_dir(i, counters, ahead, false)
+    }
+
+    /// Data block `i` for a reverse scan: as [`scan_block`](Self::scan_block), except that
+    /// a block read from the file comes in with the blocks *before* it that start within
+    /// [`SCAN_READ`] bytes of its end, the ones a reverse scan asks for next.
+    pub(crate) fn scan_block_back(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        ahead: &mut ReadAhead,
+    ) -> Result<BlockBytes> {
+        self.scan_block_dir(i, counters, ahead, true)
+    }
+
+    fn scan_block_dir(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+        ahead: &mut ReadAhead,
+        rev: bool,
+    ) -> Result<BlockBytes> {
         if ahead.blocks.contains(&i) {
             return self.block_ahead(i, counters, ahead);
         }
@@ -78,7 +100,7 @@ impl Table {
             let fits =
                 (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
             if fits {
-                self.read_ahead(i, ahead)?;
+                self.read_ahead(i, ahead, rev)?;
                 self.block_ahead(i, counters, ahead)
             } else {
                 ahead.clear();
@@ -88,41 +110,54 @@ impl Table {
     }
 
     /// Reads block `i` (at most [`SCAN_READ`] bytes with its CRC) and the blocks after it
-    /// that end within `SCAN_READ` bytes of its start into `ahead`, with one `pread` (not
+    /// that end within `SCAN_READ` bytes of its start (`rev`: the blocks before it that
+    /// start within `SCAN_READ` bytes of its end) into `ahead`, with one `pread` (not
     /// counted: each block is counted when it is taken out, by [`Table::block_ahead`]).
-    fn read_ahead(&self, i: usize, ahead: &mut ReadAhead) -> Result<()> {
+    fn read_ahead(&self, i: usize, ahead: &mut ReadAhead, rev: bool) -> Result<()> {
         ahead.blocks = 0..0;
         let Some((offset, len)) = self.index.handle(i) else {
             return Err(Error::Internal(format!("block {i} out of range")));
         };
-        let limit = offset.saturating_add(SCAN_READ as u64);
-        let mut end = offset.saturating_add(u64::from(len) + 4);
-        let mut j = i + 1;
+        let (mut start, mut end) = (offset, offset.saturating_add(u64::from(len) + 4));
+        let (mut first, mut j) = (i, i + 1);
         // `Table::open` checked that every block lies inside the data; stop at anything
         // out of order all the same.
-        while let Some((o, l)) = self.index.handle(j) {
-            let e = o.saturating_add(u64::from(l) + 4);
-            if o < end || e > limit || e > self.index_offset {
-                break;
+        if rev {
+            let limit = end.saturating_sub(SCAN_READ as u64);
+            while let Some((o, l)) = first.checked_sub(1).and_then(|p| self.index.handle(p)) {
+                let e = o.saturating_add(u64::from(l) + 4);
+                if e > start || o < limit {
+                    break;
+                }
+                start = o;
+                first -= 1;
             }
-            end = e;
-            j += 1;
+        } else {
+            let limit = offset.saturating_add(SCAN_READ as u64);
+            while let Some((o, l)) = self.index.handle(j) {
+                let e = o.saturating_add(u64::from(l) + 4);
+                if o < end || e > limit || e > self.index_offset {
+                    break;
+                }
+                end = e;
+                j += 1;
+            }
         }
         if ahead.buf.is_empty() {
             let spare = SPARE.with(|s| s.borrow_mut().pop());
             ahead.buf = spare.unwrap_or_else(|| vec![0; SCAN_READ]);
         }
-        let n = usize::try_from(end - offset).unwrap_or(usize::MAX);
+        let n = usize::try_from(end - start).unwrap_or(usize::MAX);
         let Some(dst) = ahead.buf.get_mut(..n) else {
             return Err(Error::Internal(format!(
                 "block {i}: {n} bytes to read ahead"
             )));
         };
         self.file
-            .read_exact_at(dst, offset)
+            .read_exact_at(dst, start)
             .map_err(|err| Error::io(&self.path, err))?;
-        ahead.at = offset;
-        ahead.blocks = i..j;
+        ahead.at = start;
+        ahead.blocks = first..j;
         Ok(())
     }
 

@@ -1,9 +1,10 @@
 //! Short scans on a loaded store, in the shape of YCSB workload E, for profiling:
 //! `scan_profile load DIR N` loads N keys (16 bytes, random order, 100 random bytes as values) and
-//! flushes; `scan_profile scan DIR N OPS [mmap] [zipf]` reopens it (with `mmap_reads` when
-//! asked) and runs OPS operations: 95 % scans of 1..=100 entries from a loaded key (uniformly
-//! random, or with `zipf` YCSB's scrambled Zipfian, θ = 0.99, as in workload E), 5 % puts of
-//! new keys. Prints, per round of OPS, the time per operation (wall and on the CPU: the
+//! flushes; `scan_profile scan DIR N OPS [mmap] [zipf] [rev]` reopens it (with `mmap_reads`
+//! when asked) and runs OPS operations: 95 % scans of 1..=100 entries from a loaded key
+//! (uniformly random, or with `zipf` YCSB's scrambled Zipfian, θ = 0.99, as in workload E;
+//! with `rev` backward, the entries ending at the key, as the side-by-side `ycsb-e-rev`), 5 %
+//! puts of new keys. Prints, per round of OPS, the time per operation (wall and on the CPU: the
 //! machine may be shared) and per scan, and the data blocks read per scan; then the median of
 //! the CPU time per operation over 5 rounds.
 
@@ -91,6 +92,7 @@ fn main() {
             let ops: u64 = a[3].parse().unwrap();
             let mmap_reads = a[4..].iter().any(|m| m == "mmap");
             let zipf = a[4..].iter().any(|m| m == "zipf").then(|| Zipf::new(n));
+            let rev = a[4..].iter().any(|m| m == "rev");
             let opts = Options::default().mmap_reads(mmap_reads);
             let store = Store::open(&a[1], opts).unwrap();
             let s = store.stats();
@@ -118,9 +120,16 @@ fn main() {
                     };
                     let limit = 1 + (r >> 32) as usize % 100;
                     let t0 = Instant::now();
-                    for item in store.scan::<&[u8]>(start.as_slice()..).take(limit) {
+                    let mut count = |item: filterstore::Result<(Vec<u8>, Vec<u8>)>| {
                         let (k, _) = item.unwrap();
                         entries += k.len() as u64 / 16;
+                    };
+                    if rev {
+                        let scan = store.scan::<&[u8]>(..=start.as_slice());
+                        scan.rev().take(limit).for_each(&mut count);
+                    } else {
+                        let scan = store.scan::<&[u8]>(start.as_slice()..);
+                        scan.take(limit).for_each(&mut count);
                     }
                     scan_ns += t0.elapsed().as_nanos();
                     scans += 1;
