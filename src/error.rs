@@ -48,6 +48,10 @@ pub enum Error {
     /// Another handle (in this or another process) holds the store's lock.
     #[error("store at {} is locked by another process or handle", .0.display())]
     Locked(PathBuf),
+    /// A write (a put, delete, flush, compaction, refilter or checkpoint) through a handle
+    /// opened read-only ([`Store::open_read_only`](crate::Store::open_read_only)).
+    #[error("store at {} is open read-only", .0.display())]
+    ReadOnly(PathBuf),
     /// An argument the caller passed is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -210,6 +214,7 @@ impl Error {
                 reason: reason.clone(),
             },
             Error::Locked(p) => Error::Locked(p.clone()),
+            Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::Internal(s) => Error::Internal(s.clone()),
             Error::OutOfMemory { what, bytes } => Error::OutOfMemory {

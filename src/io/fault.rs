@@ -6,6 +6,8 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::{Fs, WritableFile};
+
+mod tree;
 use crate::filename::FileName;
 
 /// A test file system that injects faults and remembers what is durable.
@@ -106,6 +108,8 @@ struct FaultState {
     /// succeed, errno).
     fail_tables: Option<(u64, i32)>,
     power_cut: Option<u64>,
+    /// [`FaultFs::refuse_links`]: the errno every hard link fails with.
+    refuse_links: Option<i32>,
     dead: bool,
     fired: Option<String>,
     sync_log: Vec<std::path::PathBuf>,
@@ -141,14 +145,26 @@ enum DirOp {
     Remove(std::path::PathBuf),
 }
 
+/// The inode number the model gives a directory ([`Fs::create_dir`]).
+const DIR: usize = usize::MAX;
+
 fn apply_op(m: &mut std::collections::BTreeMap<std::path::PathBuf, usize>, op: &DirOp) {
     match op {
         DirOp::Create(p, i) => {
             m.insert(p.clone(), *i);
         }
         DirOp::Rename(from, to) => {
-            if let Some(i) = m.remove(from) {
-                m.insert(to.clone(), i);
+            // A directory moves with every name under it.
+            let moved: Vec<_> = m.keys().filter(|k| k.starts_with(from)).cloned().collect();
+            for k in moved {
+                if let (Some(i), Ok(rest)) = (m.remove(&k), k.strip_prefix(from)) {
+                    let new = if rest.as_os_str().is_empty() {
+                        to.clone()
+                    } else {
+                        to.join(rest)
+                    };
+                    m.insert(new, i);
+                }
             }
         }
         DirOp::Remove(p) => {
@@ -272,6 +288,12 @@ impl FaultFs {
         s.fail_tables = None;
     }
 
+    /// Makes every [`Fs::hard_link`] fail with `errno` without counting as an operation
+    /// (`EXDEV`: every destination is on another file system).
+    pub fn refuse_links(&self, errno: i32) {
+        self.lock().refuse_links = Some(errno);
+    }
+
     /// Makes sync point `n` (fsync or `sync_dir`, counted from 0) and everything after it
     /// fail without effect.
     pub fn cut_power_at_sync(&self, n: u64) {
@@ -357,6 +379,9 @@ impl FaultFs {
             apply_op(&mut m, op);
         }
         for (p, ino) in m {
+            if ino == DIR {
+                continue;
+            }
             let d = &s.data[ino];
             let name = p
                 .file_name()
@@ -502,6 +527,38 @@ impl Fs for FaultFs {
         s.step("remove", path, false).map_err(|(e, _)| os_err(e))?;
         fs::remove_file(path)?;
         let op = DirOp::Remove(path.to_path_buf());
+        apply_op(&mut s.names, &op);
+        s.pending.push(op);
+        Ok(())
+    }
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.step("create_dir", path, false)
+            .map_err(|(e, _)| os_err(e))?;
+        fs::create_dir(path)?;
+        let op = DirOp::Create(path.to_path_buf(), DIR);
+        apply_op(&mut s.names, &op);
+        s.pending.push(op);
+        Ok(())
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Some(errno) = s.refuse_links {
+            return Err(os_err(errno));
+        }
+        s.step("link", to, false).map_err(|(e, _)| os_err(e))?;
+        fs::hard_link(from, to)?;
+        let ino = s.inode_of(from)?;
+        let op = DirOp::Create(to.to_path_buf(), ino);
+        apply_op(&mut s.names, &op);
+        s.pending.push(op);
+        Ok(())
+    }
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.step("rename", to, false).map_err(|(e, _)| os_err(e))?;
+        super::rename_noreplace(from, to)?;
+        let op = DirOp::Rename(from.to_path_buf(), to.to_path_buf());
         apply_op(&mut s.names, &op);
         s.pending.push(op);
         Ok(())

@@ -69,6 +69,26 @@ pub trait Fs: Send + Sync + Debug {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates the directory `path` (its parent exists; `path` does not).
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir(path)
+    }
+    /// Makes `to` a second name of the file `from` (a hard link; `EXDEV` when they are on
+    /// different file systems). The entry is durable once `to`'s directory is synced.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+    /// Renames the directory `from` to `to`, atomically, failing (`EEXIST`) when `to`
+    /// exists, even as an empty directory (`renameat2(RENAME_NOREPLACE)`).
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()> {
+        rename_noreplace(from, to)
+    }
+}
+
+/// `rename(2)` that refuses to replace `to` (see [`Fs::rename_dir`]).
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE).map_err(io::Error::from)
 }
 
 /// Replaces `dir/name` with `bytes` atomically, through `fs`: written to `dir/tmp`, fsynced,

@@ -11,22 +11,24 @@
 //! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
 //! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing),
 //! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
-//! and rebalance), `ranges.rs` (refilter of range filters), `global.rs` and `checkpoint.rs`
-//! (the global filter in the engine; its checkpoint), `stats.rs` (counters). Every change to
+//! and rebalance), `ranges.rs` (refilter of range filters), `global.rs` and `global_save.rs`
+//! (the global filter in the engine; its saved state), `backup.rs` (checkpoints), `stats.rs` (counters). Every change to
 //! the table set goes through `version/set.rs` (`Inner::log_and_apply`). See
 //! `docs/engine.md`.
 
-mod checkpoint;
+mod backup;
 mod commit;
 mod compact;
 mod durable;
 mod filters;
 mod global;
+mod global_save;
 mod live;
 mod open;
 mod options;
 mod ranges;
 mod read;
+mod readonly;
 mod snapshot;
 mod stats;
 mod worker;
@@ -53,6 +55,7 @@ use crate::verify::Warning;
 use crate::version::{SetState, Version, VersionEdit, VersionSet};
 use crate::wal::WalWriter;
 
+pub use self::backup::CheckpointReport;
 pub use self::filters::Rebalanced;
 pub use self::live::prefix_successor;
 pub(crate) use self::open::lock_dir;
@@ -62,6 +65,7 @@ pub use self::options::{
     DEFAULT_RANGE_BITS, IDLE_DRAIN_PROBES,
 };
 pub use self::read::{PinnedReader, Reader, Scan};
+pub use self::readonly::MAX_TRIES as READ_ONLY_TRIES;
 pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use crate::filename::MANIFEST_NAME;
@@ -148,7 +152,7 @@ pub(crate) struct Inner {
     dir: PathBuf,
     fs: Arc<dyn Fs>,
     opts: Options,
-    _lock: File,
+    _lock: Option<File>,
     /// Shared with scans, which take it briefly to copy memtable entries (see `scan.rs`).
     state: Arc<RwLock<State>>,
     /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
@@ -197,6 +201,8 @@ pub(crate) struct Inner {
     lifetime_problem: Mutex<Option<String>>,
     /// The torn log tails this open dropped (see [`Store::dropped_at_open`]).
     dropped_at_open: Vec<Warning>,
+    /// A read-only handle's view of the logs (`readonly.rs`); `None` for a writer.
+    read_only: Option<Mutex<readonly::LogView>>,
 }
 
 /// A key-value store in one directory: a cheap handle, `Clone + Send + Sync`, that can be
@@ -323,6 +329,7 @@ impl Store {
                 h.closed = true;
                 h.shut_down()
             }
+            None if inner.read_only.is_some() => Ok(()),
             None => {
                 inner.check_writable()?;
                 let r = inner.sync_all();
@@ -337,6 +344,9 @@ impl Handle {
     /// counters and the global filter (the fsync's error is returned).
     fn shut_down(&self) -> Result<()> {
         let inner = &self.inner;
+        if inner.read_only.is_some() {
+            return Ok(()); // no threads, nothing to save
+        }
         {
             let _bg = inner.lock_bg();
             inner.shutdown.store(true, SeqCst);
@@ -446,6 +456,9 @@ impl Inner {
     }
 
     fn check_writable(&self) -> Result<()> {
+        if self.read_only.is_some() {
+            return Err(Error::ReadOnly(self.dir.clone()));
+        }
         if !self.poisoned.load(Relaxed) {
             return Ok(());
         }

@@ -87,6 +87,9 @@ impl Store {
     /// when they fill half a memtable, sealed into an L0 table) and the old logs are removed,
     /// so however often a store is opened it keeps at most two logs.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        if opts.read_only {
+            return Store::open_read_only_with(dir, opts);
+        }
         opts.check()?;
         let dir = dir.as_ref().to_path_buf();
         match fs::metadata(&dir) {
@@ -166,7 +169,7 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = super::checkpoint::open_global(&dir, version, global_counters.clone())?;
+            version = super::global_save::open_global(&dir, version, global_counters.clone())?;
         }
         let mut mem = Memtable::new();
         let mut replayed = Vec::new();
@@ -237,7 +240,7 @@ impl Store {
         let inner = Arc::new(Inner {
             dir,
             fs,
-            _lock: lock,
+            _lock: Some(lock),
             state: Arc::new(RwLock::new(State {
                 mem: Memtable::new(),
                 mem_frozen: Arc::default(),
@@ -274,6 +277,7 @@ impl Store {
             lifetime_base,
             lifetime_problem: Mutex::new(lifetime_problem),
             dropped_at_open,
+            read_only: None,
             opts,
         });
         inner.recover(mem, &replayed, seq > manifest.last_seq)?;

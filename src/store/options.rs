@@ -171,6 +171,10 @@ pub struct Options {
     /// about ℓ / 2^(bits − 2.1) per table (`docs/engine.md`, "Range filters"). Tables
     /// already written keep theirs until a compaction or `refilter_ranges` replaces them.
     pub range_filter_bits: f64,
+    /// Open the store read-only ([`Store::open_read_only`](crate::Store::open_read_only)):
+    /// no lock, nothing written; writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
+    /// `false` by default.
+    pub read_only: bool,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
 }
@@ -196,6 +200,7 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             compression: Compression::Lz4,
             range_filter_bits: DEFAULT_RANGE_BITS,
+            read_only: false,
             fs: Arc::new(RealFs),
         }
     }
@@ -258,6 +263,8 @@ setters! {
     compression: Compression => same;
     /// Sets [`Options::range_filter_bits`].
     range_filter_bits: f64 => same;
+    /// Sets [`Options::read_only`].
+    read_only: bool => same;
     /// Sets [`Options::fs`].
     fs: Arc<dyn Fs> => same;
 }

@@ -205,6 +205,36 @@ impl VersionSet {
             .map_err(|n| crate::filename::numbers_exhausted(&self.dir, n))
     }
 
+    /// The current version and a manifest naming exactly its tables (with the log number,
+    /// policy and cursors recorded now), taken together under the version-set lock: what a
+    /// checkpoint copies (`store/backup.rs`). Its `last_seq` is 0: the caller sets it.
+    pub(crate) fn snapshot_manifest(&self) -> (Arc<Version>, Manifest) {
+        let st = self.lock();
+        let v = st.current.clone();
+        let manifest = Manifest {
+            next_file: self.next_file.load(SeqCst),
+            log_number: st.log_number,
+            last_seq: 0,
+            policy: st.recorded,
+            tables: v.tables().map(|t| t.record.clone()).collect(),
+            cursors: st
+                .cursors
+                .iter()
+                .enumerate()
+                .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
+                .collect(),
+        };
+        (v, manifest)
+    }
+
+    /// A read-only handle's new table set, read from the writer's manifest
+    /// (`store/readonly.rs`): nothing is written or retired.
+    pub(crate) fn adopt_current(&self, v: Arc<Version>, log_number: u64) {
+        let mut st = self.lock();
+        st.current = v;
+        st.log_number = log_number;
+    }
+
     /// Applies `edit` (see the module documentation for the steps and what a crash at each
     /// leaves): the manifest naming the next version is made durable, `publish` gives the
     /// next version to readers (called under the version-set lock), and the files no

@@ -22,6 +22,37 @@ impl Run for Flush {
     }
 }
 
+/// Make a checkpoint of the store in DEST while other writers may run: a store directory
+/// holding every write acknowledged before the command began.
+///
+/// The memtable is flushed, then the table files are hard-linked into DEST (copied when DEST
+/// is on another file system) beside a manifest naming exactly them; no log is copied. DEST
+/// must not exist; it appears only once complete and durable (a temporary
+/// `.NAME.checkpoint-*` directory beside it is used until then). Restore by opening DEST as
+/// a store (`--dir DEST`), or by copying it back in place of the lost store. Prints the
+/// files linked and copied. Needs an existing store.
+#[derive(Args, Debug)]
+pub struct Checkpoint {
+    /// The new directory (must not exist; its parent must)
+    pub dest: std::path::PathBuf,
+}
+
+impl Run for Checkpoint {
+    fn run(self, g: &Global) -> Result<Exit, CliError> {
+        let store = g.open(Access::Existing)?;
+        let r = store.checkpoint_with_report(&self.dest)?;
+        println(format_args!(
+            "checkpoint {}: {} files linked, {} copied ({} bytes), {} bytes written",
+            self.dest.display(),
+            r.linked_files,
+            r.copied_files,
+            r.copied_bytes,
+            r.written_bytes
+        ))?;
+        Ok(Exit::Success)
+    }
+}
+
 /// Merge all tables into one sorted run, dropping overwritten values and deletions.
 ///
 /// The run is written as tables of about 64 MiB at one level (the deepest that holds data,

@@ -136,6 +136,12 @@ pub struct Global {
     /// remove) every table's range filter at B [default: 16]
     #[arg(long, global = true, value_name = "B", value_parser = parse_range_bits)]
     pub range_bits: Option<f64>,
+    /// Open the store read-only, beside a process that may be writing it (`get`, `scan`,
+    /// `stats`, `verify`): no lock is taken and nothing is written; it sees what the
+    /// writer's manifest and logs hold now (not writes held in a writer's user-space
+    /// buffer). Commands that write fail with exit 2
+    #[arg(long, global = true)]
+    pub read_only: bool,
 }
 
 /// How a bits-per-key budget is split across levels.
@@ -268,6 +274,7 @@ commands! {
     Flush(maintain::Flush),
     Compact(maintain::Compact),
     Refilter(maintain::Refilter),
+    Checkpoint(maintain::Checkpoint),
     Stats(stats::Stats),
     Verify(verify::Verify),
     Repair(repair::Repair),
@@ -429,8 +436,13 @@ impl Global {
     /// Opens the store as `access` says, with this command's filter choice.
     pub fn open(&self, access: Access) -> Result<Store, CliError> {
         let dir = self.dir();
-        if matches!(access, Access::Existing | Access::Read) {
+        if matches!(access, Access::Existing | Access::Read) || self.read_only {
             require_store(&dir)?;
+        }
+        if self.read_only {
+            return Store::open_read_only(&dir).map_err(|e| {
+                CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
+            });
         }
         let defaults = Options::default();
         let opts = Options::default()

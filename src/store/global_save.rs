@@ -39,7 +39,7 @@ pub(super) fn open_global(
 /// A digest of the table set a global filter answers for: every table's level, number and
 /// run id, in lookup order. Table numbers are never reused, so equal digests mean the same
 /// tables, and so the same entries.
-fn table_set_tag(v: &Version) -> u64 {
+pub(super) fn table_set_tag(v: &Version) -> u64 {
     let mut b = Vec::new();
     for (l, level) in v.levels().iter().enumerate() {
         for t in level.tables() {
@@ -53,7 +53,7 @@ fn table_set_tag(v: &Version) -> u64 {
 
 /// The checkpoint in `dir`, if there is one that decodes and was written for the tables of
 /// `v` (a missing, damaged or stale one is not an error: the filter is built instead).
-fn load_checkpoint(
+pub(super) fn load_checkpoint(
     dir: &Path,
     v: &Version,
     counters: Arc<crate::counters::Sharded<8>>,

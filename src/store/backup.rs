@@ -1,0 +1,203 @@
+//! Online checkpoints ([`Store::checkpoint`]): a second store directory made while writers
+//! run, from hard links of the immutable table files and a manifest naming exactly them.
+//!
+//! The steps, each through the store's [`Fs`](crate::io::Fs) (so crash tests reach every
+//! one): a flush (every write acknowledged so far goes into a table); under the global-filter
+//! locks and the version-set lock, the current [`Version`](crate::version::Version) and a
+//! manifest naming its tables (the version is held until the end: a compaction that
+//! retires its tables cannot delete their files, see `table/files.rs`); a temporary
+//! directory next to the destination; a hard link (a copy, fsynced, where linking fails
+//! with `EXDEV`) of each table's files; the global filter's saved state, when lookups go
+//! through one; the manifest (written, fsynced, renamed, directory fsynced); the temporary
+//! directory renamed to the destination (refusing to replace anything); the parent
+//! directory fsynced. Until that rename no directory of the destination's name exists, and
+//! the temporary one has no `MANIFEST` until its last file step, so an interrupted
+//! checkpoint leaves nothing that opens as the destination.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use super::global_save::table_set_tag;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::filename::FileName;
+use crate::io::{replace_file, Fs};
+use crate::manifest::Manifest;
+use crate::version::Version;
+
+/// `EXDEV`: a hard link across file systems.
+const EXDEV: i32 = 18;
+
+/// Distinguishes the temporary directories of checkpoints made at once by one process.
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// What a checkpoint made (see [`Store::checkpoint_with_report`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckpointReport {
+    /// Table, filter and range-filter files linked.
+    pub linked_files: u64,
+    /// Files copied because linking failed with `EXDEV` (another file system).
+    pub copied_files: u64,
+    /// Bytes of the copied files.
+    pub copied_bytes: u64,
+    /// Bytes of the files written anew: the manifest and the global filter's saved state.
+    pub written_bytes: u64,
+}
+
+impl Store {
+    /// Makes a checkpoint of the store in `dest` while writers go on: a store directory
+    /// that holds every write acknowledged before the call began, and possibly later ones
+    /// that form a prefix of the commit order (whole batches only). Open it as a store, or
+    /// copy it back in place of a lost store: that is the restore (docs/engine.md,
+    /// "Checkpoints").
+    ///
+    /// It flushes the memtable first, then hard-links the table files of the resulting
+    /// table set (copying them when `dest` is on another file system) and writes a manifest
+    /// naming exactly them; no log is copied. `dest` must not exist; its parent must. The
+    /// directory appears under its name only once complete and durable; a failure or a
+    /// crash on the way leaves no directory named `dest` (a crash may leave a temporary
+    /// `.NAME.checkpoint-*` directory beside it, which never opens as `dest` and can be
+    /// removed). The source store is never changed beyond the flush.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path().join("db"), Default::default())?;
+    /// store.put("k", "v")?;
+    /// store.checkpoint(dir.path().join("copy"))?;
+    /// let copy = filterstore::Store::open(dir.path().join("copy"), Default::default())?;
+    /// assert_eq!(copy.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
+        self.checkpoint_with_report(dest).map(|_| ())
+    }
+
+    /// [`Store::checkpoint`], returning what it linked, copied and wrote.
+    pub fn checkpoint_with_report(&self, dest: impl AsRef<Path>) -> Result<CheckpointReport> {
+        let dest = dest.as_ref();
+        let inner = &self.inner;
+        inner.check_writable()?;
+        match std::fs::symlink_metadata(dest) {
+            Ok(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "checkpoint destination {} exists",
+                    dest.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(dest, e)),
+        }
+        let name = dest.file_name().ok_or_else(|| {
+            Error::InvalidArgument(format!("checkpoint destination {}", dest.display()))
+        })?;
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // 1. Every write acknowledged so far into a table.
+        self.flush()?;
+        // 2. The table set, held until the end, and its manifest; with the global filter's
+        // bytes for exactly those tables (no flush or compaction changes it meanwhile).
+        let (version, mut manifest, global) = {
+            let _change = inner.lock_global_change();
+            let _global = inner.lock_global();
+            let (v, m) = inner.versions.snapshot_manifest();
+            let g = v.global().map(|g| g.filter.encode(table_set_tag(&v)));
+            (v, m, g)
+        };
+        // Every record of the tables was numbered before this load.
+        manifest.last_seq = inner.last_seq.load(SeqCst);
+        let tmp = parent.join(format!(
+            ".{}.checkpoint-{}-{}",
+            name.to_string_lossy(),
+            std::process::id(),
+            TMP_SEQ.fetch_add(1, SeqCst)
+        ));
+        let fs = &*inner.fs;
+        let made = write_dir(fs, &tmp, &version, &manifest, global.as_deref());
+        let report = match made {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        };
+        drop(version);
+        // 3. Published under its name, then durably so.
+        if let Err(e) = fs.rename_dir(&tmp, dest) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(Error::io(dest, e));
+        }
+        if let Err(e) = fs.sync_dir(&parent) {
+            // Complete but perhaps not durable: taken back, best effort.
+            let _ = std::fs::remove_dir_all(dest);
+            return Err(Error::io(&parent, e));
+        }
+        Ok(report)
+    }
+}
+
+/// Fills the new directory `tmp` with the files of `v`, the global filter's `global` bytes
+/// and `manifest`, every file and entry durable when it returns.
+fn write_dir(
+    fs: &dyn Fs,
+    tmp: &Path,
+    v: &Version,
+    manifest: &Manifest,
+    global: Option<&[u8]>,
+) -> Result<CheckpointReport> {
+    fs.create_dir(tmp).map_err(|e| Error::io(tmp, e))?;
+    let mut report = CheckpointReport::default();
+    for t in v.tables() {
+        for f in t.files.each() {
+            let from = f.path();
+            let Some(file_name) = from.file_name() else {
+                continue;
+            };
+            let to = tmp.join(file_name);
+            match fs.hard_link(from, &to) {
+                Ok(()) => report.linked_files += 1,
+                Err(e) if e.raw_os_error() == Some(EXDEV) => {
+                    report.copied_bytes += copy_file(fs, from, &to)?;
+                    report.copied_files += 1;
+                }
+                Err(e) => return Err(Error::io(&to, e)),
+            }
+        }
+    }
+    if let Some(bytes) = global {
+        replace_file(
+            fs,
+            tmp,
+            FileName::GlobalFilterTmp,
+            FileName::GlobalFilter,
+            bytes,
+        )?;
+        report.written_bytes += bytes.len() as u64;
+    }
+    // Its last step fsyncs `tmp`, making every link above durable too.
+    manifest.store(fs, tmp)?;
+    report.written_bytes += manifest.encode().len() as u64;
+    Ok(report)
+}
+
+/// Copies `from` to the new file `to` through `fs`, fsynced; returns the bytes copied.
+fn copy_file(fs: &dyn Fs, from: &Path, to: &Path) -> Result<u64> {
+    let mut src = File::open(from).map_err(|e| Error::io(from, e))?;
+    let mut out = fs.create(to).map_err(|e| Error::io(to, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = src.read(&mut buf).map_err(|e| Error::io(from, e))?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n]).map_err(|e| Error::io(to, e))?;
+        total += n as u64;
+    }
+    out.sync().map_err(|e| Error::io(to, e))?;
+    Ok(total)
+}
