@@ -15,7 +15,7 @@ const DIR_VAR: &str = "FILTERSTORE_CRASH_DIR";
 const SEED_VAR: &str = "FILTERSTORE_CRASH_SEED";
 const LOCK_VAR: &str = "FILTERSTORE_LOCK_DIR";
 
-fn spawn_child(test: &str, vars: &[(&str, String)]) -> Child {
+pub(crate) fn spawn_child(test: &str, vars: &[(&str, String)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([test, "--exact", "--nocapture", "--test-threads", "1"])
         .stdin(Stdio::piped())
@@ -27,7 +27,7 @@ fn spawn_child(test: &str, vars: &[(&str, String)]) -> Child {
     c.spawn().unwrap()
 }
 
-fn out(line: &str) {
+pub(crate) fn out(line: &str) {
     // Written straight to the process's stdout (not the test harness capture) and flushed.
     let mut o = std::io::stdout().lock();
     o.write_all(line.as_bytes()).unwrap();

@@ -6,6 +6,7 @@ mod common;
 #[path = "../../fuzz/harness.rs"]
 mod fuzz_harness;
 
+mod checkpoint;
 mod concurrency;
 mod corruption;
 mod crash;
