@@ -13,6 +13,7 @@ mod crash;
 mod durability;
 mod faults;
 mod hostile;
+mod read_only;
 mod repair;
 mod torn;
 
