@@ -376,3 +376,55 @@ fn sigkill_while_making_checkpoints_leaves_whole_ones() {
     println!("checkpoint kills: 12 kills, {checked} completed checkpoints checked");
     assert!(checked > 0);
 }
+
+/// Measurement, not a test: `FILTERSTORE_CKPT_MEASURE=DIR cargo test --release --test
+/// reliability measure_checkpoint -- --ignored --nocapture` times checkpoints of the store in
+/// DIR (made by `store load`) while a writer puts 100-byte values, and a read-only reader's
+/// refreshes meanwhile.
+#[test]
+#[ignore]
+fn measure_checkpoint() {
+    let Ok(dir) = std::env::var("FILTERSTORE_CKPT_MEASURE") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let store = Store::open(&dir, Options::default()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(SeqCst) {
+                let k = format!("zz-measure-{i:012}");
+                store.put(&k, [b'w'; 100]).unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    let reader = Store::open_read_only(&dir).unwrap();
+    let mut refresh = Vec::new();
+    for n in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            reader.refresh().unwrap();
+            refresh.push(t.elapsed());
+        }
+        let dest = dir.with_extension(format!("cp{n}"));
+        let _ = std::fs::remove_dir_all(&dest);
+        let t = std::time::Instant::now();
+        let r = store.checkpoint_with_report(&dest).unwrap();
+        println!("checkpoint {n}: {:?}, {r:?}", t.elapsed());
+        std::fs::remove_dir_all(&dest).unwrap();
+    }
+    stop.store(true, SeqCst);
+    println!("writer: {} puts", writer.join().unwrap());
+    refresh.sort();
+    println!(
+        "refresh while writing: median {:?}, max {:?} ({} refreshes)",
+        refresh[refresh.len() / 2],
+        refresh[refresh.len() - 1],
+        refresh.len()
+    );
+}

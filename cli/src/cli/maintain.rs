@@ -30,7 +30,7 @@ impl Run for Flush {
 /// must not exist; it appears only once complete and durable (a temporary
 /// `.NAME.checkpoint-*` directory beside it is used until then). Restore by opening DEST as
 /// a store (`--dir DEST`), or by copying it back in place of the lost store. Prints the
-/// files linked and copied. Needs an existing store.
+/// files linked and copied, and the time the checkpoint took. Needs an existing store.
 #[derive(Args, Debug)]
 pub struct Checkpoint {
     /// The new directory (must not exist; its parent must)
@@ -40,14 +40,16 @@ pub struct Checkpoint {
 impl Run for Checkpoint {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let store = g.open(Access::Existing)?;
+        let t = std::time::Instant::now();
         let r = store.checkpoint_with_report(&self.dest)?;
         println(format_args!(
-            "checkpoint {}: {} files linked, {} copied ({} bytes), {} bytes written",
+            "checkpoint {}: {} files linked, {} copied ({} bytes), {} bytes written, in {:.1} ms",
             self.dest.display(),
             r.linked_files,
             r.copied_files,
             r.copied_bytes,
-            r.written_bytes
+            r.written_bytes,
+            t.elapsed().as_secs_f64() * 1e3
         ))?;
         Ok(Exit::Success)
     }
