@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::global_save::load_checkpoint;
-use super::{Bg, EngineCounters, Inner, Options, State, Store, Writer};
+use super::{Bg, EngineCounters, Imm, Inner, Options, State, Store, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{numbered_files, wal_path, FileName, Numbered};
@@ -46,8 +46,23 @@ pub(crate) struct LogView {
     /// The manifest's bytes as last read.
     manifest: Vec<u8>,
     log_number: u64,
-    /// Each log replayed into the memtable, and the end of its last whole record.
+    /// Each log replayed, and the end of its last whole record.
     logs: Vec<(u64, u64)>,
+    /// The log whose operations (and only those) the memtable holds, if one does.
+    mem_log: Option<u64>,
+    /// The logs whose operations the immutable memtable holds.
+    imm_logs: Vec<u64>,
+}
+
+type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// What one read of a log found.
+struct LogRead {
+    n: u64,
+    /// The end of its last whole record.
+    end: u64,
+    /// Operations past where the read started.
+    ops: Ops,
 }
 
 /// One consistent read of the writer's files.
@@ -55,9 +70,9 @@ struct Read1 {
     manifest_bytes: Vec<u8>,
     manifest: Manifest,
     version: Version,
-    /// Operations read from the logs (past `LogView::logs`' ends when incremental).
-    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    logs: Vec<(u64, u64)>,
+    /// The live logs, oldest first, each read from its offset in the `since` of
+    /// [`read_all`] (else from its start).
+    logs: Vec<LogRead>,
     last_seq: u64,
 }
 
@@ -92,12 +107,7 @@ fn read_manifest(dir: &Path) -> Result<(Vec<u8>, Manifest)> {
 
 /// Reads log `n` from `from` (a record boundary; 0 for the whole file): its operations, the
 /// end of its last whole record and its last sequence number.
-fn read_log(
-    dir: &Path,
-    n: u64,
-    from: u64,
-    ops: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
-) -> Result<(u64, Option<u64>, u64)> {
+fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option<u64>, u64)> {
     let path = wal_path(dir, n);
     let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut bytes = Vec::new();
@@ -150,10 +160,7 @@ impl Store {
                 *c = Some(k.clone());
             }
         }
-        let mut mem = Memtable::new();
-        for (k, v) in &r.ops {
-            mem.insert(k, v.as_deref());
-        }
+        let (mem, imm, mem_log, imm_logs) = layout(&r.logs);
         let version = Arc::new(r.version);
         let versions = VersionSet::new(
             dir.clone(),
@@ -171,7 +178,9 @@ impl Store {
         let view = LogView {
             manifest: r.manifest_bytes,
             log_number: r.manifest.log_number,
-            logs: r.logs,
+            logs: r.logs.iter().map(|l| (l.n, l.end)).collect(),
+            mem_log,
+            imm_logs,
         };
         let inner = Arc::new(Inner {
             dir,
@@ -180,7 +189,7 @@ impl Store {
             state: Arc::new(RwLock::new(State {
                 mem,
                 mem_frozen: Arc::default(),
-                imm: None,
+                imm,
                 current: version,
                 seq: r.last_seq,
             })),
@@ -237,32 +246,65 @@ impl Store {
         };
         let mut view = view.lock().unwrap_or_else(|p| p.into_inner());
         let cache = inner.block_cache.clone();
-        let r = read_all(
-            &inner.dir,
-            &inner.opts,
-            &cache,
-            &inner.global_counters,
-            Some((&view, &inner.current())),
-        )?;
-        let fresh = r.manifest.log_number != view.log_number;
+        let read = |offsets: &[(u64, u64)]| {
+            let v = inner.current();
+            read_all(
+                &inner.dir,
+                &inner.opts,
+                &cache,
+                &inner.global_counters,
+                Some((offsets, &v)),
+            )
+        };
+        let r = read(&view.logs)?;
+        let (plan, r) = match plan(&view, &r) {
+            Plan::Rebuild => (Plan::Fresh, read(&[])?),
+            p => (p, r),
+        };
         let version = Arc::new(r.version);
         inner
             .versions
             .adopt_current(version.clone(), r.manifest.log_number);
+        let insert = |mem: &mut Memtable, ops: &Ops| {
+            for (k, v) in ops {
+                mem.insert(k, v.as_deref());
+            }
+        };
         {
             let mut st = inner.state_mut();
-            if fresh {
-                // The logs the memtable came from are in tables now: a new memtable.
-                let mut mem = Memtable::new();
-                for (k, v) in &r.ops {
-                    mem.insert(k, v.as_deref());
+            match plan {
+                Plan::Append { drop_imm } => {
+                    if let Some(l) = r.logs.last() {
+                        insert(&mut st.mem, &l.ops);
+                    }
+                    if drop_imm {
+                        st.imm = None;
+                        view.imm_logs.clear();
+                    }
                 }
-                let old = Arc::new(std::mem::replace(&mut st.mem, mem));
-                // Scans that started on the old memtable read it from here on.
-                let _ = std::mem::take(&mut st.mem_frozen).set(old);
-            } else {
-                for (k, v) in &r.ops {
-                    st.mem.insert(k, v.as_deref());
+                Plan::Shift => {
+                    // The memtable's log is no longer the newest: it becomes the immutable
+                    // one, as a writer's switch makes it, and the newest log a new memtable.
+                    let [older, newest] = &r.logs[..] else {
+                        unreachable!("a shift has two logs")
+                    };
+                    insert(&mut st.mem, &older.ops);
+                    let mut mem = Memtable::new();
+                    insert(&mut mem, &newest.ops);
+                    let old = Arc::new(std::mem::replace(&mut st.mem, mem));
+                    let _ = std::mem::take(&mut st.mem_frozen).set(old.clone());
+                    st.imm = Some(Arc::new(imm_of(old, older.n)));
+                    view.mem_log = Some(newest.n);
+                    view.imm_logs = vec![older.n];
+                }
+                Plan::Fresh | Plan::Rebuild => {
+                    let (mem, imm, mem_log, imm_logs) = layout(&r.logs);
+                    let old = Arc::new(std::mem::replace(&mut st.mem, mem));
+                    // Scans that started on the old memtable read it from here on.
+                    let _ = std::mem::take(&mut st.mem_frozen).set(old);
+                    st.imm = imm;
+                    view.mem_log = mem_log;
+                    view.imm_logs = imm_logs;
                 }
             }
             st.current = version;
@@ -271,9 +313,95 @@ impl Store {
         inner.last_seq.fetch_max(r.last_seq, SeqCst);
         view.manifest = r.manifest_bytes;
         view.log_number = r.manifest.log_number;
-        view.logs = r.logs;
+        view.logs = r.logs.iter().map(|l| (l.n, l.end)).collect();
         Ok(())
     }
+}
+
+/// How a refresh brings the memtables up to date with what it read.
+#[derive(Debug, PartialEq, Eq)]
+enum Plan {
+    /// The newest log is the memtable's: its new operations are added (and the immutable
+    /// memtable let go when its logs are).
+    Append { drop_imm: bool },
+    /// The memtable's log is the older of two live logs: it becomes the immutable
+    /// memtable, the newer one a new memtable.
+    Shift,
+    /// Every live log is new to the reader (read whole): new memtables.
+    Fresh,
+    /// Anything else (the writer went through several states between two refreshes):
+    /// every live log is read again whole.
+    Rebuild,
+}
+
+fn plan(view: &LogView, r: &Read1) -> Plan {
+    let known = |n: u64| view.logs.iter().any(|l| l.0 == n);
+    let live: Vec<u64> = r.logs.iter().map(|l| l.n).collect();
+    if !live.iter().any(|&n| known(n)) {
+        return Plan::Fresh;
+    }
+    // Only the memtable's log may have grown: the writer appends to its newest log only.
+    if r.logs
+        .iter()
+        .any(|l| known(l.n) && Some(l.n) != view.mem_log && !l.ops.is_empty())
+    {
+        return Plan::Rebuild;
+    }
+    let Some((&newest, older)) = live.split_last() else {
+        return Plan::Fresh;
+    };
+    if Some(newest) == view.mem_log {
+        return if older.is_empty() {
+            Plan::Append { drop_imm: true }
+        } else if older == view.imm_logs {
+            Plan::Append { drop_imm: false }
+        } else {
+            Plan::Rebuild
+        };
+    }
+    if older.len() == 1 && Some(older[0]) == view.mem_log && !known(newest) {
+        return Plan::Shift;
+    }
+    Plan::Rebuild
+}
+
+/// An immutable memtable holding `mem`, the operations of log `log`.
+fn imm_of(mem: Arc<Memtable>, log: u64) -> Imm {
+    Imm {
+        mem,
+        log,
+        wal: Mutex::new(None),
+        seq: 0,
+    }
+}
+
+/// The memtables of the live logs `logs` (each read whole): the newest log's, and the
+/// others' together as the immutable one; with the logs each holds.
+fn layout(logs: &[LogRead]) -> (Memtable, Option<Arc<Imm>>, Option<u64>, Vec<u64>) {
+    let mut mem = Memtable::new();
+    let Some((newest, older)) = logs.split_last() else {
+        return (mem, None, None, Vec::new());
+    };
+    for (k, v) in &newest.ops {
+        mem.insert(k, v.as_deref());
+    }
+    if older.is_empty() {
+        return (mem, None, Some(newest.n), Vec::new());
+    }
+    let mut imm = Memtable::new();
+    for l in older {
+        for (k, v) in &l.ops {
+            imm.insert(k, v.as_deref());
+        }
+    }
+    let log = older[older.len() - 1].n;
+    let imm = Arc::new(imm_of(Arc::new(imm), log));
+    (
+        mem,
+        Some(imm),
+        Some(newest.n),
+        older.iter().map(|l| l.n).collect(),
+    )
 }
 
 /// One consistent read of the store in `dir`, tried again while the writer changes it under
@@ -284,7 +412,7 @@ fn read_all(
     opts: &Options,
     cache: &Option<Arc<BlockCache>>,
     counters: &Arc<Sharded<8>>,
-    since: Option<(&LogView, &Arc<Version>)>,
+    since: Option<(&[(u64, u64)], &Arc<Version>)>,
 ) -> Result<Read1> {
     let mut last = None;
     for _ in 0..MAX_TRIES {
@@ -312,7 +440,7 @@ fn try_read(
     opts: &Options,
     cache: &Option<Arc<BlockCache>>,
     counters: &Arc<Sharded<8>>,
-    since: Option<(&LogView, &Arc<Version>)>,
+    since: Option<(&[(u64, u64)], &Arc<Version>)>,
 ) -> std::result::Result<Option<Read1>, Retry> {
     let (manifest_bytes, manifest) = read_manifest(dir).map_err(Retry::Fail)?;
     let have: HashMap<u64, &Arc<TableHandle>> = since
@@ -339,14 +467,10 @@ fn try_read(
             version = v;
         }
     }
-    // Logs: read on from where a refresh stopped, unless the writer let them go.
-    let from: HashMap<u64, u64> = match since {
-        Some((view, _)) if view.log_number == manifest.log_number => {
-            view.logs.iter().copied().collect()
-        }
-        _ => HashMap::new(),
-    };
-    let mut ops = Vec::new();
+    // Logs: each read on from where a refresh stopped.
+    let from: HashMap<u64, u64> = since
+        .map(|(offsets, _)| offsets.iter().copied().collect())
+        .unwrap_or_default();
     let mut logs = Vec::new();
     let mut last_seq = manifest.last_seq;
     for (n, kind) in numbered_files(dir).map_err(Retry::Fail)? {
@@ -354,12 +478,13 @@ fn try_read(
             continue;
         }
         let start = from.get(&n).copied().unwrap_or(0);
+        let mut ops = Vec::new();
         let (end, seq, records) = read_log(dir, n, start, &mut ops)?;
         last_seq = match seq {
             Some(s) => last_seq.max(s),
             None => last_seq.saturating_add(records),
         };
-        logs.push((n, end));
+        logs.push(LogRead { n, end, ops });
     }
     let (again, _) = read_manifest(dir).map_err(Retry::Fail)?;
     if again != manifest_bytes {
@@ -369,7 +494,6 @@ fn try_read(
         manifest_bytes,
         manifest,
         version,
-        ops,
         logs,
         last_seq,
     }))

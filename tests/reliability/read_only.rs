@@ -228,7 +228,7 @@ fn a_reader_in_another_process_sees_every_acknowledged_write() {
     let r = Store::open_read_only(&dir).unwrap();
     let (mut refreshes, mut times, mut checked) = (0u64, Vec::new(), 0u64);
     let end = Instant::now() + Duration::from_secs(4);
-    while Instant::now() < end && acked.load(SeqCst) < 150_000 {
+    while Instant::now() < end && acked.load(SeqCst) < 600_000 {
         let before = acked.load(SeqCst);
         let t = Instant::now();
         r.refresh().unwrap();
