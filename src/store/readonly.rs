@@ -56,6 +56,10 @@ pub(crate) struct LogView {
 
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
+/// What a refresh has read so far: each log and where its read stopped, and the table set
+/// (whose handles are kept for the tables still named).
+type Since<'a> = Option<(&'a [(u64, u64)], &'a Arc<Version>)>;
+
 /// What one read of a log found.
 struct LogRead {
     n: u64,
@@ -412,7 +416,7 @@ fn read_all(
     opts: &Options,
     cache: &Option<Arc<BlockCache>>,
     counters: &Arc<Sharded<8>>,
-    since: Option<(&[(u64, u64)], &Arc<Version>)>,
+    since: Since<'_>,
 ) -> Result<Read1> {
     let mut last = None;
     for _ in 0..MAX_TRIES {
@@ -440,7 +444,7 @@ fn try_read(
     opts: &Options,
     cache: &Option<Arc<BlockCache>>,
     counters: &Arc<Sharded<8>>,
-    since: Option<(&[(u64, u64)], &Arc<Version>)>,
+    since: Since<'_>,
 ) -> std::result::Result<Option<Read1>, Retry> {
     let (manifest_bytes, manifest) = read_manifest(dir).map_err(Retry::Fail)?;
     let have: HashMap<u64, &Arc<TableHandle>> = since
