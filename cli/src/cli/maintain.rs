@@ -22,8 +22,8 @@ impl Run for Flush {
     }
 }
 
-/// Make a checkpoint of the store in DEST while other writers may run: a store directory
-/// holding every write acknowledged before the command began.
+/// Make a checkpoint of the store in DEST: a store directory holding every write made so
+/// far (`Store::checkpoint` makes one while a program's writers run).
 ///
 /// The memtable is flushed, then the table files are hard-linked into DEST (copied when DEST
 /// is on another file system) beside a manifest naming exactly them; no log is copied. DEST

@@ -1,0 +1,60 @@
+//! End-to-end tests of `store checkpoint` and `store --read-only`.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use filterstore::{Options, Store};
+
+use common::Output as Out;
+
+fn store(dir: &Path, args: &[&str]) -> Out {
+    let d = dir.to_str().unwrap();
+    let mut all = vec!["--dir", d];
+    all.extend_from_slice(args);
+    common::run_store(&all, b"", None, None, Duration::from_secs(30))
+}
+
+#[track_caller]
+fn ok(o: Out) -> String {
+    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
+    o.text()
+}
+
+#[test]
+fn checkpoint_then_restore_by_opening_it() {
+    let t = tempfile::tempdir().unwrap();
+    let (d, cp) = (t.path().join("db"), t.path().join("cp"));
+    ok(store(&d, &["put", "k", "v"]));
+    let out = ok(store(&d, &["checkpoint", cp.to_str().unwrap()]));
+    assert!(
+        out.starts_with(&format!("checkpoint {}: ", cp.display())),
+        "{out}"
+    );
+    assert_eq!(ok(store(&cp, &["get", "k"])), "v\n");
+    assert!(ok(store(&cp, &["verify"])).contains("intact"));
+    // An existing destination is a usage error; nothing of it is changed.
+    let again = store(&d, &["checkpoint", cp.to_str().unwrap()]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("exists"), "{}", again.stderr);
+}
+
+#[test]
+fn read_only_commands_beside_a_writer() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db");
+    ok(store(&d, &["put", "k", "v"]));
+    let writer = Store::open(&d, Options::default()).unwrap();
+    writer.put("w", "x").unwrap();
+    // The writer holds the lock: a plain get is refused, a read-only one is not.
+    assert_eq!(store(&d, &["get", "w"]).code, 2);
+    assert_eq!(ok(store(&d, &["--read-only", "get", "w"])), "x\n");
+    assert_eq!(ok(store(&d, &["--read-only", "scan"])).lines().count(), 2);
+    assert!(ok(store(&d, &["--read-only", "stats"])).contains("tables"));
+    let put = store(&d, &["--read-only", "put", "a", "b"]);
+    assert_eq!(put.code, 2);
+    assert!(put.stderr.contains("read-only"), "{}", put.stderr);
+    drop(writer);
+    assert_eq!(store(&d, &["get", "a"]).code, 1);
+}
