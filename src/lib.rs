@@ -59,6 +59,7 @@ mod merge;
 mod mmap;
 pub mod repair;
 mod scan;
+mod slice;
 pub mod store;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]
@@ -78,6 +79,7 @@ pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
+pub use slice::Slice;
 pub use repair::repair;
 pub use store::{
     LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,

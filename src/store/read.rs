@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::live::{prefix_successor, range_is_empty, LiveMem};
 use super::{Inner, Store};
+use crate::Slice;
 use crate::error::Result;
 use crate::hash::key_hash;
 pub use crate::scan::Scan;
@@ -16,7 +17,7 @@ use crate::version::{Batch, Version};
 
 impl Store {
     /// Looks `key` up (anything that is bytes: `&[u8]`, `Vec<u8>`, `&str`, arrays).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
@@ -25,7 +26,7 @@ impl Store {
     ///
     /// `hash` must be `key_hash(key)`: the memtable's index and the filters are searched
     /// with it, so any other value can miss a key that is there.
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         self.inner.get_with_hash(key, hash)
     }
 
@@ -57,7 +58,7 @@ impl Store {
     /// assert_eq!(store.stats().lookups, 5);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         self.inner.multi_get(keys)
     }
 
@@ -190,13 +191,13 @@ impl Store {
 }
 
 impl Inner {
-    pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         self.counters.lookups.add(0, 1);
         self.lookup(key, hash)
     }
 
     /// [`get_with_hash`](Self::get_with_hash) without counting the lookup.
-    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         loop {
             // Read before the table set (see `global.rs`): a change that removed global
             // filter entries after this lookup took its table set makes it look again.
@@ -209,10 +210,10 @@ impl Inner {
                     g.prefetch(hash);
                 }
                 if let Some(v) = st.mem.get_hashed(key, hash) {
-                    return Ok(v.map(<[u8]>::to_vec));
+                    return Ok(v);
                 }
                 if let Some(v) = st.imm.as_ref().and_then(|m| m.mem.get_hashed(key, hash)) {
-                    return Ok(v.map(<[u8]>::to_vec));
+                    return Ok(v);
                 }
                 // The global filter is asked under the lock, so that a key it rules out (most
                 // absent keys) costs no copy of the table set (two locked instructions).
@@ -236,7 +237,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -245,18 +246,17 @@ impl Inner {
     }
 
     /// [`multi_get`](Self::multi_get) of a non-empty `keys` without counting the lookups.
-    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         loop {
             let removals = self.global_removals.load(SeqCst);
             let mut batch = Batch::new(keys);
             let version = {
                 let st = self.read_state();
-                let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
                 if !st.mem.is_empty() {
-                    batch.answer_from(|k, h| st.mem.get_hashed(k, h).map(copy));
+                    batch.answer_from(|k, h| st.mem.get_hashed(k, h));
                 }
                 if let Some(imm) = &st.imm {
-                    batch.answer_from(|k, h| imm.mem.get_hashed(k, h).map(copy));
+                    batch.answer_from(|k, h| imm.mem.get_hashed(k, h));
                 }
                 st.current.clone()
             };
@@ -326,14 +326,14 @@ impl std::fmt::Debug for Reader {
 
 impl Reader {
     /// Looks `key` up (see [`Store::get`]).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
 
     /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
     /// [`Store::get_with_hash`]).
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let inner = &*self.inner;
         // The global filter's cache misses overlap the checks below (as `Inner::lookup`
         // overlaps them with the memtables' search). A stale snapshot's filter is at worst
@@ -373,7 +373,7 @@ impl Reader {
     /// assert_eq!(values, [Some(b"green".to_vec()), None, Some(b"purple".to_vec())]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let inner = &*self.inner;
         // Before the snapshot is checked, as in `get_with_hash`.
         let removals = inner.global_removals.load(SeqCst);
@@ -443,7 +443,7 @@ impl std::fmt::Debug for PinnedReader {
 
 impl PinnedReader {
     /// Looks `key` up in the pinned tables (see [`Store::pinned_reader`]).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
@@ -451,7 +451,7 @@ impl PinnedReader {
     /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
     /// [`Store::get_with_hash`]).
     #[inline]
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let counters = &self.inner.counters;
         match &self.pin {
             Pin::One(t) => {

@@ -7,6 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use memmap2::Mmap;
 
 use super::block::{self, Block, Entry};
@@ -20,6 +21,7 @@ use super::{page_pad, TableCounters, TableMeta};
 use crate::cache::BlockKey;
 use crate::codec::{check_crc, le_u32, le_u64, prefix8, Cursor};
 use crate::error::{Error, Result};
+use crate::Slice;
 
 mod ahead;
 mod cursor;
@@ -36,34 +38,56 @@ thread_local! {
 }
 
 /// A data block's verified bytes (entries and restart array, decompressed), shared by the
-/// block cache and the lookups and scans that hold it. Cheap to clone.
+/// block cache, the lookups and scans that hold it and the values read from it
+/// ([`share`](Self::share)). Cheap to clone (a refcount): a copy on the heap (read with
+/// `pread`, or decompressed), made shared once when it is made, or a view of the table's
+/// map (`mmap_reads`, a block stored raw), checked to lie inside the map when made.
 #[derive(Clone)]
-pub(crate) struct BlockBytes(Repr);
+pub(crate) struct BlockBytes(Bytes);
 
-#[derive(Clone)]
-enum Repr {
-    /// A copy on the heap (read with `pread`, or decompressed).
-    Heap(Arc<[u8]>),
-    /// In place in a table opened with `mmap_reads`: `map[start..start + len]`, checked to
-    /// lie inside the map when made.
-    Mapped(Arc<Mmap>, usize, usize),
+impl BlockBytes {
+    /// A heap copy of `data`, shared from the start (so that neither the block cache's
+    /// clone nor a value's view of it allocates).
+    fn copied(data: &[u8]) -> BlockBytes {
+        BlockBytes(Bytes::from_owner(data.to_vec()))
+    }
+
+    /// `self[range]` as a [`Slice`] (inline when short, else a view of this block: a
+    /// refcount). Panics when `range` is outside the block.
+    #[inline]
+    pub(crate) fn share(&self, range: std::ops::Range<usize>) -> Slice {
+        Slice::share(&self.0, range)
+    }
+
+    /// [`share`](Self::share) of `part`, a subslice of this block's bytes (or of a copy
+    /// of them at `copy`, the same bytes at another address).
+    #[inline]
+    pub(crate) fn share_part(&self, part: &[u8], copy: &[u8]) -> Slice {
+        let at = part.as_ptr() as usize - copy.as_ptr() as usize;
+        self.share(at..at + part.len())
+    }
 }
 
 impl std::ops::Deref for BlockBytes {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Heap(b) => b,
-            // Checked when made; an empty slice is never reached.
-            Repr::Mapped(m, start, len) => m.get(*start..*start + *len).unwrap_or_default(),
-        }
+        &self.0
     }
 }
 
 impl std::fmt::Debug for BlockBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "BlockBytes({} bytes)", self.len())
+    }
+}
+
+/// A table's map as the owner of a [`Bytes`] (a mapped block shares it).
+struct MapOwner(Arc<Mmap>);
+
+impl AsRef<[u8]> for MapOwner {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -83,6 +107,8 @@ pub struct Table {
     cache: Option<(Arc<BlockCache>, u64)>,
     /// The whole file, mapped read-only (for a version 3 index, or `mmap_reads`).
     map: Option<Arc<Mmap>>,
+    /// The same map, shared (with `mmap_reads`): a raw block read in place is a view of it.
+    map_bytes: Option<BlockBytes>,
     /// Data blocks are read from `map` rather than with `pread`.
     map_data: bool,
     /// Where the data blocks (and their padding) end.
@@ -114,6 +140,9 @@ impl Table {
             if let Some(restarts) = restarts {
                 let block = table.index_offset as usize;
                 table.index.use_map(map.clone(), block, restarts);
+            }
+            if mmap_reads {
+                table.map_bytes = Some(BlockBytes(Bytes::from_owner(MapOwner(map.clone()))));
             }
             table.map = Some(map);
             table.map_data = mmap_reads;
@@ -315,6 +344,7 @@ impl Table {
                 version,
                 cache: None,
                 map: None,
+                map_bytes: None,
                 map_data: false,
                 index_offset: index_off,
                 index,
@@ -426,7 +456,7 @@ impl Table {
     fn heap_block(&self, stored: &[u8], offset: u64) -> Result<BlockBytes> {
         scratch::with(&PLAIN_BUF, |plain| {
             let data = self.decode(stored, offset, plain)?;
-            Ok(BlockBytes(Repr::Heap(Arc::from(data))))
+            Ok(BlockBytes::copied(data))
         })
     }
 
@@ -526,13 +556,15 @@ impl Table {
     fn read_block(&self, i: usize, counters: &TableCounters, owned: bool) -> Result<BlockBytes> {
         scratch::with(&READ_BUF, |buf| {
             let (stored, offset) = self.read_stored(i, counters, buf)?;
-            if let Some(map) = self.map.as_ref().filter(|_| self.map_data && !owned) {
+            if let Some(map) = self.map_bytes.as_ref().filter(|_| self.map_data && !owned) {
                 let raw = match self.version {
                     ..4 => Some(stored.len()),
                     _ => (stored.last() == Some(&compress::CODEC_NONE)).then(|| stored.len() - 1),
                 };
                 if let Some(len) = raw {
-                    return Ok(BlockBytes(Repr::Mapped(map.clone(), offset as usize, len)));
+                    // `read_stored` took the block from `map[offset..offset + len + 4]`.
+                    let at = offset as usize;
+                    return Ok(BlockBytes(map.0.slice(at..at + len)));
                 }
             }
             self.heap_block(stored, offset)

@@ -156,7 +156,7 @@ impl Workload {
                 let k = self.key();
                 let got = s.get(&k)?;
                 match self.model.get(&k) {
-                    Some(want) if &got != want => t.problem(format!(
+                    Some(want) if got.as_deref() != want.as_deref() => t.problem(format!(
                         "get {}: {} but {} was acknowledged",
                         String::from_utf8_lossy(&k),
                         show(got.as_deref()),
