@@ -79,8 +79,8 @@ pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
-pub use slice::Slice;
 pub use repair::repair;
+pub use slice::Slice;
 pub use store::{
     LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
     Store, SyncPolicy, TableStats, WriteOptions,

@@ -292,7 +292,10 @@ mod tests {
         assert!(Slice::new().is_empty());
         assert_eq!(Vec::from(b.clone()), vec![b'a'; 50]);
         assert_eq!(Bytes::from(a.clone()), Bytes::from_static(b"abc"));
-        assert_eq!(format!("{:?}", Slice::from(&b"a\x00\""[..])), r#"b"a\x00\"""#);
+        assert_eq!(
+            format!("{:?}", Slice::from(&b"a\x00\""[..])),
+            r#"b"a\x00\"""#
+        );
         let mut set = std::collections::HashSet::new();
         set.insert(a.clone());
         assert!(set.contains(&b"abc"[..]));

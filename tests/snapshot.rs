@@ -117,7 +117,7 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
     let keys: Vec<Vec<u8>> = (0..8).map(|_| key(rng, space + 10)).collect();
     for k in &keys {
         assert_eq!(
-            snap.get(k).unwrap().as_ref(),
+            snap.get(k).unwrap().map(Vec::from).as_ref(),
             model.get(k),
             "{what} get {k:?}"
         );
@@ -128,7 +128,15 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
         );
     }
     let want: Vec<_> = keys.iter().map(|k| model.get(k).cloned()).collect();
-    assert_eq!(snap.multi_get(&keys).unwrap(), want, "{what} multi_get");
+    assert_eq!(
+        snap.multi_get(&keys)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>(),
+        want,
+        "{what} multi_get"
+    );
     let (a, b) = (key(rng, space), key(rng, space));
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
     let got: Vec<_> = snap
@@ -178,7 +186,7 @@ fn check_all(snap: &Snapshot, model: &Model, space: u64, what: &str) {
         for k in [format!("k{i:05}"), format!("key{i:05}")] {
             let k = k.into_bytes();
             assert_eq!(
-                snap.get(&k).unwrap().as_ref(),
+                snap.get(&k).unwrap().map(Vec::from).as_ref(),
                 model.get(&k),
                 "{what} {k:?}"
             );
@@ -276,7 +284,10 @@ fn run(seed: u64, steps: usize) -> (u64, u64) {
             }
             90..=91 => {
                 let k = key(&mut rng, space + 10);
-                assert_eq!(store.get(&k).unwrap().as_ref(), model.get(&k));
+                assert_eq!(
+                    store.get(&k).unwrap().map(Vec::from).as_ref(),
+                    model.get(&k)
+                );
             }
             92..=93 => {
                 // Reopen: snapshots go first (each holds the store, its lock included);
@@ -387,7 +398,7 @@ fn a_snapshot_outlives_the_compaction_that_removes_its_tables() {
             // The snapshot reads the replaced tables; the store the new one.
             check_all(&snap, &old, 3000, &format!("{kind} cache {cache}"));
             for (k, v) in new.iter().step_by(97) {
-                assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+                assert_eq!(store.get(k).unwrap().map(Vec::from).as_ref(), Some(v));
             }
             drop(snap);
             let s = store.stats();
@@ -475,7 +486,7 @@ fn a_snapshot_taken_during_batches_sees_each_batch_whole_or_not_at_all() {
         if let Some(v) = vals.first() {
             let round = u32::from_be_bytes(v.as_slice().try_into().unwrap());
             assert_eq!(snap.seq(), u64::from(round) + 1);
-            assert_eq!(snap.get(b"k3").unwrap().as_ref(), Some(v));
+            assert_eq!(snap.get(b"k3").unwrap().map(Vec::from).as_ref(), Some(v));
         }
         seen += 1;
     }

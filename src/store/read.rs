@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use super::live::{prefix_successor, range_is_empty, LiveMem};
 use super::{Inner, Store};
-use crate::Slice;
 use crate::error::Result;
 use crate::hash::key_hash;
 pub use crate::scan::Scan;
 use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
+use crate::Slice;
 
 impl Store {
     /// Looks `key` up (anything that is bytes: `&[u8]`, `Vec<u8>`, `&str`, arrays).

@@ -33,13 +33,13 @@ use std::time::{Duration, Instant};
 
 use super::live::{prefix_successor, range_is_empty, LiveMem};
 use super::{Inner, State, Store};
-use crate::Slice;
 use crate::error::Result;
 use crate::hash::key_hash;
 use crate::memtable::{Memtable, ReaderGuard};
 use crate::scan::Scan;
 use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
+use crate::Slice;
 
 /// The store as of one point in its commit order (see [`Store::snapshot`]).
 ///
@@ -342,9 +342,7 @@ impl Pinned {
     fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let t = &self.tree;
         if let Some(m) = &t.mem {
-            if let Some(v) =
-                m.with(|mem| mem.get_at(key, hash, m.pos))
-            {
+            if let Some(v) = m.with(|mem| mem.get_at(key, hash, m.pos)) {
                 return Ok(v);
             }
         }
@@ -366,9 +364,7 @@ impl Pinned {
         let batch = || {
             let mut batch = Batch::new(keys);
             if let Some(m) = &t.mem {
-                m.with(|mem| {
-                    batch.answer_from(|k, h| mem.get_at(k, h, m.pos))
-                });
+                m.with(|mem| batch.answer_from(|k, h| mem.get_at(k, h, m.pos)));
             }
             if let Some(imm) = &t.imm {
                 batch.answer_from(|k, h| imm.get_hashed(k, h));

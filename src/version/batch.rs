@@ -2,8 +2,8 @@
 //! the table set, each table's filter asked about all its keys at once.
 
 use super::{prefix8, TableHandle, Version};
-use crate::Slice;
 use crate::error::Result;
+use crate::Slice;
 
 impl TableHandle {
     /// [`probe`](Self::probe) for several keys of `batch` (`cands`, indices into it, all in

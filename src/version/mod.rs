@@ -20,7 +20,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::Slice;
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::{Error, Result};
 use crate::filename::{filter_path, range_path, table_path};
@@ -29,6 +28,7 @@ use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::files::TableFiles;
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
+use crate::Slice;
 
 mod batch;
 mod set;

@@ -237,7 +237,10 @@ fn clones_share_one_store_and_readers_outlive_it() {
         .join()
         .unwrap()
         .unwrap();
-    assert_eq!(store.get("from").unwrap(), Some(b"thread".to_vec()));
+    assert_eq!(
+        store.get("from").unwrap().map(Vec::from),
+        Some(b"thread".to_vec())
+    );
     let synced = fs.syncs();
     let clone = store.clone();
     clone.close().unwrap();
@@ -257,7 +260,7 @@ fn clones_share_one_store_and_readers_outlive_it() {
     ));
     let service = std::thread::spawn(move || {
         assert_eq!(
-            service.reader.get("after").unwrap(),
+            service.reader.get("after").unwrap().map(Vec::from),
             Some(b"clone closed".to_vec())
         );
         service
@@ -266,5 +269,8 @@ fn clones_share_one_store_and_readers_outlive_it() {
     .unwrap();
     drop(service);
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    assert_eq!(store.get("from").unwrap(), Some(b"thread".to_vec()));
+    assert_eq!(
+        store.get("from").unwrap().map(Vec::from),
+        Some(b"thread".to_vec())
+    );
 }
