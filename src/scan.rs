@@ -38,6 +38,7 @@ use crate::merge::{Merge, Source, State};
 use crate::table::block::BlockCursor;
 use crate::table::{BlockBytes, ReadAhead, Table};
 use crate::version::{prefix8, TableHandle, Version};
+use crate::Slice;
 
 mod tables;
 
@@ -428,12 +429,12 @@ impl std::fmt::Debug for Scan {
 }
 
 impl Iterator for Scan {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    type Item = Result<(Slice, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.front.next_item()?;
         if let (Ok((k, _)), Back::Open(b)) = (&item, &mut self.back) {
             // The ends met: the back returned this key or one before it.
-            if b.last().is_some_and(|l| k.as_slice() >= l) {
+            if b.last().is_some_and(|l| **k >= *l) {
                 self.front.finish();
                 b.finish();
                 return None;
@@ -448,7 +449,7 @@ impl DoubleEndedIterator for Scan {
         let back = self.back()?;
         let item = back.next_item()?;
         if let Ok((k, _)) = &item {
-            if self.front.last().is_some_and(|l| k.as_slice() <= l) {
+            if self.front.last().is_some_and(|l| **k <= *l) {
                 self.front.finish();
                 if let Back::Open(b) = &mut self.back {
                     b.finish();

@@ -88,7 +88,11 @@ where
     I: DoubleEndedIterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
     E: std::fmt::Debug,
 {
-    let got: Vec<_> = make().rev().collect::<Result<_, _>>().unwrap();
+    let got: Vec<_> = make()
+        .rev()
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
     let rev: Vec<_> = want.iter().rev().cloned().collect();
     assert_eq!(got, rev, "{what} reversed");
     let (mut scan, mut model) = (make(), want.iter());
@@ -141,6 +145,7 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
     let got: Vec<_> = snap
         .scan(lo.clone()..hi.clone())
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
         .collect::<Result<_, _>>()
         .unwrap();
     let want: Vec<_> = model
@@ -149,13 +154,20 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
         .collect();
     assert_eq!(got, want, "{what} scan");
     both_ways(
-        || snap.scan(lo.clone()..hi.clone()),
+        || {
+            snap.scan(lo.clone()..hi.clone())
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        },
         &want,
         rng,
         &format!("{what} scan"),
     );
     let p = format!("k{:03}", rng.below(space / 100 + 1)).into_bytes();
-    let got: Vec<_> = snap.scan_prefix(&p).collect::<Result<_, _>>().unwrap();
+    let got: Vec<_> = snap
+        .scan_prefix(&p)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
     let want: Vec<_> = model
         .iter()
         .filter(|(k, _)| k.starts_with(&p))
@@ -163,7 +175,10 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
         .collect();
     assert_eq!(got, want, "{what} scan_prefix");
     both_ways(
-        || snap.scan_prefix(&p),
+        || {
+            snap.scan_prefix(&p)
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        },
         &want,
         rng,
         &format!("{what} scan_prefix"),
@@ -172,12 +187,17 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
 
 /// Checks a snapshot against its model in full: every key the model or the store may hold.
 fn check_all(snap: &Snapshot, model: &Model, space: u64, what: &str) {
-    let got: Vec<_> = snap.scan::<&[u8]>(..).collect::<Result<_, _>>().unwrap();
+    let got: Vec<_> = snap
+        .scan::<&[u8]>(..)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(got, want, "{what} full scan");
     let got: Vec<_> = snap
         .scan::<&[u8]>(..)
         .rev()
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
         .collect::<Result<_, _>>()
         .unwrap();
     let rev: Vec<_> = want.iter().rev().cloned().collect();
@@ -480,7 +500,10 @@ fn a_snapshot_taken_during_batches_sees_each_batch_whole_or_not_at_all() {
     let mut seen = 0;
     while !writer.is_finished() || seen == 0 {
         let snap = store.snapshot();
-        let vals: Vec<_> = snap.scan::<&[u8]>(..).map(|r| r.unwrap().1).collect();
+        let vals: Vec<_> = snap
+            .scan::<&[u8]>(..)
+            .map(|r| r.unwrap().1.to_vec())
+            .collect();
         // Every key from the same batch, and that batch is the snapshot's last commit.
         assert!(vals.windows(2).all(|w| w[0] == w[1]), "{vals:?}");
         if let Some(v) = vals.first() {

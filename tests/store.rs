@@ -388,6 +388,7 @@ fn a_scan_keeps_the_files_of_tables_a_compaction_replaced() {
     let mut n = 1;
     for (i, item) in scan.by_ref().enumerate() {
         let (k, v) = item.unwrap();
+        let (k, v) = (k.to_vec(), v.to_vec());
         let i = i as u64 + 1;
         assert_eq!((k, v), (key(i), format!("v2-{i}").into_bytes()));
         n += 1;

@@ -57,6 +57,7 @@ fn check_scan(
 ) {
     let got: Vec<_> = store
         .scan::<Vec<u8>>((lo.clone(), hi.clone()))
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
         .collect::<Result<_, _>>()
         .expect("scan");
     let want: Vec<_> = model
@@ -132,7 +133,11 @@ fn run(seed: u64, steps: usize, reached: &mut Reached) {
             }
             85 => {
                 let p = format!("k{:03}", rng.below(space / 100 + 1)).into_bytes();
-                let got: Vec<_> = store.scan_prefix(&p).collect::<Result<_, _>>().unwrap();
+                let got: Vec<_> = store
+                    .scan_prefix(&p)
+                    .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                    .collect::<Result<_, _>>()
+                    .unwrap();
                 let want: Vec<_> = model
                     .iter()
                     .filter(|(k, _)| k.starts_with(&p))

@@ -844,7 +844,7 @@ mod tests {
         let after = Store::open(image.path(), Options::default()).unwrap();
         let mut got: Vec<Vec<u8>> = Vec::new();
         for e in after.scan::<&[u8]>(..) {
-            got.push(e.unwrap().0);
+            got.push(e.unwrap().0.into());
         }
         assert_eq!(got, [b"a".to_vec(), b"warm".to_vec()]);
         // The store itself (nothing lost by a power cut) reopens with every acknowledged

@@ -171,14 +171,14 @@ impl Store {
 
     /// The first key and its value (the smallest key), as `BTreeMap::first_key_value`: the
     /// first item of a scan of everything.
-    pub fn first_key_value(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn first_key_value(&self) -> Result<Option<(Slice, Slice)>> {
         self.scan::<&[u8]>(..).next().transpose()
     }
 
     /// The last key and its value (the largest key), as `BTreeMap::last_key_value`: the
     /// first item of a reverse scan of everything (which reads about one block per table
     /// source, from the end).
-    pub fn last_key_value(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn last_key_value(&self) -> Result<Option<(Slice, Slice)>> {
         self.scan::<&[u8]>(..).next_back().transpose()
     }
 

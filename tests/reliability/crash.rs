@@ -243,6 +243,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         let mut seen = Model::new();
         for e in store.scan::<&[u8]>(..) {
             let (k, v) = e.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+            let (k, v) = (k.to_vec(), v.to_vec());
             seen.insert(k, Some(v));
         }
         for (k, want) in &must {

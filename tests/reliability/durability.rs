@@ -31,6 +31,7 @@ fn check_image(image: &Path, cut: u64, writes: &[Acked], what: &str) -> usize {
     let mut present = BTreeMap::new();
     for item in store.scan::<&[u8]>(..) {
         let (k, v) = item.unwrap();
+        let (k, v) = (k.to_vec(), v.to_vec());
         present.insert(k, v);
     }
     let mut known = BTreeSet::new();

@@ -89,6 +89,7 @@ pub fn check_store(
     }
     for e in store.scan::<&[u8]>(..) {
         let (k, v) = e.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+        let (k, v) = (k.to_vec(), v.to_vec());
         assert!(
             must.contains_key(&k) || may.contains_key(&k),
             "{what}: key {:?} was never written",

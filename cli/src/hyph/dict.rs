@@ -163,7 +163,7 @@ impl ExceptionDict {
             for e in store.scan::<&[u8]>(..) {
                 let (k, v) = e?;
                 if !k.starts_with(b"#") {
-                    have.push((k, v));
+                    have.push((k.into(), v.into()));
                 }
             }
             report.built = have.is_empty() && stored_digest.is_none();

@@ -68,6 +68,7 @@ pub(super) fn check_reopened(
     }
     for e in s.scan::<&[u8]>(..) {
         let (k, v) = e?;
+        let (k, v) = (k.to_vec(), v.to_vec());
         if !fine(&k, Some(&v)) {
             t.problem(format!(
                 "after reopen, a scan shows {} = {} (acknowledged: {})",

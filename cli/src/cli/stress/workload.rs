@@ -176,7 +176,7 @@ impl Workload {
                 let mut seen = BTreeMap::new();
                 for e in s.scan(lo.as_slice()..hi.as_slice()) {
                     let (k, v) = e?;
-                    seen.insert(k, v);
+                    seen.insert(k.to_vec(), v.to_vec());
                 }
                 for (k, want) in self.model.range(lo.clone()..hi.clone()) {
                     if seen.get(k) != want.as_ref() {
