@@ -232,6 +232,13 @@ impl Source for ScanSource {
             ScanSource::Tables(s) => s.value(),
         }
     }
+    #[inline]
+    fn value_slice(&self) -> Option<Slice> {
+        match self {
+            ScanSource::Mem(s) => s.value_slice(),
+            ScanSource::Tables(s) => s.value_slice(),
+        }
+    }
     fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
         match self {
             ScanSource::Mem(s) => s.open(start, end),
