@@ -52,9 +52,10 @@ impl Store {
     /// store.delete(b"kiwi")?;
     /// let keys: [&[u8]; 4] = [b"apple", b"kiwi", b"pear", b"apple"];
     /// let values = store.multi_get(&keys)?;
-    /// assert_eq!(values, [Some(b"red".to_vec()), None, None, Some(b"red".to_vec())]);
+    /// let red = Some(filterstore::Slice::from("red"));
+    /// assert_eq!(values, [red.clone(), None, None, red.clone()]);
     /// // Anything that derefs to bytes will do: `Vec<u8>`, `String`, arrays.
-    /// assert_eq!(store.multi_get(&[b"apple".to_vec()])?, [Some(b"red".to_vec())]);
+    /// assert_eq!(store.multi_get(&[b"apple".to_vec()])?, [red]);
     /// assert_eq!(store.stats().lookups, 5);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -74,7 +75,7 @@ impl Store {
     /// store.put(b"apple", b"red")?;
     /// store.flush()?;
     /// let reader = store.reader();
-    /// assert_eq!(reader.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(reader.get(b"apple")?.unwrap(), b"red");
     /// assert_eq!(reader.get(b"pear")?, None);
     /// store.delete(b"apple")?; // seen by the same reader
     /// assert_eq!(reader.get(b"apple")?, None);
@@ -115,9 +116,9 @@ impl Store {
     /// let pinned = store.pinned_reader()?; // "apple" is still in the memtable
     /// store.put(b"pear", b"green")?;       // after the pin: not seen
     /// store.flush()?;
-    /// assert_eq!(pinned.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(pinned.get(b"apple")?.unwrap(), b"red");
     /// assert_eq!(pinned.get(b"pear")?, None);
-    /// assert_eq!(store.get(b"pear")?, Some(b"green".to_vec()));
+    /// assert_eq!(store.get(b"pear")?.unwrap(), b"green");
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn pinned_reader(&self) -> Result<PinnedReader> {
@@ -154,7 +155,7 @@ impl Store {
     /// let scan = store.scan(b"b".as_slice()..b"z".as_slice());
     /// store.put(b"e", b"v")?; // after the scan started: not seen by it
     /// let keys: Vec<Vec<u8>> = scan
-    ///     .map(|item| item.map(|(k, _)| k))
+    ///     .map(|item| item.map(|(k, _)| k.to_vec()))
     ///     .collect::<Result<_, _>>()?;
     /// assert_eq!(keys, [b"b".to_vec(), b"d".to_vec()]);
     /// # Ok::<(), filterstore::Error>(())
@@ -370,7 +371,8 @@ impl Reader {
     /// store.flush()?;
     /// let reader = store.reader();
     /// let values = reader.multi_get(&["lime", "plum", "fig"])?;
-    /// assert_eq!(values, [Some(b"green".to_vec()), None, Some(b"purple".to_vec())]);
+    /// let v = |s: &str| Some(filterstore::Slice::from(s));
+    /// assert_eq!(values, [v("green"), None, v("purple")]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {

@@ -163,9 +163,9 @@ impl Store {
     /// store.flush()?;
     /// store.compact()?;
     /// // The snapshot still reads both balances from before the transfer.
-    /// assert_eq!(snap.get(b"balance/alice")?, Some(b"100".to_vec()));
+    /// assert_eq!(snap.get(b"balance/alice")?.unwrap(), b"100");
     /// let all: Vec<_> = snap.scan_prefix(b"balance/").collect::<Result<_, _>>()?;
-    /// assert_eq!(all[1], (b"balance/bob".to_vec(), b"0".to_vec()));
+    /// assert_eq!((&*all[1].0, &*all[1].1), (&b"balance/bob"[..], &b"0"[..]));
     /// assert_eq!(store.last_seq(), snap.seq() + 1);
     /// # Ok::<(), filterstore::Error>(())
     /// ```

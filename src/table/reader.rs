@@ -7,7 +7,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use memmap2::Mmap;
 
 use super::block::{self, Block, Entry};
@@ -26,69 +25,17 @@ use crate::Slice;
 mod ahead;
 mod cursor;
 mod lookup;
+mod shared;
 
 pub(crate) use ahead::ReadAhead;
 pub use cursor::TableCursor;
+pub(crate) use shared::BlockBytes;
 
 thread_local! {
     /// Each thread's buffer for point-lookup block reads (no allocation or zeroing per read).
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Each thread's buffer for decompressed blocks.
     static PLAIN_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A data block's verified bytes (entries and restart array, decompressed), shared by the
-/// block cache, the lookups and scans that hold it and the values read from it
-/// ([`share`](Self::share)). Cheap to clone (a refcount): a copy on the heap (read with
-/// `pread`, or decompressed), made shared once when it is made, or a view of the table's
-/// map (`mmap_reads`, a block stored raw), checked to lie inside the map when made.
-#[derive(Clone)]
-pub(crate) struct BlockBytes(Bytes);
-
-impl BlockBytes {
-    /// A heap copy of `data`, shared from the start (so that neither the block cache's
-    /// clone nor a value's view of it allocates).
-    fn copied(data: &[u8]) -> BlockBytes {
-        BlockBytes(Bytes::from_owner(data.to_vec()))
-    }
-
-    /// `self[range]` as a [`Slice`] (inline when short, else a view of this block: a
-    /// refcount). Panics when `range` is outside the block.
-    #[inline]
-    pub(crate) fn share(&self, range: std::ops::Range<usize>) -> Slice {
-        Slice::share(&self.0, range)
-    }
-
-    /// [`share`](Self::share) of `part`, a subslice of this block's bytes (or of a copy
-    /// of them at `copy`, the same bytes at another address).
-    #[inline]
-    pub(crate) fn share_part(&self, part: &[u8], copy: &[u8]) -> Slice {
-        let at = part.as_ptr() as usize - copy.as_ptr() as usize;
-        self.share(at..at + part.len())
-    }
-}
-
-impl std::ops::Deref for BlockBytes {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for BlockBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BlockBytes({} bytes)", self.len())
-    }
-}
-
-/// A table's map as the owner of a [`Bytes`] (a mapped block shares it).
-struct MapOwner(Arc<Mmap>);
-
-impl AsRef<[u8]> for MapOwner {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
 }
 
 /// An open table file: the meta and the index's search structure stay in memory (a
@@ -142,7 +89,7 @@ impl Table {
                 table.index.use_map(map.clone(), block, restarts);
             }
             if mmap_reads {
-                table.map_bytes = Some(BlockBytes(Bytes::from_owner(MapOwner(map.clone()))));
+                table.map_bytes = Some(BlockBytes::mapped(map.clone()));
             }
             table.map = Some(map);
             table.map_data = mmap_reads;
@@ -564,7 +511,7 @@ impl Table {
                 if let Some(len) = raw {
                     // `read_stored` took the block from `map[offset..offset + len + 4]`.
                     let at = offset as usize;
-                    return Ok(BlockBytes(map.0.slice(at..at + len)));
+                    return Ok(map.slice(at..at + len));
                 }
             }
             self.heap_block(stored, offset)
