@@ -10,6 +10,8 @@ use filterstore::{Compression, FilterKind, Options, Stats, Store, SyncPolicy};
 mod allocation;
 mod global;
 mod lookups;
+mod snapshot;
+mod sync_mix;
 
 use self::allocation::allocations;
 use self::global::compare_global;
@@ -46,6 +48,21 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// of unfiltered tables), beside the store's prediction; then the curve of expected wasted
 /// reads (summed FPR over the runs an absent lookup probes) against bits per key for both,
 /// and the memory Monkey needs to match uniform at --bits-per-key.
+///
+/// --workload sync-mix measures durability per write instead: --ops puts (default 20,000)
+/// from --threads writers into a fresh store, one write in --synced-every synced through its
+/// `WriteOptions` (`put_opt`, returning once its log record is fsynced) and the others not,
+/// against the same puts with every write synced (`SyncPolicy::EveryWrite`), in alternated
+/// --rounds (default 3); it reports each mode's puts/s, their medians and the ratio. Run it
+/// with --work-dir on the disk to measure: the default temporary directory may be in memory.
+///
+/// --workload snapshot measures what a snapshot costs: -n keys loaded, a snapshot taken, -n
+/// more puts (half of them overwrites) timed with and without the snapshot held, then a full
+/// compaction and --lookups gets of loaded keys through the snapshot and through the store,
+/// timed apart for keys overwritten since and keys only in tables compacted since; it reports
+/// both times, their ratios, the puts/s ratio and what the snapshot pins (tables, bytes,
+/// memtables), per round (--rounds, default 2) and as medians. Give --filter global for the
+/// global filter.
 #[derive(Args, Debug)]
 pub struct BenchEngine {
     /// Keys to load
@@ -140,12 +157,20 @@ pub struct BenchEngine {
     /// read latest, 5 % insert), ycsb-e (95 % scan of 1..100 entries, 5 % insert), ycsb-f
     /// (50 % read, 50 % read-modify-write), or ycsb for all six. Keys by YCSB's scrambled
     /// Zipfian; every read and scanned entry checked; reports ops/s and p50/p99/p99.9 per
-    /// operation type
-    #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = super::bench_ycsb::parse_workloads, conflicts_with_all = ["allocation", "settle"])]
-    workload: Vec<super::bench_ycsb::Workloads>,
-    /// Operations per workload, split over --threads [default: -n]
+    /// operation type. Or sync-mix (durability per write) or snapshot (what a snapshot
+    /// costs): see above
+    #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = parse_workload, conflicts_with_all = ["allocation", "settle"])]
+    workload: Vec<EngineWorkload>,
+    /// Operations per workload, split over --threads [default: -n; sync-mix: 20,000]
     #[arg(long, requires = "workload")]
     ops: Option<u64>,
+    /// sync-mix: one write in this many is synced
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    synced_every: u64,
+    /// sync-mix and snapshot: rounds, alternating which mode goes first; medians reported
+    /// [default: sync-mix 3, snapshot 2]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    rounds: Option<u64>,
     /// Threads sharing the store in each workload
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: u64,
@@ -158,6 +183,24 @@ fn parse_compressibility(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(c) if (0.0..1.0).contains(&c) => Ok(c),
         _ => Err("give a fraction from 0 (random values) to below 1".into()),
+    }
+}
+
+/// One `--workload` value: YCSB mixes, or one of the engine's own workloads.
+#[derive(Clone, Debug)]
+pub(super) enum EngineWorkload {
+    Ycsb(super::bench_ycsb::Workloads),
+    SyncMix,
+    Snapshot,
+}
+
+fn parse_workload(s: &str) -> Result<EngineWorkload, String> {
+    match s {
+        "sync-mix" => Ok(EngineWorkload::SyncMix),
+        "snapshot" => Ok(EngineWorkload::Snapshot),
+        _ => super::bench_ycsb::parse_workloads(s)
+            .map(EngineWorkload::Ycsb)
+            .map_err(|e| format!("{e}, or sync-mix or snapshot")),
     }
 }
 
@@ -252,7 +295,17 @@ impl Run for BenchEngine {
             }
         };
         if !self.workload.is_empty() {
-            for &c in &choices {
+            self.own_workloads(&root, &choices)?;
+            let ycsb: Vec<_> = self
+                .workload
+                .iter()
+                .filter_map(|w| match w {
+                    EngineWorkload::Ycsb(w) => Some(w.0.clone()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            for &c in choices.iter().filter(|_| !ycsb.is_empty()) {
                 let dir = dir_of(c);
                 super::bench_ycsb::run(super::bench_ycsb::Ycsb {
                     dir: &dir,
@@ -260,7 +313,7 @@ impl Run for BenchEngine {
                     records: self.count.max(1),
                     value_bytes: self.value_bytes,
                     seed: self.seed,
-                    workloads: self.workload.iter().flat_map(|w| w.0.clone()).collect(),
+                    workloads: ycsb.clone(),
                     ops: self.ops.unwrap_or(self.count).max(1),
                     threads: self.threads,
                     json: self.json,
@@ -315,6 +368,48 @@ impl Run for BenchEngine {
 }
 
 impl BenchEngine {
+    /// Runs the `sync-mix` and `snapshot` workloads asked for, once per compression choice,
+    /// in `root`.
+    fn own_workloads(&self, root: &Path, choices: &[Compression]) -> Result<(), CliError> {
+        for w in &self.workload {
+            for &c in choices {
+                let root = root.join(c.name());
+                std::fs::create_dir_all(&root).map_err(filterstore::Error::from)?;
+                let rounds = |d| self.rounds.map_or(d, |r| r as usize);
+                let report = match w {
+                    EngineWorkload::Ycsb(_) => continue,
+                    EngineWorkload::SyncMix => sync_mix::sync_mix(&sync_mix::SyncMix {
+                        root: &root,
+                        opts: self.options(c),
+                        threads: self.threads,
+                        ops: self.ops.unwrap_or(20_000).max(1),
+                        synced_every: self.synced_every,
+                        rounds: rounds(3),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                    EngineWorkload::Snapshot => snapshot::snapshot(&snapshot::SnapshotRun {
+                        root: &root,
+                        opts: self.options(c),
+                        filter: format!(
+                            "{} at ε {}, compression {}",
+                            self.filter,
+                            self.fpr,
+                            c.name()
+                        ),
+                        n: self.count.max(1),
+                        lookups: self.lookups.max(1),
+                        rounds: rounds(2),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                };
+                super::println(report)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The store's options for a run with `compression`.
     fn options(&self, compression: Compression) -> Options {
         let defaults = Options::default();
