@@ -109,7 +109,7 @@ fn step<K: Deref<Target = [u8]>, V: Deref<Target = [u8]>, E>(
         Some(Ok((k, v))) => {
             let w = want.unwrap_or_else(|| panic!("{what}: an entry past the model's end"));
             assert!(
-                &k[..] == &w.0[..] && &v[..] == &w.1[..],
+                k[..] == w.0[..] && v[..] == w.1[..],
                 "{what}: {:?} where the model has {:?}",
                 String::from_utf8_lossy(&k[..]),
                 String::from_utf8_lossy(&w.0)
