@@ -58,8 +58,8 @@ use super::{Allocation, CliError, Exit, Global, Run};
 ///
 /// --workload snapshot measures what a snapshot costs: -n keys loaded, a snapshot taken, -n
 /// more puts (half of them overwrites) timed with and without the snapshot held, then a full
-/// compaction and --lookups gets of loaded keys through the snapshot and through the store,
-/// timed apart for keys overwritten since and keys only in tables compacted since; it reports
+/// compaction and --lookups gets of loaded keys through the snapshot and through the store
+/// (after one untimed pass of them through both), in interleaved batches, timed apart for keys overwritten since and keys only in tables compacted since; it reports
 /// both times, their ratios, the puts/s ratio and what the snapshot pins (tables, bytes,
 /// memtables), per round (--rounds, default 2) and as medians. Give --filter global for the
 /// global filter.
