@@ -117,7 +117,11 @@ fn step<K: Deref<Target = [u8]>, V: Deref<Target = [u8]>, E>(
             true
         }
         None => {
-            assert!(want.is_none(), "{what}: ended early, before {:?}", want);
+            assert!(
+                want.is_none(),
+                "{what}: ended early, before {:?}",
+                want.map(|w| String::from_utf8_lossy(&w.0))
+            );
             false
         }
     }
