@@ -10,12 +10,14 @@ use filterstore::{Compression, FilterKind, Options, Stats, Store, SyncPolicy};
 mod allocation;
 mod global;
 mod lookups;
+mod own;
 mod snapshot;
 mod sync_mix;
 
 use self::allocation::allocations;
 use self::global::compare_global;
 use self::lookups::lookups;
+use self::own::{parse_workload, EngineWorkload};
 use super::bench_data::{fill_value, key};
 use super::latency::Histogram;
 use super::{Allocation, CliError, Exit, Global, Run};
@@ -186,24 +188,6 @@ fn parse_compressibility(s: &str) -> Result<f64, String> {
     }
 }
 
-/// One `--workload` value: YCSB mixes, or one of the engine's own workloads.
-#[derive(Clone, Debug)]
-pub(super) enum EngineWorkload {
-    Ycsb(super::bench_ycsb::Workloads),
-    SyncMix,
-    Snapshot,
-}
-
-fn parse_workload(s: &str) -> Result<EngineWorkload, String> {
-    match s {
-        "sync-mix" => Ok(EngineWorkload::SyncMix),
-        "snapshot" => Ok(EngineWorkload::Snapshot),
-        _ => super::bench_ycsb::parse_workloads(s)
-            .map(EngineWorkload::Ycsb)
-            .map_err(|e| format!("{e}, or sync-mix or snapshot")),
-    }
-}
-
 fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
     match s {
         "every-write" => Ok(SyncPolicy::EveryWrite),
@@ -368,48 +352,6 @@ impl Run for BenchEngine {
 }
 
 impl BenchEngine {
-    /// Runs the `sync-mix` and `snapshot` workloads asked for, once per compression choice,
-    /// in `root`.
-    fn own_workloads(&self, root: &Path, choices: &[Compression]) -> Result<(), CliError> {
-        for w in &self.workload {
-            for &c in choices {
-                let root = root.join(c.name());
-                std::fs::create_dir_all(&root).map_err(filterstore::Error::from)?;
-                let rounds = |d| self.rounds.map_or(d, |r| r as usize);
-                let report = match w {
-                    EngineWorkload::Ycsb(_) => continue,
-                    EngineWorkload::SyncMix => sync_mix::sync_mix(&sync_mix::SyncMix {
-                        root: &root,
-                        opts: self.options(c),
-                        threads: self.threads,
-                        ops: self.ops.unwrap_or(20_000).max(1),
-                        synced_every: self.synced_every,
-                        rounds: rounds(3),
-                        value_bytes: self.value_bytes,
-                        seed: self.seed,
-                    })?,
-                    EngineWorkload::Snapshot => snapshot::snapshot(&snapshot::SnapshotRun {
-                        root: &root,
-                        opts: self.options(c),
-                        filter: format!(
-                            "{} at ε {}, compression {}",
-                            self.filter,
-                            self.fpr,
-                            c.name()
-                        ),
-                        n: self.count.max(1),
-                        lookups: self.lookups.max(1),
-                        rounds: rounds(2),
-                        value_bytes: self.value_bytes,
-                        seed: self.seed,
-                    })?,
-                };
-                super::println(report)?;
-            }
-        }
-        Ok(())
-    }
-
     /// The store's options for a run with `compression`.
     fn options(&self, compression: Compression) -> Options {
         let defaults = Options::default();
