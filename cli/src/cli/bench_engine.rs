@@ -167,12 +167,12 @@ pub struct BenchEngine {
     #[arg(long, requires = "workload")]
     ops: Option<u64>,
     /// sync-mix: one write in this many is synced
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    synced_every: u64,
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    synced_every: u32,
     /// sync-mix and snapshot: rounds, alternating which mode goes first; medians reported
     /// [default: sync-mix 3, snapshot 2]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    rounds: Option<u64>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    rounds: Option<u16>,
     /// Threads sharing the store in each workload
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: u64,

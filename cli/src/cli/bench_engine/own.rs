@@ -46,7 +46,7 @@ impl BenchEngine {
                         opts: self.options(c),
                         threads: self.threads,
                         ops: self.ops.unwrap_or(20_000).max(1),
-                        synced_every: self.synced_every,
+                        synced_every: u64::from(self.synced_every),
                         rounds: rounds(3),
                         value_bytes: self.value_bytes,
                         seed: self.seed,
@@ -71,5 +71,16 @@ impl BenchEngine {
             }
         }
         Ok(())
+    }
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+pub(super) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }

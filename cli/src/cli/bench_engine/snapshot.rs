@@ -24,6 +24,7 @@ use filterstore::hash::mix64;
 use filterstore::{Options, Store};
 
 use super::super::bench_data::{fill_value, key};
+use super::own::median;
 use crate::cli::{CliError, Exit};
 
 /// What `snapshot` runs.
@@ -47,16 +48,11 @@ const OVERWRITE: u64 = 1 << 62;
 /// Index `i` of the `j`-th put after the snapshot: even `j < N` overwrite loaded key `j`,
 /// odd `j` put new key `N + j`.
 fn after(n: u64, j: u64) -> u64 {
-    if j % 2 == 0 {
+    if j.is_multiple_of(2) {
         j
     } else {
         n + j
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Time of the gets of one round: `[class][through]`, class 0 overwritten keys, 1 keys only

@@ -17,6 +17,7 @@ use std::time::Instant;
 use filterstore::{Options, Store, SyncPolicy, WriteOptions};
 
 use super::super::bench_data::{fill_value, key};
+use super::own::median;
 use crate::cli::CliError;
 
 /// What `sync-mix` runs.
@@ -75,11 +76,6 @@ fn run(m: &SyncMix, dir: &Path, every: Option<u64>) -> Result<f64, CliError> {
     let secs = t.elapsed().as_secs_f64();
     drop(store);
     Ok((per * m.threads) as f64 / secs)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Runs the rounds and returns the report.
