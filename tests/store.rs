@@ -274,16 +274,7 @@ fn refilter_swaps_filters_without_touching_data() {
         .tables
         .iter()
         .all(|t| t.filter_kind == FilterKind::BlockedBloom));
-    let filters = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|e| e == "filter")
-        })
-        .count();
+    let filters = common::model::files_with_extension(dir.path(), "filter");
     assert_eq!(filters, 10, "old filter files are removed");
 }
 
