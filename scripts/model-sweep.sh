@@ -10,6 +10,7 @@
 #   scripts/model-sweep.sh                     # 72 configurations × 4 seeds
 #   MODEL_SWEEP_SEEDS=20 scripts/model-sweep.sh
 #   MODEL_SWEEP_FIRST_SEED=5000 scripts/model-sweep.sh   # other seeds
+#   MODEL_SWEEP_CONFIG=38 scripts/model-sweep.sh         # configuration 38 alone
 #
 # Extra arguments go to cargo (e.g. --no-default-features for a build without zstd).
 set -eu

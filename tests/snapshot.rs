@@ -225,7 +225,8 @@ fn run(seed: u64, cfg: Config, steps: usize, done: &mut Done) {
                 assert_eq!(h.snap.seq(), h.seq);
                 // A clone reads the same, from another thread.
                 let (snap, m) = (h.snap.clone(), h.model.clone());
-                std::thread::spawn(move || check_all(&snap, &m, space, "clone"))
+                let what = format!("{what}, a clone");
+                std::thread::spawn(move || check_all(&snap, &m, space, &what))
                     .join()
                     .unwrap();
                 done.checks += 1;
@@ -323,16 +324,24 @@ fn snapshot_model_sweep() {
     let (seeds, steps) = (env("MODEL_SWEEP_SEEDS", 4), env("MODEL_SWEEP_STEPS", 3000));
     let first = env("MODEL_SWEEP_FIRST_SEED", 1000);
     let configs = every_config();
+    // MODEL_SWEEP_CONFIG=i runs configuration i alone (its seeds as in the whole sweep).
+    let only = std::env::var("MODEL_SWEEP_CONFIG")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
     let mut done = Done::default();
     for (i, cfg) in configs.iter().enumerate() {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
         for s in 0..seeds {
             let seed = first + i as u64 * seeds + s;
             run(seed, *cfg, steps as usize, &mut done);
         }
         eprintln!(
-            "model sweep: {} of {} configurations, {done:?}",
-            i + 1,
-            configs.len()
+            "model sweep: configuration {i} of {} ({cfg:?}, seeds {}..{}), {done:?}",
+            configs.len(),
+            first + i as u64 * seeds,
+            first + (i as u64 + 1) * seeds
         );
     }
     println!(
