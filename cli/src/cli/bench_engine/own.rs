@@ -73,14 +73,3 @@ impl BenchEngine {
         Ok(())
     }
 }
-
-/// The median of `v` (the mean of the middle two for an even count).
-pub(super) fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}

@@ -22,9 +22,9 @@ use std::time::Instant;
 
 use filterstore::hash::mix64;
 use filterstore::{Options, Store};
+use filterstore_cli::bench::median;
 
 use super::super::bench_data::{fill_value, key};
-use super::own::median;
 use crate::cli::{CliError, Exit};
 
 /// What `snapshot` runs.

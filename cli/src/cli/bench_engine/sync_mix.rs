@@ -15,9 +15,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use filterstore::{Options, Store, SyncPolicy, WriteOptions};
+use filterstore_cli::bench::median;
 
 use super::super::bench_data::{fill_value, key};
-use super::own::median;
 use crate::cli::CliError;
 
 /// What `sync-mix` runs.
