@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::model::{self, key};
 use common::{NoSyncFs, Rng, StableReaders};
 use filterstore::{FilterKind, Options, Store};
 
@@ -25,10 +26,6 @@ fn opts(rng: &mut Rng) -> Options {
         .level_ratio(2 + rng.below(3))
         .mmap_reads(rng.below(2) == 0)
         .fs(Arc::new(NoSyncFs))
-}
-
-fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
-    format!("k{:05}", rng.below(space)).into_bytes()
 }
 
 /// Every key of the model and some absent ones read back as the model says.
@@ -55,16 +52,8 @@ fn global_store_matches_a_model_through_flushes_compactions_and_reopens() {
         let space = 400 + rng.below(1200);
         for step in 0..6000u32 {
             match rng.below(100) {
-                0..=59 => {
-                    let (k, v) = (key(&mut rng, space), rng.bytes(40));
-                    store.put(&k, &v).unwrap();
-                    model.insert(k, v);
-                }
-                60..=74 => {
-                    let k = key(&mut rng, space);
-                    store.delete(&k).unwrap();
-                    model.remove(&k);
-                }
+                0..=59 => model::put(&store, &mut model, &mut rng, space),
+                60..=74 => model::delete(&store, &mut model, &mut rng, space),
                 75..=94 => {
                     let k = key(&mut rng, space + 50);
                     assert_eq!(

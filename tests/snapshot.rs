@@ -5,36 +5,15 @@
 //! snapshots held across compactions that remove the files
 //! they read; and sequence numbers that never go backwards across reopens and power cuts.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::model::{self, both_ways, items, key, prefixed, Model};
+use common::Rng;
 use filterstore::io::{FaultFs, NoSyncFs};
 use filterstore::{Compression, FilterKind, Options, Snapshot, Store, SyncPolicy, WriteBatch};
-
-/// xorshift64*: deterministic, so a failure replays from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let n = self.below(max as u64 + 1) as usize;
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Every filter kind (the global filter included) and no filter.
 const KINDS: [FilterKind; 6] = [
@@ -47,22 +26,64 @@ const KINDS: [FilterKind; 6] = [
 ];
 
 fn compressions() -> Vec<Compression> {
-    let mut c = vec![Compression::None, Compression::Lz4];
-    if cfg!(feature = "zstd") {
-        c.push(Compression::Zstd);
+    Compression::ALL
+        .into_iter()
+        .filter(|c| c.is_available())
+        .collect()
+}
+
+/// What a model run reads with: filter kind, block form, block cache, `mmap_reads`.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    kind: FilterKind,
+    compression: Compression,
+    cache: bool,
+    mmap_reads: bool,
+}
+
+/// Every configuration: filter kind × block form × cache on or off × `mmap_reads`.
+fn every_config() -> Vec<Config> {
+    let mut v = Vec::new();
+    for kind in KINDS {
+        for compression in compressions() {
+            for cache in [false, true] {
+                for mmap_reads in [false, true] {
+                    v.push(Config {
+                        kind,
+                        compression,
+                        cache,
+                        mmap_reads,
+                    });
+                }
+            }
+        }
     }
-    c
+    v
+}
+
+/// A slice of [`every_config`] for `cargo test`: 18 configurations in which every filter
+/// kind meets every block form, and each kind reads with the cache both on and off and with
+/// `mmap_reads` both on and off.
+fn some_configs() -> Vec<Config> {
+    let c = compressions();
+    (0..18usize)
+        .map(|i| Config {
+            kind: KINDS[i % 6],
+            compression: c[i / 6 % c.len()],
+            cache: (i + i / 6) % 2 == 1,
+            mmap_reads: (i / 2) % 2 == 1,
+        })
+        .collect()
 }
 
 /// Tiny memtables, tables and levels, so that flushes and every compaction kind run often;
-/// the filter kind, block form, block cache and `mmap_reads` chosen by the seed.
-fn opts(seed: u64, rng: &mut Rng) -> Options {
-    let c = compressions();
+/// the filter kind, block form, block cache and `mmap_reads` as `cfg` says.
+fn opts(cfg: Config, rng: &mut Rng) -> Options {
     Options::default()
-        .filter(Some(KINDS[(seed % KINDS.len() as u64) as usize]))
-        .compression(c[(seed / 6 % c.len() as u64) as usize])
-        .block_cache_bytes(if seed.is_multiple_of(2) { 0 } else { 64 << 10 })
-        .mmap_reads(seed / 2 % 2 == 1)
+        .filter(Some(cfg.kind))
+        .compression(cfg.compression)
+        .block_cache_bytes(if cfg.cache { 64 << 10 } else { 0 })
+        .mmap_reads(cfg.mmap_reads)
         .memtable_bytes(1024 + rng.below(4096) as usize)
         .compaction_trigger(if rng.below(4) == 0 {
             None
@@ -75,53 +96,13 @@ fn opts(seed: u64, rng: &mut Rng) -> Options {
         .fs(Arc::new(NoSyncFs))
 }
 
-fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
-    format!("k{:05}", rng.below(space)).into_bytes()
-}
-
-/// Checks a scan made by `make` against `want` (the model's items in order) backward (a
-/// `.rev()` of it) and from both ends at once (`next` and `next_back` alternating at random,
-/// against the model's own double-ended iterator), so a snapshot's backward memtable reads
-/// are checked as its forward ones are.
-fn both_ways<I, E>(make: impl Fn() -> I, want: &[(Vec<u8>, Vec<u8>)], rng: &mut Rng, what: &str)
-where
-    I: DoubleEndedIterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
-    E: std::fmt::Debug,
-{
-    let got: Vec<_> = make()
-        .rev()
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let rev: Vec<_> = want.iter().rev().cloned().collect();
-    assert_eq!(got, rev, "{what} reversed");
-    let (mut scan, mut model) = (make(), want.iter());
-    loop {
-        let back = rng.below(2) == 0;
-        let (g, w) = if back {
-            (scan.next_back(), model.next_back())
-        } else {
-            (scan.next(), model.next())
-        };
-        let g = g.transpose().unwrap();
-        assert_eq!(g.as_ref(), w, "{what} both ends (back: {back})");
-        if w.is_none() {
-            assert!(
-                scan.next().is_none() && scan.next_back().is_none(),
-                "{what}"
-            );
-            break;
-        }
-    }
-}
-
 /// Checks a snapshot against its model: lookups (one by one, batched, `contains_key`), a
-/// random range and a random prefix.
+/// random range and a random prefix, forward, backward and from both ends.
 fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) {
     let keys: Vec<Vec<u8>> = (0..8).map(|_| key(rng, space + 10)).collect();
     for k in &keys {
         assert_eq!(
-            snap.get(k).unwrap().map(Vec::from).as_ref(),
+            snap.get(k).unwrap().map(|v| v.to_vec()).as_ref(),
             model.get(k),
             "{what} get {k:?}"
         );
@@ -132,54 +113,25 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
         );
     }
     let want: Vec<_> = keys.iter().map(|k| model.get(k).cloned()).collect();
-    assert_eq!(
-        snap.multi_get(&keys)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>(),
-        want,
-        "{what} multi_get"
-    );
+    let got: Vec<_> = snap
+        .multi_get(&keys)
+        .unwrap()
+        .into_iter()
+        .map(|v| v.map(|v| v.to_vec()))
+        .collect();
+    assert_eq!(got, want, "{what} multi_get");
     let (a, b) = (key(rng, space), key(rng, space));
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    let got: Vec<_> = snap
-        .scan(lo.clone()..hi.clone())
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let want: Vec<_> = model
-        .range(lo.clone()..hi.clone())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    assert_eq!(got, want, "{what} scan");
     both_ways(
-        || {
-            snap.scan(lo.clone()..hi.clone())
-                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        },
-        &want,
+        || snap.scan(lo.clone()..hi.clone()),
+        &items(model, lo.clone()..hi.clone()),
         rng,
         &format!("{what} scan"),
     );
     let p = format!("k{:03}", rng.below(space / 100 + 1)).into_bytes();
-    let got: Vec<_> = snap
-        .scan_prefix(&p)
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let want: Vec<_> = model
-        .iter()
-        .filter(|(k, _)| k.starts_with(&p))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    assert_eq!(got, want, "{what} scan_prefix");
     both_ways(
-        || {
-            snap.scan_prefix(&p)
-                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        },
-        &want,
+        || snap.scan_prefix(&p),
+        &prefixed(model, &p),
         rng,
         &format!("{what} scan_prefix"),
     );
@@ -187,26 +139,18 @@ fn check(snap: &Snapshot, model: &Model, rng: &mut Rng, space: u64, what: &str) 
 
 /// Checks a snapshot against its model in full: every key the model or the store may hold.
 fn check_all(snap: &Snapshot, model: &Model, space: u64, what: &str) {
-    let got: Vec<_> = snap
-        .scan::<&[u8]>(..)
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_eq!(got, want, "{what} full scan");
-    let got: Vec<_> = snap
-        .scan::<&[u8]>(..)
-        .rev()
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let rev: Vec<_> = want.iter().rev().cloned().collect();
-    assert_eq!(got, rev, "{what} full scan reversed");
+    let mut rng = Rng::new(space);
+    both_ways(
+        || snap.scan::<&[u8]>(..),
+        &items(model, ..),
+        &mut rng,
+        &format!("{what} full scan"),
+    );
     for i in 0..space {
         for k in [format!("k{i:05}"), format!("key{i:05}")] {
             let k = k.into_bytes();
             assert_eq!(
-                snap.get(&k).unwrap().map(Vec::from).as_ref(),
+                snap.get(&k).unwrap().map(|v| v.to_vec()).as_ref(),
                 model.get(&k),
                 "{what} {k:?}"
             );
@@ -229,49 +173,41 @@ struct Held {
     at: usize,
 }
 
-fn run(seed: u64, steps: usize) -> (u64, u64) {
+/// What a model run did: snapshot checks, store scans checked, reopens.
+#[derive(Default, Debug)]
+struct Done {
+    checks: u64,
+    scans: u64,
+    reopened: u64,
+}
+
+/// Random puts, deletes, batches, snapshots (each with a clone of the model), snapshot
+/// checks, store scans (forward, backward, both ends), flushes, compactions, refilters
+/// and reopens, with `cfg`'s filter kind, block form, cache and `mmap_reads`.
+fn run(seed: u64, cfg: Config, steps: usize, done: &mut Done) {
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path(), opts(seed, &mut rng)).unwrap();
+    let mut store = Store::open(dir.path(), opts(cfg, &mut rng)).unwrap();
     let mut model = Model::new();
     let mut seq = 0u64;
     let mut held: Vec<Held> = Vec::new();
     let space = 50 + rng.below(300);
-    let (mut checks, mut reopened) = (0u64, 0u64);
+    let at = |step: usize| format!("seed {seed} {cfg:?} step {step}");
     for step in 0..steps {
         match rng.below(100) {
             0..=34 => {
-                let (k, v) = (key(&mut rng, space), rng.bytes(40));
-                store.put(&k, &v).unwrap();
-                model.insert(k, v);
+                model::put(&store, &mut model, &mut rng, space);
                 seq += 1;
             }
             35..=44 => {
-                let k = key(&mut rng, space);
-                store.delete(&k).unwrap();
-                model.remove(&k);
+                model::delete(&store, &mut model, &mut rng, space);
                 seq += 1;
             }
-            45..=49 => {
-                let mut b = WriteBatch::new();
-                for _ in 0..rng.below(8) {
-                    let k = key(&mut rng, space);
-                    if rng.below(3) == 0 {
-                        b.delete(k.clone());
-                        model.remove(&k);
-                    } else {
-                        let v = rng.bytes(20);
-                        b.put(k.clone(), v.clone());
-                        model.insert(k, v);
-                    }
-                }
-                // An empty batch commits nothing and takes no number.
-                seq += u64::from(!b.is_empty());
-                store.write(b).unwrap();
-            }
+            // An empty batch commits nothing and takes no number.
+            45..=49 => seq += u64::from(model::batch(&store, &mut model, &mut rng, space)),
             50..=57 => {
                 let snap = store.snapshot();
-                assert_eq!(snap.seq(), seq, "seed {seed} step {step}");
+                assert_eq!(snap.seq(), seq, "{}", at(step));
                 held.push(Held {
                     snap,
                     model: model.clone(),
@@ -282,17 +218,29 @@ fn run(seed: u64, steps: usize) -> (u64, u64) {
                     held.remove(rng.below(held.len() as u64) as usize);
                 }
             }
-            58..=77 if !held.is_empty() => {
+            58..=75 if !held.is_empty() => {
                 let h = &held[rng.below(held.len() as u64) as usize];
-                let what = format!("seed {seed} step {step} snapshot of step {}", h.at);
+                let what = format!("{} snapshot of step {}", at(step), h.at);
                 check(&h.snap, &h.model, &mut rng, space, &what);
                 assert_eq!(h.snap.seq(), h.seq);
                 // A clone reads the same, from another thread.
                 let (snap, m) = (h.snap.clone(), h.model.clone());
-                std::thread::spawn(move || check_all(&snap, &m, space, "clone"))
+                let what = format!("{what}, a clone");
+                std::thread::spawn(move || check_all(&snap, &m, space, &what))
                     .join()
                     .unwrap();
-                checks += 1;
+                done.checks += 1;
+            }
+            76..=77 => {
+                let (a, b) = (key(&mut rng, space + 10), key(&mut rng, space + 10));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                both_ways(
+                    || store.scan(lo.clone()..=hi.clone()),
+                    &items(&model, lo.clone()..=hi.clone()),
+                    &mut rng,
+                    &format!("{} store scan", at(step)),
+                );
+                done.scans += 1;
             }
             78..=83 => store.flush().unwrap(),
             84..=87 => store.compact().unwrap(),
@@ -304,54 +252,102 @@ fn run(seed: u64, steps: usize) -> (u64, u64) {
             }
             90..=91 => {
                 let k = key(&mut rng, space + 10);
-                assert_eq!(
-                    store.get(&k).unwrap().map(Vec::from).as_ref(),
-                    model.get(&k)
-                );
+                let got = store.get(&k).unwrap().map(|v| v.to_vec());
+                assert_eq!(got.as_ref(), model.get(&k), "{}", at(step));
             }
             92..=93 => {
                 // Reopen: snapshots go first (each holds the store, its lock included);
                 // checked in full on the way out.
                 for h in held.drain(..) {
-                    check_all(
-                        &h.snap,
-                        &h.model,
-                        space,
-                        &format!("seed {seed} step {step}"),
-                    );
+                    check_all(&h.snap, &h.model, space, &at(step));
                 }
                 assert_eq!(store.stats().snapshots.open, 0);
                 drop(store);
-                store = Store::open(dir.path(), opts(seed, &mut rng)).unwrap();
+                store = Store::open(dir.path(), opts(cfg, &mut rng)).unwrap();
                 assert_eq!(
                     store.last_seq(),
                     seq,
-                    "seed {seed}: the sequence after reopen"
+                    "{}: the sequence after reopen",
+                    at(step)
                 );
-                reopened += 1;
+                done.reopened += 1;
             }
             _ => {}
         }
-        assert_eq!(store.last_seq(), seq, "seed {seed} step {step}");
+        assert_eq!(store.last_seq(), seq, "{}", at(step));
     }
     assert_eq!(store.stats().snapshots.open, held.len() as u64);
     for h in held.drain(..) {
-        check_all(&h.snap, &h.model, space, &format!("seed {seed} at the end"));
+        check_all(
+            &h.snap,
+            &h.model,
+            space,
+            &format!("{} at the end", at(steps)),
+        );
     }
-    (checks, reopened)
+    let mut rng = Rng::new(seed);
+    both_ways(
+        || store.scan::<&[u8]>(..),
+        &items(&model, ..),
+        &mut rng,
+        &format!("{} the store at the end", at(steps)),
+    );
 }
 
+/// The bounded slice `cargo test` runs: 18 configurations ([`some_configs`]), one seed each.
+/// The full sweep is `scripts/model-sweep.sh` ([`snapshot_model_sweep`]).
 #[test]
 fn snapshots_match_btreemap_clones() {
-    let (mut checks, mut reopened) = (0, 0);
-    // Seeds cover every (filter kind × block form) pair and both cache and mmap settings.
-    for seed in 0..18 {
-        let (c, r) = run(seed, 1500);
-        checks += c;
-        reopened += r;
+    let mut done = Done::default();
+    for (seed, cfg) in some_configs().into_iter().enumerate() {
+        run(seed as u64, cfg, 1500, &mut done);
     }
-    println!("{checks} snapshot checks, {reopened} reopens");
-    assert!(checks > 1000 && reopened > 100, "{checks} {reopened}");
+    println!("{done:?}");
+    assert!(
+        done.checks > 1000 && done.reopened > 100 && done.scans > 300,
+        "{done:?}"
+    );
+}
+
+/// The full sweep: every configuration ([`every_config`]: filter kind × block form × cache ×
+/// `mmap_reads`) with `MODEL_SWEEP_SEEDS` seeds (default 4) of `MODEL_SWEEP_STEPS` steps
+/// (default 3000) each. Run by `scripts/model-sweep.sh`; ignored by `cargo test`.
+#[test]
+#[ignore = "long: run by scripts/model-sweep.sh"]
+fn snapshot_model_sweep() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (seeds, steps) = (env("MODEL_SWEEP_SEEDS", 4), env("MODEL_SWEEP_STEPS", 3000));
+    let first = env("MODEL_SWEEP_FIRST_SEED", 1000);
+    let configs = every_config();
+    // MODEL_SWEEP_CONFIG=i runs configuration i alone (its seeds as in the whole sweep).
+    let only = std::env::var("MODEL_SWEEP_CONFIG")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    let mut done = Done::default();
+    for (i, cfg) in configs.iter().enumerate() {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        for s in 0..seeds {
+            let seed = first + i as u64 * seeds + s;
+            run(seed, *cfg, steps as usize, &mut done);
+        }
+        eprintln!(
+            "model sweep: configuration {i} of {} ({cfg:?}, seeds {}..{}), {done:?}",
+            configs.len(),
+            first + i as u64 * seeds,
+            first + (i as u64 + 1) * seeds
+        );
+    }
+    println!(
+        "{} configurations × {seeds} seeds × {steps} steps: {done:?}",
+        configs.len()
+    );
 }
 
 /// The numbers of the table files in `dir`.
@@ -418,7 +414,7 @@ fn a_snapshot_outlives_the_compaction_that_removes_its_tables() {
             // The snapshot reads the replaced tables; the store the new one.
             check_all(&snap, &old, 3000, &format!("{kind} cache {cache}"));
             for (k, v) in new.iter().step_by(97) {
-                assert_eq!(store.get(k).unwrap().map(Vec::from).as_ref(), Some(v));
+                assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
             }
             drop(snap);
             let s = store.stats();
@@ -500,34 +496,18 @@ fn a_snapshot_taken_during_batches_sees_each_batch_whole_or_not_at_all() {
     let mut seen = 0;
     while !writer.is_finished() || seen == 0 {
         let snap = store.snapshot();
-        let vals: Vec<_> = snap
-            .scan::<&[u8]>(..)
-            .map(|r| r.unwrap().1.to_vec())
-            .collect();
+        let vals: Vec<_> = snap.scan::<&[u8]>(..).map(|r| r.unwrap().1).collect();
         // Every key from the same batch, and that batch is the snapshot's last commit.
         assert!(vals.windows(2).all(|w| w[0] == w[1]), "{vals:?}");
         if let Some(v) = vals.first() {
             let round = u32::from_be_bytes(v.as_slice().try_into().unwrap());
             assert_eq!(snap.seq(), u64::from(round) + 1);
-            assert_eq!(snap.get(b"k3").unwrap().map(Vec::from).as_ref(), Some(v));
+            assert_eq!(snap.get(b"k3").unwrap().as_ref(), Some(v));
         }
         seen += 1;
     }
     writer.join().unwrap();
     assert!(seen > 1);
-}
-
-fn logs_in(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "wal")
-        })
-        .count()
 }
 
 /// The sequence goes on after a reopen with no log left: the manifest keeps it.
@@ -542,7 +522,7 @@ fn the_sequence_survives_when_every_log_is_gone() {
     drop(store);
     // This open removes the empty log the flush started; the next finds none.
     drop(Store::open(dir.path(), Options::default()).unwrap());
-    assert_eq!(logs_in(dir.path()), 0);
+    assert_eq!(model::files_with_extension(dir.path(), "wal"), 0);
     let store = Store::open(dir.path(), Options::default()).unwrap();
     assert_eq!(store.last_seq(), 101);
     store.put(b"x", b"y").unwrap();

@@ -274,16 +274,7 @@ fn refilter_swaps_filters_without_touching_data() {
         .tables
         .iter()
         .all(|t| t.filter_kind == FilterKind::BlockedBloom));
-    let filters = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|e| e == "filter")
-        })
-        .count();
+    let filters = common::model::files_with_extension(dir.path(), "filter");
     assert_eq!(filters, 10, "old filter files are removed");
 }
 
@@ -700,18 +691,7 @@ fn readers_never_miss_keys_while_tables_change() {
 #[test]
 fn reopening_keeps_the_number_of_logs_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let logs = || {
-        std::fs::read_dir(dir.path())
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "wal")
-            })
-            .count()
-    };
+    let logs = || common::model::files_with_extension(dir.path(), "wal");
     for i in 0..200u32 {
         let store = Store::open(dir.path(), Options::default()).unwrap();
         store.put(i.to_be_bytes(), b"v").unwrap();

@@ -12,8 +12,9 @@ use std::ops::Bound;
 
 use std::sync::Arc;
 
+use common::model::{self, key};
 use common::{NoSyncFs, Rng};
-use filterstore::{FilterKind, FilterPolicy, Options, Store, WriteBatch};
+use filterstore::{FilterKind, FilterPolicy, Options, Store};
 
 fn opts(rng: &mut Rng) -> Options {
     let trigger = 2 + rng.below(3) as usize;
@@ -43,10 +44,6 @@ fn opts(rng: &mut Rng) -> Options {
         });
     }
     o
-}
-
-fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
-    format!("k{:05}", rng.below(space)).into_bytes()
 }
 
 fn check_scan(
@@ -92,30 +89,10 @@ fn run(seed: u64, steps: usize, reached: &mut Reached) {
     let space = 50 + rng.below(400);
     for step in 0..steps {
         match rng.below(100) {
-            0..=39 => {
-                let (k, v) = (key(&mut rng, space), rng.bytes(40));
-                store.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
-            40..=49 => {
-                let k = key(&mut rng, space);
-                store.delete(&k).unwrap();
-                model.remove(&k);
-            }
+            0..=39 => model::put(&store, &mut model, &mut rng, space),
+            40..=49 => model::delete(&store, &mut model, &mut rng, space),
             50..=54 => {
-                let mut b = WriteBatch::new();
-                for _ in 0..rng.below(8) {
-                    let k = key(&mut rng, space);
-                    if rng.below(3) == 0 {
-                        b.delete(k.clone());
-                        model.remove(&k);
-                    } else {
-                        let v = rng.bytes(20);
-                        b.put(k.clone(), v.clone());
-                        model.insert(k, v);
-                    }
-                }
-                store.write(b).unwrap();
+                model::batch(&store, &mut model, &mut rng, space);
             }
             55..=79 => {
                 let k = key(&mut rng, space + 20);

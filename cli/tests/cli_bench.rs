@@ -397,3 +397,120 @@ fn bench_range_reports_blocks_avoided_against_no_filter() {
         }
     }
 }
+
+/// `store bench engine --workload sync-mix`: both modes run in one invocation, each round's
+/// puts/s and the medians' ratio are printed, and the ratio is the mix's median over the
+/// all-synced one.
+#[test]
+fn bench_engine_runs_the_sync_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("w");
+    let out = store_ok(&[
+        "bench",
+        "engine",
+        "--workload",
+        "sync-mix",
+        "--ops",
+        "300",
+        "--threads",
+        "3",
+        "--synced-every",
+        "5",
+        "--rounds",
+        "1",
+        "--work-dir",
+        work.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rate = |prefix: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {text}"));
+        line.split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (all, mix) = (
+        rate("round 0: all synced (EveryWrite):"),
+        rate("round 0: 1 in 5 synced (put_opt):"),
+    );
+    assert!(all > 0.0 && mix > 0.0, "{text}");
+    assert!(
+        text.contains("300 puts") && text.contains("from 3 threads"),
+        "{text}"
+    );
+    let last = text.lines().find(|l| l.starts_with("sync-mix:")).unwrap();
+    let ratio: f64 = last
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .trim_end_matches('×')
+        .parse()
+        .unwrap();
+    assert!((ratio - mix / all).abs() <= 0.01 * ratio + 0.01, "{last}");
+    // The rounds' stores are removed; the help explains the workload.
+    assert_eq!(std::fs::read_dir(work.join("lz4")).unwrap().count(), 0);
+    let help = store_ok(&["bench", "engine", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--synced-every") && help.contains("sync-mix"),
+        "{help}"
+    );
+}
+
+/// `store bench engine --workload snapshot`, with per-table filters and with the global one:
+/// the snapshot pins the compacted tables and its memtables, both get classes are timed
+/// through the snapshot and the store (every sampled value checked, or the run fails), and
+/// the summary gives the ratios.
+#[test]
+fn bench_engine_runs_the_snapshot_workload() {
+    for filter in ["blocked-bloom", "global"] {
+        let out = store_ok(&[
+            "bench",
+            "engine",
+            "--workload",
+            "snapshot",
+            "-n",
+            "20000",
+            "--lookups",
+            "3000",
+            "--memtable-mib",
+            "1",
+            "--rounds",
+            "1",
+            "--filter",
+            filter,
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pins = text
+            .lines()
+            .find(|l| l.contains("pins"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let words: Vec<&str> = pins.split_whitespace().collect();
+        let after = |w: &str| -> u64 {
+            let at = words.iter().position(|x| *x == w).unwrap();
+            words[at + 1].parse().unwrap()
+        };
+        assert!(after("pins") > 0, "{filter}: {pins}");
+        assert!(pins.contains("open snapshots 1"), "{pins}");
+        for class in ["overwritten since", "only in tables compacted since"] {
+            let line = text
+                .lines()
+                .find(|l| l.contains(class))
+                .unwrap_or_else(|| panic!("{class}: {text}"));
+            assert!(
+                line.contains("through the snapshot") && line.contains("gets each"),
+                "{line}"
+            );
+        }
+        let last = text.lines().find(|l| l.starts_with("snapshot:")).unwrap();
+        assert!(
+            last.contains(filter) && last.contains("puts/s with"),
+            "{last}"
+        );
+    }
+}

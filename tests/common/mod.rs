@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod model;
+
 /// A small deterministic PRNG (xorshift64*), so failures replay from their seed.
 pub struct Rng(pub u64);
 

@@ -12,13 +12,15 @@ mod report;
 mod scans;
 mod stats;
 
+pub use self::stats::median;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::keys::{make_keys, value_into, FlatKeys};
 use self::scans::scan_rows;
-use self::stats::{diff, median};
+use self::stats::diff;
 use filterstore::filename::{FileName, Numbered};
 use filterstore::filter::FilterKind;
 use filterstore::store::{Options, Store, SyncPolicy};

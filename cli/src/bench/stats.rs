@@ -22,7 +22,8 @@ pub fn band(p: f64, trials: u64, sigmas: f64) -> (f64, f64) {
     ((p - w).max(0.0), (p + w).min(1.0))
 }
 
-pub(super) fn median(xs: &mut [f64]) -> f64 {
+/// The median of `xs` (the mean of the middle two for an even count; NaN for none).
+pub fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     match xs.len() {
         0 => f64::NAN,

@@ -10,10 +10,14 @@ use filterstore::{Compression, FilterKind, Options, Stats, Store, SyncPolicy};
 mod allocation;
 mod global;
 mod lookups;
+mod own;
+mod snapshot;
+mod sync_mix;
 
 use self::allocation::allocations;
 use self::global::compare_global;
 use self::lookups::lookups;
+use self::own::{parse_workload, EngineWorkload};
 use super::bench_data::{fill_value, key};
 use super::latency::Histogram;
 use super::{Allocation, CliError, Exit, Global, Run};
@@ -46,6 +50,21 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// of unfiltered tables), beside the store's prediction; then the curve of expected wasted
 /// reads (summed FPR over the runs an absent lookup probes) against bits per key for both,
 /// and the memory Monkey needs to match uniform at --bits-per-key.
+///
+/// --workload sync-mix measures durability per write instead: --ops puts (default 20,000)
+/// from --threads writers into a fresh store, one write in --synced-every synced through its
+/// `WriteOptions` (`put_opt`, returning once its log record is fsynced) and the others not,
+/// against the same puts with every write synced (`SyncPolicy::EveryWrite`), in alternated
+/// --rounds (default 3); it reports each mode's puts/s, their medians and the ratio. Run it
+/// with --work-dir on the disk to measure: the default temporary directory may be in memory.
+///
+/// --workload snapshot measures what a snapshot costs: -n keys loaded, a snapshot taken, -n
+/// more puts (half of them overwrites) timed with and without the snapshot held, then a full
+/// compaction and --lookups gets of loaded keys through the snapshot and through the store
+/// (after one untimed pass of them through both), in interleaved batches, timed apart for keys overwritten since and keys only in tables compacted since; it reports
+/// both times, their ratios, the puts/s ratio and what the snapshot pins (tables, bytes,
+/// memtables), per round (--rounds, default 2) and as medians. Give --filter global for the
+/// global filter.
 #[derive(Args, Debug)]
 pub struct BenchEngine {
     /// Keys to load
@@ -140,12 +159,20 @@ pub struct BenchEngine {
     /// read latest, 5 % insert), ycsb-e (95 % scan of 1..100 entries, 5 % insert), ycsb-f
     /// (50 % read, 50 % read-modify-write), or ycsb for all six. Keys by YCSB's scrambled
     /// Zipfian; every read and scanned entry checked; reports ops/s and p50/p99/p99.9 per
-    /// operation type
-    #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = super::bench_ycsb::parse_workloads, conflicts_with_all = ["allocation", "settle"])]
-    workload: Vec<super::bench_ycsb::Workloads>,
-    /// Operations per workload, split over --threads [default: -n]
+    /// operation type. Or sync-mix (durability per write) or snapshot (what a snapshot
+    /// costs): see above
+    #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = parse_workload, conflicts_with_all = ["allocation", "settle"])]
+    workload: Vec<EngineWorkload>,
+    /// Operations per workload, split over --threads [default: -n; sync-mix: 20,000]
     #[arg(long, requires = "workload")]
     ops: Option<u64>,
+    /// sync-mix: one write in this many is synced
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    synced_every: u32,
+    /// sync-mix and snapshot: rounds, alternating which mode goes first; medians reported
+    /// [default: sync-mix 3, snapshot 2]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    rounds: Option<u16>,
     /// Threads sharing the store in each workload
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: u64,
@@ -252,7 +279,17 @@ impl Run for BenchEngine {
             }
         };
         if !self.workload.is_empty() {
-            for &c in &choices {
+            self.own_workloads(&root, &choices)?;
+            let ycsb: Vec<_> = self
+                .workload
+                .iter()
+                .filter_map(|w| match w {
+                    EngineWorkload::Ycsb(w) => Some(w.0.clone()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            for &c in choices.iter().filter(|_| !ycsb.is_empty()) {
                 let dir = dir_of(c);
                 super::bench_ycsb::run(super::bench_ycsb::Ycsb {
                     dir: &dir,
@@ -260,7 +297,7 @@ impl Run for BenchEngine {
                     records: self.count.max(1),
                     value_bytes: self.value_bytes,
                     seed: self.seed,
-                    workloads: self.workload.iter().flat_map(|w| w.0.clone()).collect(),
+                    workloads: ycsb.clone(),
                     ops: self.ops.unwrap_or(self.count).max(1),
                     threads: self.threads,
                     json: self.json,

@@ -1,0 +1,75 @@
+//! `bench engine --workload sync-mix` and `--workload snapshot`: the engine's own
+//! workloads beside YCSB's, parsed from the same `--workload` list and run before them.
+
+use std::path::Path;
+
+use filterstore::Compression;
+
+use super::{snapshot, sync_mix, BenchEngine};
+use crate::cli::CliError;
+
+/// One `--workload` value: YCSB mixes, or one of the engine's own workloads.
+#[derive(Clone, Debug)]
+pub(super) enum EngineWorkload {
+    Ycsb(crate::cli::bench_ycsb::Workloads),
+    SyncMix,
+    Snapshot,
+}
+
+pub(super) fn parse_workload(s: &str) -> Result<EngineWorkload, String> {
+    match s {
+        "sync-mix" => Ok(EngineWorkload::SyncMix),
+        "snapshot" => Ok(EngineWorkload::Snapshot),
+        _ => crate::cli::bench_ycsb::parse_workloads(s)
+            .map(EngineWorkload::Ycsb)
+            .map_err(|e| format!("{e}, or sync-mix or snapshot")),
+    }
+}
+
+impl BenchEngine {
+    /// Runs the `sync-mix` and `snapshot` workloads asked for, once per compression choice,
+    /// in `root`.
+    pub(super) fn own_workloads(
+        &self,
+        root: &Path,
+        choices: &[Compression],
+    ) -> Result<(), CliError> {
+        for w in &self.workload {
+            for &c in choices {
+                let root = root.join(c.name());
+                std::fs::create_dir_all(&root).map_err(filterstore::Error::from)?;
+                let rounds = |d| self.rounds.map_or(d, |r| r as usize);
+                let report = match w {
+                    EngineWorkload::Ycsb(_) => continue,
+                    EngineWorkload::SyncMix => sync_mix::sync_mix(&sync_mix::SyncMix {
+                        root: &root,
+                        opts: self.options(c),
+                        threads: self.threads,
+                        ops: self.ops.unwrap_or(20_000).max(1),
+                        synced_every: u64::from(self.synced_every),
+                        rounds: rounds(3),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                    EngineWorkload::Snapshot => snapshot::snapshot(&snapshot::SnapshotRun {
+                        root: &root,
+                        opts: self.options(c),
+                        filter: format!(
+                            "{} at ε {}, compression {}",
+                            self.filter,
+                            self.fpr,
+                            c.name()
+                        ),
+                        n: self.count.max(1),
+                        lookups: self.lookups.max(1),
+                        rounds: rounds(2),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                };
+                crate::cli::println(report)?;
+            }
+        }
+        Ok(())
+    }
+}
