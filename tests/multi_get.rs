@@ -140,10 +140,7 @@ fn compare(
     } else {
         store.multi_get(keys)
     }
-    .expect("multi_get")
-    .into_iter()
-    .map(|v| v.map(Vec::from))
-    .collect::<Vec<_>>();
+    .expect("multi_get");
     let c1 = counts(&store.stats());
     let looped: Vec<Option<Vec<u8>>> = keys
         .iter()
@@ -154,7 +151,6 @@ fn compare(
                 store.get(k)
             }
             .expect("get")
-            .map(Vec::from)
         })
         .collect();
     let c2 = counts(&store.stats());
@@ -325,10 +321,7 @@ fn multi_get_equals_the_model_while_flushes_and_compactions_run() {
             } else {
                 reader.multi_get(&keys)
             }
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>();
+            .unwrap();
             for (k, v) in keys.iter().zip(&got) {
                 assert_eq!(
                     v.as_ref(),
@@ -370,54 +363,29 @@ fn a_readers_multi_get_sees_writes_made_after_the_reader() {
     let v = |s: &str| Some(s.as_bytes().to_vec());
     // In the memtable.
     assert_eq!(
-        reader
-            .multi_get(&keys)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>(),
+        reader.multi_get(&keys).unwrap(),
         [v("1"), v("2"), None, v("1")]
     );
     store.flush().unwrap();
     // In a table, memtables empty: the reader's own snapshot.
     assert_eq!(
-        reader
-            .multi_get(&keys)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>(),
+        reader.multi_get(&keys).unwrap(),
         [v("1"), v("2"), None, v("1")]
     );
     store.delete(b"a").unwrap();
     store.put(b"c", b"3").unwrap();
     assert_eq!(
-        reader
-            .multi_get(&keys)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>(),
+        reader.multi_get(&keys).unwrap(),
         [None, v("2"), v("3"), None]
     );
     store.flush().unwrap();
     assert_eq!(
-        reader
-            .multi_get(&keys)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>(),
+        reader.multi_get(&keys).unwrap(),
         [None, v("2"), v("3"), None]
     );
     store.compact().unwrap();
     assert_eq!(
-        reader
-            .multi_get(&keys)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.map(Vec::from))
-            .collect::<Vec<_>>(),
+        reader.multi_get(&keys).unwrap(),
         [None, v("2"), v("3"), None]
     );
     assert_eq!(store.stats().lookups, 4 * 6);

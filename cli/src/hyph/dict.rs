@@ -163,7 +163,7 @@ impl ExceptionDict {
             for e in store.scan::<&[u8]>(..) {
                 let (k, v) = e?;
                 if !k.starts_with(b"#") {
-                    have.push((k.into(), v.into()));
+                    have.push((k, v));
                 }
             }
             report.built = have.is_empty() && stored_digest.is_none();
@@ -256,14 +256,14 @@ impl ExceptionDict {
 impl ExceptionLookup for ExceptionDict {
     /// One [`Store::get_with_hash`] with the hyphenator's hash (no second hashing).
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.store.get_with_hash(lower_word, hash)?.map(Vec::from))
+        self.store.get_with_hash(lower_word, hash)
     }
 }
 
 impl ExceptionLookup for Reader {
     /// One [`Reader::get_with_hash`] with the hyphenator's hash.
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.get_with_hash(lower_word, hash)?.map(Vec::from))
+        self.get_with_hash(lower_word, hash)
     }
 }
 
@@ -271,6 +271,6 @@ impl ExceptionLookup for PinnedReader {
     /// One [`PinnedReader::get_with_hash`] with the hyphenator's hash.
     #[inline]
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.get_with_hash(lower_word, hash)?.map(Vec::from))
+        self.get_with_hash(lower_word, hash)
     }
 }

@@ -7,12 +7,16 @@ impl Table {
     /// block comes from the block cache when there is one and it holds the block; a block
     /// read from the file is searched where it was read, and copied into the cache only
     /// when the cache admits it.
-    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Slice>>> {
+    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Vec<u8>>>> {
         let Some(i) = self.block_for(key) else {
             return Ok(None);
         };
         let off = self.index.handle(i).map_or(0, |h| h.0);
-        let in_file = |e: Error| e.in_file(&self.path, 0);
+        let search = |data: &[u8]| {
+            Block::new(data, off)
+                .and_then(|b| b.get(key))
+                .map_err(|e| e.in_file(&self.path, 0))
+        };
         let Some((cache, file)) = &self.cache else {
             return self.search_read(i, key, counters);
         };
@@ -26,14 +30,10 @@ impl Table {
             // the block's cache lines in together, where a search in place waits for them
             // one after another (measured by `examples/lookup_ab.rs cache`: with most blocks
             // no longer in the CPU's caches, a hit costs ~20 % less of a present get so).
-            // The value found is returned as a view of the cached block (no allocation).
             return scratch::with(&READ_BUF, |buf| {
                 buf.clear();
                 buf.extend_from_slice(&b);
-                let found = Block::new(buf, off)
-                    .and_then(|blk| blk.get_ref(key))
-                    .map_err(in_file)?;
-                Ok(found.map(|v| v.map(|v| b.share_part(v, buf))))
+                search(buf)
             });
         }
         counters.add_cache_misses(1);
@@ -43,10 +43,7 @@ impl Table {
         if cache.admit(&k, self.cached_len(i)) {
             let b = self.read_block(i, counters, true)?;
             cache.insert(k, b.clone());
-            let found = Block::new(&b, off)
-                .and_then(|blk| blk.get_ref(key))
-                .map_err(in_file)?;
-            return Ok(found.map(|v| v.map(|v| b.share_part(v, &b))));
+            return search(&b);
         }
         self.search_read(i, key, counters)
     }
@@ -59,7 +56,7 @@ impl Table {
         i: usize,
         key: &[u8],
         counters: &TableCounters,
-    ) -> Result<Option<Option<Slice>>> {
+    ) -> Result<Option<Option<Vec<u8>>>> {
         scratch::with(&READ_BUF, |buf| {
             let (stored, offset) = self.read_stored(i, counters, buf)?;
             let in_file = |e: Error| e.in_file(&self.path, 0);
@@ -71,7 +68,7 @@ impl Table {
                         if let Some(found) =
                             block::get_decoding(&mut dec, out, key).map_err(in_file)?
                         {
-                            return Ok(found.map(|v| v.map(Slice::from)));
+                            return Ok(found);
                         }
                         // Undecided: the rest of the block, then the checked search.
                         let raw_len = out.len();
@@ -84,41 +81,21 @@ impl Table {
                         if let Some(found) =
                             split::get_decoding(&mut dec, out, key).map_err(in_file)?
                         {
-                            return Ok(found.map(|v| v.map(Slice::from)));
+                            return Ok(found);
                         }
                         // Undecided (bytes no writer makes): decoded whole, the errors named.
                         let mut whole = Vec::new();
                         let data = self.decode(stored, offset, &mut whole)?;
-                        let found = Block::new(data, offset)
-                            .and_then(|b| b.get_ref(key))
-                            .map_err(in_file)?;
-                        return Ok(found.map(|v| v.map(Slice::from)));
+                        return Block::new(data, offset)
+                            .and_then(|b| b.get(key))
+                            .map_err(in_file);
                     }
                     _ => self.decode(stored, offset, plain)?,
                 };
-                let found = Block::new(data, offset)
-                    .and_then(|b| b.get_ref(key))
-                    .map_err(in_file)?;
-                Ok(found.map(|v| v.map(|v| self.value_from(v))))
+                Block::new(data, offset)
+                    .and_then(|b| b.get(key))
+                    .map_err(in_file)
             })
         })
-    }
-
-    /// A value found in a block read by [`search_read`](Self::search_read): a view of the
-    /// table's map when it lies in it (`mmap_reads`, a block stored raw: no copy, pins the
-    /// map), else a copy (inline when short).
-    #[inline]
-    fn value_from(&self, v: &[u8]) -> Slice {
-        match &self.map_bytes {
-            Some(m) => {
-                let (base, p) = (m.as_ptr() as usize, v.as_ptr() as usize);
-                if p >= base && p + v.len() <= base + m.len() {
-                    m.share_part(v, m)
-                } else {
-                    Slice::from(v)
-                }
-            }
-            None => Slice::from(v),
-        }
     }
 }
