@@ -95,7 +95,8 @@ pub(crate) struct State {
     seq: u64,
 }
 
-/// The write path's own state, under `Inner::writer`.
+/// The write path's own state, under `Inner::writer` (`Default`: no log open yet).
+#[derive(Default)]
 struct Writer {
     wal: Option<WalWriter>,
     /// The current log's file number (0 before the first).
