@@ -390,13 +390,24 @@ impl Pinned {
     /// Runs `f` on the snapshot's table set through its global filter while no change
     /// published since the snapshot relabelled or removed filter entries: `None` when one
     /// had (before `f`, or under it), and the tables must be read without the filter.
+    ///
+    /// A change under way counts too: a compaction removes the entries of the versions it
+    /// consumes before it publishes and bumps the count, and those versions may be the ones
+    /// the snapshot reads (a key deleted since, whose tombstone and older value a bottom
+    /// compaction drops together). The announcement is read before the count: a lookup
+    /// that read a changed entry finds the change still announced, or, once withdrawn, the
+    /// count bumped (`global_change` bumps it first).
     fn through_global<T>(&self, f: impl FnOnce(&Version) -> Result<T>) -> Result<Option<T>> {
         let removals = &self.inner.global_removals;
-        if self.tree.unfiltered.get().is_some() || removals.load(SeqCst) != self.removals {
+        let stale = || {
+            self.tree.version.global().is_some_and(|g| g.is_moving())
+                || removals.load(SeqCst) != self.removals
+        };
+        if self.tree.unfiltered.get().is_some() || stale() {
             return Ok(None);
         }
         let got = f(&self.tree.version)?;
-        Ok((removals.load(SeqCst) == self.removals).then_some(got))
+        Ok((!stale()).then_some(got))
     }
 
     /// The snapshot's table set without the global filter (its tables have no filters of
