@@ -27,6 +27,7 @@ use std::ops::Bound;
 
 use crate::codec::prefix8;
 use crate::error::Result;
+use crate::Slice;
 
 /// Where a [`Source`] stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,12 @@ pub(crate) trait Source {
     }
     /// The current value (`None`: a tombstone); only when [`State::Ready`].
     fn value(&self) -> Option<&[u8]>;
+    /// [`value`](Self::value) as a [`Slice`]: by default a copy (inline when short); a
+    /// source that holds its values in shared bytes shares them instead.
+    #[inline]
+    fn value_slice(&self) -> Option<Slice> {
+        self.value().map(Slice::from)
+    }
     /// Reads up to its first entry in the range `start..end` (forward: the first at or after
     /// `start`; backward: the last at or before `end`). It may stay pending, with a bound
     /// further on, for instance when it knows it holds nothing in the range.
@@ -249,12 +256,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// every source past that key ([`last`](Self::last) and [`held`](Self::held) then say
     /// which). `false` (and `f` not called) at the end of the range.
     #[inline]
-    fn step(&mut self, f: &mut impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
+    fn step(&mut self, f: &mut impl FnMut(&S)) -> Result<bool> {
         let Some(top) = self.ready_top()? else {
             return Ok(false);
         };
         let s = &self.sources[top];
-        f(s.key(), s.value());
+        f(s);
         self.last.clear();
         self.last.extend_from_slice(s.key());
         self.stepped = true;
@@ -284,6 +291,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// An error ends the merge.
     #[inline]
     pub(crate) fn next_entry(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
+        self.next_source_entry(|s| f(s.key(), s.value()))
+    }
+
+    /// [`next_entry`](Self::next_entry), handing `f` the source that holds the entry.
+    #[inline]
+    fn next_source_entry(&mut self, mut f: impl FnMut(&S)) -> Result<bool> {
         if self.done {
             return Ok(false);
         }
@@ -296,10 +309,15 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
 
     /// The next value and its key (tombstones hide older versions and are not returned):
     /// `None` at the end; an error ends the merge.
-    pub(crate) fn next_item(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    /// The key is a copy (inline in the [`Slice`] when short), the value shared where its
+    /// source holds it in shared bytes ([`Source::value_slice`]).
+    pub(crate) fn next_item(&mut self) -> Option<Result<(Slice, Slice)>> {
         let mut item = None;
         loop {
-            match self.next_entry(|k, v| item = v.map(|v| (k.to_vec(), v.to_vec()))) {
+            let r = self.next_source_entry(|s| {
+                item = s.value_slice().map(|v| (Slice::from(s.key()), v));
+            });
+            match r {
                 Ok(true) if item.is_some() => return item.map(Ok),
                 Ok(true) => {}
                 Ok(false) => return None,
@@ -427,7 +445,10 @@ mod tests {
                 }
             }
             match m.next_item() {
-                Some(item) => got.push(item.unwrap()),
+                Some(item) => {
+                    let (k, v) = item.unwrap();
+                    got.push((k.into(), v.into()));
+                }
                 None => break,
             }
         }

@@ -60,6 +60,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 use crate::codec::prefix8;
 use crate::hash::key_hash;
 use crate::table::SortedEntries;
+use crate::Slice;
 
 use arena::Arena;
 pub(crate) use cursor::{EntryBuf, MemCursor, ReaderGuard};
@@ -148,6 +149,13 @@ impl Memtable {
         self.version(s.val_at, s.vlen)
     }
 
+    /// [`version`](Self::version) as a [`Slice`]: inline when short, else a view of its
+    /// arena chunk (no allocation, no copy; keeps the chunk alive after this memtable drops).
+    fn shared_version(&self, at: u64, vlen: u32) -> Option<Slice> {
+        let len = vlen & !OLDER;
+        (len != TOMBSTONE).then(|| self.arena.share(at, len))
+    }
+
     /// The version that the one at `at` (whose `vlen` has [`OLDER`]) replaced: its
     /// position and `vlen`, from the link just before it.
     fn older(&self, at: u64) -> (u64, u32) {
@@ -224,11 +232,7 @@ impl Memtable {
     /// The entry for `key`: `None` when absent, `Some(None)` for a tombstone.
     #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.get_hashed(key, key_hash(key))
-    }
-
-    /// [`Memtable::get`] with the key's precomputed [`key_hash`].
-    pub fn get_hashed(&self, key: &[u8], hash: u64) -> Option<Option<&[u8]>> {
+        let hash = key_hash(key);
         let i = self.index.find(hash, |&i| {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
@@ -236,11 +240,22 @@ impl Memtable {
         Some(self.value(&self.slots[*i as usize]))
     }
 
+    /// [`Memtable::get`] with the key's precomputed [`key_hash`].
+    /// The value is a view of the arena (see [`Slice`]), or inline when short.
+    pub fn get_hashed(&self, key: &[u8], hash: u64) -> Option<Option<Slice>> {
+        let i = self.index.find(hash, |&i| {
+            let s = &self.slots[i as usize];
+            s.hash == hash && self.key(s) == key
+        })?;
+        let s = &self.slots[*i as usize];
+        Some(self.shared_version(s.val_at, s.vlen))
+    }
+
     /// The entry for `key` as it was when writes had reached arena position `snap` (a
     /// [`snapshot_pos`](Self::snapshot_pos) taken while a [`reader`](Self::reader) was
     /// registered, so every version it may need is linked): `None` when the key was written
     /// only later, or not at all.
-    pub(crate) fn get_at(&self, key: &[u8], hash: u64, snap: u64) -> Option<Option<&[u8]>> {
+    pub(crate) fn get_at(&self, key: &[u8], hash: u64, snap: u64) -> Option<Option<Slice>> {
         let i = self.index.find(hash, |&i| {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
@@ -254,7 +269,7 @@ impl Memtable {
             (at, vlen) = self.older(at);
         }
         // A version the snapshot needs that was not linked: a bug, never a wrong value.
-        (at < snap).then(|| self.version(at, vlen))
+        (at < snap).then(|| self.shared_version(at, vlen))
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the

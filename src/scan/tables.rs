@@ -221,6 +221,12 @@ impl Source for TableRun {
     fn value(&self) -> Option<&[u8]> {
         self.cursor.as_ref().and_then(|c| c.value())
     }
+    /// A view of the block the cursor holds (a refcount; inline when short).
+    #[inline]
+    fn value_slice(&self) -> Option<Slice> {
+        let c = self.cursor.as_ref()?;
+        c.value_range().map(|r| c.bytes().share(r))
+    }
     /// Asks the range filter of the table it is about to open, if it has one: a "no"
     /// skips the table (pending on the next one, or done) without reading a block.
     fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {

@@ -33,7 +33,7 @@ impl Store {
     /// let store = filterstore::Store::open(dir.path(), Default::default())?;
     /// store.put("k", "v")?;
     /// store.put(b"bytes", vec![1, 2, 3])?;
-    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get("k")?.unwrap(), b"v");
     /// store.delete(String::from("k"))?;
     /// assert_eq!(store.get(b"k")?, None);
     /// # Ok::<(), filterstore::Error>(())

@@ -28,6 +28,7 @@ use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::files::TableFiles;
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
+use crate::Slice;
 
 mod batch;
 mod set;
@@ -80,7 +81,7 @@ enum Probe {
     /// The table cannot hold the key, or does not.
     Skip,
     /// The table holds the key: its value, or `None` for a tombstone.
-    Found(Option<Vec<u8>>),
+    Found(Option<Slice>),
 }
 
 impl TableHandle {
@@ -227,7 +228,7 @@ impl TableHandle {
     /// one table: the key range, then the filter, then (on "maybe") the table's block.
     /// Inlined up to the filter's answer, as [`probe`](Self::probe) is meant to be.
     #[inline(always)]
-    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         if !self.in_range(key, prefix8(key)) {
             return Ok(None);
         }
@@ -441,7 +442,7 @@ impl Version {
     /// that holds the key answers. Every run holding a version of the key is named (no
     /// false negatives), so the newest version wins even when another key's fingerprint
     /// names a newer run too: that run is read, misses, and the lookup goes on.
-    fn get_global(&self, g: &GlobalIndex, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    fn get_global(&self, g: &GlobalIndex, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         self.get_in_runs(g, g.query(hash), key)
     }
 
@@ -453,12 +454,12 @@ impl Version {
         g: &GlobalIndex,
         set: RunSet,
         key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Slice>> {
         if set.is_empty() {
             return Ok(None);
         }
         let p = prefix8(key);
-        let read = |t: &TableHandle| -> Result<Option<Option<Vec<u8>>>> {
+        let read = |t: &TableHandle| -> Result<Option<Option<Slice>>> {
             let got = t.table.get(key, &t.counters)?;
             g.count_read(got.is_some());
             Ok(got)
@@ -489,7 +490,7 @@ impl Version {
     /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table
     /// holds it, or its newest version is a tombstone.
     #[inline]
-    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         if let Some(g) = &self.global {
             return self.get_global(g, key, hash);
         }
