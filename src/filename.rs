@@ -5,6 +5,7 @@
 //! NNNNNN.sst     a table                                 ┐ numbered: one counter
 //! NNNNNN.filter  a table's filter                        │ (the manifest's next_file),
 //! NNNNNN.range   a table's range filter                  │
+//! NNNNNN.rdel    a table's range tombstones              │
 //! NNNNNN.wal     a write-ahead log                       ┘ six or more decimal digits
 //! MANIFEST       the live tables, levels and filter files
 //! MANIFEST.tmp   the next MANIFEST, until it is renamed over it
@@ -62,6 +63,7 @@ numbered_kinds! {
     Table    "sst"      true       "`NNNNNN.sst`: a table (sorted data, index, meta, footer).";
     Filter   "filter"   true       "`NNNNNN.filter`: one filter block, for one table.";
     Range    "range"    true       "`NNNNNN.range`: one range filter block, for one table.";
+    Tombstones "rdel"   true       "`NNNNNN.rdel`: the range tombstones of one table.";
     Wal      "wal"      false      "`NNNNNN.wal`: a write-ahead log.";
 }
 
@@ -182,6 +184,11 @@ pub(crate) fn filter_path(dir: &Path, n: u64) -> PathBuf {
 /// `dir/NNNNNN.range`.
 pub(crate) fn range_path(dir: &Path, n: u64) -> PathBuf {
     Numbered::Range.path(dir, n)
+}
+
+/// `dir/NNNNNN.rdel`.
+pub(crate) fn tombstones_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::Tombstones.path(dir, n)
 }
 
 /// `dir/NNNNNN.wal`.

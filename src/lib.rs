@@ -60,6 +60,7 @@ mod mmap;
 pub mod repair;
 mod scan;
 pub mod store;
+pub(crate) mod tombstone;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]
 pub mod table;

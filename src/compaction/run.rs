@@ -23,6 +23,8 @@ use crate::table::files::{NewTable, TableSpec, TableWriter};
 use crate::table::{
     encode_part, run_full, OwnedRun, Part, SortedEntries, Table, TableCounters, TableCursor,
 };
+use crate::tombstone::compact::{RangeInput, RangeOut};
+use crate::tombstone::RangeTombstone;
 use std::ops::Bound;
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
@@ -125,6 +127,9 @@ pub(crate) struct Output<'a> {
     pub spec: TableSpec<'a>,
     /// A new table is started once the current one holds this many key and value bytes.
     pub table_bytes: u64,
+    /// The inputs' range tombstones: the entries they drop and the ones the output keeps
+    /// (`tombstone::compact`).
+    pub ranges: RangeInput,
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
@@ -183,6 +188,8 @@ impl Moves {
 struct Chunk {
     run: OwnedRun,
     ends_table: bool,
+    /// When it ends a table: that table's range tombstones.
+    tombstones: Vec<RangeTombstone>,
 }
 
 /// What the merge side keeps between windows.
@@ -197,6 +204,8 @@ struct MergeSide<'d> {
     done: bool,
     /// The global filter's runs, when the store has one, and what the merge changes there.
     track: Option<(&'d Runs, Moves)>,
+    ranges: &'d RangeInput,
+    range_out: RangeOut,
 }
 
 impl MergeSide<'_> {
@@ -207,8 +216,10 @@ impl MergeSide<'_> {
             let mut run = spare.pop().unwrap_or_default();
             run.clear();
             let mut ends_table = false;
+            let (ranges, range_out) = (self.ranges, &mut self.range_out);
             if let Some((k, v)) = self.carry.take() {
                 self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+                range_out.reach(ranges, &k);
                 run.push(&k, v.as_deref());
             }
             let (limit, drop_t) = (self.table_bytes, self.drop_tombstone);
@@ -216,16 +227,20 @@ impl MergeSide<'_> {
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
-                let more = self.merger.next_entry(|k, v| {
-                    if v.is_none() && drop_t(k) {
+                let more = self.merger.next_entry_from(|src, k, v| {
+                    if v.is_none() && drop_t(k) && !ranges.keeps_start(k) {
                         return;
+                    }
+                    if v.is_some() && ranges.drops(k, src) {
+                        return; // under a newer range tombstone
                     }
                     kept = true;
                     let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
-                    if in_table > 0 && in_table + size > limit {
+                    if in_table > 0 && in_table + size > limit && range_out.may_cut_before(k) {
                         carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
                     } else {
                         in_table += size;
+                        range_out.reach(ranges, k);
                         run.push(k, v);
                     }
                 })?;
@@ -246,8 +261,17 @@ impl MergeSide<'_> {
             }
             self.in_table = in_table;
             self.carry = carry;
+            let tombstones = if ends_table {
+                self.range_out.end_table(self.ranges, self.done)
+            } else {
+                Vec::new()
+            };
             if run.len() > 0 || ends_table {
-                out.push(Chunk { run, ends_table });
+                out.push(Chunk {
+                    run,
+                    ends_table,
+                    tombstones,
+                });
             } else {
                 spare.push(run);
             }
@@ -298,19 +322,27 @@ impl WriteSide<'_> {
                 self.bufs.push(w.add_part(part, keys)?);
             }
             if ends {
-                self.finish_table()?;
+                self.finish_table(&chunk.tombstones)?;
             }
         }
         spare.extend(chunks.into_iter().map(|c| c.run));
         Ok(())
     }
 
-    /// Finishes the table being written, and writes its filters.
-    fn finish_table(&mut self) -> Result<()> {
+    /// Finishes the table being written, and writes its filters and `tombstones`.
+    fn finish_table(&mut self, tombstones: &[RangeTombstone]) -> Result<()> {
         let Some(w) = self.table.take() else {
+            if !tombstones.is_empty() {
+                // Never dropped silently: the keys they hide would be seen again.
+                return Err(crate::Error::Internal(format!(
+                    "a compaction kept {} range tombstones for an output table without entries",
+                    tombstones.len()
+                )));
+            }
             return Ok(());
         };
         let t = w.finish(&self.out.spec)?;
+        let t = t.with_tombstones(&self.out.spec, tombstones)?;
         self.written += t.record.file_bytes + t.filter_bytes;
         self.tables.push(t);
         Ok(())
@@ -373,6 +405,8 @@ fn run_pipeline(
         carry: None,
         done: false,
         track: runs.map(|r| (r, Moves::default())),
+        ranges: &out.ranges,
+        range_out: RangeOut::default(),
     };
     let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
     let mut pending: Vec<Chunk> = Vec::new();
@@ -395,7 +429,7 @@ fn run_pipeline(
         pending = filled?;
         spare_m.append(&mut spare_w);
     }
-    w.finish_table()?;
+    w.finish_table(&[])?;
     Ok(m.track.map(|(_, moves)| moves).unwrap_or_default())
 }
 
@@ -445,6 +479,7 @@ mod tests {
                     alloc: &alloc,
                 },
                 table_bytes: 1 << 20,
+                ranges: Default::default(),
             };
             let counters = Arc::new(TableCounters::default());
             let sources: Vec<Source> = tables

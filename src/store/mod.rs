@@ -19,6 +19,7 @@
 mod backup;
 mod commit;
 mod compact;
+mod compact_range;
 mod durable;
 mod filters;
 mod global;

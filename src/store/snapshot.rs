@@ -341,14 +341,21 @@ impl Pinned {
     fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
         let t = &self.tree;
         if let Some(m) = &t.mem {
-            if let Some(v) =
-                m.with(|mem| mem.get_at(key, hash, m.pos).map(|v| v.map(<[u8]>::to_vec)))
-            {
+            if let Some(v) = m.with(|mem| {
+                // A range tombstone the snapshot sees hides every older version.
+                let v = mem.get_at(key, hash, m.pos).map(|v| v.map(<[u8]>::to_vec));
+                v.or_else(|| mem.range_covers(key, m.pos).then_some(None))
+            }) {
                 return Ok(v);
             }
         }
-        if let Some(v) = t.imm.as_ref().and_then(|m| m.get_hashed(key, hash)) {
-            return Ok(v.map(<[u8]>::to_vec));
+        if let Some(imm) = &t.imm {
+            if let Some(v) = imm.get_hashed(key, hash) {
+                return Ok(v.map(<[u8]>::to_vec));
+            }
+            if imm.range_covers(key, u64::MAX) {
+                return Ok(None);
+            }
         }
         if t.version.global().is_none() {
             return t.version.get(key, hash);
@@ -366,11 +373,17 @@ impl Pinned {
             let mut batch = Batch::new(keys);
             if let Some(m) = &t.mem {
                 m.with(|mem| {
-                    batch.answer_from(|k, h| mem.get_at(k, h, m.pos).map(|v| v.map(<[u8]>::to_vec)))
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_at(k, h, m.pos).map(|v| v.map(<[u8]>::to_vec));
+                        v.or_else(|| mem.range_covers(k, m.pos).then_some(None))
+                    })
                 });
             }
             if let Some(imm) = &t.imm {
-                batch.answer_from(|k, h| imm.get_hashed(k, h).map(|v| v.map(<[u8]>::to_vec)));
+                batch.answer_from(|k, h| {
+                    let v = imm.get_hashed(k, h).map(|v| v.map(<[u8]>::to_vec));
+                    v.or_else(|| imm.range_covers(k, u64::MAX).then_some(None))
+                });
             }
             batch
         };

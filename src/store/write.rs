@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
-use crate::wal::{WalWriter, WriteBatch};
+use crate::wal::{Op, WalWriter, WriteBatch};
 
 impl Store {
     /// Stores `value` under `key`: anything that is bytes (`&[u8]`, `Vec<u8>`, `&str`,
@@ -51,7 +51,7 @@ impl Store {
     ) -> Result<()> {
         let sync = self.inner.synced(opts);
         self.inner
-            .apply(&[(key.as_ref(), Some(value.as_ref()))], sync)
+            .apply(&[Op::Put(key.as_ref(), value.as_ref())], sync)
     }
 
     /// Removes `key` (a no-op for an absent key, but still logged).
@@ -62,7 +62,58 @@ impl Store {
     /// Removes `key`, durable as `opts` says (see [`WriteOptions`]).
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
         let sync = self.inner.synced(opts);
-        self.inner.apply(&[(key.as_ref(), None)], sync)
+        self.inner.apply(&[Op::Delete(key.as_ref())], sync)
+    }
+
+    /// Removes every key `k` with `start <= k < end` (half-open, as RocksDB's
+    /// `DeleteRange`), with one log record and one range tombstone whatever the number of
+    /// keys: reads stop seeing them at once, compaction reclaims their bytes (at once with
+    /// [`compact_range`](Store::compact_range)). A range with `start >= end` removes nothing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// for k in ["a1", "b1", "b2", "c1"] {
+    ///     store.put(k, "v")?;
+    /// }
+    /// store.delete_range("b", "c")?;
+    /// let keys: Vec<_> = store.scan::<&[u8]>(..).map(|r| r.unwrap().0).collect();
+    /// assert_eq!(keys, [b"a1".to_vec(), b"c1".to_vec()]);
+    /// store.put("b3", "v")?; // a later write survives
+    /// assert_eq!(store.get("b3")?, Some(b"v".to_vec()));
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_opt(start, end, &WriteOptions::default())
+    }
+
+    /// [`delete_range`](Self::delete_range), durable as `opts` says.
+    pub fn delete_range_opt(
+        &self,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        if start >= end {
+            return self.inner.check_writable();
+        }
+        let sync = self.inner.synced(opts);
+        self.inner.apply(&[Op::DeleteRange(start, end)], sync)
+    }
+
+    /// Removes every key that starts with `prefix` (one range tombstone, as
+    /// [`delete_range`](Self::delete_range)).
+    pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_prefix_opt(prefix, &WriteOptions::default())
+    }
+
+    /// [`delete_prefix`](Self::delete_prefix), durable as `opts` says.
+    pub fn delete_prefix_opt(&self, prefix: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
+        let prefix = prefix.as_ref();
+        let end =
+            crate::tombstone::prefix_end(prefix).unwrap_or_else(crate::tombstone::key_space_end);
+        self.delete_range_opt(prefix, end, opts)
     }
 
     /// Applies a batch atomically: after a crash either all of it or none of it is there.
@@ -72,11 +123,7 @@ impl Store {
 
     /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        let ops: Vec<(&[u8], Option<&[u8]>)> = batch
-            .ops
-            .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_deref()))
-            .collect();
+        let ops: Vec<Op<'_>> = batch.ops.iter().map(|op| op.as_op()).collect();
         let sync = self.inner.synced(opts);
         self.inner.apply(&ops, sync)
     }
@@ -123,10 +170,25 @@ impl Inner {
     /// Checks a write and commits it through the writers queue (`commit.rs`): its record
     /// is in the log (fsynced with `sync`) and its operations in the memtable when this
     /// returns `Ok`.
-    pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)], sync: bool) -> Result<()> {
+    pub(super) fn apply(&self, ops: &[Op<'_>], sync: bool) -> Result<()> {
         self.check_writable()?;
         let mut bytes = 0;
-        for (k, v) in ops {
+        for op in ops {
+            let (k, v) = match *op {
+                Op::Put(k, v) => (k, Some(v)),
+                Op::Delete(k) => (k, None),
+                Op::DeleteRange(s, e) => {
+                    // The end may be one byte longer than a key (`key_space_end`).
+                    if e.len() > crate::tombstone::file::MAX_END_LEN {
+                        return Err(Error::TooLarge {
+                            what: "range end",
+                            len: e.len(),
+                            max: crate::tombstone::file::MAX_END_LEN,
+                        });
+                    }
+                    (s, None)
+                }
+            };
             if k.len() > crate::codec::MAX_KEY_LEN {
                 return Err(Error::TooLarge {
                     what: "key",
@@ -143,7 +205,7 @@ impl Inner {
                     });
                 }
             }
-            bytes += k.len() + v.map_or(0, <[u8]>::len);
+            bytes += op.bytes();
         }
         if ops.is_empty() {
             return Ok(());
