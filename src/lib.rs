@@ -60,7 +60,12 @@ mod mmap;
 pub mod repair;
 mod scan;
 pub mod store;
-pub(crate) mod tombstone;
+// The range tombstones file's decoder is public only with `internals`, for tests and fuzz
+// targets.
+#[cfg(feature = "internals")]
+pub mod tombstone;
+#[cfg(not(feature = "internals"))]
+mod tombstone;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]
 pub mod table;

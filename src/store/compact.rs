@@ -224,6 +224,16 @@ impl Inner {
                 }
                 add.push(Arc::new(t));
             }
+            // A sorted level's tables stay disjoint under their bounds widened to their range
+            // tombstones (`tombstone::compact` never cuts a table inside one).
+            if output > 0 {
+                if let Some(w) = add.windows(2).find(|w| w[0].max_key() >= w[1].min_key()) {
+                    return Err(crate::Error::Internal(format!(
+                        "compaction outputs {} and {} overlap",
+                        w[0].record.number, w[1].record.number
+                    )));
+                }
+            }
             Ok(())
         })();
         let edit = VersionEdit {

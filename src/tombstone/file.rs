@@ -24,7 +24,7 @@ const HEADER_LEN: usize = 8;
 pub(crate) const MAX_END_LEN: usize = MAX_KEY_LEN + 1;
 
 /// The bytes of a file holding `tombstones` (sorted by start, each `start < end`).
-pub(crate) fn encode(tombstones: &[RangeTombstone]) -> Vec<u8> {
+pub fn encode(tombstones: &[RangeTombstone]) -> Vec<u8> {
     let mut b = Vec::with_capacity(
         16 + tombstones
             .iter()
@@ -48,7 +48,7 @@ pub(crate) fn encode(tombstones: &[RangeTombstone]) -> Vec<u8> {
 /// Decodes a file's bytes, checking everything: magic, version, reserved bytes, CRC, every
 /// length against the bytes left, `start < end`, sorted starts, no trailing bytes. An error
 /// names the offset (the caller adds the file).
-pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<RangeTombstone>> {
+pub fn decode(bytes: &[u8]) -> Result<Vec<RangeTombstone>> {
     if bytes.len() < HEADER_LEN + 1 + 4 {
         return Err(Error::corrupt(
             0,

@@ -21,7 +21,7 @@
 //! nothing, and a version without tombstones has an empty cover.
 
 pub(crate) mod compact;
-pub(crate) mod file;
+pub mod file;
 
 use std::collections::BTreeMap;
 
