@@ -32,8 +32,18 @@ fn delete_range_and_prefix_remove_keys_and_compact_reclaims_them() {
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("db");
     let mut lines = String::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..3000 {
-        lines.push_str(&format!("a{i:05}\t{}\n", "v".repeat(100)));
+        // 100 pseudo-random hex digits: values that do not compress.
+        let v: String = (0..100)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                char::from_digit((x >> 60) as u32, 16).unwrap()
+            })
+            .collect();
+        lines.push_str(&format!("a{i:05}\t{v}\n"));
         lines.push_str(&format!("b{i:05}\tv\n"));
     }
     let file = t.path().join("in.tsv");

@@ -32,6 +32,7 @@ use crate::tombstone::{Cover, RangeTombstone};
 
 mod batch;
 mod set;
+mod tombstones;
 pub(crate) use batch::Batch;
 pub(crate) use set::{SetState, VersionEdit, VersionSet};
 
@@ -113,27 +114,6 @@ impl TableHandle {
             wide: None,
             files,
         }
-    }
-
-    /// The same handle with range tombstones `tombstones` (sorted by start), its bounds
-    /// widened to cover them: lookups, scans, planning and tombstone dropping all skip
-    /// tables by their bounds.
-    pub(crate) fn with_tombstones(
-        mut self,
-        tombstones: Option<Arc<[RangeTombstone]>>,
-    ) -> TableHandle {
-        let m = &self.table.meta;
-        let wide = tombstones.as_deref().and_then(|ts| {
-            let min = ts.iter().map(|t| &t.start).min()?.min(&m.min_key);
-            let max = ts.iter().map(|t| &t.end).max()?.max(&m.max_key);
-            (min != &m.min_key || max != &m.max_key).then(|| Box::new((min.clone(), max.clone())))
-        });
-        if let Some(w) = &wide {
-            (self.lo, self.hi) = (prefix8(&w.0), prefix8(&w.1));
-        }
-        self.wide = wide;
-        self.tombstones = tombstones.filter(|t| !t.is_empty());
-        self
     }
 
     /// The table's L0 run id in the global filter, if it has one.
@@ -402,46 +382,13 @@ impl Version {
         let deep = (1..levels.len().min(32))
             .filter(|&l| !levels[l].is_empty())
             .fold(0, |d, l| d | 1 << l);
-        let l0 = levels.first().map_or(0, Vec::len);
-        let cover = levels
-            .iter()
-            .enumerate()
-            .flat_map(|(l, ts)| ts.iter().enumerate().map(move |(i, t)| (l, i, t)))
-            .filter_map(|(l, i, t)| Some((Version::rank_of(l0, l, i), t.tombstones.as_ref()?)))
-            .flat_map(|(rank, ts)| ts.iter().map(move |t| (t, rank)));
-        let cover = Arc::new(Cover::build(cover));
+        let cover = Version::cover_of(&levels);
         Version {
             levels: levels.into_iter().map(Level::new).collect(),
             deep,
             global: None,
             cover,
         }
-    }
-
-    /// The rank of table `i` of level `l` in a version with `l0` L0 tables: its place in
-    /// the lookup order (L0 newest first, then the levels), so that a range tombstone hides
-    /// an entry found in a table of a higher rank.
-    #[inline]
-    fn rank_of(l0: usize, l: usize, i: usize) -> u32 {
-        if l == 0 {
-            i as u32
-        } else {
-            (l0 + l) as u32
-        }
-    }
-
-    /// The tables' range tombstones, ranked (see [`rank_of`](Self::rank_of)).
-    pub(crate) fn cover(&self) -> &Cover {
-        &self.cover
-    }
-
-    /// Whether the tables' range tombstones hide `key` found in table `i` of level `l`.
-    #[inline]
-    fn hidden(&self, key: &[u8], l: usize, i: usize) -> bool {
-        !self.cover.is_empty()
-            && self
-                .cover
-                .hides(key, Version::rank_of(self.l0_count(), l, i))
     }
 
     /// A version from handles whose records carry their level (a manifest's tables, at
