@@ -305,6 +305,7 @@ mod tests {
         assert_eq!(table_path(dir, 7), dir.join("000007.sst"));
         assert_eq!(filter_path(dir, 7), dir.join("000007.filter"));
         assert_eq!(range_path(dir, 7), dir.join("000007.range"));
+        assert_eq!(tombstones_path(dir, 7), dir.join("000007.rdel"));
         assert_eq!(wal_path(dir, 1_234_567), dir.join("1234567.wal"));
         let names: Vec<String> = FIXED.iter().map(|(_, f)| f.to_string()).collect();
         assert_eq!(
@@ -321,9 +322,9 @@ mod tests {
             ]
         );
         let exts: Vec<&str> = Numbered::ALL.iter().map(|k| k.extension()).collect();
-        assert_eq!(exts, ["sst", "filter", "range", "wal"]);
+        assert_eq!(exts, ["sst", "filter", "range", "rdel", "wal"]);
         let per_table: Vec<bool> = Numbered::ALL.iter().map(|k| k.per_table()).collect();
-        assert_eq!(per_table, [true, true, true, false]);
+        assert_eq!(per_table, [true, true, true, true, false]);
     }
 
     #[test]

@@ -620,13 +620,23 @@ mod tests {
             e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 3"),
             "{e}"
         );
-        // A table property this version does not know (tag 1 is the range filter).
-        let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
+        // A table property this version does not know (tag 1 is the range filter, 2 the
+        // range tombstones file).
+        let body = body_v3(&[(3, b"\x07")], &[(1, &monkey10())]);
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains("offset 41") && e.contains("unknown table property tag 2"),
+            e.contains("offset 41") && e.contains("unknown table property tag 3"),
             "{e}"
         );
+        // Tag 2: the range tombstones file, its number not 0, nothing after it.
+        let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
+        let m = Manifest::decode(&framed(3, &body)).unwrap();
+        assert_eq!(m.tables[0].range_tombstones, Some(7));
+        assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+        for bad in [&b"\x00"[..], b"\x07\x00", b"\x80"] {
+            let body = body_v3(&[(2, bad)], &[(1, &monkey10())]);
+            assert!(Manifest::decode(&framed(3, &body)).is_err(), "{bad:?}");
+        }
         // A newer manifest version is refused outright.
         let e = err_of(&framed(4, &body_v3(&[], &[(1, &monkey10())])));
         assert!(e.contains("unsupported manifest version 4"), "{e}");

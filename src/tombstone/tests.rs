@@ -94,7 +94,7 @@ fn tombstone_file_round_trips_and_refuses_damage() {
         ),
         (
             &[2, 1, b'b', 1, b'c', 1, b'a', 1, b'c'],
-            "offset 14: range tombstones out of order",
+            "offset 13: range tombstones out of order",
         ),
         (&[1, 5, b'a', 1, b'b'], "need 5 bytes"),
         (&[1, 1, b'a', 1, b'b', 0], "trailing"),
