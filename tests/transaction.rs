@@ -423,6 +423,9 @@ fn transfer(store: &Store, rng: &mut Rng) -> filterstore::Result<u64> {
         let mut t = store.transaction();
         let a = num(t.get(account(from))?);
         let b = num(t.get(account(to))?);
+        // Lets other transfers run between the reads and the commit (the race this is
+        // about; on two cores the threads would rarely overlap otherwise).
+        std::thread::yield_now();
         t.put(account(from), (a - amount).to_string());
         t.put(account(to), (b + amount).to_string());
         match t.commit() {

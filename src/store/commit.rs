@@ -201,6 +201,12 @@ impl CommitQueue {
     pub(super) fn queued(&self) -> usize {
         self.lock().pending.len()
     }
+
+    /// Whether a leader is committing (tests wait for it).
+    #[cfg(test)]
+    pub(super) fn leading_now(&self) -> bool {
+        self.leading.load(SeqCst)
+    }
 }
 
 /// The leader's own write: still as the caller's ops (it led at once) or already encoded in
