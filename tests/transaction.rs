@@ -4,7 +4,6 @@
 //! every sync point of transactional commits.
 
 #[path = "common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::collections::BTreeMap;
@@ -19,6 +18,9 @@ use filterstore::{Error, Options, Store, SyncPolicy};
 fn open(dir: &Path) -> Store {
     Store::open(dir, Options::default()).unwrap()
 }
+
+/// The store's (or a model's) contents.
+type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn num(v: Option<Vec<u8>>) -> i64 {
     v.map_or(0, |v| String::from_utf8(v).unwrap().parse().unwrap())
@@ -507,7 +509,7 @@ fn power_cut_at_every_sync_point_of_transactional_commits() {
     const TRANSFERS: usize = 60;
     // The balances after the first batch and after each transfer, and how many of those
     // writes were acknowledged.
-    let run = |dir: &Path, fs: &FaultFs| -> (Vec<BTreeMap<Vec<u8>, Vec<u8>>>, usize) {
+    let run = |dir: &Path, fs: &FaultFs| -> (Vec<Contents>, usize) {
         let mut states = Vec::new();
         let Ok(store) = Store::open(dir, opts(fs)) else {
             return (states, 0);
