@@ -300,7 +300,7 @@ impl Stress {
     /// Transfer ids: the child's round (`--version-base`) in the top 24 bits, the lane in
     /// the next 8, a count below.
     pub(super) fn bank_child(&self, g: &Global) -> Result<Exit, CliError> {
-        let store = Store::open(&g.dir(), options(SyncPolicy::EveryWrite))?;
+        let store = Store::open(g.dir(), options(SyncPolicy::EveryWrite))?;
         let stop_at = Instant::now() + Duration::from_secs(self.duration.max(1) * 2 + 10);
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| -> Result<(), CliError> {
