@@ -56,6 +56,12 @@
 //!   same state lock and still under the writer lock: a snapshot sees exactly the writes
 //!   numbered up to the `seq` it takes under that lock. Where the fsync is made does not
 //!   change the numbering or the order in which writes become visible.
+//! - **Transactions.** A transaction's write carries its check (`tx/window.rs`): the
+//!   leader makes it, in log order, before it numbers the record, against the window of keys
+//!   written since the transaction's snapshot, which holds the earlier records of the same
+//!   group too; a refused record is left out of the group (its writer gets
+//!   `Error::Conflict`), the others are written as usual. While transactions are open every
+//!   numbered record's keys join the window. See docs/engine.md, "Transactions".
 //! - **Hand-over.** The queue's front yields its core in a loop, watching the lead, instead
 //!   of parking at once: the lead passes to it as soon as the leader before it is done,
 //!   without a wake-up (a futex wake and a scheduler round trip, tens of microseconds on an
