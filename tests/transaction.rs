@@ -578,3 +578,51 @@ fn power_cut_at_every_sync_point_of_transactional_commits() {
         total_syncs + 1
     );
 }
+
+/// A range deletion committed after a transaction's snapshot is a write of its range: a
+/// key read inside it, or a scanned range overlapping it, is a conflict; a range deleted
+/// beside what was read is not.
+#[test]
+fn a_range_deletion_conflicts_with_what_it_covers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    for k in ["a", "b", "c", "m", "x"] {
+        store.put(k, "1").unwrap();
+    }
+    // (what the transaction reads, the range deleted after its snapshot, a conflict?)
+    let cases: [(&str, (&str, &str), bool); 6] = [
+        ("get b", ("b", "c"), true),
+        ("get c", ("b", "c"), false),
+        ("get q", ("p", "r"), true), // read as absent
+        ("scan a..c", ("b", "bb"), true),
+        ("scan a..c", ("c", "d"), false),
+        ("prefix m", ("l", "mm"), true),
+    ];
+    for (read, (from, to), conflict) in cases {
+        let mut t = store.transaction();
+        match read.split_once(' ') {
+            Some(("get", k)) => {
+                t.get(k).unwrap();
+            }
+            Some(("scan", r)) => {
+                let (a, b) = r.split_once("..").unwrap();
+                t.scan(a..b).count();
+            }
+            Some(("prefix", p)) => {
+                t.scan_prefix(p).count();
+            }
+            _ => unreachable!(),
+        }
+        t.put("out", read);
+        store.delete_range(from, to).unwrap();
+        let r = t.commit();
+        assert_eq!(
+            matches!(r, Err(Error::Conflict)),
+            conflict,
+            "{read} against delete_range({from}, {to}): {r:?}"
+        );
+        for k in ["a", "b", "c", "m", "x"] {
+            store.put(k, "1").unwrap();
+        }
+    }
+}

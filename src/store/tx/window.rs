@@ -67,14 +67,18 @@ impl TxCheck {
     }
 }
 
-/// Keys written since some commit (each counted with [`ENTRY_OVERHEAD`] bytes more): every write numbered above `complete_from` is here
-/// (while transactions are open; with none open it is kept empty).
+/// Keys and deleted ranges written since some commit (each counted with
+/// [`ENTRY_OVERHEAD`] bytes more): every write numbered above `complete_from` is here (while
+/// transactions are open; with none open it is kept empty).
 #[derive(Default)]
 pub(crate) struct Window {
     /// Each key with the number of the last commit that wrote it.
     keys: BTreeMap<Arc<[u8]>, u64>,
     /// The same entries in commit order, for pruning from the oldest.
     order: VecDeque<(u64, Arc<[u8]>)>,
+    /// Ranges deleted (`delete_range`: every key `start <= k < end`), in commit order, with
+    /// their commit's number. Few: each is checked against every read.
+    deleted: VecDeque<(u64, Box<[u8]>, Box<[u8]>)>,
     bytes: usize,
     /// The window holds every write numbered above this.
     complete_from: u64,
@@ -93,7 +97,10 @@ impl Window {
     pub(crate) fn record_op(&mut self, op: crate::wal::Op<'_>, seq: u64) {
         match op {
             crate::wal::Op::Put(k, _) | crate::wal::Op::Delete(k) => self.record(k, seq),
-            crate::wal::Op::DeleteRange(..) => {}
+            crate::wal::Op::DeleteRange(a, b) => {
+                self.bytes += a.len() + b.len() + ENTRY_OVERHEAD;
+                self.deleted.push_back((seq, a.into(), b.into()));
+            }
         }
     }
 
@@ -112,22 +119,43 @@ impl Window {
     }
 
     fn conflicts(&self, tx: &TxCheck) -> bool {
-        if self.keys.is_empty() {
-            return false;
-        }
         let after = |s: &u64| *s > tx.snapshot;
+        // Ranges deleted after the snapshot: a read key inside one, or a scanned range that
+        // overlaps one (an excluded start `a` counted as overlapping `..end` when `a < end`,
+        // a false conflict only when `end` is `a` plus a zero byte).
+        let deleted: Vec<(&[u8], &[u8])> = self
+            .deleted
+            .iter()
+            .filter(|(s, _, _)| after(s))
+            .map(|(_, a, b)| (&a[..], &b[..]))
+            .collect();
+        let in_deleted = |k: &[u8]| deleted.iter().any(|&(a, b)| a <= k && k < b);
+        let overlaps = |lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>| {
+            deleted.iter().any(|&(a, b)| {
+                let above_lo = match lo {
+                    Bound::Included(l) | Bound::Excluded(l) => l.as_slice() < b,
+                    Bound::Unbounded => true,
+                };
+                let below_hi = match hi {
+                    Bound::Included(h) => a <= h.as_slice(),
+                    Bound::Excluded(h) => a < h.as_slice(),
+                    Bound::Unbounded => true,
+                };
+                a < b && above_lo && below_hi
+            })
+        };
         tx.reads
             .iter()
-            .any(|k| self.keys.get(k.as_slice()).is_some_and(after))
-            || tx.ranges.iter().any(|(a, b)| {
-                if crate::store::live::range_is_empty(a, b) {
+            .any(|k| self.keys.get(k.as_slice()).is_some_and(after) || in_deleted(k))
+            || tx.ranges.iter().any(|(lo, hi)| {
+                if crate::store::live::range_is_empty(lo, hi) {
                     return false;
                 }
                 let r = (
-                    a.as_ref().map(|k| k.as_slice()),
-                    b.as_ref().map(|k| k.as_slice()),
+                    lo.as_ref().map(|k| k.as_slice()),
+                    hi.as_ref().map(|k| k.as_slice()),
                 );
-                self.keys.range::<[u8], _>(r).any(|(_, s)| after(s))
+                self.keys.range::<[u8], _>(r).any(|(_, s)| after(s)) || overlaps(lo, hi)
             })
     }
 
@@ -136,13 +164,13 @@ impl Window {
     /// `oldest`; then the oldest entries while the window is over `limit` bytes.
     pub(crate) fn prune(&mut self, oldest: Option<u64>, last: u64, limit: usize) {
         let Some(oldest) = oldest else {
-            if !self.order.is_empty() {
+            if !self.order.is_empty() || !self.deleted.is_empty() {
                 *self = Window::default();
             }
             self.complete_from = last;
             return;
         };
-        while let Some(&(seq, _)) = self.order.front() {
+        while let Some(seq) = self.oldest_entry() {
             if seq > oldest && self.bytes <= limit {
                 break;
             }
@@ -151,8 +179,26 @@ impl Window {
         self.complete_from = self.complete_from.max(oldest.min(last));
     }
 
+    /// The commit number of the oldest entry, key or deleted range.
+    fn oldest_entry(&self) -> Option<u64> {
+        let k = self.order.front().map(|e| e.0);
+        let d = self.deleted.front().map(|e| e.0);
+        k.into_iter().chain(d).min()
+    }
+
+    /// Drops the oldest entry (a key, or a deleted range when that is older).
     fn pop(&mut self) {
-        if let Some((seq, k)) = self.order.pop_front() {
+        let range_first = match (self.order.front(), self.deleted.front()) {
+            (Some(k), Some(d)) => d.0 < k.0,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if range_first {
+            if let Some((seq, a, b)) = self.deleted.pop_front() {
+                self.bytes -= a.len() + b.len() + ENTRY_OVERHEAD;
+                self.complete_from = self.complete_from.max(seq);
+            }
+        } else if let Some((seq, k)) = self.order.pop_front() {
             self.bytes -= k.len() + ENTRY_OVERHEAD;
             if self.keys.get(&k) == Some(&seq) {
                 self.keys.remove(&k);
