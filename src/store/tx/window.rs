@@ -67,6 +67,9 @@ impl TxCheck {
     }
 }
 
+/// A range deleted by the commit numbered `.0`: every key `.1 <= k < .2`.
+type Deleted = (u64, Box<[u8]>, Box<[u8]>);
+
 /// Keys and deleted ranges written since some commit (each counted with
 /// [`ENTRY_OVERHEAD`] bytes more): every write numbered above `complete_from` is here (while
 /// transactions are open; with none open it is kept empty).
@@ -78,7 +81,7 @@ pub(crate) struct Window {
     order: VecDeque<(u64, Arc<[u8]>)>,
     /// Ranges deleted (`delete_range`: every key `start <= k < end`), in commit order, with
     /// their commit's number. Few: each is checked against every read.
-    deleted: VecDeque<(u64, Box<[u8]>, Box<[u8]>)>,
+    deleted: VecDeque<Deleted>,
     bytes: usize,
     /// The window holds every write numbered above this.
     complete_from: u64,
