@@ -87,7 +87,7 @@ pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
     LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
-    Store, SyncPolicy, TableStats, WriteOptions,
+    Store, SyncPolicy, TableStats, Transaction, TransactionScan, WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

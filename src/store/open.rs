@@ -257,6 +257,7 @@ impl Store {
             commit: Default::default(),
             last_seq: AtomicU64::new(seq),
             snapshots: Default::default(),
+            txs: Default::default(),
             writer: Mutex::new(Writer::default()),
             versions,
             compaction: Mutex::new(()),

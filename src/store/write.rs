@@ -158,7 +158,7 @@ impl Store {
 
 impl Inner {
     /// Whether a write made with `opts` returns only once durable.
-    fn synced(&self, opts: &WriteOptions) -> bool {
+    pub(super) fn synced(&self, opts: &WriteOptions) -> bool {
         let by_policy = self.opts.sync == SyncPolicy::EveryWrite;
         let sync = opts.sync.unwrap_or(by_policy);
         if sync != by_policy {
@@ -171,6 +171,17 @@ impl Inner {
     /// is in the log (fsynced with `sync`) and its operations in the memtable when this
     /// returns `Ok`.
     pub(super) fn apply(&self, ops: &[Op<'_>], sync: bool) -> Result<()> {
+        self.apply_checked(ops, sync, None)
+    }
+
+    /// [`apply`](Self::apply), with a transaction's check made by the commit leader before
+    /// the write is numbered (`tx/window.rs`).
+    pub(super) fn apply_checked(
+        &self,
+        ops: &[Op<'_>],
+        sync: bool,
+        tx: Option<&Arc<super::tx::TxCheck>>,
+    ) -> Result<()> {
         self.check_writable()?;
         let mut bytes = 0;
         for op in ops {
@@ -223,7 +234,7 @@ impl Inner {
                 });
             }
         }
-        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len, sync)
+        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len, sync, tx)
     }
 
     /// Starts a new log for the memtable.
