@@ -77,6 +77,10 @@ impl Source {
         self.cursor.as_ref().and_then(TableCursor::value)
     }
 
+    fn expires(&self) -> u64 {
+        self.cursor.as_ref().map_or(0, TableCursor::expires)
+    }
+
     fn advance(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cursor {
             c.advance()?;
@@ -106,6 +110,10 @@ impl crate::merge::Source for Source {
     fn value(&self) -> Option<&[u8]> {
         Source::value(self)
     }
+    #[inline]
+    fn expires(&self) -> u64 {
+        Source::expires(self)
+    }
     fn open(&mut self, _: Bound<&[u8]>, _: Bound<&[u8]>) -> Result<()> {
         Ok(()) // never pending: positioned on its first entry when made
     }
@@ -125,6 +133,8 @@ pub(crate) struct Output<'a> {
     pub spec: TableSpec<'a>,
     /// A new table is started once the current one holds this many key and value bytes.
     pub table_bytes: u64,
+    /// What the merge does to the entries it writes: expiry and the compaction filter.
+    pub expiry: super::expire::Rewrite<'a>,
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
@@ -193,7 +203,8 @@ struct MergeSide<'d> {
     /// Key and value bytes in the output table being filled.
     in_table: u64,
     /// An entry that did not fit the last run (it starts the next table).
-    carry: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    carry: Option<(Vec<u8>, Option<Vec<u8>>, u64)>,
+    rewrite: &'d super::expire::Rewrite<'d>,
     done: bool,
     /// The global filter's runs, when the store has one, and what the merge changes there.
     track: Option<(&'d Runs, Moves)>,
@@ -206,27 +217,37 @@ impl MergeSide<'_> {
         while out.len() < n && !self.done {
             let mut run = spare.pop().unwrap_or_default();
             run.clear();
+            run.tagged = self.rewrite.tagged;
             let mut ends_table = false;
-            if let Some((k, v)) = self.carry.take() {
+            if let Some((k, v, e)) = self.carry.take() {
                 self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
-                run.push(&k, v.as_deref());
+                run.push(&k, v.as_deref(), e);
             }
-            let (limit, drop_t) = (self.table_bytes, self.drop_tombstone);
+            let (limit, drop_t, rewrite) = (self.table_bytes, self.drop_tombstone, self.rewrite);
             let mut in_table = self.in_table;
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
-                let more = self.merger.next_entry(|k, v| {
+                let more = self.merger.next_entry_exp(|k, v, exp| {
+                    let changed;
+                    let (v, exp) = match rewrite.apply(k, v, exp) {
+                        super::expire::Out::Same => (v, exp),
+                        super::expire::Out::Tombstone => (None, 0),
+                        super::expire::Out::Value(nv) => {
+                            changed = nv;
+                            (Some(changed.as_slice()), exp)
+                        }
+                    };
                     if v.is_none() && drop_t(k) {
                         return;
                     }
                     kept = true;
                     let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
                     if in_table > 0 && in_table + size > limit {
-                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
+                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec), exp));
                     } else {
                         in_table += size;
-                        run.push(k, v);
+                        run.push(k, v, exp);
                     }
                 })?;
                 if !more {
@@ -371,6 +392,7 @@ fn run_pipeline(
         table_bytes: out.table_bytes.max(1),
         in_table: 0,
         carry: None,
+        rewrite: &out.expiry,
         done: false,
         track: runs.map(|r| (r, Moves::default())),
     };
@@ -435,6 +457,7 @@ mod tests {
             let alloc = || Ok(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             let fs: Arc<dyn crate::io::Fs> = Arc::new(RealFs);
             let out = Output {
+                expiry: Default::default(),
                 spec: TableSpec {
                     fs: &fs,
                     dir: &out_dir,

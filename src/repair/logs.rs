@@ -63,7 +63,7 @@ impl Repair<'_> {
                 &mut record,
                 *s,
                 b.len(),
-                b.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
+                b.iter().map(|(k, v, e)| (k.as_slice(), v.as_deref(), *e)),
             )?;
             wal.append(&record, false)?;
         }

@@ -111,7 +111,7 @@ fn watch_for_lead(leading: &AtomicBool, waiting: &AtomicUsize) -> bool {
 }
 
 /// One write: key and value (`None` for a delete) pairs, applied atomically.
-pub(super) type Ops<'a> = [(&'a [u8], Option<&'a [u8]>)];
+pub(super) type Ops<'a> = [wal::Op<'a>];
 
 /// The writers queue (see the module docs), with its counters.
 #[derive(Default)]
@@ -358,7 +358,7 @@ impl Inner {
         // The queued records are this process's own encoding; one that does not decode is a
         // bug, reported before anything is written.
         for t in taken.iter() {
-            wal::for_each_op(&t.record, |_, _| {}).map_err(|e| {
+            wal::for_each_op(&t.record, |_, _, _| {}).map_err(|e| {
                 Error::Internal(format!("a queued write's log record does not decode: {e}"))
             })?;
         }
@@ -445,13 +445,13 @@ impl Inner {
         c.user_bytes.fetch_add(user_bytes as u64, Relaxed);
         let mut st = self.state_mut();
         if let Own::Ops(ops) = own {
-            for (k, v) in ops {
-                st.mem.insert(k, *v);
+            for &(k, v, exp) in ops {
+                st.mem.insert_op(k, v, exp);
             }
         }
         for t in taken {
             // Decoded above: cannot fail.
-            wal::for_each_op(&t.record, |k, v| st.mem.insert(k, v))?;
+            wal::for_each_op(&t.record, |k, v, exp| st.mem.insert_op(k, v, exp))?;
         }
         st.seq = last;
         Ok(end)

@@ -144,6 +144,7 @@ impl Inner {
         // Each source's level and first table (for the global filter's run ids).
         let mut source_runs: Vec<(usize, &Arc<TableHandle>)> = Vec::new();
         let mut input_bytes = 0;
+        let mut tagged = false;
         for (l, level) in levels.iter().enumerate() {
             let picked: Vec<&Arc<TableHandle>> = level
                 .iter()
@@ -151,6 +152,7 @@ impl Inner {
                 .collect();
             for t in &picked {
                 input_bytes += t.record.file_bytes;
+                tagged |= t.table.meta.expiring > 0;
             }
             let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
             if l == 0 {
@@ -189,6 +191,12 @@ impl Inner {
                 u64::MAX
             } else {
                 self.opts.table_bytes
+            },
+            expiry: crate::compaction::expire::Rewrite {
+                now: self.opts.clock.now_millis(),
+                filter: self.opts.compaction_filter.as_deref(),
+                level: output,
+                tagged,
             },
         };
         let runs = self.global_runs(v, &source_runs, output)?;

@@ -180,8 +180,8 @@ impl Store {
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
-                let end = replay_file(&path, |k, v| {
-                    mem.insert(&k, v.as_deref());
+                let end = replay_file(&path, |k, v, exp| {
+                    mem.insert_op(&k, v.as_deref(), exp);
                 })?;
                 seq = match end.last_seq {
                     Some(last) => seq.max(last),
@@ -329,7 +329,10 @@ impl Inner {
                 bytes += k.len() + v.map_or(0, <[u8]>::len);
                 end += 1;
             }
-            let entries = (at..end).map(|i| sorted.entry(i));
+            let entries = (at..end).map(|i| {
+                let (k, v) = sorted.entry(i);
+                (k, v, if v.is_some() { sorted.expires(i) } else { 0 })
+            });
             crate::wal::encode_record(&mut record, seq, end - at, entries)?;
             wal.append(&record, false)?;
             at = end;

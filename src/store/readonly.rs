@@ -54,7 +54,7 @@ pub(crate) struct LogView {
     imm_logs: Vec<u64>,
 }
 
-type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+type Ops = Vec<(Vec<u8>, Option<Vec<u8>>, u64)>;
 
 /// What a refresh has read so far: each log and where its read stopped, and the table set
 /// (whose handles are kept for the tables still named).
@@ -127,7 +127,8 @@ fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option
         0
     };
     f.read_to_end(&mut bytes).map_err(|e| Error::io(&path, e))?;
-    let end = replay_bytes(&bytes, |k, v| ops.push((k, v))).map_err(|e| e.in_file(&path, skip))?;
+    let end =
+        replay_bytes(&bytes, |k, v, e| ops.push((k, v, e))).map_err(|e| e.in_file(&path, skip))?;
     let valid = if end.valid_len == 0 {
         from
     } else {
@@ -263,8 +264,8 @@ impl Store {
             .versions
             .adopt_current(version.clone(), r.manifest.log_number);
         let insert = |mem: &mut Memtable, ops: &Ops| {
-            for (k, v) in ops {
-                mem.insert(k, v.as_deref());
+            for (k, v, e) in ops {
+                mem.insert_op(k, v.as_deref(), *e);
             }
         };
         {
@@ -379,16 +380,16 @@ fn layout(logs: &[LogRead]) -> (Memtable, Option<Arc<Imm>>, Option<u64>, Vec<u64
     let Some((newest, older)) = logs.split_last() else {
         return (mem, None, None, Vec::new());
     };
-    for (k, v) in &newest.ops {
-        mem.insert(k, v.as_deref());
+    for (k, v, e) in &newest.ops {
+        mem.insert_op(k, v.as_deref(), *e);
     }
     if older.is_empty() {
         return (mem, None, Some(newest.n), Vec::new());
     }
     let mut imm = Memtable::new();
     for l in older {
-        for (k, v) in &l.ops {
-            imm.insert(k, v.as_deref());
+        for (k, v, e) in &l.ops {
+            imm.insert_op(k, v.as_deref(), *e);
         }
     }
     let log = older[older.len() - 1].n;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
-use crate::wal::{WalWriter, WriteBatch};
+use crate::wal::{Op, WalWriter, WriteBatch};
 
 impl Store {
     /// Stores `value` under `key`: anything that is bytes (`&[u8]`, `Vec<u8>`, `&str`,
@@ -50,8 +50,23 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<()> {
         let sync = self.inner.synced(opts);
+        let exp = self.inner.expiry(0, opts);
         self.inner
-            .apply(&[(key.as_ref(), Some(value.as_ref()))], sync)
+            .apply(&[(key.as_ref(), Some(value.as_ref()), exp)], sync)
+    }
+
+    /// Stores `value` under `key` for `ttl`: from then on (by [`Options::clock`]) the key
+    /// reads as absent, and compaction reclaims the entry (docs/engine.md, "Expiry").
+    /// The same as [`put_opt`](Self::put_opt) with [`WriteOptions::ttl`].
+    ///
+    /// [`Options::clock`]: super::Options::clock
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default().ttl(ttl))
     }
 
     /// Removes `key` (a no-op for an absent key, but still logged).
@@ -62,7 +77,7 @@ impl Store {
     /// Removes `key`, durable as `opts` says (see [`WriteOptions`]).
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
         let sync = self.inner.synced(opts);
-        self.inner.apply(&[(key.as_ref(), None)], sync)
+        self.inner.apply(&[(key.as_ref(), None, 0)], sync)
     }
 
     /// Applies a batch atomically: after a crash either all of it or none of it is there.
@@ -72,10 +87,17 @@ impl Store {
 
     /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        let ops: Vec<(&[u8], Option<&[u8]>)> = batch
+        let ops: Vec<Op<'_>> = batch
             .ops
             .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .map(|(k, v, ttl)| {
+                let exp = if v.is_some() {
+                    self.inner.expiry(*ttl, opts)
+                } else {
+                    0
+                };
+                (k.as_slice(), v.as_deref(), exp)
+            })
             .collect();
         let sync = self.inner.synced(opts);
         self.inner.apply(&ops, sync)
@@ -110,6 +132,18 @@ impl Store {
 }
 
 impl Inner {
+    /// `expires_at` of a put with a time to live of `ttl_ms` milliseconds (0: none of its
+    /// own), written with `opts`: its own, else the write's, else the store's default, else
+    /// none (0).
+    fn expiry(&self, ttl_ms: u64, opts: &WriteOptions) -> u64 {
+        let ttl = match (ttl_ms, opts.ttl.or(self.opts.default_ttl)) {
+            (0, None) => return 0,
+            (0, Some(d)) => d,
+            (ms, _) => Duration::from_millis(ms),
+        };
+        crate::expiry::expires_at(self.opts.clock.now_millis(), ttl)
+    }
+
     /// Whether a write made with `opts` returns only once durable.
     fn synced(&self, opts: &WriteOptions) -> bool {
         let by_policy = self.opts.sync == SyncPolicy::EveryWrite;
@@ -123,10 +157,10 @@ impl Inner {
     /// Checks a write and commits it through the writers queue (`commit.rs`): its record
     /// is in the log (fsynced with `sync`) and its operations in the memtable when this
     /// returns `Ok`.
-    pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)], sync: bool) -> Result<()> {
+    pub(super) fn apply(&self, ops: &[Op<'_>], sync: bool) -> Result<()> {
         self.check_writable()?;
         let mut bytes = 0;
-        for (k, v) in ops {
+        for (k, v, _) in ops {
             if k.len() > crate::codec::MAX_KEY_LEN {
                 return Err(Error::TooLarge {
                     what: "key",
@@ -150,7 +184,7 @@ impl Inner {
         }
         // A bound on the record's payload (an op adds a tag and two length varints of at
         // most 3 and 4 bytes to its key and value); the exact length only near the limit.
-        let mut len = bytes + 8 * ops.len() + 10;
+        let mut len = bytes + 16 * ops.len() + 10;
         if len > crate::wal::MAX_RECORD_LEN {
             len = crate::wal::payload_len(ops.iter().copied());
             if len > crate::wal::MAX_RECORD_LEN {

@@ -262,14 +262,23 @@ impl Table {
         let data_blocks = c.varint("data blocks")?;
         // Version 4 records the blocks' bytes before compression; before it, none was.
         let data_bytes = if version >= 4 {
-            let n = c.varint("data bytes")?;
-            if !c.is_empty() {
-                return Err(c.err("bytes after the table meta"));
-            }
-            n
+            c.varint("data bytes")?
         } else {
             stored_data
         };
+        let (mut expiring, mut expiring_bytes, mut earliest_expiry) = (0, 0, 0);
+        if version >= 5 {
+            let at = c.offset();
+            expiring = c.varint("expiring entries")?;
+            expiring_bytes = c.varint("expiring bytes")?;
+            earliest_expiry = c.varint("earliest expiry")?;
+            if (expiring == 0) != (earliest_expiry == 0) || (expiring == 0 && expiring_bytes != 0) {
+                return Err(Error::corrupt(at, "table meta's expiry facts disagree"));
+            }
+        }
+        if version >= 4 && !c.is_empty() {
+            return Err(c.err("bytes after the table meta"));
+        }
         let meta = TableMeta {
             min_key,
             max_key,
@@ -279,6 +288,9 @@ impl Table {
             data_bytes,
             stored_data_bytes: stored_data,
             file_bytes: size,
+            expiring,
+            expiring_bytes,
+            earliest_expiry,
         };
         if meta.data_blocks != index.len() as u64 {
             return Err(Error::corrupt(
@@ -298,6 +310,8 @@ impl Table {
             || meta.entries > meta.data_bytes / 3
             || meta.entries > meta.data_blocks.saturating_mul(super::MAX_BLOCK_ENTRIES)
             || meta.tombstones > meta.entries
+            || meta.expiring > meta.entries - meta.tombstones
+            || meta.expiring_bytes > meta.data_bytes
         {
             return Err(Error::corrupt(
                 meta_off,
@@ -322,6 +336,12 @@ impl Table {
             },
             restarts,
         ))
+    }
+
+    /// Whether the table stores its values tagged, with their expiries (version 5).
+    #[inline]
+    pub(crate) fn tagged(&self) -> bool {
+        self.version >= 5
     }
 
     /// Heap bytes this table's index takes (the search structure; for tables before version
@@ -548,11 +568,34 @@ impl Table {
     /// Decodes every entry of block `i` (read through the cache, filling it, when the table
     /// has one).
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
+        let entries = self.block_entries_exp(i, counters)?;
+        Ok(entries.into_iter().map(|(e, _)| e).collect())
+    }
+
+    /// [`block_entries`](Self::block_entries) with each value's `expires_at` (0: never; a
+    /// version 5 table's value tags checked and taken off, an error naming the file and the
+    /// block's offset when one does not decode).
+    pub fn block_entries_exp(
+        &self,
+        i: usize,
+        counters: &TableCounters,
+    ) -> Result<Vec<(Entry, u64)>> {
         let off = self.index.handle(i).map_or(0, |h| h.0);
         let data = self.block(i, counters, true)?;
         let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
+        let tagged = self.tagged();
         block
             .iter()
+            .map(|e| {
+                let (k, v) = e?;
+                match v {
+                    Some(v) if tagged => {
+                        let (value, exp) = crate::expiry::split_tagged(&v, off)?;
+                        Ok(((k, Some(value.to_vec())), exp))
+                    }
+                    v => Ok(((k, v), 0)),
+                }
+            })
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.in_file(&self.path, 0))
     }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::{Error, Result};
+use crate::expiry::Now;
 use crate::filename::{filter_path, range_path, table_path};
 use crate::filter::global::{RunId, RunSet};
 use crate::global_index::{level_run, GlobalIndex, NO_RUN};
@@ -227,7 +228,7 @@ impl TableHandle {
     /// one table: the key range, then the filter, then (on "maybe") the table's block.
     /// Inlined up to the filter's answer, as [`probe`](Self::probe) is meant to be.
     #[inline(always)]
-    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8], hash: u64, now: &Now) -> Result<Option<Vec<u8>>> {
         if !self.in_range(key, prefix8(key)) {
             return Ok(None);
         }
@@ -237,7 +238,7 @@ impl TableHandle {
                 return Ok(None);
             }
         }
-        match self.read(key)? {
+        match self.read(key, now)? {
             Probe::Found(v) => Ok(v),
             Probe::Skip => Ok(None),
         }
@@ -246,25 +247,25 @@ impl TableHandle {
     /// Asks the filter, then (on "maybe") the table. The caller checked the key range.
     /// Inlined up to the filter's answer: most probes end there.
     #[inline]
-    fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
+    fn probe(&self, key: &[u8], hash: u64, now: &Now) -> Result<Probe> {
         if let Some(f) = &self.filter {
             if !f.may_contain(hash) {
                 self.counters.add_negatives(1);
                 return Ok(Probe::Skip);
             }
         }
-        self.read(key)
+        self.read(key, now)
     }
 
     /// The rest of [`probe`](Self::probe) after a "maybe" (or without a filter): the table
     /// itself.
     #[inline(never)]
-    fn read(&self, key: &[u8]) -> Result<Probe> {
+    fn read(&self, key: &[u8], now: &Now) -> Result<Probe> {
         let c = &self.counters;
         if self.filter.is_some() {
             c.add_positives(1);
         }
-        match self.table.get(key, c)? {
+        match self.table.get_at(key, c, now)? {
             Some(v) => Ok(Probe::Found(v)),
             None => {
                 if self.filter.is_some() {
@@ -441,8 +442,14 @@ impl Version {
     /// that holds the key answers. Every run holding a version of the key is named (no
     /// false negatives), so the newest version wins even when another key's fingerprint
     /// names a newer run too: that run is read, misses, and the lookup goes on.
-    fn get_global(&self, g: &GlobalIndex, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        self.get_in_runs(g, g.query(hash), key)
+    fn get_global(
+        &self,
+        g: &GlobalIndex,
+        key: &[u8],
+        hash: u64,
+        now: &Now,
+    ) -> Result<Option<Vec<u8>>> {
+        self.get_in_runs(g, g.query(hash), key, now)
     }
 
     /// The second half of [`get_global`](Self::get_global): reads the runs of `set`, the
@@ -453,13 +460,14 @@ impl Version {
         g: &GlobalIndex,
         set: RunSet,
         key: &[u8],
+        now: &Now,
     ) -> Result<Option<Vec<u8>>> {
         if set.is_empty() {
             return Ok(None);
         }
         let p = prefix8(key);
         let read = |t: &TableHandle| -> Result<Option<Option<Vec<u8>>>> {
-            let got = t.table.get(key, &t.counters)?;
+            let got = t.table.get_at(key, &t.counters, now)?;
             g.count_read(got.is_some());
             Ok(got)
         };
@@ -489,9 +497,9 @@ impl Version {
     /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table
     /// holds it, or its newest version is a tombstone.
     #[inline]
-    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8], hash: u64, now: &Now) -> Result<Option<Vec<u8>>> {
         if let Some(g) = &self.global {
-            return self.get_global(g, key, hash);
+            return self.get_global(g, key, hash, now);
         }
         let p = prefix8(key);
         let l0 = &self.levels[0].tables;
@@ -542,17 +550,17 @@ impl Version {
         while bits != 0 {
             let t = &l0[bits.trailing_zeros() as usize];
             bits &= bits - 1;
-            if let Probe::Found(v) = t.probe(key, hash)? {
+            if let Probe::Found(v) = t.probe(key, hash, now)? {
                 return Ok(v);
             }
         }
         for t in beyond.iter().filter(|t| t.in_range(key, p)) {
-            if let Probe::Found(v) = t.probe(key, hash)? {
+            if let Probe::Found(v) = t.probe(key, hash, now)? {
                 return Ok(v);
             }
         }
         for t in found.iter().flatten() {
-            if let Probe::Found(v) = t.probe(key, hash)? {
+            if let Probe::Found(v) = t.probe(key, hash, now)? {
                 return Ok(v);
             }
         }

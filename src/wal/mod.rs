@@ -74,8 +74,13 @@ const RESERVED_AT: usize = 5;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Key, value (`None`: a delete), time to live in milliseconds (0: none).
+    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>, u64)>,
 }
+
+/// One operation as the log encodes it: key, value (`None`: a delete), `expires_at` in Unix
+/// milliseconds (0: never).
+pub(crate) type Op<'a> = (&'a [u8], Option<&'a [u8]>, u64);
 
 impl WriteBatch {
     /// An empty batch.
@@ -84,12 +89,24 @@ impl WriteBatch {
     }
     /// Adds a put.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
-        self.ops.push((key.into(), Some(value.into())));
+        self.ops.push((key.into(), Some(value.into()), 0));
+        self
+    }
+    /// Adds a put that expires `ttl` after the batch is written (at least a millisecond;
+    /// see `docs/engine.md`, "Expiry").
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        ttl: std::time::Duration,
+    ) -> &mut Self {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.ops.push((key.into(), Some(value.into()), ms));
         self
     }
     /// Adds a delete.
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
-        self.ops.push((key.into(), None));
+        self.ops.push((key.into(), None, 0));
         self
     }
     /// Number of operations.

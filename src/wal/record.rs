@@ -12,8 +12,8 @@ use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN, WAL_VERSION};
 pub(super) const PAYLOAD_CRC_AT: usize = 4;
 pub(super) const HEADER_CRC_AT: usize = 8;
 
-/// Op codes (format.md, "Write-ahead log"). 3 and 4 are reserved for features this
-/// version does not have: a reader refuses them as unsupported, naming file and offset.
+/// Op codes (format.md, "Write-ahead log"). 3 is reserved for range deletion, which this
+/// version does not have: a reader refuses it as unsupported, naming file and offset.
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 const OP_DELETE_RANGE: u8 = 3;
@@ -40,15 +40,23 @@ pub(crate) fn encode_record<'a>(
     out: &mut Vec<u8>,
     seq: u64,
     count: usize,
-    ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ops: impl Iterator<Item = super::Op<'a>>,
 ) -> Result<()> {
     out.clear();
     out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
     out.extend_from_slice(&seq.to_le_bytes());
     put_varint(out, count as u64);
-    for (k, v) in ops {
-        out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+    for (k, v, exp) in ops {
+        let op = match v {
+            Some(_) if exp != 0 => OP_PUT_EXPIRING,
+            Some(_) => OP_PUT,
+            None => OP_DELETE,
+        };
+        out.push(op);
         put_varint(out, DEFAULT_KEYSPACE);
+        if op == OP_PUT_EXPIRING {
+            out.extend_from_slice(&exp.to_le_bytes());
+        }
         put_varint(out, k.len() as u64);
         out.extend_from_slice(k);
         if let Some(v) = v {
@@ -101,14 +109,17 @@ pub(crate) fn stamp_seqs(records: &mut [u8], first: u64) -> u64 {
 
 /// The exact payload length [`encode_record`] gives `ops` (checked against
 /// [`MAX_RECORD_LEN`] before a write is queued, so that encoding it cannot fail later).
-pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>) -> usize {
+pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = super::Op<'a>>) -> usize {
     let varint_len = |v: usize| (usize::BITS - (v | 1).leading_zeros()).div_ceil(7) as usize;
     let mut count = 0;
     let mut len = 0;
-    for (k, v) in ops {
+    for (k, v, exp) in ops {
         count += 1;
-        // Tag, keyspace id (one byte: 0), key length, key.
+        // Tag, keyspace id (one byte: 0), key length, key; an expiring put's expiry.
         len += 2 + varint_len(k.len()) + k.len();
+        if v.is_some() && exp != 0 {
+            len += 8;
+        }
         if let Some(v) = v {
             len += varint_len(v.len()) + v.len();
         }
@@ -120,14 +131,14 @@ pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u
 /// each, borrowed from `payload` (`base`: the payload's file offset, for errors). Returns
 /// the record's commit sequence number (`None` in version 2, which has none). An error,
 /// naming the offset, when it does not decode: an op code outside 1..=4 or bytes left over
-/// are corruption; op codes 3 and 4 (reserved for range deletion and expiry) and a keyspace
+/// are corruption; op code 3 (reserved for range deletion) and a keyspace
 /// id other than 0 are [`Error::Unsupported`]. `f` may have been called for the ops before
-/// the error.
+/// the error. `f` gets each op's `expires_at` (0 for a put without one, and a delete).
 pub(super) fn decode_ops<'a>(
     payload: &'a [u8],
     base: u64,
     version: u8,
-    mut f: impl FnMut(&'a [u8], Option<&'a [u8]>),
+    mut f: impl FnMut(&'a [u8], Option<&'a [u8]>, u64),
 ) -> Result<Option<u64>> {
     let mut c = Cursor::new(payload, base);
     let seq = if version >= 3 {
@@ -147,13 +158,11 @@ pub(super) fn decode_ops<'a>(
             return Err(Error::corrupt(at, format!("unknown WAL op tag {op}")));
         }
         if version >= 3 {
-            if op == OP_DELETE_RANGE || op == OP_PUT_EXPIRING {
-                let what = if op == OP_DELETE_RANGE {
-                    "delete-range"
-                } else {
-                    "put with expiry"
-                };
-                return Err(unsupported(at, format!("unsupported op {op} ({what})")));
+            if op == OP_DELETE_RANGE {
+                return Err(unsupported(
+                    at,
+                    format!("unsupported op {op} (delete-range)"),
+                ));
             }
             let ks_at = c.offset();
             let keyspace = c.varint("keyspace id")?;
@@ -164,13 +173,21 @@ pub(super) fn decode_ops<'a>(
                 ));
             }
         }
+        let mut exp = 0;
+        if op == OP_PUT_EXPIRING {
+            let exp_at = c.offset();
+            exp = c.u64("expires_at")?;
+            if exp == 0 {
+                return Err(Error::corrupt(exp_at, "put with expiry at time 0"));
+            }
+        }
         let klen = c.len(MAX_KEY_LEN, "key length")?;
         let key = c.bytes(klen, "key")?;
-        if op == OP_PUT {
+        if op == OP_PUT || op == OP_PUT_EXPIRING {
             let vlen = c.len(MAX_VALUE_LEN, "value length")?;
-            f(key, Some(c.bytes(vlen, "value")?));
+            f(key, Some(c.bytes(vlen, "value")?), exp);
         } else {
-            f(key, None);
+            f(key, None, 0);
         }
     }
     if !c.is_empty() {
@@ -193,7 +210,7 @@ fn unsupported(offset: u64, reason: String) -> Error {
 /// does not decode.
 pub(crate) fn for_each_op<'a>(
     record: &'a [u8],
-    f: impl FnMut(&'a [u8], Option<&'a [u8]>),
+    f: impl FnMut(&'a [u8], Option<&'a [u8]>, u64),
 ) -> Result<()> {
     let payload = record.get(RECORD_HEADER_LEN..).unwrap_or_default();
     decode_ops(payload, RECORD_HEADER_LEN as u64, WAL_VERSION, f).map(|_| ())
@@ -206,15 +223,15 @@ pub(super) fn decode_batch(
     payload: &[u8],
     base: u64,
     version: u8,
-    apply: &mut impl FnMut(Vec<u8>, Option<Vec<u8>>),
+    apply: &mut impl FnMut(Vec<u8>, Option<Vec<u8>>, u64),
 ) -> Result<Option<u64>> {
     let mut ops = Vec::new();
-    let seq = decode_ops(payload, base, version, |k, v| {
-        ops.push((k.to_vec(), v.map(<[u8]>::to_vec)));
+    let seq = decode_ops(payload, base, version, |k, v, exp| {
+        ops.push((k.to_vec(), v.map(<[u8]>::to_vec), exp));
     })?;
     // Applied only once the whole record decoded: a batch is all or nothing.
-    for (k, v) in ops {
-        apply(k, v);
+    for (k, v, exp) in ops {
+        apply(k, v, exp);
     }
     Ok(seq)
 }

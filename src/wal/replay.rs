@@ -57,7 +57,7 @@ pub struct TornTail {
 /// records before the damage have been passed to `apply` either way.
 pub fn replay_bytes(
     bytes: &[u8],
-    mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
+    mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>, u64),
 ) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
     let torn = |offset: u64, records, reason, version, last_seq| ReplayEnd {
@@ -188,7 +188,7 @@ pub struct DroppedRange {
 /// CRCs hold but whose payload does not decode. Never fails.
 pub fn salvage_bytes(
     bytes: &[u8],
-    mut batch: impl FnMut(Option<u64>, Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    mut batch: impl FnMut(Option<u64>, Vec<(Vec<u8>, Option<Vec<u8>>, u64)>),
 ) -> Salvage {
     let n = bytes.len();
     let mut out = Salvage::default();
@@ -220,7 +220,7 @@ pub fn salvage_bytes(
                 let base = (pos + RECORD_HEADER_LEN) as u64;
                 let decode = |version| {
                     let mut ops = Vec::new();
-                    decode_batch(payload, base, version, &mut |k, v| ops.push((k, v)))
+                    decode_batch(payload, base, version, &mut |k, v, e| ops.push((k, v, e)))
                         .map(|seq| (seq, ops))
                 };
                 let decoded = match head_version {
@@ -262,7 +262,10 @@ fn reason_of(e: &Error) -> String {
 }
 
 /// Reads and replays the WAL file at `path`.
-pub fn replay_file(path: &Path, apply: impl FnMut(Vec<u8>, Option<Vec<u8>>)) -> Result<ReplayEnd> {
+pub fn replay_file(
+    path: &Path,
+    apply: impl FnMut(Vec<u8>, Option<Vec<u8>>, u64),
+) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     replay_bytes(&bytes, apply).map_err(|e| e.in_file(path, 0))
 }
