@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use super::worker::in_background;
 use super::{Inner, Store};
-use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
+use crate::compaction::expire::{plan_expired, plan_full_at};
+use crate::compaction::plan::{plan, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::Result;
 use crate::table::files::TableSpec;
@@ -60,7 +61,9 @@ impl Store {
         inner.check_writable()?;
         let _c = inner.lock_compaction();
         let v = inner.current();
-        let Some(task) = plan_full(&v.level_slices(), &inner.opts.shape()) else {
+        let now = inner.opts.clock.now_millis();
+        let force = inner.opts.compaction_filter.is_some();
+        let Some(task) = plan_full_at(&v.level_slices(), &inner.opts.shape(), now, force) else {
             return Ok(());
         };
         let r = in_background(|| inner.run_task(&v, task));
@@ -95,9 +98,16 @@ impl Inner {
         let _c = self.lock_compaction();
         let v = self.current();
         let cursors = self.lock_versions().cursors.clone();
-        let Some(task) = plan(&v.level_slices(), &cursors, &self.opts.shape()) else {
+        let levels = v.level_slices();
+        let task = plan(&levels, &cursors, &self.opts.shape()).or_else(|| {
+            // Only with automatic compaction on, as every other compaction.
+            self.opts.compaction_trigger?;
+            plan_expired(&levels, self.opts.clock.now_millis())
+        });
+        let Some(task) = task else {
             return Ok(false);
         };
+        drop(levels);
         in_background(|| self.run_task(&v, task))?;
         Ok(true)
     }

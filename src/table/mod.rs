@@ -107,6 +107,8 @@ pub struct TableMeta {
     pub expiring_bytes: u64,
     /// The earliest `expires_at` among them (Unix milliseconds; 0 when there is none).
     pub earliest_expiry: u64,
+    /// The latest `expires_at` among them (0 when there is none).
+    pub latest_expiry: u64,
 }
 
 /// How many keys ahead of its query [`MappedFilter::retain_maybe`] prefetches a key's

@@ -266,13 +266,18 @@ impl Table {
         } else {
             stored_data
         };
-        let (mut expiring, mut expiring_bytes, mut earliest_expiry) = (0, 0, 0);
+        let (mut expiring, mut expiring_bytes, mut earliest_expiry, mut latest_expiry) =
+            (0, 0, 0, 0);
         if version >= 5 {
             let at = c.offset();
             expiring = c.varint("expiring entries")?;
             expiring_bytes = c.varint("expiring bytes")?;
             earliest_expiry = c.varint("earliest expiry")?;
-            if (expiring == 0) != (earliest_expiry == 0) || (expiring == 0 && expiring_bytes != 0) {
+            latest_expiry = c.varint("latest expiry")?;
+            if (expiring == 0) != (earliest_expiry == 0)
+                || (expiring == 0 && (expiring_bytes != 0 || latest_expiry != 0))
+                || earliest_expiry > latest_expiry
+            {
                 return Err(Error::corrupt(at, "table meta's expiry facts disagree"));
             }
         }
@@ -291,6 +296,7 @@ impl Table {
             expiring,
             expiring_bytes,
             earliest_expiry,
+            latest_expiry,
         };
         if meta.data_blocks != index.len() as u64 {
             return Err(Error::corrupt(

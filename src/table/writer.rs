@@ -83,6 +83,7 @@ impl TableBuilder {
                 e.min(part.earliest_expiry)
             };
         }
+        self.meta.latest_expiry = self.meta.latest_expiry.max(part.latest_expiry);
         let (mut key_at, mut last): (usize, &[u8]) = (0, &[]);
         for &(key_end, rel, len) in &part.index {
             last = &part.index_keys[key_at..key_end];
@@ -125,6 +126,7 @@ impl TableBuilder {
             put_varint(&mut meta, self.meta.expiring);
             put_varint(&mut meta, self.meta.expiring_bytes);
             put_varint(&mut meta, self.meta.earliest_expiry);
+            put_varint(&mut meta, self.meta.latest_expiry);
         }
         self.write_with_crc(&meta)?;
         let footer = encode_footer(&Footer {
@@ -209,6 +211,7 @@ pub(crate) struct Part {
     expiring: u64,
     expiring_bytes: u64,
     earliest_expiry: u64,
+    latest_expiry: u64,
 }
 
 /// Appends the trailer of the block `bytes[start..]` (its restart array, then, compressed
@@ -281,6 +284,7 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
         expiring: 0,
         expiring_bytes: 0,
         earliest_expiry: 0,
+        latest_expiry: 0,
     };
     let tagged = part.tagged;
     let mut compressor = Compressor::new(compression);
@@ -355,6 +359,7 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
                     part.expiring_bytes += (key.len() + value.map_or(0, <[u8]>::len)) as u64;
                     let e = part.earliest_expiry;
                     part.earliest_expiry = if e == 0 { exp } else { e.min(exp) };
+                    part.latest_expiry = part.latest_expiry.max(exp);
                 }
             } else {
                 block::put_entry(&mut bytes, shared, key, value);
