@@ -149,7 +149,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         .map(|(n, _)| wal_path(dir, n));
     for p in wals {
         r.files += 1;
-        match crate::wal::replay_file(&p, |_, _, _| {}) {
+        match crate::wal::replay_file(&p, |_, _| {}) {
             Ok(end) => {
                 r.wal_records += end.records;
                 if let Some(tail) = end.torn_tail {

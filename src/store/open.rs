@@ -21,7 +21,7 @@ use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
-use crate::wal::{replay_file, WalWriter};
+use crate::wal::{replay_file_exp, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
 /// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
@@ -180,7 +180,7 @@ impl Store {
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
-                let end = replay_file(&path, |k, v, exp| {
+                let end = replay_file_exp(&path, |k, v, exp| {
                     mem.insert_op(&k, v.as_deref(), exp);
                 })?;
                 seq = match end.last_seq {

@@ -35,7 +35,7 @@ use crate::memtable::Memtable;
 use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::version::{SetState, TableHandle, Version, VersionSet};
-use crate::wal::{replay_bytes, WAL_HEADER_LEN};
+use crate::wal::{replay_bytes_exp, WAL_HEADER_LEN};
 
 /// How often opening or refreshing starts over (the manifest changed under it, or a file it
 /// named was deleted) before it gives up with an error.
@@ -127,8 +127,8 @@ fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option
         0
     };
     f.read_to_end(&mut bytes).map_err(|e| Error::io(&path, e))?;
-    let end =
-        replay_bytes(&bytes, |k, v, e| ops.push((k, v, e))).map_err(|e| e.in_file(&path, skip))?;
+    let end = replay_bytes_exp(&bytes, |k, v, e| ops.push((k, v, e)))
+        .map_err(|e| e.in_file(&path, skip))?;
     let valid = if end.valid_len == 0 {
         from
     } else {

@@ -35,7 +35,8 @@ pub(crate) use record::{encode_record, for_each_op, payload_len, stamp_seqs};
 // part of it.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use replay::{
-    replay_bytes, replay_file, salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
+    replay_bytes, replay_bytes_exp, replay_file, replay_file_exp, salvage_bytes, DroppedRange,
+    ReplayEnd, Salvage, TornTail,
 };
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use writer::{WalWriter, WAL_BUFFER};

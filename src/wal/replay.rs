@@ -57,6 +57,14 @@ pub struct TornTail {
 /// records before the damage have been passed to `apply` either way.
 pub fn replay_bytes(
     bytes: &[u8],
+    mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
+) -> Result<ReplayEnd> {
+    replay_bytes_exp(bytes, |k, v, _| apply(k, v))
+}
+
+/// [`replay_bytes`] handing `apply` each put's `expires_at` too (0: none, and deletes).
+pub fn replay_bytes_exp(
+    bytes: &[u8],
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>, u64),
 ) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
@@ -264,8 +272,16 @@ fn reason_of(e: &Error) -> String {
 /// Reads and replays the WAL file at `path`.
 pub fn replay_file(
     path: &Path,
+    mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
+) -> Result<ReplayEnd> {
+    replay_file_exp(path, |k, v, _| apply(k, v))
+}
+
+/// [`replay_file`] handing `apply` each put's `expires_at` too (0: none, and deletes).
+pub fn replay_file_exp(
+    path: &Path,
     apply: impl FnMut(Vec<u8>, Option<Vec<u8>>, u64),
 ) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    replay_bytes(&bytes, apply).map_err(|e| e.in_file(path, 0))
+    replay_bytes_exp(&bytes, apply).map_err(|e| e.in_file(path, 0))
 }
