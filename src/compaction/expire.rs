@@ -140,3 +140,163 @@ impl Rewrite<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::compaction::run::{merge, Output, Source};
+    use crate::io::RealFs;
+    use crate::table::files::TableSpec;
+    use crate::table::{Compression, OwnedRun, Table, TableCounters, TableCursor};
+
+    /// Removes keys ending in 0 or 5, appends "!" to those ending in 1, keeps the rest.
+    #[derive(Debug)]
+    struct Rules;
+
+    impl CompactionFilter for Rules {
+        fn name(&self) -> &str {
+            "rules"
+        }
+        fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> Decision {
+            assert_eq!(level, 3, "the filter is told the output level");
+            match key.last() {
+                Some(b'0' | b'5') => Decision::Remove,
+                Some(b'1') => Decision::Change([value, b"!"].concat()),
+                _ => Decision::Keep,
+            }
+        }
+    }
+
+    /// Writes a version 5 table of `entries` (key, value or tombstone, expiry).
+    fn table(
+        dir: &std::path::Path,
+        n: u64,
+        entries: &[(Vec<u8>, Option<Vec<u8>>, u64)],
+    ) -> Arc<Table> {
+        let mut run = OwnedRun::default();
+        run.tagged = true;
+        for (k, v, e) in entries {
+            run.push(k, v.as_deref(), *e);
+        }
+        let path = crate::filename::table_path(dir, n);
+        crate::table::write_table(&RealFs, &path, &run, Compression::Lz4).unwrap();
+        Arc::new(Table::open(&path, false).unwrap())
+    }
+
+    /// A merge of a newer and an older table with expiring entries and the filter, into a
+    /// level with data under it (tombstones kept) and into the bottom (dropped), against a
+    /// model: expired values and removed ones become tombstones or vanish, changed ones
+    /// change, kept ones keep their expiry.
+    #[test]
+    fn expiry_and_the_filter_over_levels_against_a_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1_000;
+        let key = |i: u32| format!("k{i:04}").into_bytes();
+        // Older: every key, half expiring (some already expired); newer: every third key,
+        // some deleted.
+        let older: Vec<_> = (0..600u32)
+            .map(|i| {
+                (
+                    key(i),
+                    Some(format!("old{i}").into_bytes()),
+                    [0, 500, 2_000][i as usize % 3],
+                )
+            })
+            .collect();
+        let newer: Vec<_> = (0..600u32)
+            .step_by(3)
+            .map(|i| {
+                let v = (i % 4 != 0).then(|| format!("new{i}").into_bytes());
+                (
+                    key(i),
+                    v,
+                    if i % 2 == 0 {
+                        0
+                    } else {
+                        900 + u64::from(i % 7) * 50
+                    },
+                )
+            })
+            .collect();
+        let tables = [table(dir.path(), 1, &newer), table(dir.path(), 2, &older)];
+        // The model: newest version, then expiry (tombstone), then the filter.
+        let mut newest: BTreeMap<Vec<u8>, (Option<Vec<u8>>, u64)> = BTreeMap::new();
+        for (k, v, e) in older.iter().chain(&newer) {
+            newest.insert(k.clone(), (v.clone(), *e));
+        }
+        for bottom in [false, true] {
+            let out_dir = dir.path().join(format!("out{bottom}"));
+            std::fs::create_dir(&out_dir).unwrap();
+            let next = std::sync::atomic::AtomicU64::new(10);
+            let alloc = || Ok(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            let fs: Arc<dyn crate::io::Fs> = Arc::new(RealFs);
+            let out = Output {
+                spec: TableSpec {
+                    fs: &fs,
+                    dir: &out_dir,
+                    level: 3,
+                    filter: (crate::filter::FilterKind::None, 0.01),
+                    compression: Compression::None,
+                    range_bits: 0.0,
+                    alloc: &alloc,
+                },
+                table_bytes: u64::MAX,
+                expiry: Rewrite {
+                    now,
+                    filter: Some(&Rules),
+                    level: 3,
+                    tagged: true,
+                },
+            };
+            let counters = Arc::new(TableCounters::default());
+            let sources: Vec<Source> = tables
+                .iter()
+                .map(|t| Source::new(vec![t.clone()], counters.clone()).unwrap())
+                .collect();
+            let result = merge(sources, &|_: &[u8]| bottom, &out, None).unwrap();
+            let path = crate::filename::table_path(&out_dir, result.tables[0].record.number);
+            let t = Arc::new(Table::open(&path, false).unwrap());
+            let mut got = BTreeMap::new();
+            let mut c = TableCursor::new(t.clone(), counters.clone()).unwrap();
+            while c.valid() {
+                got.insert(
+                    c.key().to_vec(),
+                    (c.value().map(<[u8]>::to_vec), c.expires()),
+                );
+                c.advance().unwrap();
+            }
+            let want: BTreeMap<_, _> = newest
+                .iter()
+                .filter_map(|(k, (v, e))| {
+                    let v = v.as_ref().filter(|_| !expired_at(*e, now));
+                    let v = v.and_then(|v| match Rules.filter(3, k, v) {
+                        Decision::Keep => Some(v.clone()),
+                        Decision::Change(n) => Some(n),
+                        _ => None,
+                    });
+                    match v {
+                        Some(v) => Some((k.clone(), (Some(v), *e))),
+                        None if bottom => None,
+                        None => Some((k.clone(), (None, 0))),
+                    }
+                })
+                .collect();
+            assert_eq!(got.len(), want.len(), "bottom {bottom}");
+            assert!(
+                got == want,
+                "bottom {bottom}: the output differs from the model"
+            );
+            assert_eq!(
+                t.meta.expiring,
+                want.values().filter(|(_, e)| *e != 0).count() as u64
+            );
+            assert!(
+                t.meta.earliest_expiry > now,
+                "only entries that had not expired are left"
+            );
+        }
+    }
+}
