@@ -372,3 +372,38 @@ fn power_cuts_during_ttl_puts_keep_acknowledged_expiring_writes() {
     }
     assert!(cut > 10, "only {cut} sync points");
 }
+
+/// With automatic compaction on, a table of expired sessions at the bottom that no write
+/// reaches is rewritten by the compaction thread on its own once the clock passes enough of
+/// its expiries (`plan_expired`, polled every second while tables hold expiring entries).
+#[test]
+fn the_compaction_thread_reclaims_expired_bottom_tables_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let o = opts(&clock).compaction_trigger(Some(4));
+    let store = Store::open(dir.path(), o).unwrap();
+    for i in 0..4_000u32 {
+        store
+            .put_with_ttl(format!("s{i:06}"), [b'x'; 100], Duration::from_secs(60))
+            .unwrap();
+    }
+    store.flush().unwrap();
+    store.compact().unwrap();
+    let (keys, _) = table_facts(&store);
+    assert_eq!(keys, 4_000);
+    // Nothing is due: the clock has not reached an expiry.
+    store.wait_for_compaction().unwrap();
+    assert_eq!(table_facts(&store).0, 4_000);
+    clock.advance(Duration::from_secs(61));
+    // The thread polls; wait for it (bounded), counting what is left, not timing it.
+    let mut left = u64::MAX;
+    for _ in 0..200 {
+        left = table_facts(&store).0;
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(left, 0, "expired entries still in tables");
+    assert_eq!(store.stats().tables.len(), 0);
+}

@@ -359,6 +359,13 @@ impl TableInfo for Arc<TableHandle> {
 }
 
 impl Version {
+    /// Whether a table holds an entry with an expiry.
+    pub(crate) fn holds_expiring(&self) -> bool {
+        self.levels
+            .iter()
+            .any(|l| l.tables.iter().any(|t| t.table.meta.expiring > 0))
+    }
+
     fn of_levels(levels: Vec<Vec<Arc<TableHandle>>>) -> Version {
         let deep = (1..levels.len().min(32))
             .filter(|&l| !levels[l].is_empty())
