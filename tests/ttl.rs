@@ -407,3 +407,29 @@ fn the_compaction_thread_reclaims_expired_bottom_tables_on_its_own() {
     assert_eq!(left, 0, "expired entries still in tables");
     assert_eq!(store.stats().tables.len(), 0);
 }
+
+/// `tests/fixtures/wal-v3-expiring.wal` (made from format.md, "Write-ahead log", by a
+/// script, not by the writer): record 12 holds a put of `session-a` expiring at
+/// 1,800,000,000,000 ms (op code 4) and a plain put, record 13 a put of `session-b` expiring
+/// a minute later. A store whose log it is replays both expiries.
+#[test]
+fn a_checked_in_log_of_expiring_puts_replays_with_its_expiries() {
+    const E: u64 = 1_800_000_000_000;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/wal-v3-expiring.wal");
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), Options::default()).unwrap());
+    std::fs::copy(&path, dir.path().join("000099.wal")).unwrap();
+    let clock = ManualClock::new(E - 1);
+    let store = Store::open(dir.path(), opts(&clock)).unwrap();
+    assert_eq!(store.last_seq(), 13);
+    let get = |k: &str| store.get(k).unwrap().map(|v| String::from_utf8(v).unwrap());
+    assert_eq!(get("session-a").as_deref(), Some("alice"));
+    assert_eq!(get("session-b").as_deref(), Some("bob"));
+    clock.set(E);
+    assert_eq!(get("session-a"), None);
+    assert_eq!(get("session-b").as_deref(), Some("bob"));
+    clock.set(E + 60_000);
+    assert_eq!(get("session-b"), None);
+    assert_eq!(get("plain").as_deref(), Some("stays"));
+}
