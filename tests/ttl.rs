@@ -415,8 +415,8 @@ fn the_compaction_thread_reclaims_expired_bottom_tables_on_its_own() {
 #[test]
 fn a_checked_in_log_of_expiring_puts_replays_with_its_expiries() {
     const E: u64 = 1_800_000_000_000;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/wal-v3-expiring.wal");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wal-v3-expiring.wal");
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path(), Options::default()).unwrap());
     std::fs::copy(&path, dir.path().join("000099.wal")).unwrap();

@@ -55,6 +55,7 @@ pub struct TornTail {
 /// tail, reported in [`ReplayEnd::torn_tail`]; if one does, the damage is mid-log corruption
 /// and an error names the damaged record's offset (and the valid one's). Operations of the
 /// records before the damage have been passed to `apply` either way.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn replay_bytes(
     bytes: &[u8],
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),

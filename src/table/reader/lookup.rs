@@ -31,12 +31,14 @@ impl Table {
         mut v: Vec<u8>,
         now: &crate::expiry::Now,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        let at = self
-            .block_for(key)
-            .and_then(|i| self.index.handle(i))
-            .map_or(0, |h| h.0);
-        let (value, exp) =
-            crate::expiry::split_tagged(&v, at).map_err(|e| e.in_file(&self.path, 0))?;
+        let (value, exp) = crate::expiry::split_tagged(&v, 0).map_err(|e| {
+            // Only on damage: the key's block again, for its offset.
+            let at = self
+                .block_for(key)
+                .and_then(|i| self.index.handle(i))
+                .map_or(0, |h| h.0);
+            e.in_file(&self.path, at)
+        })?;
         if now.expired(exp) {
             return Ok(Some(None));
         }

@@ -1,11 +1,11 @@
-//! `bench engine --workload sync-mix` and `--workload snapshot`: the engine's own
+//! `bench engine --workload sync-mix`, `snapshot` and `sessions`: the engine's own
 //! workloads beside YCSB's, parsed from the same `--workload` list and run before them.
 
 use std::path::Path;
 
 use filterstore::Compression;
 
-use super::{snapshot, sync_mix, BenchEngine};
+use super::{sessions, snapshot, sync_mix, BenchEngine};
 use crate::cli::CliError;
 
 /// One `--workload` value: YCSB mixes, or one of the engine's own workloads.
@@ -14,15 +14,17 @@ pub(super) enum EngineWorkload {
     Ycsb(crate::cli::bench_ycsb::Workloads),
     SyncMix,
     Snapshot,
+    Sessions,
 }
 
 pub(super) fn parse_workload(s: &str) -> Result<EngineWorkload, String> {
     match s {
         "sync-mix" => Ok(EngineWorkload::SyncMix),
         "snapshot" => Ok(EngineWorkload::Snapshot),
+        "sessions" => Ok(EngineWorkload::Sessions),
         _ => crate::cli::bench_ycsb::parse_workloads(s)
             .map(EngineWorkload::Ycsb)
-            .map_err(|e| format!("{e}, or sync-mix or snapshot")),
+            .map_err(|e| format!("{e}, or sync-mix, snapshot or sessions")),
     }
 }
 
@@ -63,6 +65,17 @@ impl BenchEngine {
                         n: self.count.max(1),
                         lookups: self.lookups.max(1),
                         rounds: rounds(2),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                    EngineWorkload::Sessions => sessions::sessions(&sessions::Sessions {
+                        root: &root,
+                        opts: self.options(c),
+                        n: self.count.max(1),
+                        rate: self.ops.unwrap_or(50_000).max(1),
+                        minutes: 10,
+                        lookups: self.lookups.max(20),
+                        rounds: rounds(3),
                         value_bytes: self.value_bytes,
                         seed: self.seed,
                     })?,
