@@ -107,6 +107,38 @@ pub(crate) fn expires_at(now: u64, ttl: Duration) -> u64 {
     now.saturating_add(ms).max(1)
 }
 
+/// A table's expiry facts (its meta's, format.md "Table", version 5), for planning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Expiring {
+    /// Key and value bytes of the entries with an expiry.
+    pub bytes: u64,
+    /// The earliest and the latest `expires_at` among them (0, 0: none).
+    pub earliest: u64,
+    pub latest: u64,
+}
+
+impl Expiring {
+    /// Whether an entry of the table has expired by `now` (surely, not an estimate).
+    pub(crate) fn any_expired(&self, now: u64) -> bool {
+        expired_at(self.earliest, now)
+    }
+
+    /// An estimate of the bytes expired by `now`: the expiring bytes, times the share of the
+    /// span from the earliest to the latest expiry that `now` has passed (expiries taken as
+    /// spread evenly over it); 0 before the earliest, all of them from the latest on.
+    pub(crate) fn expired_bytes(&self, now: u64) -> u64 {
+        if !self.any_expired(now) {
+            return 0;
+        }
+        if now >= self.latest {
+            return self.bytes;
+        }
+        let span = (self.latest - self.earliest).max(1) as f64;
+        let passed = (now - self.earliest) as f64;
+        (self.bytes as f64 * (passed / span)) as u64
+    }
+}
+
 /// What a [`CompactionFilter`] decides about one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -5,38 +5,6 @@
 use crate::compaction::plan::{plan_full, Shape, TableInfo, Task};
 use crate::expiry::{expired_at, CompactionFilter, Decision};
 
-/// A table's expiry facts (its meta's, format.md "Table", version 5), for planning.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Expiring {
-    /// Key and value bytes of the entries with an expiry.
-    pub bytes: u64,
-    /// The earliest and the latest `expires_at` among them (0, 0: none).
-    pub earliest: u64,
-    pub latest: u64,
-}
-
-impl Expiring {
-    /// Whether an entry of the table has expired by `now` (surely, not an estimate).
-    pub(crate) fn any_expired(&self, now: u64) -> bool {
-        expired_at(self.earliest, now)
-    }
-
-    /// An estimate of the bytes expired by `now`: the expiring bytes, times the share of the
-    /// span from the earliest to the latest expiry that `now` has passed (expiries taken as
-    /// spread evenly over it); 0 before the earliest, all of them from the latest on.
-    pub(crate) fn expired_bytes(&self, now: u64) -> u64 {
-        if !self.any_expired(now) {
-            return 0;
-        }
-        if now >= self.latest {
-            return self.bytes;
-        }
-        let span = (self.latest - self.earliest).max(1) as f64;
-        let passed = (now - self.earliest) as f64;
-        (self.bytes as f64 * (passed / span)) as u64
-    }
-}
-
 /// A table is rewritten for its expired entries once about this share of its key and value
 /// bytes has expired ([`plan_expired`]).
 pub(crate) const EXPIRED_SHARE: f64 = 0.25;
@@ -170,12 +138,11 @@ mod tests {
         }
     }
 
+    /// Key, value (or tombstone), expiry.
+    type Ent = (Vec<u8>, Option<Vec<u8>>, u64);
+
     /// Writes a version 5 table of `entries` (key, value or tombstone, expiry).
-    fn table(
-        dir: &std::path::Path,
-        n: u64,
-        entries: &[(Vec<u8>, Option<Vec<u8>>, u64)],
-    ) -> Arc<Table> {
+    fn table(dir: &std::path::Path, n: u64, entries: &[Ent]) -> Arc<Table> {
         let mut run = OwnedRun::default();
         run.tagged = true;
         for (k, v, e) in entries {

@@ -42,8 +42,8 @@ pub(crate) trait TableInfo {
     /// Largest key.
     fn max_key(&self) -> &[u8];
     /// Its entries with an expiry (`compaction/expire.rs`).
-    fn expiring(&self) -> super::expire::Expiring {
-        super::expire::Expiring::default()
+    fn expiring(&self) -> crate::expiry::Expiring {
+        crate::expiry::Expiring::default()
     }
 }
 

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 
 mod ahead;
 mod cursor;
+mod expiring;
 mod lookup;
 
 pub(crate) use ahead::ReadAhead;
@@ -266,21 +267,8 @@ impl Table {
         } else {
             stored_data
         };
-        let (mut expiring, mut expiring_bytes, mut earliest_expiry, mut latest_expiry) =
-            (0, 0, 0, 0);
-        if version >= 5 {
-            let at = c.offset();
-            expiring = c.varint("expiring entries")?;
-            expiring_bytes = c.varint("expiring bytes")?;
-            earliest_expiry = c.varint("earliest expiry")?;
-            latest_expiry = c.varint("latest expiry")?;
-            if (expiring == 0) != (earliest_expiry == 0)
-                || (expiring == 0 && (expiring_bytes != 0 || latest_expiry != 0))
-                || earliest_expiry > latest_expiry
-            {
-                return Err(Error::corrupt(at, "table meta's expiry facts disagree"));
-            }
-        }
+        let (expiring, expiring_bytes, earliest_expiry, latest_expiry) =
+            expiring::meta_facts(&mut c, version)?;
         if version >= 4 && !c.is_empty() {
             return Err(c.err("bytes after the table meta"));
         }
@@ -342,12 +330,6 @@ impl Table {
             },
             restarts,
         ))
-    }
-
-    /// Whether the table stores its values tagged, with their expiries (version 5).
-    #[inline]
-    pub(crate) fn tagged(&self) -> bool {
-        self.version >= 5
     }
 
     /// Heap bytes this table's index takes (the search structure; for tables before version
@@ -576,34 +558,6 @@ impl Table {
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
         let entries = self.block_entries_exp(i, counters)?;
         Ok(entries.into_iter().map(|(e, _)| e).collect())
-    }
-
-    /// [`block_entries`](Self::block_entries) with each value's `expires_at` (0: never; a
-    /// version 5 table's value tags checked and taken off, an error naming the file and the
-    /// block's offset when one does not decode).
-    pub fn block_entries_exp(
-        &self,
-        i: usize,
-        counters: &TableCounters,
-    ) -> Result<Vec<(Entry, u64)>> {
-        let off = self.index.handle(i).map_or(0, |h| h.0);
-        let data = self.block(i, counters, true)?;
-        let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
-        let tagged = self.tagged();
-        block
-            .iter()
-            .map(|e| {
-                let (k, v) = e?;
-                match v {
-                    Some(v) if tagged => {
-                        let (value, exp) = crate::expiry::split_tagged(&v, off)?;
-                        Ok(((k, Some(value.to_vec())), exp))
-                    }
-                    v => Ok(((k, v), 0)),
-                }
-            })
-            .collect::<Result<Vec<_>>>()
-            .map_err(|e| e.in_file(&self.path, 0))
     }
 }
 

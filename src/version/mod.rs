@@ -348,9 +348,9 @@ impl TableInfo for Arc<TableHandle> {
     fn max_key(&self) -> &[u8] {
         TableHandle::max_key(self)
     }
-    fn expiring(&self) -> crate::compaction::expire::Expiring {
+    fn expiring(&self) -> crate::expiry::Expiring {
         let m = &self.table.meta;
-        crate::compaction::expire::Expiring {
+        crate::expiry::Expiring {
             bytes: m.expiring_bytes,
             earliest: m.earliest_expiry,
             latest: m.latest_expiry,

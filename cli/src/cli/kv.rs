@@ -32,7 +32,7 @@ fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(secs > 0.0) || !secs.is_finite() {
+    if secs.is_nan() || secs <= 0.0 || !secs.is_finite() {
         return Err(format!(
             "the time to live must be a positive number of seconds, not {s}"
         ));

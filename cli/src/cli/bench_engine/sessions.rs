@@ -72,7 +72,7 @@ pub(super) fn sessions(r: &Sessions) -> Result<String, CliError> {
         let from = born.partition_point(|&b| b + 60 <= s);
         for _ in 0..r.rate {
             x = mix64(x);
-            let id = if x % 5 == 0 || from as u64 >= next {
+            let id = if x.is_multiple_of(5) || from as u64 >= next {
                 born.push(s);
                 next += 1;
                 news += 1;
