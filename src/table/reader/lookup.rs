@@ -13,14 +13,25 @@ impl Table {
         counters: &TableCounters,
         now: &crate::expiry::Now,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        let got = self.get_tagged(key, counters)?;
-        if !self.tagged() {
-            return Ok(got);
+        match self.get_tagged(key, counters)? {
+            Some(v) => self.judge(key, v, now).map(|v| Some(v)),
+            None => Ok(None),
         }
-        Ok(match got {
-            Some(Some(v)) => self.untag(key, v, now)?,
-            other => other,
-        })
+    }
+
+    /// The entry [`get_tagged`](Self::get_tagged) found for `key` (`None`: a tombstone) as
+    /// a read at `now` sees it: the value without its tag, or `None` when it has expired.
+    #[inline]
+    pub(crate) fn judge(
+        &self,
+        key: &[u8],
+        found: Option<Vec<u8>>,
+        now: &crate::expiry::Now,
+    ) -> Result<Option<Vec<u8>>> {
+        match found {
+            Some(v) if self.tagged() => self.untag(key, v, now),
+            other => Ok(other),
+        }
     }
 
     /// The value of a version 5 table's entry as a read at `now` sees it.
@@ -30,7 +41,7 @@ impl Table {
         key: &[u8],
         mut v: Vec<u8>,
         now: &crate::expiry::Now,
-    ) -> Result<Option<Option<Vec<u8>>>> {
+    ) -> Result<Option<Vec<u8>>> {
         let (value, exp) = crate::expiry::split_tagged(&v, 0).map_err(|e| {
             // Only on damage: the key's block again, for its offset.
             let at = self
@@ -40,11 +51,11 @@ impl Table {
             e.in_file(&self.path, at)
         })?;
         if now.expired(exp) {
-            return Ok(Some(None));
+            return Ok(None);
         }
         let skip = v.len() - value.len();
         v.drain(..skip);
-        Ok(Some(Some(v)))
+        Ok(Some(v))
     }
 
     /// Looks `key` up as [`get_at`](Self::get_at) does, without judging expiry: an expiring
@@ -58,7 +69,13 @@ impl Table {
     /// block comes from the block cache when there is one and it holds the block; a block
     /// read from the file is searched where it was read, and copied into the cache only
     /// when the cache admits it.
-    fn get_tagged(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Vec<u8>>>> {
+    /// A version 5 table's values are returned as stored, tagged ([`judge`](Self::judge)
+    /// takes the tag off).
+    pub(crate) fn get_tagged(
+        &self,
+        key: &[u8],
+        counters: &TableCounters,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         let Some(i) = self.block_for(key) else {
             return Ok(None);
         };
