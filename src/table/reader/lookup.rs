@@ -14,7 +14,7 @@ impl Table {
         now: &crate::expiry::Now,
     ) -> Result<Option<Option<Vec<u8>>>> {
         match self.get_tagged(key, counters)? {
-            Some(v) => self.judge(key, v, now).map(|v| Some(v)),
+            Some(v) => self.judge(key, v, now).map(Some),
             None => Ok(None),
         }
     }
