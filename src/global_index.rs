@@ -221,6 +221,13 @@ impl GlobalIndex {
         self.moving.store(m.encode(), SeqCst);
     }
 
+    /// Whether a [`Move`] is announced: a compaction or trivial move is changing entries in
+    /// place (a snapshot, which may need the versions it consumes, reads unfiltered
+    /// meanwhile).
+    pub(crate) fn is_moving(&self) -> bool {
+        self.moving.load(SeqCst) != 0
+    }
+
     /// Withdraws [`begin_move`](Self::begin_move)'s announcement: call it after the
     /// change's tables are published (or its entries put back) and the removal count
     /// bumped.

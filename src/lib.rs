@@ -61,6 +61,12 @@ mod mmap;
 pub mod repair;
 mod scan;
 pub mod store;
+// The range tombstones file's decoder is public only with `internals`, for tests and fuzz
+// targets.
+#[cfg(feature = "internals")]
+pub mod tombstone;
+#[cfg(not(feature = "internals"))]
+mod tombstone;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]
 pub mod table;
@@ -82,7 +88,7 @@ pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
     LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
-    Store, SyncPolicy, TableStats, WriteOptions,
+    Store, SyncPolicy, TableStats, Transaction, TransactionScan, WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

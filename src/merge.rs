@@ -75,6 +75,15 @@ pub(crate) trait Source {
         }
         Ok(())
     }
+    /// Moves on past a range its entries are hidden in: to the first entry at or after
+    /// `key` (backward: at or before it), from a ready or pending state, reading as little as
+    /// it can ([`Merge::skip_older`]). By default, a ready source seeks.
+    fn skip(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        if self.state() == State::Ready {
+            self.seek(key, rev)?;
+        }
+        Ok(())
+    }
 }
 
 /// Merges sources given newest first (forward, or backward with `REV`): for equal keys the
@@ -255,12 +264,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// every source past that key ([`last`](Self::last) and [`held`](Self::held) then say
     /// which). `false` (and `f` not called) at the end of the range.
     #[inline]
-    fn step(&mut self, f: &mut impl FnMut(&[u8], Option<&[u8]>, u64)) -> Result<bool> {
+    fn step(&mut self, f: &mut impl FnMut(u32, &[u8], Option<&[u8]>, u64)) -> Result<bool> {
         let Some(top) = self.ready_top()? else {
             return Ok(false);
         };
         let s = &self.sources[top];
-        f(s.key(), s.value(), s.expires());
+        f(top as u32, s.key(), s.value(), s.expires());
         self.last.clear();
         self.last.extend_from_slice(s.key());
         self.stepped = true;
@@ -290,14 +299,24 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// An error ends the merge.
     #[inline]
     pub(crate) fn next_entry(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
-        self.next_entry_exp(|k, v, _| f(k, v))
+        self.next_entry_all(|_, k, v, _| f(k, v))
     }
 
-    /// [`next_entry`](Self::next_entry) with the entry's `expires_at` (0: never).
+    /// [`next_entry`](Self::next_entry), `f` also told the number of the source whose
+    /// version it is (range tombstones hide entries by source: `tombstone`).
     #[inline]
-    pub(crate) fn next_entry_exp(
+    pub(crate) fn next_entry_from(
         &mut self,
-        mut f: impl FnMut(&[u8], Option<&[u8]>, u64),
+        mut f: impl FnMut(u32, &[u8], Option<&[u8]>),
+    ) -> Result<bool> {
+        self.next_entry_all(|i, k, v, _| f(i, k, v))
+    }
+
+    /// [`next_entry_from`](Self::next_entry_from) with the entry's `expires_at` too.
+    #[inline]
+    pub(crate) fn next_entry_all(
+        &mut self,
+        mut f: impl FnMut(u32, &[u8], Option<&[u8]>, u64),
     ) -> Result<bool> {
         if self.done {
             return Ok(false);
@@ -341,6 +360,30 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
             self.done = true;
         }
         r
+    }
+
+    /// Moves every source numbered above `rank` on to `key` (forward: its first entry at or
+    /// after it; backward: at or before it) with [`Source::skip`], leaving the newer ones
+    /// where they stand: what a scan does past a range tombstone of source `rank`, whose
+    /// range ends at `key` (backward: starts after it), so that the older sources' entries
+    /// under it are not read.
+    pub(crate) fn skip_older(&mut self, rank: u32, key: &[u8]) -> Result<()> {
+        for &i in &self.heap {
+            if i > rank {
+                let s = &mut self.sources[i as usize];
+                if s.state() != State::Done {
+                    s.skip(key, REV)?;
+                }
+            }
+        }
+        let (sources, prefix) = (&self.sources, &mut self.prefix);
+        self.heap.retain(|&i| {
+            let s = &sources[i as usize];
+            prefix[i as usize] = s.head();
+            s.state() != State::Done
+        });
+        self.heapify();
+        Ok(())
     }
 
     fn seek_sources(&mut self, key: &[u8]) -> Result<()> {

@@ -39,7 +39,10 @@ use crate::table::block::BlockCursor;
 use crate::table::{BlockBytes, ReadAhead, Table};
 use crate::version::{prefix8, TableHandle, Version};
 
+mod ranges;
 mod tables;
+use crate::tombstone::Cover;
+use ranges::{next_visible, scan_cover};
 
 pub(crate) use tables::RangeCounters;
 use tables::{before, past, TableRun};
@@ -74,6 +77,9 @@ pub(crate) struct MemSource {
     /// The cursor has entries after those in `buf`.
     more: bool,
     fill: usize,
+    /// The memtable's range tombstones its snapshot sees (they hide the older sources'
+    /// entries; its own hidden entries come as tombstones).
+    ranges: Arc<[crate::tombstone::RangeTombstone]>,
 }
 
 impl MemSource {
@@ -120,6 +126,7 @@ impl MemSource {
     fn first_fill(mem: MemRef, mut cursor: MemCursor, m: &Memtable) -> Self {
         let mut buf = EntryBuf::default();
         let more = cursor.fill(m, &mut buf, FIRST_FILL);
+        let ranges = m.ranges_at(cursor.snap()).cloned().collect();
         MemSource {
             mem,
             cursor,
@@ -127,6 +134,7 @@ impl MemSource {
             at: 0,
             more,
             fill: FIRST_FILL,
+            ranges,
         }
     }
 
@@ -144,6 +152,7 @@ impl MemSource {
             at: 0,
             more: true,
             fill: FIRST_FILL / 2,
+            ranges: self.ranges.clone(),
         }
     }
 
@@ -249,6 +258,12 @@ impl Source for ScanSource {
             ScanSource::Tables(s) => s.advance(),
         }
     }
+    fn skip(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        match self {
+            ScanSource::Mem(s) => s.skip(key, rev),
+            ScanSource::Tables(s) => s.skip(key, rev),
+        }
+    }
     fn seek(&mut self, key: &[u8], rev: bool) -> Result<()> {
         match self {
             ScanSource::Mem(s) => s.seek(key, rev),
@@ -341,6 +356,10 @@ enum Back {
 pub struct Scan {
     front: Merge<ScanSource, false>,
     back: Back,
+    /// The range tombstones of the front's sources, ranked by source number, and of the
+    /// back's (whose sources may differ): `None` when there are none.
+    cover: Option<Box<Cover>>,
+    back_cover: Option<Box<Cover>>,
 }
 
 impl Scan {
@@ -361,6 +380,7 @@ impl Scan {
             end.as_ref().map(Vec::as_slice),
         );
         table_sources(&version, from, to, &ranges, false, now, &mut sources);
+        let cover = scan_cover(&sources);
         Scan {
             front: Merge::new(sources, start, end),
             back: Back::Plan {
@@ -369,6 +389,8 @@ impl Scan {
                 ranges,
                 now,
             },
+            cover,
+            back_cover: None,
         }
     }
 
@@ -377,6 +399,8 @@ impl Scan {
         Scan {
             front: Merge::new(Vec::new(), Bound::Unbounded, Bound::Unbounded),
             back: Back::None,
+            cover: None,
+            back_cover: None,
         }
     }
 
@@ -412,6 +436,7 @@ impl Scan {
                 }
             }
             table_sources(&version, from, to, &ranges, true, now, &mut sources);
+            self.back_cover = scan_cover(&sources);
             self.back = Back::Open(Merge::new(sources, start, end));
         }
         match &mut self.back {
@@ -446,7 +471,7 @@ impl std::fmt::Debug for Scan {
 impl Iterator for Scan {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
     fn next(&mut self) -> Option<Self::Item> {
-        let item = self.front.next_item()?;
+        let item = next_visible(&mut self.front, self.cover.as_deref())?;
         if let (Ok((k, _)), Back::Open(b)) = (&item, &mut self.back) {
             // The ends met: the back returned this key or one before it.
             if b.last().is_some_and(|l| k.as_slice() >= l) {
@@ -461,8 +486,11 @@ impl Iterator for Scan {
 
 impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let back = self.back()?;
-        let item = back.next_item()?;
+        self.back()?;
+        let Back::Open(back) = &mut self.back else {
+            return None;
+        };
+        let item = next_visible(back, self.back_cover.as_deref())?;
         if let Ok((k, _)) = &item {
             if self.front.last().is_some_and(|l| k.as_slice() <= l) {
                 self.front.finish();

@@ -433,3 +433,59 @@ fn a_checked_in_log_of_expiring_puts_replays_with_its_expiries() {
     assert_eq!(get("session-b"), None);
     assert_eq!(get("plain").as_deref(), Some("stays"));
 }
+
+/// Expiry beside range deletion and transactions: a range tombstone hides older entries
+/// whether they expire or not (in the memtable, in a table, after compaction), a later
+/// expiring put inside a deleted range is seen until it expires, and a transaction's puts
+/// expire by its write options' time to live (fails if a range tombstone skipped expiring
+/// entries, or a transaction dropped the TTL).
+#[test]
+fn expiry_with_range_deletion_and_transactions() {
+    for flush in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let store = Store::open(dir.path(), opts(&clock)).unwrap();
+        store
+            .put_with_ttl("b1", "x", Duration::from_secs(100))
+            .unwrap();
+        store.put("b2", "y").unwrap();
+        store
+            .put_with_ttl("c1", "z", Duration::from_secs(100))
+            .unwrap();
+        if flush {
+            store.flush().unwrap();
+        }
+        store.delete_range("b", "c").unwrap();
+        store
+            .put_with_ttl("b3", "w", Duration::from_secs(10))
+            .unwrap();
+        let mut tx = store.transaction_opt(&WriteOptions::default().ttl(Duration::from_secs(10)));
+        tx.put("t1", "v");
+        tx.commit().unwrap();
+        if flush {
+            store.flush().unwrap();
+        }
+        let keys =
+            |s: &Store| -> Vec<Vec<u8>> { s.scan::<&[u8]>(..).map(|r| r.unwrap().0).collect() };
+        assert_eq!(store.get("b1").unwrap(), None);
+        assert_eq!(store.get("b2").unwrap(), None);
+        assert_eq!(store.get("b3").unwrap(), Some(b"w".to_vec()));
+        assert_eq!(store.get("t1").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(
+            keys(&store),
+            [b"b3".to_vec(), b"c1".to_vec(), b"t1".to_vec()]
+        );
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(store.get("b3").unwrap(), None);
+        assert_eq!(store.get("t1").unwrap(), None);
+        assert_eq!(keys(&store), [b"c1".to_vec()]);
+        store.compact().unwrap();
+        assert_eq!(keys(&store), [b"c1".to_vec()]);
+        assert_eq!(store.get("b1").unwrap(), None);
+        drop(store);
+        let store = Store::open(dir.path(), opts(&clock)).unwrap();
+        assert_eq!(keys(&store), [b"c1".to_vec()]);
+        clock.advance(Duration::from_secs(90));
+        assert_eq!(keys(&store), Vec::<Vec<u8>>::new());
+    }
+}

@@ -1186,7 +1186,8 @@ fn repair_salvages_a_store_that_will_not_open() {
     assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
 }
 
-/// `store stress`: a short run with and without --kill, with one thread and several, prints
+/// `store stress`: a short run with and without --kill, with one thread and several, and of
+/// the bank transfers (--bank) with and without --kill, prints
 /// its figures and exits 0; a --dir that holds anything is refused (stress must never write
 /// over a real store).
 #[test]
@@ -1197,6 +1198,16 @@ fn stress_runs_and_reports_its_figures() {
         &["stress", "--duration", "2", "--seed", "7", "--threads", "3"],
         &["stress", "--duration", "3", "--kill"],
         &["stress", "--duration", "3", "--kill", "--threads", "4"],
+        &["stress", "--duration", "2", "--bank", "--threads", "3"],
+        &[
+            "stress",
+            "--duration",
+            "3",
+            "--bank",
+            "--kill",
+            "--threads",
+            "4",
+        ],
     ] {
         let out = run_full(args, b"", None, None);
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
@@ -1213,7 +1224,7 @@ fn stress_runs_and_reports_its_figures() {
         if args.contains(&"--kill") {
             assert!(!line.contains("kills 0,"), "{line}");
         }
-        if args.contains(&"--kill") && args.contains(&"--threads") {
+        if args.contains(&"--kill") && args.contains(&"--threads") && !args.contains(&"--bank") {
             assert!(line.contains("commit groups "), "{line}");
         }
     }

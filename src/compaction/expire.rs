@@ -211,6 +211,7 @@ mod tests {
                     alloc: &alloc,
                 },
                 table_bytes: u64::MAX,
+                ranges: Default::default(),
                 expiry: Rewrite {
                     now,
                     filter: Some(&Rules),

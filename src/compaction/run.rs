@@ -23,6 +23,8 @@ use crate::table::files::{NewTable, TableSpec, TableWriter};
 use crate::table::{
     encode_part, run_full, OwnedRun, Part, SortedEntries, Table, TableCounters, TableCursor,
 };
+use crate::tombstone::compact::{RangeInput, RangeOut};
+use crate::tombstone::RangeTombstone;
 use std::ops::Bound;
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
@@ -135,6 +137,9 @@ pub(crate) struct Output<'a> {
     pub table_bytes: u64,
     /// What the merge does to the entries it writes: expiry and the compaction filter.
     pub expiry: super::expire::Rewrite<'a>,
+    /// The inputs' range tombstones: the entries they drop and the ones the output keeps
+    /// (`tombstone::compact`).
+    pub ranges: RangeInput,
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
@@ -193,6 +198,8 @@ impl Moves {
 struct Chunk {
     run: OwnedRun,
     ends_table: bool,
+    /// When it ends a table: that table's range tombstones.
+    tombstones: Vec<RangeTombstone>,
 }
 
 /// What the merge side keeps between windows.
@@ -208,6 +215,8 @@ struct MergeSide<'d> {
     done: bool,
     /// The global filter's runs, when the store has one, and what the merge changes there.
     track: Option<(&'d Runs, Moves)>,
+    ranges: &'d RangeInput,
+    range_out: RangeOut,
 }
 
 impl MergeSide<'_> {
@@ -219,8 +228,10 @@ impl MergeSide<'_> {
             run.clear();
             run.tagged = self.rewrite.tagged;
             let mut ends_table = false;
+            let (ranges, range_out) = (self.ranges, &mut self.range_out);
             if let Some((k, v, e)) = self.carry.take() {
                 self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+                range_out.reach(ranges, &k);
                 run.push(&k, v.as_deref(), e);
             }
             let (limit, drop_t, rewrite) = (self.table_bytes, self.drop_tombstone, self.rewrite);
@@ -228,7 +239,12 @@ impl MergeSide<'_> {
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
-                let more = self.merger.next_entry_exp(|k, v, exp| {
+                let more = self.merger.next_entry_all(|src, k, v, exp| {
+                    if v.is_some() && ranges.drops(k, src) {
+                        // Under a newer range tombstone, expiring or not: neither the
+                        // compaction filter nor expiry sees it.
+                        return;
+                    }
                     let changed;
                     let (v, exp) = match rewrite.apply(k, v, exp) {
                         super::expire::Out::Same => (v, exp),
@@ -238,15 +254,16 @@ impl MergeSide<'_> {
                             (Some(changed.as_slice()), exp)
                         }
                     };
-                    if v.is_none() && drop_t(k) {
+                    if v.is_none() && drop_t(k) && !ranges.keeps_start(k) {
                         return;
                     }
                     kept = true;
                     let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
-                    if in_table > 0 && in_table + size > limit {
+                    if in_table > 0 && in_table + size > limit && range_out.may_cut_before(k) {
                         carry = Some((k.to_vec(), v.map(<[u8]>::to_vec), exp));
                     } else {
                         in_table += size;
+                        range_out.reach(ranges, k);
                         run.push(k, v, exp);
                     }
                 })?;
@@ -267,8 +284,17 @@ impl MergeSide<'_> {
             }
             self.in_table = in_table;
             self.carry = carry;
+            let tombstones = if ends_table {
+                self.range_out.end_table(self.ranges, self.done)
+            } else {
+                Vec::new()
+            };
             if run.len() > 0 || ends_table {
-                out.push(Chunk { run, ends_table });
+                out.push(Chunk {
+                    run,
+                    ends_table,
+                    tombstones,
+                });
             } else {
                 spare.push(run);
             }
@@ -319,19 +345,27 @@ impl WriteSide<'_> {
                 self.bufs.push(w.add_part(part, keys)?);
             }
             if ends {
-                self.finish_table()?;
+                self.finish_table(&chunk.tombstones)?;
             }
         }
         spare.extend(chunks.into_iter().map(|c| c.run));
         Ok(())
     }
 
-    /// Finishes the table being written, and writes its filters.
-    fn finish_table(&mut self) -> Result<()> {
+    /// Finishes the table being written, and writes its filters and `tombstones`.
+    fn finish_table(&mut self, tombstones: &[RangeTombstone]) -> Result<()> {
         let Some(w) = self.table.take() else {
+            if !tombstones.is_empty() {
+                // Never dropped silently: the keys they hide would be seen again.
+                return Err(crate::Error::Internal(format!(
+                    "a compaction kept {} range tombstones for an output table without entries",
+                    tombstones.len()
+                )));
+            }
             return Ok(());
         };
         let t = w.finish(&self.out.spec)?;
+        let t = t.with_tombstones(&self.out.spec, tombstones)?;
         self.written += t.record.file_bytes + t.filter_bytes;
         self.tables.push(t);
         Ok(())
@@ -395,6 +429,8 @@ fn run_pipeline(
         rewrite: &out.expiry,
         done: false,
         track: runs.map(|r| (r, Moves::default())),
+        ranges: &out.ranges,
+        range_out: RangeOut::default(),
     };
     let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
     let mut pending: Vec<Chunk> = Vec::new();
@@ -417,7 +453,7 @@ fn run_pipeline(
         pending = filled?;
         spare_m.append(&mut spare_w);
     }
-    w.finish_table()?;
+    w.finish_table(&[])?;
     Ok(m.track.map(|(_, moves)| moves).unwrap_or_default())
 }
 
@@ -468,6 +504,7 @@ mod tests {
                     alloc: &alloc,
                 },
                 table_bytes: 1 << 20,
+                ranges: Default::default(),
             };
             let counters = Arc::new(TableCounters::default());
             let sources: Vec<Source> = tables

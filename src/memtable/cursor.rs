@@ -181,13 +181,21 @@ impl MemCursor {
                 (at, vlen) = mem.older(at);
             }
             debug_assert!(at < self.snap, "a version a scan needs was not linked");
-            let v = if crate::expiry::expired_at(mem.expiry(at, vlen), self.now) {
-                None
+            let key = mem.key(s);
+            if mem.covered(key, at, self.snap) {
+                // Hidden by a range tombstone of this memtable: a tombstone to the merge.
+                out.push(key, None);
+            } else if crate::expiry::expired_at(mem.expiry(at, vlen), self.now) {
+                out.push(key, None);
             } else {
-                mem.version(at, vlen)
-            };
-            out.push(mem.key(s), v);
+                out.push(key, mem.version(at, vlen));
+            }
         }
+    }
+
+    /// The arena position of its snapshot (`u64::MAX`: every version).
+    pub(crate) fn snap(&self) -> u64 {
+        self.snap
     }
 
     /// The memtable takes no more writes (it was made immutable), or the cursor is done:

@@ -50,6 +50,7 @@
 mod arena;
 mod cursor;
 mod order;
+mod ranges;
 mod sort;
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -65,6 +66,7 @@ use crate::table::SortedEntries;
 use arena::Arena;
 pub(crate) use cursor::{EntryBuf, MemCursor, ReaderGuard};
 use order::{Order, Run};
+pub(crate) use ranges::MemRange;
 
 /// Value length (the low 31 bits of `vlen`) of a tombstone.
 const TOMBSTONE: u32 = u32::MAX >> 1;
@@ -105,6 +107,10 @@ pub struct Memtable {
     readers: Arc<AtomicUsize>,
     /// Puts with an expiry inserted (overwritten ones included).
     expiring: usize,
+    /// Range tombstones, in write order (`ranges.rs`).
+    ranges: Vec<MemRange>,
+    /// Bytes they hold.
+    range_bytes: usize,
 }
 
 impl Memtable {
@@ -136,6 +142,7 @@ impl Memtable {
     /// Bytes held: arena (overwritten values and their links included), slots and index.
     pub fn approximate_bytes(&self) -> usize {
         self.arena.len()
+            + self.range_bytes
             + self.slots.capacity() * std::mem::size_of::<Slot>()
             + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
     }
@@ -199,7 +206,6 @@ impl Memtable {
     }
 
     /// Stores `value` (`None`: a tombstone) under `key`, replacing what it held.
-    #[cfg(test)]
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.insert_hashed(key, key_hash(key), value, 0)
     }
@@ -290,6 +296,9 @@ impl Memtable {
             s.hash == hash && self.key(s) == key
         })?;
         let s = &self.slots[*i as usize];
+        if self.covered(key, s.val_at, u64::MAX) {
+            return Some(None);
+        }
         Some(self.version_at(s.val_at, s.vlen, now))
     }
 
@@ -317,16 +326,31 @@ impl Memtable {
             (at, vlen) = self.older(at);
         }
         // A version the snapshot needs that was not linked: a bug, never a wrong value.
+        if at < snap && self.covered(key, at, snap) {
+            return Some(None);
+        }
         (at < snap).then(|| self.version_at(at, vlen, now))
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the
     /// current rayon pool if it is not cached yet.
     pub fn sorted(&self) -> Sorted<'_> {
-        Sorted {
-            mem: self,
-            order: self.merged(),
+        let mut order = self.merged();
+        if self.has_ranges() {
+            // Values a range tombstone of this memtable hides go: a table's values are newer
+            // than its own range tombstones (see `tombstone`). Point tombstones stay (they
+            // hide nothing more, and a range's start key keeps the table non-empty).
+            let kept: Vec<(u64, u32)> = order
+                .iter()
+                .filter(|&&(_, i)| {
+                    let s = &self.slots[i as usize];
+                    self.value(s).is_none() || !self.covered(self.key(s), s.val_at, u64::MAX)
+                })
+                .copied()
+                .collect();
+            order = Arc::new(kept);
         }
+        Sorted { mem: self, order }
     }
 
     /// Every key (tombstones' included), in insertion order: the slots' and the arena's

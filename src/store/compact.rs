@@ -16,6 +16,8 @@ use crate::compaction::run::{merge, Output, Source};
 use crate::error::Result;
 use crate::table::files::TableSpec;
 use crate::table::TableCounters;
+use crate::tombstone::compact::{range_droppable, RangeInput};
+use crate::tombstone::RangeTombstone;
 use crate::version::{TableHandle, Version, VersionEdit};
 
 impl Inner {
@@ -115,7 +117,7 @@ impl Inner {
     /// Runs `task`, planned on `v` (which the caller keeps live by holding the compaction
     /// lock: only flushes, which add L0 tables in front, change the set meanwhile), and
     /// installs its result ([`Task::edit`]).
-    fn run_task(&self, v: &Version, task: Task) -> Result<()> {
+    pub(super) fn run_task(&self, v: &Version, task: Task) -> Result<()> {
         match &task {
             Task::Move { table, from, .. } => {
                 let Some(t) = v.levels()[*from]
@@ -153,6 +155,14 @@ impl Inner {
         let mut sources = Vec::new();
         // Each source's level and first table (for the global filter's run ids).
         let mut source_runs: Vec<(usize, &Arc<TableHandle>)> = Vec::new();
+        // Each source's range tombstones.
+        let mut source_tombs: Vec<Vec<&RangeTombstone>> = Vec::new();
+        fn tombs<'a>(ts: &[&'a Arc<TableHandle>]) -> Vec<&'a RangeTombstone> {
+            ts.iter()
+                .filter_map(|t| t.tombstones.as_deref())
+                .flatten()
+                .collect()
+        }
         let mut input_bytes = 0;
         let mut tagged = false;
         for (l, level) in levels.iter().enumerate() {
@@ -170,10 +180,12 @@ impl Inner {
                 for (t, h) in tables.into_iter().zip(&picked) {
                     sources.push(Source::new(vec![t], scratch.clone())?);
                     source_runs.push((0, h));
+                    source_tombs.push(tombs(&[*h]));
                 }
             } else if !tables.is_empty() {
                 sources.push(Source::new(tables, scratch.clone())?);
                 source_runs.push((l, picked[0]));
+                source_tombs.push(tombs(&picked));
             }
         }
         let input_keys = levels
@@ -208,6 +220,7 @@ impl Inner {
                 level: output,
                 tagged,
             },
+            ranges: RangeInput::new(&source_tombs, |t| range_droppable(&levels, output, t)),
         };
         let runs = self.global_runs(v, &source_runs, output)?;
         let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
@@ -228,6 +241,16 @@ impl Inner {
                     t.set_run(runs.output);
                 }
                 add.push(Arc::new(t));
+            }
+            // A sorted level's tables stay disjoint under their bounds widened to their range
+            // tombstones (`tombstone::compact` never cuts a table inside one).
+            if output > 0 {
+                if let Some(w) = add.windows(2).find(|w| w[0].max_key() >= w[1].min_key()) {
+                    return Err(crate::Error::Internal(format!(
+                        "compaction outputs {} and {} overlap",
+                        w[0].record.number, w[1].record.number
+                    )));
+                }
             }
             Ok(())
         })();

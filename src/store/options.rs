@@ -188,6 +188,12 @@ pub struct Options {
     /// no lock, nothing written; writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
     /// `false` by default.
     pub read_only: bool,
+    /// The most bytes of keys the transaction conflict window holds (keys written by the
+    /// commits since the oldest open transaction's snapshot, 64 bytes counted per entry
+    /// beyond the key): a transaction open while more than this was written fails at its
+    /// commit with [`Error::TransactionTooOld`](crate::Error::TransactionTooOld).
+    /// 64 MiB by default (docs/engine.md, "Transactions").
+    pub transaction_window_bytes: usize,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
     /// Where the time comes from for expiry ([`WriteOptions::ttl`]): the system clock by
@@ -224,6 +230,7 @@ impl Default for Options {
             compression: Compression::Lz4,
             range_filter_bits: DEFAULT_RANGE_BITS,
             read_only: false,
+            transaction_window_bytes: 64 << 20,
             fs: Arc::new(RealFs),
             clock: Arc::new(SystemClock),
             compaction_filter: None,
@@ -261,6 +268,8 @@ setters! {
     policy: impl Into<Option<FilterPolicy>> => Into::into;
     /// Sets [`Options::memtable_bytes`].
     memtable_bytes: usize => same;
+    /// Sets [`Options::transaction_window_bytes`].
+    transaction_window_bytes: usize => same;
     /// Sets [`Options::sync`].
     sync: SyncPolicy => same;
     /// Sets [`Options::compaction_trigger`] (`None` turns automatic compaction off).

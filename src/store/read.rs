@@ -214,12 +214,18 @@ impl Inner {
                 if let Some(v) = st.mem.get_hashed(key, hash, &now) {
                     return Ok(v.map(<[u8]>::to_vec));
                 }
-                if let Some(v) = st
-                    .imm
-                    .as_ref()
-                    .and_then(|m| m.mem.get_hashed(key, hash, &now))
-                {
-                    return Ok(v.map(<[u8]>::to_vec));
+                // A memtable's range tombstone hides every older version (one test of an
+                // empty list without any).
+                if st.mem.range_covers(key, u64::MAX) {
+                    return Ok(None);
+                }
+                if let Some(imm) = &st.imm {
+                    if let Some(v) = imm.mem.get_hashed(key, hash, &now) {
+                        return Ok(v.map(<[u8]>::to_vec));
+                    }
+                    if imm.mem.range_covers(key, u64::MAX) {
+                        return Ok(None);
+                    }
                 }
                 // The global filter is asked under the lock, so that a key it rules out (most
                 // absent keys) costs no copy of the table set (two locked instructions).
@@ -261,10 +267,18 @@ impl Inner {
                 let st = self.read_state();
                 let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
                 if !st.mem.is_empty() {
-                    batch.answer_from(|k, h| st.mem.get_hashed(k, h, &now).map(copy));
+                    let mem = &st.mem;
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_hashed(k, h, &now).map(copy);
+                        v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
+                    });
                 }
                 if let Some(imm) = &st.imm {
-                    batch.answer_from(|k, h| imm.mem.get_hashed(k, h, &now).map(copy));
+                    let mem = &imm.mem;
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_hashed(k, h, &now).map(copy);
+                        v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
+                    });
                 }
                 st.current.clone()
             };

@@ -354,14 +354,22 @@ impl Pinned {
         let now = Now::fixed(self.now);
         if let Some(m) = &t.mem {
             if let Some(v) = m.with(|mem| {
-                mem.get_at(key, hash, m.pos, &now)
-                    .map(|v| v.map(<[u8]>::to_vec))
+                // A range tombstone the snapshot sees hides every older version.
+                let v = mem
+                    .get_at(key, hash, m.pos, &now)
+                    .map(|v| v.map(<[u8]>::to_vec));
+                v.or_else(|| mem.range_covers(key, m.pos).then_some(None))
             }) {
                 return Ok(v);
             }
         }
-        if let Some(v) = t.imm.as_ref().and_then(|m| m.get_hashed(key, hash, &now)) {
-            return Ok(v.map(<[u8]>::to_vec));
+        if let Some(imm) = &t.imm {
+            if let Some(v) = imm.get_hashed(key, hash, &now) {
+                return Ok(v.map(<[u8]>::to_vec));
+            }
+            if imm.range_covers(key, u64::MAX) {
+                return Ok(None);
+            }
         }
         if t.version.global().is_none() {
             return t.version.get(key, hash, &now);
@@ -376,14 +384,21 @@ impl Pinned {
     fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         let t = &self.tree;
         let now = Now::fixed(self.now);
-        let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
         let batch = || {
             let mut batch = Batch::new(keys);
             if let Some(m) = &t.mem {
-                m.with(|mem| batch.answer_from(|k, h| mem.get_at(k, h, m.pos, &now).map(copy)));
+                m.with(|mem| {
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_at(k, h, m.pos, &now).map(|v| v.map(<[u8]>::to_vec));
+                        v.or_else(|| mem.range_covers(k, m.pos).then_some(None))
+                    })
+                });
             }
             if let Some(imm) = &t.imm {
-                batch.answer_from(|k, h| imm.get_hashed(k, h, &now).map(copy));
+                batch.answer_from(|k, h| {
+                    let v = imm.get_hashed(k, h, &now).map(|v| v.map(<[u8]>::to_vec));
+                    v.or_else(|| imm.range_covers(k, u64::MAX).then_some(None))
+                });
             }
             batch
         };
@@ -403,13 +418,24 @@ impl Pinned {
     /// Runs `f` on the snapshot's table set through its global filter while no change
     /// published since the snapshot relabelled or removed filter entries: `None` when one
     /// had (before `f`, or under it), and the tables must be read without the filter.
+    ///
+    /// A change under way counts too: a compaction removes the entries of the versions it
+    /// consumes before it publishes and bumps the count, and those versions may be the ones
+    /// the snapshot reads (a key deleted since, whose tombstone and older value a bottom
+    /// compaction drops together). The announcement is read before the count: a lookup
+    /// that read a changed entry finds the change still announced, or, once withdrawn, the
+    /// count bumped (`global_change` bumps it first).
     fn through_global<T>(&self, f: impl FnOnce(&Version) -> Result<T>) -> Result<Option<T>> {
         let removals = &self.inner.global_removals;
-        if self.tree.unfiltered.get().is_some() || removals.load(SeqCst) != self.removals {
+        let stale = || {
+            self.tree.version.global().is_some_and(|g| g.is_moving())
+                || removals.load(SeqCst) != self.removals
+        };
+        if self.tree.unfiltered.get().is_some() || stale() {
             return Ok(None);
         }
         let got = f(&self.tree.version)?;
-        Ok((removals.load(SeqCst) == self.removals).then_some(got))
+        Ok((!stale()).then_some(got))
     }
 
     /// The snapshot's table set without the global filter (its tables have no filters of

@@ -281,7 +281,17 @@ impl Inner {
             || {
                 (!sorted.is_empty())
                     .then(|| {
-                        TableWriter::write_whole(&spec, files, &sorted, imm.mem.keys(), &hashes)
+                        let t = TableWriter::write_whole(
+                            &spec,
+                            files,
+                            &sorted,
+                            imm.mem.keys(),
+                            &hashes,
+                        )?;
+                        t.with_tombstones(
+                            &spec,
+                            &crate::tombstone::sorted(imm.mem.ranges_at(u64::MAX)),
+                        )
                     })
                     .transpose()
             },

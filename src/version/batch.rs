@@ -150,6 +150,17 @@ impl Version {
             batch.pending.clear();
             return Ok(());
         }
+        if !self.cover().is_empty() {
+            // Range tombstones: each key through `get`, which knows the table that answered
+            // (the same answers and counts as a loop of `get`).
+            for &i in &batch.pending {
+                let i = i as usize;
+                batch.out[i] = self.get(batch.keys[i], batch.hashes[i], now)?;
+                batch.done[i] = true;
+            }
+            batch.pending.clear();
+            return Ok(());
+        }
         let mut cands: Vec<u32> = Vec::with_capacity(batch.pending.len());
         let mut maybe: Vec<u32> = Vec::new();
         for t in &self.levels[0].tables {

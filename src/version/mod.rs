@@ -23,15 +23,17 @@ use std::sync::Arc;
 use crate::compaction::plan::{apply, TableInfo};
 use crate::error::{Error, Result};
 use crate::expiry::Now;
-use crate::filename::{filter_path, range_path, table_path};
+use crate::filename::{filter_path, range_path, table_path, tombstones_path};
 use crate::filter::global::{RunId, RunSet};
 use crate::global_index::{level_run, GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::files::TableFiles;
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
+use crate::tombstone::{Cover, RangeTombstone};
 
 mod batch;
 mod set;
+mod tombstones;
 pub(crate) use batch::Batch;
 pub(crate) use set::{SetState, VersionEdit, VersionSet};
 
@@ -54,9 +56,14 @@ pub(crate) struct TableHandle {
     pub range: Option<Arc<MappedRangeFilter>>,
     /// Why a recorded range filter is not in use (damaged or missing), if so.
     pub range_problem: Option<String>,
-    /// [`prefix8`] of the table's smallest and largest key.
+    /// [`prefix8`] of the table's smallest and largest key (its bounds: widened to cover
+    /// its range tombstones).
     lo: u64,
     hi: u64,
+    /// The table's range tombstones (`NNNNNN.rdel`), sorted by start, if it has any.
+    pub tombstones: Option<Arc<[RangeTombstone]>>,
+    /// Its bounds when its range tombstones reach past its keys: `(min, max)`.
+    wide: Option<Box<(Vec<u8>, Vec<u8>)>>,
     /// The files this handle names (last: dropped after the table and filters close). A
     /// version holds its tables' files through them (see [`VersionSet::log_and_apply`]).
     pub files: TableFiles,
@@ -104,6 +111,8 @@ impl TableHandle {
             range_problem: None,
             lo,
             hi,
+            tombstones: None,
+            wide: None,
             files,
         }
     }
@@ -166,9 +175,16 @@ impl TableHandle {
                 Err(e) => (None, Some(e.to_string())),
             },
         };
+        let tombstones = match record.range_tombstones {
+            None => None,
+            // Unlike a filter's, a damaged tombstones file is an error: reading the table
+            // without it would bring deleted keys back.
+            Some(n) => Some(crate::tombstone::file::read(&tombstones_path(dir, n))?.into()),
+        };
         Ok(
             TableHandle::new(table, filter, record, filter_problem, files)
-                .with_range(range, range_problem),
+                .with_range(range, range_problem)
+                .with_tombstones(tombstones),
         )
     }
 
@@ -196,6 +212,7 @@ impl TableHandle {
             self.files.clone(),
         )
         .with_range(self.range.clone(), self.range_problem.clone())
+        .with_tombstones(self.tombstones.clone())
     }
 
     /// The same table, filters and level under L0 run id `run` in a new global filter, with
@@ -210,18 +227,26 @@ impl TableHandle {
     /// Whether `key` (with `p = prefix8(key)`) lies inside the table's key range.
     #[inline]
     fn in_range(&self, key: &[u8], p: u64) -> bool {
-        let m = &self.table.meta;
-        range_contains(&m.min_key, &m.max_key, self.lo, self.hi, key, p)
+        range_contains(self.min_key(), self.max_key(), self.lo, self.hi, key, p)
     }
 
-    /// Smallest key.
+    /// Smallest key (or range tombstone start).
+    #[inline]
     pub(crate) fn min_key(&self) -> &[u8] {
-        &self.table.meta.min_key
+        match &self.wide {
+            Some(w) => &w.0,
+            None => &self.table.meta.min_key,
+        }
     }
 
-    /// Largest key.
+    /// Largest key (or range tombstone end: the bounds are inclusive, so a table whose
+    /// tombstones end at `e` counts as holding `e`, one key more than it covers).
+    #[inline]
     pub(crate) fn max_key(&self) -> &[u8] {
-        &self.table.meta.max_key
+        match &self.wide {
+            Some(w) => &w.1,
+            None => &self.table.meta.max_key,
+        }
     }
 
     /// Looks `key` up in this table alone, as [`Version::get`] does for a version of this
@@ -329,6 +354,9 @@ pub(crate) struct Version {
     /// The store's global filter, when lookups go through it instead of the tables' own
     /// filters (carried from version to version by [`Version::apply`]).
     global: Option<Arc<GlobalIndex>>,
+    /// The tables' range tombstones, each ranked by its table's place in the lookup order
+    /// ([`Version::rank`]); empty when no table has any.
+    cover: Arc<Cover>,
 }
 
 /// A change to a [`Version`]: tables leave, tables join, tables get a new filter (see
@@ -343,7 +371,7 @@ impl TableInfo for Arc<TableHandle> {
         self.record.file_bytes
     }
     fn tombstones(&self) -> u64 {
-        self.record.tombstones
+        self.record.tombstones + self.tombstones.as_ref().map_or(0, |t| t.len() as u64)
     }
     fn min_key(&self) -> &[u8] {
         TableHandle::min_key(self)
@@ -373,10 +401,12 @@ impl Version {
         let deep = (1..levels.len().min(32))
             .filter(|&l| !levels[l].is_empty())
             .fold(0, |d, l| d | 1 << l);
+        let cover = Version::cover_of(&levels);
         Version {
             levels: levels.into_iter().map(Level::new).collect(),
             deep,
             global: None,
+            cover,
         }
     }
 
@@ -491,10 +521,10 @@ impl Version {
         };
         // L0 ids sit above the levels' (6..=31): look at L0 only when one is named.
         if set.0 >> crate::filter::global::LEVELS != 0 {
-            for t in &self.levels[0].tables {
+            for (i, t) in self.levels[0].tables.iter().enumerate() {
                 if t.run().is_some_and(|r| set.contains(r)) && t.in_range(key, p) {
                     if let Some(v) = read(t)? {
-                        return Ok(v);
+                        return Ok(v.filter(|_| !self.hidden(key, 0, i)));
                     }
                 }
             }
@@ -505,7 +535,7 @@ impl Version {
             }
             if let Some(t) = level.table_for(key, p) {
                 if let Some(v) = read(t)? {
-                    return Ok(v);
+                    return Ok(v.filter(|_| !self.hidden(key, l, 0)));
                 }
             }
         }
@@ -564,21 +594,37 @@ impl Version {
             }
             std::hint::black_box(acc);
         }
+        // A value found is hidden when a newer table's range tombstone covers it: asked only
+        // then (an absent key costs nothing more, a version without tombstones one test).
         let mut bits = in_range;
         while bits != 0 {
-            let t = &l0[bits.trailing_zeros() as usize];
+            let i = bits.trailing_zeros() as usize;
+            let t = &l0[i];
             bits &= bits - 1;
             if let Probe::Found(v) = t.probe(key, hash)? {
+                if v.is_some() && self.hidden(key, 0, i) {
+                    return Ok(None);
+                }
                 return t.table.judge(key, v, now);
             }
         }
-        for t in beyond.iter().filter(|t| t.in_range(key, p)) {
+        for (j, t) in beyond.iter().enumerate() {
+            if !t.in_range(key, p) {
+                continue;
+            }
             if let Probe::Found(v) = t.probe(key, hash)? {
+                if v.is_some() && self.hidden(key, 0, 64 + j) {
+                    return Ok(None);
+                }
                 return t.table.judge(key, v, now);
             }
         }
-        for t in found.iter().flatten() {
+        for (l, t) in found.iter().enumerate() {
+            let Some(t) = t else { continue };
             if let Probe::Found(v) = t.probe(key, hash)? {
+                if v.is_some() && self.hidden(key, l, 0) {
+                    return Ok(None);
+                }
                 return t.table.judge(key, v, now);
             }
         }

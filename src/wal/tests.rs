@@ -28,7 +28,7 @@ impl Rng {
 
 fn record(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_record(&mut out, 7, 1, std::iter::once((key, Some(value), 0))).unwrap();
+    encode_record(&mut out, 7, 1, std::iter::once(super::Op::Put(key, value))).unwrap();
     out
 }
 
@@ -56,7 +56,12 @@ fn encoded_records_decode_in_place() {
                 (k, v, e)
             })
             .collect();
-        let refs = || ops.iter().map(|(k, v, e)| (k.as_slice(), v.as_deref(), *e));
+        let refs = || {
+            ops.iter().map(|(k, v, e)| match v {
+                Some(v) => super::Op::put(k, v, *e),
+                None => super::Op::Delete(k),
+            })
+        };
         let mut out = Vec::new();
         encode_record(&mut out, round as u64, ops.len(), refs()).unwrap();
         assert_eq!(payload_len(refs()), out.len() - RECORD_HEADER_LEN);
@@ -67,7 +72,13 @@ fn encoded_records_decode_in_place() {
             crc32fast::hash(&out[..HEADER_CRC_AT])
         );
         let mut back = Vec::new();
-        for_each_op(&out, |k, v, e| {
+        for_each_op(&out, |op| {
+            let (k, v, e) = match op {
+                super::Op::Put(k, v) => (k, Some(v), 0),
+                super::Op::PutExpiring(k, v, e) => (k, Some(v), e),
+                super::Op::Delete(k) => (k, None, 0),
+                super::Op::DeleteRange(..) => unreachable!("no range in these batches"),
+            };
             back.push((k.to_vec(), v.map(<[u8]>::to_vec), e))
         })
         .unwrap();
@@ -75,10 +86,10 @@ fn encoded_records_decode_in_place() {
     }
     // A record cut short or with a byte too many does not decode.
     let r = record(b"k", b"v");
-    assert!(for_each_op(&r[..r.len() - 1], |_, _, _| {}).is_err());
+    assert!(for_each_op(&r[..r.len() - 1], |_| {}).is_err());
     let mut long = r.clone();
     long.push(0);
-    assert!(for_each_op(&long, |_, _, _| {}).is_err());
+    assert!(for_each_op(&long, |_| {}).is_err());
 }
 
 /// A header whose own CRC holds, claiming `len` bytes with payload CRC `crc`.
@@ -211,7 +222,11 @@ fn salvage_keeps_every_record_around_the_damage() {
         let mut keys = Vec::new();
         let s = salvage_bytes(&b, |seq, ops| {
             assert_eq!(seq, Some(7));
-            keys.extend(ops.into_iter().map(|(k, _, _)| k[1]))
+            keys.extend(ops.into_iter().map(|op| match op {
+                super::OwnedOp::Put(k, _) | super::OwnedOp::Delete(k) => k[1],
+                super::OwnedOp::PutExpiring(k, ..) => k[1],
+                super::OwnedOp::DeleteRange(k, _) => k[1],
+            }))
         });
         let want: Vec<u8> = (0..5u8).filter(|&i| i as usize != damaged).collect();
         assert_eq!(keys, want);
@@ -280,7 +295,7 @@ fn version_3_records_carry_their_sequence_number() {
         &mut r,
         41,
         2,
-        [(&b"a"[..], Some(&b"x"[..]), 0), (b"b", None, 0)].into_iter(),
+        [super::Op::Put(b"a", b"x"), super::Op::Delete(b"b")].into_iter(),
     )
     .unwrap();
     assert_eq!(r, framed(&p), "the encoder writes format.md's bytes");
@@ -319,8 +334,28 @@ fn version_2_logs_still_replay() {
     assert!(e.to_string().contains("unsupported WAL version 4"), "{e}");
 }
 
-/// Hostile version-3 records whose CRCs hold: an unknown op code is corruption, a reserved
-/// one (3: delete-range, 4: put with expiry) or a keyspace other than 0 unsupported, a
+/// A delete-range (op code 3) round-trips: one op of the two keys, 13 bytes of payload
+/// besides them (sequence number 8, count 1, op code 1, keyspace 1, two lengths 1 each).
+#[test]
+fn delete_range_is_one_op_of_its_two_keys() {
+    let ops = [
+        super::Op::Put(b"a", b"1"),
+        super::Op::DeleteRange(b"k000", b"k999"),
+    ];
+    let mut out = Vec::new();
+    encode_record(&mut out, 3, ops.len(), ops.iter()).unwrap();
+    let mut back = Vec::new();
+    for_each_op(&out, |op| back.push(op.to_owned())).unwrap();
+    assert_eq!(back, ops.iter().map(|o| o.to_owned()).collect::<Vec<_>>());
+    assert_eq!(payload_len(ops.iter()), out.len() - RECORD_HEADER_LEN);
+    let one = [super::Op::DeleteRange(b"k000", b"k999")];
+    encode_record(&mut out, 3, 1, one.iter()).unwrap();
+    assert_eq!(out.len() - RECORD_HEADER_LEN, 13 + 8);
+}
+
+/// Hostile version-3 records whose CRCs hold: an unknown op code, or a delete-range whose
+/// start is not below its end, or an expiring put at time 0, is corruption, a keyspace
+/// other than 0 unsupported, a
 /// payload too short for its sequence number corruption; each names the offset of what it
 /// refuses (in a file, the file too), none panics, and none is taken for a torn tail.
 #[test]
@@ -331,7 +366,12 @@ fn hostile_version_3_records_are_errors_naming_the_offset() {
         (&[1, 0, 0, 1, b'k'], 1, "unknown WAL op tag 0", true),
         (&[1, 5, 0, 1, b'k'], 1, "unknown WAL op tag 5", true),
         (&[1, 255, 0, 1, b'k'], 1, "unknown WAL op tag 255", true),
-        (&[1, 3, 0, 1, b'a', 1, b'b'], 1, "unsupported op 3", false),
+        (
+            &[1, 3, 0, 1, b'b', 1, b'a'],
+            1,
+            "start is not below its end",
+            true,
+        ),
         (
             &[2, 2, 0, 1, b'a', 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'k', 0],
             7,
@@ -388,9 +428,9 @@ fn hostile_version_3_records_are_errors_naming_the_offset() {
 fn puts_with_expiry_round_trip_and_hostile_ones_name_the_offset() {
     let mut r = Vec::new();
     let ops = [
-        (&b"a"[..], Some(&b"x"[..]), 1234u64),
-        (b"b", Some(b""), 0),
-        (b"c", None, 0),
+        super::Op::PutExpiring(b"a", b"x", 1234),
+        super::Op::Put(b"b", b""),
+        super::Op::Delete(b"c"),
     ];
     encode_record(&mut r, 5, 3, ops.iter().copied()).unwrap();
     let mut p = 5u64.to_le_bytes().to_vec();
@@ -400,15 +440,8 @@ fn puts_with_expiry_round_trip_and_hostile_ones_name_the_offset() {
     assert_eq!(r, framed(&p), "the encoder writes format.md's bytes");
     assert_eq!(payload_len(ops.iter().copied()), p.len());
     let mut got = Vec::new();
-    crate::wal::replay_bytes_exp(&log_v3(&[r.clone()]), |k, v, e| got.push((k, v, e))).unwrap();
-    assert_eq!(
-        got,
-        [
-            (b"a".to_vec(), Some(b"x".to_vec()), 1234),
-            (b"b".to_vec(), Some(Vec::new()), 0),
-            (b"c".to_vec(), None, 0)
-        ]
-    );
+    crate::wal::replay_ops(&log_v3(&[r.clone()]), |op| got.push(op)).unwrap();
+    assert_eq!(got, ops.map(|op| op.to_owned()));
     let dir = tempfile::tempdir().unwrap();
     let payload_at = (WAL_HEADER_LEN + RECORD_HEADER_LEN) as u64;
     // expires_at 0, then a record cut inside expires_at (the count says one op).

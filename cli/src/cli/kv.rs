@@ -100,17 +100,49 @@ impl Run for Get {
     }
 }
 
-/// Remove KEY; exit 0 also when it was absent. Durable (fsynced) on exit.
+/// Remove KEY (or, with --prefix, every key that starts with P: one range tombstone); exit
+/// 0 also when it was absent. Durable (fsynced) on exit.
 #[derive(Args, Debug)]
 pub struct Delete {
     /// The key
-    pub key: String,
+    #[arg(required_unless_present = "prefix", conflicts_with = "prefix")]
+    pub key: Option<String>,
+    /// Remove every key that starts with P instead (one range tombstone, whatever the
+    /// number of keys; an empty P removes every key)
+    #[arg(long, value_name = "P")]
+    pub prefix: Option<String>,
 }
 
 impl Run for Delete {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let store = g.open(Access::Write)?;
-        store.delete(self.key.as_bytes())?;
+        match (&self.key, &self.prefix) {
+            (_, Some(p)) => store.delete_prefix(p.as_bytes())?,
+            (Some(k), None) => store.delete(k.as_bytes())?,
+            (None, None) => unreachable!("clap requires KEY or --prefix"),
+        }
+        store.sync()?;
+        super::settle(&store)?;
+        Ok(Exit::Success)
+    }
+}
+
+/// Remove every key from START up to, not including, END: one log record and one range
+/// tombstone, whatever the number of keys (`compact --from START --to END` reclaims their
+/// bytes at once). Nothing is removed when START is not below END. Durable (fsynced) on
+/// exit.
+#[derive(Args, Debug)]
+pub struct DeleteRange {
+    /// The first key removed
+    pub start: String,
+    /// The first key past the range (not removed)
+    pub end: String,
+}
+
+impl Run for DeleteRange {
+    fn run(self, g: &Global) -> Result<Exit, CliError> {
+        let store = g.open(Access::Write)?;
+        store.delete_range(self.start.as_bytes(), self.end.as_bytes())?;
         store.sync()?;
         super::settle(&store)?;
         Ok(Exit::Success)

@@ -10,6 +10,19 @@ impl Table {
         self.version >= 5
     }
 
+    /// A block's entries as stored: a version 5 table's values still tagged (what a
+    /// `TableCursor` and [`scan_entries`](Self::scan_entries) read; the fuzz harness checks
+    /// them against it).
+    pub fn block_entries_raw(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
+        let off = self.index.handle(i).map_or(0, |h| h.0);
+        let data = self.block(i, counters, true)?;
+        let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
+        block
+            .iter()
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| e.in_file(&self.path, 0))
+    }
+
     /// [`block_entries`](Self::block_entries) with each value's `expires_at` (0: never; a
     /// version 5 table's value tags checked and taken off, an error naming the file and the
     /// block's offset when one does not decode).
