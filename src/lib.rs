@@ -35,6 +35,7 @@ pub(crate) mod codec;
 mod compaction;
 pub(crate) mod counters;
 mod error;
+pub mod expiry;
 #[cfg(feature = "parquet")]
 pub mod export;
 pub mod filename;

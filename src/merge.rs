@@ -55,6 +55,12 @@ pub(crate) trait Source {
     }
     /// The current value (`None`: a tombstone); only when [`State::Ready`].
     fn value(&self) -> Option<&[u8]>;
+    /// The current value's `expires_at` (Unix milliseconds; 0: never); only when
+    /// [`State::Ready`]. Compaction's sources say it; scans judge expiry in their sources.
+    #[inline]
+    fn expires(&self) -> u64 {
+        0
+    }
     /// Reads up to its first entry in the range `start..end` (forward: the first at or after
     /// `start`; backward: the last at or before `end`). It may stay pending, with a bound
     /// further on, for instance when it knows it holds nothing in the range.
@@ -258,12 +264,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// every source past that key ([`last`](Self::last) and [`held`](Self::held) then say
     /// which). `false` (and `f` not called) at the end of the range.
     #[inline]
-    fn step(&mut self, f: &mut impl FnMut(u32, &[u8], Option<&[u8]>)) -> Result<bool> {
+    fn step(&mut self, f: &mut impl FnMut(u32, &[u8], Option<&[u8]>, u64)) -> Result<bool> {
         let Some(top) = self.ready_top()? else {
             return Ok(false);
         };
         let s = &self.sources[top];
-        f(top as u32, s.key(), s.value());
+        f(top as u32, s.key(), s.value(), s.expires());
         self.last.clear();
         self.last.extend_from_slice(s.key());
         self.stepped = true;
@@ -293,7 +299,7 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// An error ends the merge.
     #[inline]
     pub(crate) fn next_entry(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
-        self.next_entry_from(|_, k, v| f(k, v))
+        self.next_entry_all(|_, k, v, _| f(k, v))
     }
 
     /// [`next_entry`](Self::next_entry), `f` also told the number of the source whose
@@ -302,6 +308,15 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     pub(crate) fn next_entry_from(
         &mut self,
         mut f: impl FnMut(u32, &[u8], Option<&[u8]>),
+    ) -> Result<bool> {
+        self.next_entry_all(|i, k, v, _| f(i, k, v))
+    }
+
+    /// [`next_entry_from`](Self::next_entry_from) with the entry's `expires_at` too.
+    #[inline]
+    pub(crate) fn next_entry_all(
+        &mut self,
+        mut f: impl FnMut(u32, &[u8], Option<&[u8]>, u64),
     ) -> Result<bool> {
         if self.done {
             return Ok(false);

@@ -85,14 +85,19 @@ pub(crate) struct MemSource {
 impl MemSource {
     /// A source over `mem`, which the caller holds under the lock that keeps writes out,
     /// and which `live` reaches later (the first entries are copied now).
-    pub(crate) fn live(mem: &Memtable, start: Bound<&[u8]>, live: Arc<dyn LiveMemtable>) -> Self {
-        let cursor = mem.cursor(start, true);
+    pub(crate) fn live(
+        mem: &Memtable,
+        start: Bound<&[u8]>,
+        live: Arc<dyn LiveMemtable>,
+        now: u64,
+    ) -> Self {
+        let cursor = mem.cursor(start, true).at_time(now);
         Self::first_fill(MemRef::Live(live), cursor, mem)
     }
 
     /// A source over a memtable that takes no more writes.
-    pub(crate) fn frozen(mem: Arc<Memtable>, start: Bound<&[u8]>) -> Self {
-        let cursor = mem.cursor(start, false);
+    pub(crate) fn frozen(mem: Arc<Memtable>, start: Bound<&[u8]>, now: u64) -> Self {
+        let cursor = mem.cursor(start, false).at_time(now);
         let m = mem.clone();
         Self::first_fill(MemRef::Frozen(mem), cursor, &m)
     }
@@ -104,15 +109,16 @@ impl MemSource {
         start: Bound<&[u8]>,
         snap: u64,
         live: Arc<dyn LiveMemtable>,
+        now: u64,
     ) -> Self {
-        let cursor = mem.cursor_at(start, snap, true);
+        let cursor = mem.cursor_at(start, snap, true).at_time(now);
         Self::first_fill(MemRef::Live(live), cursor, mem)
     }
 
     /// A source over a memtable that takes no more writes, as it was at position `snap`.
     /// Its [`back`](Self::back) reads as of the same position.
-    pub(crate) fn frozen_at(mem: Arc<Memtable>, start: Bound<&[u8]>, snap: u64) -> Self {
-        let cursor = mem.cursor_at(start, snap, false);
+    pub(crate) fn frozen_at(mem: Arc<Memtable>, start: Bound<&[u8]>, snap: u64, now: u64) -> Self {
+        let cursor = mem.cursor_at(start, snap, false).at_time(now);
         let m = mem.clone();
         Self::first_fill(MemRef::Frozen(mem), cursor, &m)
     }
@@ -278,6 +284,7 @@ pub(crate) fn table_sources(
     end: Bound<&[u8]>,
     ranges: &Arc<RangeCounters>,
     rev: bool,
+    now: u64,
     sources: &mut Vec<ScanSource>,
 ) {
     let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
@@ -288,7 +295,8 @@ pub(crate) fn table_sources(
         if l == 0 {
             for (i, t) in tables.iter().enumerate() {
                 if !before(t.max_key(), start) && !after_end(t.min_key()) {
-                    let run = TableRun::new(version.clone(), 0, i..i + 1, ranges, rev);
+                    let mut run = TableRun::new(version.clone(), 0, i..i + 1, ranges, rev);
+                    run.now = now;
                     sources.push(ScanSource::Tables(run));
                 }
             }
@@ -305,7 +313,8 @@ pub(crate) fn table_sources(
             first + tables[first..].partition_point(|t| !after_end(t.min_key()))
         };
         if first < last {
-            let run = TableRun::new(version.clone(), l, first..last, ranges, rev);
+            let mut run = TableRun::new(version.clone(), l, first..last, ranges, rev);
+            run.now = now;
             sources.push(ScanSource::Tables(run));
         }
     }
@@ -319,6 +328,9 @@ pub(crate) struct ScanInput {
     pub mems: Vec<MemSource>,
     pub version: Arc<Version>,
     pub ranges: Arc<RangeCounters>,
+    /// The time expiry is judged at (Unix milliseconds), the scan's start; the memtable
+    /// sources were made with it too.
+    pub now: u64,
 }
 
 /// The back end of a scan: not made until `next_back` first asks.
@@ -331,6 +343,7 @@ enum Back {
         mems: usize,
         version: Arc<Version>,
         ranges: Arc<RangeCounters>,
+        now: u64,
     },
     Open(Merge<ScanSource, true>),
     None,
@@ -356,6 +369,7 @@ impl Scan {
             mems,
             version,
             ranges,
+            now,
         } = input;
         let back_mems = mems.len();
         let n = mems.len() + version.levels().len() + version.l0_count();
@@ -365,7 +379,7 @@ impl Scan {
             start.as_ref().map(Vec::as_slice),
             end.as_ref().map(Vec::as_slice),
         );
-        table_sources(&version, from, to, &ranges, false, &mut sources);
+        table_sources(&version, from, to, &ranges, false, now, &mut sources);
         let cover = scan_cover(&sources);
         Scan {
             front: Merge::new(sources, start, end),
@@ -373,6 +387,7 @@ impl Scan {
                 mems: back_mems,
                 version,
                 ranges,
+                now,
             },
             cover,
             back_cover: None,
@@ -397,6 +412,7 @@ impl Scan {
                 mems,
                 version,
                 ranges,
+                now,
             } = std::mem::replace(&mut self.back, Back::None)
             else {
                 return None;
@@ -419,7 +435,7 @@ impl Scan {
                     sources.push(ScanSource::Mem(m));
                 }
             }
-            table_sources(&version, from, to, &ranges, true, &mut sources);
+            table_sources(&version, from, to, &ranges, true, now, &mut sources);
             self.back_cover = scan_cover(&sources);
             self.back = Back::Open(Merge::new(sources, start, end));
         }

@@ -1234,3 +1234,26 @@ fn stress_runs_and_reports_its_figures() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
 }
+
+/// `store put --ttl SECONDS`: the key reads until it expires, then is absent (exit 1); a
+/// TTL that is not a positive number is a usage error (exit 2) and writes nothing.
+#[test]
+fn put_with_a_ttl() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store(&d, &["put", "--ttl", "3600", "long", "lived"]));
+    assert_eq!(ok(store(&d, &["get", "long"])), "lived\n");
+    ok(store(&d, &["put", "--ttl", "0.001", "brief", "gone"]));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(store(&d, &["get", "brief"]).code, 1);
+    for bad in ["0", "-5", "abc", "inf", "NaN", "", "0.0000001"] {
+        let out = store(&d, &["put", "--ttl", bad, "bad", "v"]);
+        assert_eq!(out.code, 2, "--ttl {bad:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("ttl") || out.stderr.contains("seconds"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(store(&d, &["get", "bad"]).code, 1);
+}

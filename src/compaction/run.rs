@@ -79,6 +79,10 @@ impl Source {
         self.cursor.as_ref().and_then(TableCursor::value)
     }
 
+    fn expires(&self) -> u64 {
+        self.cursor.as_ref().map_or(0, TableCursor::expires)
+    }
+
     fn advance(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cursor {
             c.advance()?;
@@ -108,6 +112,10 @@ impl crate::merge::Source for Source {
     fn value(&self) -> Option<&[u8]> {
         Source::value(self)
     }
+    #[inline]
+    fn expires(&self) -> u64 {
+        Source::expires(self)
+    }
     fn open(&mut self, _: Bound<&[u8]>, _: Bound<&[u8]>) -> Result<()> {
         Ok(()) // never pending: positioned on its first entry when made
     }
@@ -127,6 +135,8 @@ pub(crate) struct Output<'a> {
     pub spec: TableSpec<'a>,
     /// A new table is started once the current one holds this many key and value bytes.
     pub table_bytes: u64,
+    /// What the merge does to the entries it writes: expiry and the compaction filter.
+    pub expiry: super::expire::Rewrite<'a>,
     /// The inputs' range tombstones: the entries they drop and the ones the output keeps
     /// (`tombstone::compact`).
     pub ranges: RangeInput,
@@ -200,7 +210,8 @@ struct MergeSide<'d> {
     /// Key and value bytes in the output table being filled.
     in_table: u64,
     /// An entry that did not fit the last run (it starts the next table).
-    carry: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    carry: Option<(Vec<u8>, Option<Vec<u8>>, u64)>,
+    rewrite: &'d super::expire::Rewrite<'d>,
     done: bool,
     /// The global filter's runs, when the store has one, and what the merge changes there.
     track: Option<(&'d Runs, Moves)>,
@@ -215,33 +226,45 @@ impl MergeSide<'_> {
         while out.len() < n && !self.done {
             let mut run = spare.pop().unwrap_or_default();
             run.clear();
+            run.tagged = self.rewrite.tagged;
             let mut ends_table = false;
             let (ranges, range_out) = (self.ranges, &mut self.range_out);
-            if let Some((k, v)) = self.carry.take() {
+            if let Some((k, v, e)) = self.carry.take() {
                 self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
                 range_out.reach(ranges, &k);
-                run.push(&k, v.as_deref());
+                run.push(&k, v.as_deref(), e);
             }
-            let (limit, drop_t) = (self.table_bytes, self.drop_tombstone);
+            let (limit, drop_t, rewrite) = (self.table_bytes, self.drop_tombstone, self.rewrite);
             let mut in_table = self.in_table;
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
-                let more = self.merger.next_entry_from(|src, k, v| {
-                    if v.is_none() && drop_t(k) && !ranges.keeps_start(k) {
+                let more = self.merger.next_entry_all(|src, k, v, exp| {
+                    if v.is_some() && ranges.drops(k, src) {
+                        // Under a newer range tombstone, expiring or not: neither the
+                        // compaction filter nor expiry sees it.
                         return;
                     }
-                    if v.is_some() && ranges.drops(k, src) {
-                        return; // under a newer range tombstone
+                    let changed;
+                    let (v, exp) = match rewrite.apply(k, v, exp) {
+                        super::expire::Out::Same => (v, exp),
+                        super::expire::Out::Tombstone => (None, 0),
+                        super::expire::Out::Value(nv) => {
+                            changed = nv;
+                            (Some(changed.as_slice()), exp)
+                        }
+                    };
+                    if v.is_none() && drop_t(k) && !ranges.keeps_start(k) {
+                        return;
                     }
                     kept = true;
                     let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
                     if in_table > 0 && in_table + size > limit && range_out.may_cut_before(k) {
-                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
+                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec), exp));
                     } else {
                         in_table += size;
                         range_out.reach(ranges, k);
-                        run.push(k, v);
+                        run.push(k, v, exp);
                     }
                 })?;
                 if !more {
@@ -403,6 +426,7 @@ fn run_pipeline(
         table_bytes: out.table_bytes.max(1),
         in_table: 0,
         carry: None,
+        rewrite: &out.expiry,
         done: false,
         track: runs.map(|r| (r, Moves::default())),
         ranges: &out.ranges,
@@ -469,6 +493,7 @@ mod tests {
             let alloc = || Ok(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             let fs: Arc<dyn crate::io::Fs> = Arc::new(RealFs);
             let out = Output {
+                expiry: Default::default(),
                 spec: TableSpec {
                     fs: &fs,
                     dir: &out_dir,

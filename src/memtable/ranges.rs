@@ -18,6 +18,7 @@ impl Memtable {
         match op {
             Op::Put(k, v) => self.insert(k, Some(v)),
             Op::Delete(k) => self.insert(k, None),
+            Op::PutExpiring(k, v, exp) => self.insert_op(k, Some(v), exp),
             Op::DeleteRange(s, e) => self.delete_range(s, e),
         }
     }

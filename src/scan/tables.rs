@@ -26,6 +26,10 @@ pub(crate) struct TableRun {
     /// Where range filter probes are counted; `None`: the tables' range filters are not
     /// asked (a scan open at either end, where the key range already says all they could).
     ranges: Option<Arc<RangeCounters>>,
+    /// The current table stores its values tagged with their expiries (version 5).
+    tagged: bool,
+    /// The time expiry is judged at (Unix milliseconds; 0: nothing is expired).
+    pub(super) now: u64,
     /// Set by a skip past a range tombstone: the next open starts here (backward: ends
     /// here), not at the scan's bound.
     skip_to: Option<Vec<u8>>,
@@ -85,6 +89,8 @@ impl TableRun {
             ahead: ReadAhead::default(),
             ahead_table: table,
             ready: false,
+            tagged: false,
+            now: 0,
             skip_to: None,
         }
     }
@@ -140,6 +146,7 @@ impl TableRun {
         };
         r.map_err(|e| e.in_file(table.path(), 0))?;
         self.block = i;
+        self.tagged = table.tagged();
         Ok(())
     }
 
@@ -148,7 +155,18 @@ impl TableRun {
     /// next table becomes pending.
     fn settle(&mut self) -> Result<()> {
         loop {
-            if self.cursor.as_ref().is_some_and(|c| c.valid()) {
+            if let Some(c) = self.cursor.as_ref().filter(|c| c.valid()) {
+                if self.tagged {
+                    if let Some(v) = c.value() {
+                        let at = self
+                            .handle()
+                            .table
+                            .block_span(self.block)
+                            .map_or(0, |s| s.0);
+                        crate::expiry::split_tagged(v, at)
+                            .map_err(|e| e.in_file(self.handle().table.path(), 0))?;
+                    }
+                }
                 self.ready = true;
                 return Ok(());
             }
@@ -232,7 +250,13 @@ impl Source for TableRun {
         }
     }
     fn value(&self) -> Option<&[u8]> {
-        self.cursor.as_ref().and_then(|c| c.value())
+        let v = self.cursor.as_ref().and_then(|c| c.value())?;
+        if !self.tagged {
+            return Some(v);
+        }
+        // Checked when the cursor stopped on it (`settle`).
+        let (v, exp) = crate::expiry::split_checked(v);
+        (!crate::expiry::expired_at(exp, self.now)).then_some(v)
     }
     /// Opens the table from the scan's bound, or from where a skip asked
     /// ([`open_filtered`](TableRun::open_filtered)).

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use super::worker::in_background;
 use super::{Inner, Store};
-use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
+use crate::compaction::expire::{plan_expired, plan_full_at};
+use crate::compaction::plan::{plan, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::Result;
 use crate::table::files::TableSpec;
@@ -62,7 +63,9 @@ impl Store {
         inner.check_writable()?;
         let _c = inner.lock_compaction();
         let v = inner.current();
-        let Some(task) = plan_full(&v.level_slices(), &inner.opts.shape()) else {
+        let now = inner.opts.clock.now_millis();
+        let force = inner.opts.compaction_filter.is_some();
+        let Some(task) = plan_full_at(&v.level_slices(), &inner.opts.shape(), now, force) else {
             return Ok(());
         };
         let r = in_background(|| inner.run_task(&v, task));
@@ -97,9 +100,16 @@ impl Inner {
         let _c = self.lock_compaction();
         let v = self.current();
         let cursors = self.lock_versions().cursors.clone();
-        let Some(task) = plan(&v.level_slices(), &cursors, &self.opts.shape()) else {
+        let levels = v.level_slices();
+        let task = plan(&levels, &cursors, &self.opts.shape()).or_else(|| {
+            // Only with automatic compaction on, as every other compaction.
+            self.opts.compaction_trigger?;
+            plan_expired(&levels, self.opts.clock.now_millis())
+        });
+        let Some(task) = task else {
             return Ok(false);
         };
+        drop(levels);
         in_background(|| self.run_task(&v, task))?;
         Ok(true)
     }
@@ -154,6 +164,7 @@ impl Inner {
                 .collect()
         }
         let mut input_bytes = 0;
+        let mut tagged = false;
         for (l, level) in levels.iter().enumerate() {
             let picked: Vec<&Arc<TableHandle>> = level
                 .iter()
@@ -161,6 +172,7 @@ impl Inner {
                 .collect();
             for t in &picked {
                 input_bytes += t.record.file_bytes;
+                tagged |= t.table.meta.expiring > 0;
             }
             let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
             if l == 0 {
@@ -201,6 +213,12 @@ impl Inner {
                 u64::MAX
             } else {
                 self.opts.table_bytes
+            },
+            expiry: crate::compaction::expire::Rewrite {
+                now: self.opts.clock.now_millis(),
+                filter: self.opts.compaction_filter.as_deref(),
+                level: output,
+                tagged,
             },
             ranges: RangeInput::new(&source_tombs, |t| range_droppable(&levels, output, t)),
         };

@@ -345,7 +345,10 @@ impl Inner {
                 bytes += k.len() + v.map_or(0, <[u8]>::len);
                 end += 1;
             }
-            let entries = (at..end).map(|i| sorted.entry(i));
+            let entries = (at..end).map(|i| match sorted.entry(i) {
+                (k, Some(v)) => crate::wal::Op::put(k, v, sorted.expires(i)),
+                (k, None) => crate::wal::Op::Delete(k),
+            });
             crate::wal::encode_record(&mut record, seq, end - at, entries)?;
             wal.append(&record, false)?;
             at = end;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::compaction::plan::Shape;
 use crate::error::{Error, Result};
+use crate::expiry::{Clock, CompactionFilter, SystemClock};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
@@ -52,9 +53,21 @@ pub struct WriteOptions {
     /// system (or, under [`SyncPolicy::Buffered`], the log's buffer), even under
     /// `EveryWrite`. `None` (the default): the store's [`SyncPolicy`] decides.
     pub sync: Option<bool>,
+    /// A time to live for the puts of this write (`put_opt`, `write_opt`: every put of the
+    /// batch that has none of its own): they expire this long after the write, by the
+    /// store's clock ([`Options::clock`]), and read as absent from then on. `None` (the
+    /// default): [`Options::default_ttl`]. Deletes ignore it.
+    pub ttl: Option<Duration>,
 }
 
 impl WriteOptions {
+    /// Sets [`WriteOptions::ttl`].
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
     /// Sets [`WriteOptions::sync`]: `true` fsyncs this write before it returns, `false` does
     /// not.
     #[must_use]
@@ -183,6 +196,16 @@ pub struct Options {
     pub transaction_window_bytes: usize,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
+    /// Where the time comes from for expiry ([`WriteOptions::ttl`]): the system clock by
+    /// default; a [`ManualClock`](crate::expiry::ManualClock) for tests and simulations.
+    pub clock: Arc<dyn Clock>,
+    /// Called by every compaction for every value it writes, to keep, remove or change it
+    /// (see [`CompactionFilter`]). Flushes do not call it. `None` by default.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    /// A time to live for every put that is given none ([`WriteOptions::ttl`],
+    /// [`Store::put_with_ttl`](super::Store::put_with_ttl)). `None` by default: puts do not
+    /// expire.
+    pub default_ttl: Option<Duration>,
 }
 
 impl Default for Options {
@@ -209,6 +232,9 @@ impl Default for Options {
             read_only: false,
             transaction_window_bytes: 64 << 20,
             fs: Arc::new(RealFs),
+            clock: Arc::new(SystemClock),
+            compaction_filter: None,
+            default_ttl: None,
         }
     }
 }
@@ -276,6 +302,12 @@ setters! {
     read_only: bool => same;
     /// Sets [`Options::fs`].
     fs: Arc<dyn Fs> => same;
+    /// Sets [`Options::clock`].
+    clock: Arc<dyn Clock> => same;
+    /// Sets [`Options::compaction_filter`].
+    compaction_filter: impl Into<Option<Arc<dyn CompactionFilter>>> => Into::into;
+    /// Sets [`Options::default_ttl`].
+    default_ttl: impl Into<Option<Duration>> => Into::into;
 }
 
 impl Options {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::live::{prefix_successor, range_is_empty, LiveMem};
 use super::{Inner, Store};
 use crate::error::Result;
+use crate::expiry::Now;
 use crate::hash::key_hash;
 pub use crate::scan::Scan;
 use crate::scan::{MemSource, ScanInput};
@@ -126,11 +127,12 @@ impl Store {
                 Some(t) => Pin::One(t.clone()),
                 None => Pin::Tables(v.clone()),
             },
-            _ => Pin::Snapshot(snap),
+            _ => Pin::Snapshot(snap.clone()),
         };
         Ok(PinnedReader {
             inner: self.inner.clone(),
             pin,
+            now: snap.taken_at(),
         })
     }
 
@@ -197,6 +199,7 @@ impl Inner {
 
     /// [`get_with_hash`](Self::get_with_hash) without counting the lookup.
     fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+        let now = Now::lazy(&*self.opts.clock);
         loop {
             // Read before the table set (see `global.rs`): a change that removed global
             // filter entries after this lookup took its table set makes it look again.
@@ -208,7 +211,7 @@ impl Inner {
                 if let Some(g) = global {
                     g.prefetch(hash);
                 }
-                if let Some(v) = st.mem.get_hashed(key, hash) {
+                if let Some(v) = st.mem.get_hashed(key, hash, &now) {
                     return Ok(v.map(<[u8]>::to_vec));
                 }
                 // A memtable's range tombstone hides every older version (one test of an
@@ -217,7 +220,7 @@ impl Inner {
                     return Ok(None);
                 }
                 if let Some(imm) = &st.imm {
-                    if let Some(v) = imm.mem.get_hashed(key, hash) {
+                    if let Some(v) = imm.mem.get_hashed(key, hash, &now) {
                         return Ok(v.map(<[u8]>::to_vec));
                     }
                     if imm.mem.range_covers(key, u64::MAX) {
@@ -237,8 +240,8 @@ impl Inner {
                 (st.current.clone(), runs)
             };
             let got = match (version.global(), runs) {
-                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key)?,
-                _ => version.get(key, hash)?,
+                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key, &now)?,
+                _ => version.get(key, hash, &now)?,
             };
             if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
                 return Ok(got);
@@ -256,6 +259,7 @@ impl Inner {
 
     /// [`multi_get`](Self::multi_get) of a non-empty `keys` without counting the lookups.
     fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        let now = Now::lazy(&*self.opts.clock);
         loop {
             let removals = self.global_removals.load(SeqCst);
             let mut batch = Batch::new(keys);
@@ -265,20 +269,20 @@ impl Inner {
                 if !st.mem.is_empty() {
                     let mem = &st.mem;
                     batch.answer_from(|k, h| {
-                        let v = mem.get_hashed(k, h).map(copy);
+                        let v = mem.get_hashed(k, h, &now).map(copy);
                         v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
                     });
                 }
                 if let Some(imm) = &st.imm {
                     let mem = &imm.mem;
                     batch.answer_from(|k, h| {
-                        let v = mem.get_hashed(k, h).map(copy);
+                        let v = mem.get_hashed(k, h, &now).map(copy);
                         v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
                     });
                 }
                 st.current.clone()
             };
-            version.multi_get(&mut batch)?;
+            version.multi_get(&mut batch, &now)?;
             if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
                 return Ok(batch.into_values());
             }
@@ -293,6 +297,7 @@ impl Inner {
         }
         let from = start.as_ref().map(Vec::as_slice);
         let mut mems = Vec::new();
+        let now = self.opts.clock.now_millis();
         let version = {
             let st = self.read_state();
             if !st.mem.is_empty() {
@@ -300,10 +305,10 @@ impl Inner {
                     state: self.state.clone(),
                     frozen: st.mem_frozen.clone(),
                 };
-                mems.push(MemSource::live(&st.mem, from, Arc::new(live)));
+                mems.push(MemSource::live(&st.mem, from, Arc::new(live), now));
             }
             if let Some(imm) = &st.imm {
-                mems.push(MemSource::frozen(imm.mem.clone(), from));
+                mems.push(MemSource::frozen(imm.mem.clone(), from, now));
             }
             st.current.clone()
         };
@@ -311,6 +316,7 @@ impl Inner {
             mems,
             version,
             ranges: self.range_counters.clone(),
+            now,
         };
         Scan::new(input, start, end)
     }
@@ -365,7 +371,7 @@ impl Reader {
         match &*self.snapshot() {
             Some(s) if s.tables_only => {
                 inner.counters.lookups.add(0, 1);
-                let got = s.version.get(key, hash)?;
+                let got = s.version.get(key, hash, &Now::lazy(&*inner.opts.clock))?;
                 if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
                     return Ok(got);
                 }
@@ -399,7 +405,8 @@ impl Reader {
             Some(s) if s.tables_only && !keys.is_empty() => {
                 inner.counters.lookups.add(0, keys.len() as u64);
                 let mut batch = Batch::new(keys);
-                s.version.multi_get(&mut batch)?;
+                s.version
+                    .multi_get(&mut batch, &Now::lazy(&*inner.opts.clock))?;
                 if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
                     return Ok(batch.into_values());
                 }
@@ -440,6 +447,8 @@ impl Reader {
 pub struct PinnedReader {
     inner: Arc<Inner>,
     pin: Pin,
+    /// When it was pinned (Unix milliseconds): expiry is judged at this time.
+    now: u64,
 }
 
 enum Pin {
@@ -474,11 +483,11 @@ impl PinnedReader {
         match &self.pin {
             Pin::One(t) => {
                 counters.lookups.add(0, 1);
-                t.get(key, hash)
+                t.get(key, hash, &Now::fixed(self.now))
             }
             Pin::Tables(v) => {
                 counters.lookups.add(0, 1);
-                v.get(key, hash)
+                v.get(key, hash, &Now::fixed(self.now))
             }
             Pin::Snapshot(s) => s.get_with_hash(key, hash),
         }

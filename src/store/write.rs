@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
-use crate::wal::{Op, WalWriter, WriteBatch};
+use crate::wal::{Op, OwnedOp, WalWriter, WriteBatch};
 
 impl Store {
     /// Stores `value` under `key`: anything that is bytes (`&[u8]`, `Vec<u8>`, `&str`,
@@ -50,8 +50,23 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<()> {
         let sync = self.inner.synced(opts);
+        let exp = self.inner.expiry(0, opts);
         self.inner
-            .apply(&[Op::Put(key.as_ref(), value.as_ref())], sync)
+            .apply(&[Op::put(key.as_ref(), value.as_ref(), exp)], sync)
+    }
+
+    /// Stores `value` under `key` for `ttl`: from then on (by [`Options::clock`]) the key
+    /// reads as absent, and compaction reclaims the entry (docs/engine.md, "Expiry").
+    /// The same as [`put_opt`](Self::put_opt) with [`WriteOptions::ttl`].
+    ///
+    /// [`Options::clock`]: super::Options::clock
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default().ttl(ttl))
     }
 
     /// Removes `key` (a no-op for an absent key, but still logged).
@@ -123,7 +138,18 @@ impl Store {
 
     /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        let ops: Vec<Op<'_>> = batch.ops.iter().map(|op| op.as_op()).collect();
+        let ops: Vec<Op<'_>> = batch
+            .ops
+            .iter()
+            .map(|op| match *op {
+                OwnedOp::Put(ref k, ref v) => Op::put(k, v, self.inner.expiry(0, opts)),
+                // Its time to live, in milliseconds, until now (`WriteBatch::put_with_ttl`).
+                OwnedOp::PutExpiring(ref k, ref v, ttl) => {
+                    Op::put(k, v, self.inner.expiry(ttl, opts))
+                }
+                ref op => op.as_op(),
+            })
+            .collect();
         let sync = self.inner.synced(opts);
         self.inner.apply(&ops, sync)
     }
@@ -157,6 +183,18 @@ impl Store {
 }
 
 impl Inner {
+    /// `expires_at` of a put with a time to live of `ttl_ms` milliseconds (0: none of its
+    /// own), written with `opts`: its own, else the write's, else the store's default, else
+    /// none (0).
+    pub(super) fn expiry(&self, ttl_ms: u64, opts: &WriteOptions) -> u64 {
+        let ttl = match (ttl_ms, opts.ttl.or(self.opts.default_ttl)) {
+            (0, None) => return 0,
+            (0, Some(d)) => d,
+            (ms, _) => Duration::from_millis(ms),
+        };
+        crate::expiry::expires_at(self.opts.clock.now_millis(), ttl)
+    }
+
     /// Whether a write made with `opts` returns only once durable.
     pub(super) fn synced(&self, opts: &WriteOptions) -> bool {
         let by_policy = self.opts.sync == SyncPolicy::EveryWrite;
@@ -186,7 +224,7 @@ impl Inner {
         let mut bytes = 0;
         for op in ops {
             let (k, v) = match *op {
-                Op::Put(k, v) => (k, Some(v)),
+                Op::Put(k, v) | Op::PutExpiring(k, v, _) => (k, Some(v)),
                 Op::Delete(k) => (k, None),
                 Op::DeleteRange(s, e) => {
                     // The end may be one byte longer than a key (`key_space_end`).
@@ -222,8 +260,9 @@ impl Inner {
             return Ok(());
         }
         // A bound on the record's payload (an op adds a tag and two length varints of at
-        // most 3 and 4 bytes to its key and value); the exact length only near the limit.
-        let mut len = bytes + 8 * ops.len() + 10;
+        // most 3 and 4 bytes, and an expiry of 8, to its key and value); the exact length
+        // only near the limit.
+        let mut len = bytes + 16 * ops.len() + 10;
         if len > crate::wal::MAX_RECORD_LEN {
             len = crate::wal::payload_len(ops.iter().copied());
             if len > crate::wal::MAX_RECORD_LEN {

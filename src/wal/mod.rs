@@ -77,6 +77,8 @@ const RESERVED_AT: usize = 5;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
+    /// The ops; until the batch is written, an [`OwnedOp::PutExpiring`]'s third field is
+    /// its time to live in milliseconds (`Store::write_opt` makes it an `expires_at`).
     pub(crate) ops: Vec<OwnedOp>,
 }
 
@@ -88,6 +90,19 @@ impl WriteBatch {
     /// Adds a put.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
         self.ops.push(OwnedOp::Put(key.into(), value.into()));
+        self
+    }
+    /// Adds a put that expires `ttl` after the batch is written (at least a millisecond;
+    /// see `docs/engine.md`, "Expiry").
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        ttl: std::time::Duration,
+    ) -> &mut Self {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.ops
+            .push(OwnedOp::PutExpiring(key.into(), value.into(), ms));
         self
     }
     /// Adds a delete.

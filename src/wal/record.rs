@@ -12,8 +12,7 @@ use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN, WAL_VERSION};
 pub(super) const PAYLOAD_CRC_AT: usize = 4;
 pub(super) const HEADER_CRC_AT: usize = 8;
 
-/// Op codes (format.md, "Write-ahead log"). 4 is reserved for a feature this version does
-/// not have: a reader refuses it as unsupported, naming file and offset.
+/// Op codes (format.md, "Write-ahead log").
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 const OP_DELETE_RANGE: u8 = 3;
@@ -35,6 +34,8 @@ pub enum Op<'a> {
     Delete(&'a [u8]),
     /// Remove every key `k` with `start <= k < end` (op code 3): one range tombstone.
     DeleteRange(&'a [u8], &'a [u8]),
+    /// Store a value under a key until `expires_at` (Unix milliseconds, never 0; op code 4).
+    PutExpiring(&'a [u8], &'a [u8], u64),
 }
 
 impl<'a> From<(&'a [u8], Option<&'a [u8]>)> for Op<'a> {
@@ -58,11 +59,20 @@ impl<'a> From<&'a Op<'a>> for Op<'a> {
     }
 }
 
-impl Op<'_> {
+impl<'a> Op<'a> {
+    /// A put that expires at `expires_at` (Unix milliseconds), a plain put when it is 0.
+    pub(crate) fn put(k: &'a [u8], v: &'a [u8], expires_at: u64) -> Op<'a> {
+        if expires_at == 0 {
+            Op::Put(k, v)
+        } else {
+            Op::PutExpiring(k, v, expires_at)
+        }
+    }
+
     /// Key and value bytes it carries (a range's two keys).
     pub(crate) fn bytes(&self) -> usize {
         match self {
-            Op::Put(a, b) | Op::DeleteRange(a, b) => a.len() + b.len(),
+            Op::Put(a, b) | Op::DeleteRange(a, b) | Op::PutExpiring(a, b, _) => a.len() + b.len(),
             Op::Delete(k) => k.len(),
         }
     }
@@ -73,6 +83,7 @@ impl Op<'_> {
             Op::Put(k, v) => OwnedOp::Put(k.to_vec(), v.to_vec()),
             Op::Delete(k) => OwnedOp::Delete(k.to_vec()),
             Op::DeleteRange(s, e) => OwnedOp::DeleteRange(s.to_vec(), e.to_vec()),
+            Op::PutExpiring(k, v, exp) => OwnedOp::PutExpiring(k.to_vec(), v.to_vec(), exp),
         }
     }
 }
@@ -86,6 +97,8 @@ pub enum OwnedOp {
     Delete(Vec<u8>),
     /// Remove every key `k` with `start <= k < end`.
     DeleteRange(Vec<u8>, Vec<u8>),
+    /// Store a value under a key until `expires_at` (Unix milliseconds, never 0).
+    PutExpiring(Vec<u8>, Vec<u8>, u64),
 }
 
 impl OwnedOp {
@@ -95,6 +108,7 @@ impl OwnedOp {
             OwnedOp::Put(k, v) => Op::Put(k, v),
             OwnedOp::Delete(k) => Op::Delete(k),
             OwnedOp::DeleteRange(s, e) => Op::DeleteRange(s, e),
+            OwnedOp::PutExpiring(k, v, exp) => Op::PutExpiring(k, v, *exp),
         }
     }
 }
@@ -121,13 +135,17 @@ pub(crate) fn encode_record<'a, O: Into<Op<'a>>>(
     out.extend_from_slice(&seq.to_le_bytes());
     put_varint(out, count as u64);
     for op in ops {
-        let (code, k, v) = match op.into() {
-            Op::Put(k, v) => (OP_PUT, k, Some(v)),
-            Op::Delete(k) => (OP_DELETE, k, None),
-            Op::DeleteRange(s, e) => (OP_DELETE_RANGE, s, Some(e)),
+        let (code, k, v, exp) = match op.into() {
+            Op::Put(k, v) => (OP_PUT, k, Some(v), 0),
+            Op::Delete(k) => (OP_DELETE, k, None, 0),
+            Op::DeleteRange(s, e) => (OP_DELETE_RANGE, s, Some(e), 0),
+            Op::PutExpiring(k, v, exp) => (OP_PUT_EXPIRING, k, Some(v), exp),
         };
         out.push(code);
         put_varint(out, DEFAULT_KEYSPACE);
+        if code == OP_PUT_EXPIRING {
+            out.extend_from_slice(&exp.to_le_bytes());
+        }
         put_varint(out, k.len() as u64);
         out.extend_from_slice(k);
         if let Some(v) = v {
@@ -187,6 +205,10 @@ pub(crate) fn payload_len<'a, O: Into<Op<'a>>>(ops: impl Iterator<Item = O>) -> 
     for op in ops {
         let (k, v) = match op.into() {
             Op::Put(k, v) | Op::DeleteRange(k, v) => (k, Some(v)),
+            Op::PutExpiring(k, v, _) => {
+                len += 8; // its expiry
+                (k, Some(v))
+            }
             Op::Delete(k) => (k, None),
         };
         count += 1;
@@ -203,8 +225,8 @@ pub(crate) fn payload_len<'a, O: Into<Op<'a>>>(ops: impl Iterator<Item = O>) -> 
 /// each, borrowed from `payload` (`base`: the payload's file offset, for errors). Returns
 /// the record's commit sequence number (`None` in version 2, which has none). An error,
 /// naming the offset, when it does not decode: an op code outside 1..=4, a range whose
-/// start is not below its end, or bytes left over are corruption; op code 4 (reserved for
-/// expiry) and a keyspace id other than 0 are [`Error::Unsupported`]. `f` may have been
+/// start is not below its end, an expiring put at time 0, or bytes left over are
+/// corruption; a keyspace id other than 0 is [`Error::Unsupported`]. `f` may have been
 /// called for the ops before the error.
 pub(super) fn decode_ops<'a>(
     payload: &'a [u8],
@@ -230,12 +252,6 @@ pub(super) fn decode_ops<'a>(
             return Err(Error::corrupt(at, format!("unknown WAL op tag {op}")));
         }
         if version >= 3 {
-            if op == OP_PUT_EXPIRING {
-                return Err(unsupported(
-                    at,
-                    format!("unsupported op {op} (put with expiry)"),
-                ));
-            }
             let ks_at = c.offset();
             let keyspace = c.varint("keyspace id")?;
             if keyspace != DEFAULT_KEYSPACE {
@@ -245,11 +261,24 @@ pub(super) fn decode_ops<'a>(
                 ));
             }
         }
+        let mut exp = 0;
+        if op == OP_PUT_EXPIRING {
+            let exp_at = c.offset();
+            exp = c.u64("expires_at")?;
+            if exp == 0 {
+                return Err(Error::corrupt(exp_at, "put with expiry at time 0"));
+            }
+        }
         let klen = c.len(MAX_KEY_LEN, "key length")?;
         let key = c.bytes(klen, "key")?;
-        if op == OP_PUT {
+        if op == OP_PUT || op == OP_PUT_EXPIRING {
             let vlen = c.len(MAX_VALUE_LEN, "value length")?;
-            f(Op::Put(key, c.bytes(vlen, "value")?));
+            let value = c.bytes(vlen, "value")?;
+            f(if op == OP_PUT {
+                Op::Put(key, value)
+            } else {
+                Op::PutExpiring(key, value, exp)
+            });
         } else if op == OP_DELETE_RANGE {
             let elen = c.len(crate::tombstone::file::MAX_END_LEN, "range end length")?;
             let end = c.bytes(elen, "range end")?;

@@ -60,14 +60,15 @@ pub fn replay_bytes(
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
 ) -> Result<ReplayEnd> {
     replay_ops(bytes, |op| match op {
-        OwnedOp::Put(k, v) => apply(k, Some(v)),
+        OwnedOp::Put(k, v) | OwnedOp::PutExpiring(k, v, _) => apply(k, Some(v)),
         OwnedOp::Delete(k) => apply(k, None),
         // Not a key and a value: only [`replay_ops`] passes range deletions on.
         OwnedOp::DeleteRange(..) => {}
     })
 }
 
-/// [`replay_bytes`], every operation passed on whole, range deletions included.
+/// [`replay_bytes`], every operation passed on whole, range deletions and expiring puts
+/// (with their `expires_at`) included.
 pub fn replay_ops(bytes: &[u8], mut apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
     let torn = |offset: u64, records, reason, version, last_seq| ReplayEnd {
@@ -268,7 +269,8 @@ fn reason_of(e: &Error) -> String {
     }
 }
 
-/// Reads and replays the WAL file at `path` (range deletions are not passed on: see
+/// Reads and replays the WAL file at `path` (range deletions and expiry times are not
+/// passed on: see
 /// [`replay_file_ops`]).
 pub fn replay_file(path: &Path, apply: impl FnMut(Vec<u8>, Option<Vec<u8>>)) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;

@@ -11,6 +11,7 @@ mod allocation;
 mod global;
 mod lookups;
 mod own;
+mod sessions;
 mod snapshot;
 mod sync_mix;
 mod tx;
@@ -66,6 +67,12 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// both times, their ratios, the puts/s ratio and what the snapshot pins (tables, bytes,
 /// memtables), per round (--rounds, default 2) and as medians. Give --filter global for the
 /// global filter.
+///
+/// --workload sessions measures session churn with a time to live on a moved clock: -n
+/// sessions (60 s TTL), then 10 simulated minutes at --ops operations per simulated second
+/// (default 50,000; 80 % refreshes, 20 % new sessions); it reports disk bytes against the
+/// live sessions' bytes, and gets of live sessions against a store of the same live set
+/// without TTLs (--lookups gets, --rounds rounds, default 3).
 ///
 /// --workload tx measures optimistic transactions: -n keys loaded, then --ops operations
 /// (default 200,000) from --threads threads, each 2 gets and 2 puts of two uniform keys, as

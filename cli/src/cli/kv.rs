@@ -20,6 +20,27 @@ pub struct Put {
     /// The value; absent or `-`: read all of stdin
     #[arg(allow_negative_numbers = true)]
     pub value: Option<String>,
+    /// Expire the key this many seconds from now (a positive number; fractions allowed):
+    /// from then on it reads as absent, and compaction reclaims it
+    #[arg(long, value_name = "SECONDS", value_parser = parse_ttl, allow_negative_numbers = true)]
+    pub ttl: Option<std::time::Duration>,
+}
+
+/// A time to live in seconds: a positive, finite number (else a usage error).
+fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 || !secs.is_finite() {
+        return Err(format!(
+            "the time to live must be a positive number of seconds, not {s}"
+        ));
+    }
+    std::time::Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| d.as_millis() > 0)
+        .ok_or_else(|| format!("{s} seconds is out of range (at least 0.001)"))
 }
 
 impl Run for Put {
@@ -30,7 +51,10 @@ impl Run for Put {
             None | Some("-") => read_stdin_value()?,
             Some(v) => v.as_bytes().to_vec(),
         };
-        store.put(self.key.as_bytes(), &value)?;
+        match self.ttl {
+            Some(ttl) => store.put_with_ttl(self.key.as_bytes(), &value, ttl)?,
+            None => store.put(self.key.as_bytes(), &value)?,
+        }
         store.sync()?;
         super::settle(&store)?;
         Ok(Exit::Success)

@@ -240,9 +240,14 @@ impl Transaction {
             return Ok(());
         }
         let writes = std::mem::take(&mut self.writes);
+        // A put expires as a plain put written with the transaction's write options would
+        // (`WriteOptions::ttl`, else the store's default time to live), counted from now.
         let ops: Vec<crate::wal::Op<'_>> = writes
             .iter()
-            .map(|(k, v)| crate::wal::Op::from((k.as_slice(), v.as_deref())))
+            .map(|(k, v)| match v {
+                Some(v) => crate::wal::Op::put(k, v, self.store.inner.expiry(0, &self.opts)),
+                None => crate::wal::Op::Delete(k),
+            })
             .collect();
         let check = Arc::new(TxCheck::new(
             self.snap.seq(),

@@ -99,7 +99,9 @@ impl Window {
     /// Records what `op`, in the commit numbered `seq`, wrote.
     pub(crate) fn record_op(&mut self, op: crate::wal::Op<'_>, seq: u64) {
         match op {
-            crate::wal::Op::Put(k, _) | crate::wal::Op::Delete(k) => self.record(k, seq),
+            crate::wal::Op::Put(k, _)
+            | crate::wal::Op::PutExpiring(k, ..)
+            | crate::wal::Op::Delete(k) => self.record(k, seq),
             crate::wal::Op::DeleteRange(a, b) => {
                 self.bytes += a.len() + b.len() + ENTRY_OVERHEAD;
                 self.deleted.push_back((seq, a.into(), b.into()));
