@@ -347,8 +347,11 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     pub(crate) fn seek(&mut self, key: &[u8]) -> Result<()> {
         let passed = self.last().is_some_and(|l| key == l || (key < l) != REV);
         let bound = if REV { &mut self.end } else { &mut self.start };
+        // Strictly inside: a seek to the bound itself would widen an excluded bound.
         let further = match &*bound {
-            Bound::Included(b) | Bound::Excluded(b) => (key > b.as_slice()) != REV,
+            Bound::Included(b) | Bound::Excluded(b) => {
+                key != b.as_slice() && (key > b.as_slice()) != REV
+            }
             Bound::Unbounded => true,
         };
         if !further || passed {
