@@ -379,6 +379,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
                 }
             }
         }
+        self.rebuild_heap();
+        Ok(())
+    }
+
+    /// After sources moved: their heads again, the finished ones out, the heap rebuilt.
+    fn rebuild_heap(&mut self) {
         let (sources, prefix) = (&self.sources, &mut self.prefix);
         self.heap.retain(|&i| {
             let s = &sources[i as usize];
@@ -386,7 +392,6 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
             s.state() != State::Done
         });
         self.heapify();
-        Ok(())
     }
 
     fn seek_sources(&mut self, key: &[u8]) -> Result<()> {
@@ -396,13 +401,7 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
                 s.seek(key, REV)?;
             }
         }
-        let (sources, prefix) = (&self.sources, &mut self.prefix);
-        self.heap.retain(|&i| {
-            let s = &sources[i as usize];
-            prefix[i as usize] = s.head();
-            s.state() != State::Done
-        });
-        self.heapify();
+        self.rebuild_heap();
         Ok(())
     }
 }
