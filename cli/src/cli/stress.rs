@@ -216,3 +216,31 @@ impl Stress {
         self.seed ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 }
+
+/// Lets `child` run for `wait`, then SIGKILLs it: its exit status, the lines it printed and
+/// its standard error (the kill soak and the bank soak both watch a child this way).
+fn kill_after(
+    mut child: std::process::Child,
+    wait: Duration,
+) -> Result<(std::process::ExitStatus, Vec<String>, String), CliError> {
+    use std::io::BufRead;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| CliError::usage("no pipe to the child"))?;
+    let reader = std::thread::spawn(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    std::thread::sleep(wait);
+    let _ = child.kill();
+    let status = child.wait()?;
+    let lines = reader.join().unwrap_or_default();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    Ok((status, lines, stderr))
+}

@@ -17,7 +17,7 @@
 //! ```
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -233,7 +233,7 @@ impl Stress {
         let mut round = 0u64;
         while Instant::now() < deadline {
             round += 1;
-            let mut child = Command::new(&exe)
+            let child = Command::new(&exe)
                 .arg("--dir")
                 .arg(dir)
                 .args(["stress", "--bank", "--child", "--duration"])
@@ -253,24 +253,9 @@ impl Stress {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()?;
-            let stdout = child
-                .stdout
-                .take()
-                .ok_or_else(|| CliError::usage("no pipe to the child"))?;
-            let reader = std::thread::spawn(move || {
-                BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<String>>()
-            });
             let left = deadline.saturating_duration_since(Instant::now());
-            std::thread::sleep(Duration::from_millis(20 + rng.below(1500)).min(left));
-            let _ = child.kill();
-            let status = child.wait()?;
-            let mut stderr = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
-            }
+            let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
+            let (status, lines, stderr) = super::kill_after(child, wait)?;
             if status.code().is_some_and(|c| c != 0) {
                 t.problem(format!(
                     "child {round} exited with {status}: {}",
@@ -278,7 +263,7 @@ impl Stress {
                 ));
             }
             t.kills += 1;
-            for line in reader.join().unwrap_or_default() {
+            for line in lines {
                 match line.split_once(' ') {
                     Some(("A", id)) => match u64::from_str_radix(id, 16) {
                         Ok(id) => {
