@@ -90,6 +90,19 @@ pub enum Error {
     /// built. A bug or an environment failure, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A transaction's commit found that a key it read, or a range it scanned, was
+    /// written by another commit after its snapshot: nothing of it was written. Taking the
+    /// transaction again (a new one, reading anew) may succeed.
+    #[error("transaction conflict: what it read was written by another commit since")]
+    Conflict,
+    /// A transaction stayed open while more than `limit` bytes of keys were written by
+    /// other commits (the conflict window, docs/engine.md "Transactions"): its reads can no
+    /// longer be checked, so its commit wrote nothing. A new transaction may succeed.
+    #[error("transaction too old: more than {limit} bytes of keys were written since it began")]
+    TransactionTooOld {
+        /// The window's size in bytes.
+        limit: u64,
+    },
     /// An earlier write, sync or background job (a flush or compaction) failed; the store
     /// refuses writes until it is reopened. Reads keep working, and nothing acknowledged is
     /// lost: what was not yet in a table is still in the logs and comes back at the next
@@ -230,6 +243,8 @@ impl Error {
                 file: file.clone(),
                 reason: reason.clone(),
             },
+            Error::Conflict => Error::Conflict,
+            Error::TransactionTooOld { limit } => Error::TransactionTooOld { limit: *limit },
             Error::Poisoned { cause } => Error::Poisoned {
                 cause: cause.clone(),
             },

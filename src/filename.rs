@@ -5,6 +5,7 @@
 //! NNNNNN.sst     a table                                 ┐ numbered: one counter
 //! NNNNNN.filter  a table's filter                        │ (the manifest's next_file),
 //! NNNNNN.range   a table's range filter                  │
+//! NNNNNN.rdel    a table's range tombstones              │
 //! NNNNNN.wal     a write-ahead log                       ┘ six or more decimal digits
 //! MANIFEST       the live tables, levels and filter files
 //! MANIFEST.tmp   the next MANIFEST, until it is renamed over it
@@ -62,6 +63,7 @@ numbered_kinds! {
     Table    "sst"      true       "`NNNNNN.sst`: a table (sorted data, index, meta, footer).";
     Filter   "filter"   true       "`NNNNNN.filter`: one filter block, for one table.";
     Range    "range"    true       "`NNNNNN.range`: one range filter block, for one table.";
+    Tombstones "rdel"   true       "`NNNNNN.rdel`: the range tombstones of one table.";
     Wal      "wal"      false      "`NNNNNN.wal`: a write-ahead log.";
 }
 
@@ -184,6 +186,11 @@ pub(crate) fn range_path(dir: &Path, n: u64) -> PathBuf {
     Numbered::Range.path(dir, n)
 }
 
+/// `dir/NNNNNN.rdel`.
+pub(crate) fn tombstones_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::Tombstones.path(dir, n)
+}
+
 /// `dir/NNNNNN.wal`.
 pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
     Numbered::Wal.path(dir, n)
@@ -298,6 +305,7 @@ mod tests {
         assert_eq!(table_path(dir, 7), dir.join("000007.sst"));
         assert_eq!(filter_path(dir, 7), dir.join("000007.filter"));
         assert_eq!(range_path(dir, 7), dir.join("000007.range"));
+        assert_eq!(tombstones_path(dir, 7), dir.join("000007.rdel"));
         assert_eq!(wal_path(dir, 1_234_567), dir.join("1234567.wal"));
         let names: Vec<String> = FIXED.iter().map(|(_, f)| f.to_string()).collect();
         assert_eq!(
@@ -314,9 +322,9 @@ mod tests {
             ]
         );
         let exts: Vec<&str> = Numbered::ALL.iter().map(|k| k.extension()).collect();
-        assert_eq!(exts, ["sst", "filter", "range", "wal"]);
+        assert_eq!(exts, ["sst", "filter", "range", "rdel", "wal"]);
         let per_table: Vec<bool> = Numbered::ALL.iter().map(|k| k.per_table()).collect();
-        assert_eq!(per_table, [true, true, true, false]);
+        assert_eq!(per_table, [true, true, true, true, false]);
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub(crate) mod codec;
 mod compaction;
 pub(crate) mod counters;
 mod error;
+pub mod expiry;
 #[cfg(feature = "parquet")]
 pub mod export;
 pub mod filename;
@@ -63,6 +64,12 @@ pub mod repair;
 mod scan;
 mod slice;
 pub mod store;
+// The range tombstones file's decoder is public only with `internals`, for tests and fuzz
+// targets.
+#[cfg(feature = "internals")]
+pub mod tombstone;
+#[cfg(not(feature = "internals"))]
+mod tombstone;
 // The on-disk decoders are public only with `internals`, for tests and fuzz targets.
 #[cfg(feature = "internals")]
 pub mod table;
@@ -85,7 +92,7 @@ pub use repair::repair;
 pub use slice::Slice;
 pub use store::{
     LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
-    Store, SyncPolicy, TableStats, WriteOptions,
+    Store, SyncPolicy, TableStats, Transaction, TransactionScan, WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -60,6 +60,9 @@ pub struct TableRecord {
     pub max_key: Vec<u8>,
     /// The table's range filter (table property 1), if it has one.
     pub range: Option<RangeRecord>,
+    /// File number of the table's range tombstones file `NNNNNN.rdel` (table property 2),
+    /// if it has range tombstones.
+    pub range_tombstones: Option<u64>,
 }
 
 /// A table's range filter file, as the manifest records it (table property 1).
@@ -96,6 +99,7 @@ impl TableRecord {
             min_key: meta.min_key,
             max_key: meta.max_key,
             range: None,
+            range_tombstones: None,
         }
     }
 }
@@ -127,6 +131,8 @@ pub struct Manifest {
 const PROP_FILTER_POLICY: u64 = 1;
 /// Store property tag: the last commit sequence number (`| seq u64 |`), written when not 0.
 const PROP_LAST_SEQ: u64 = 2;
+/// Table property tag: the table's range tombstones file (`| file varint |`, not 0).
+const PROP_RANGE_TOMBSTONES: u64 = 2;
 /// Table property tag: the table's range filter (`| file varint | bits_per_key f64 |`).
 const PROP_RANGE_FILTER: u64 = 1;
 /// `allocation` byte of the filter policy: every table at the rate `value`.
@@ -286,15 +292,20 @@ impl Manifest {
                 put_varint(&mut b, k.len() as u64);
                 b.extend_from_slice(k);
             }
-            match &t.range {
-                Some(r) => {
-                    put_varint(&mut b, 1);
-                    let mut p = Vec::with_capacity(18);
-                    put_varint(&mut p, r.file);
-                    p.extend_from_slice(&r.bits_per_key.to_le_bytes());
-                    put_tagged(&mut b, PROP_RANGE_FILTER, &p);
-                }
-                None => put_varint(&mut b, 0),
+            put_varint(
+                &mut b,
+                u64::from(t.range.is_some()) + u64::from(t.range_tombstones.is_some()),
+            );
+            if let Some(r) = &t.range {
+                let mut p = Vec::with_capacity(18);
+                put_varint(&mut p, r.file);
+                p.extend_from_slice(&r.bits_per_key.to_le_bytes());
+                put_tagged(&mut b, PROP_RANGE_FILTER, &p);
+            }
+            if let Some(n) = t.range_tombstones {
+                let mut p = Vec::with_capacity(10);
+                put_varint(&mut p, n);
+                put_tagged(&mut b, PROP_RANGE_TOMBSTONES, &p);
             }
         }
         put_varint(&mut b, self.cursors.len() as u64);
@@ -397,10 +408,25 @@ impl Manifest {
             let min_key = key()?;
             let max_key = key()?;
             let mut range = None;
+            let mut range_tombstones = None;
             if version >= 3 {
                 for p in read_tagged(&mut c, body.len(), "table properties")? {
                     match p.tag {
                         PROP_RANGE_FILTER => range = Some(decode_range(p.payload)?),
+                        PROP_RANGE_TOMBSTONES => {
+                            let mut pc = p.payload;
+                            let at = pc.offset();
+                            let n = pc.varint("range tombstones file number")?;
+                            if n == 0 {
+                                return Err(Error::corrupt(at, "range tombstones file number 0"));
+                            }
+                            if !pc.is_empty() {
+                                return Err(
+                                    pc.err("trailing bytes in the range tombstones property")
+                                );
+                            }
+                            range_tombstones = Some(n);
+                        }
                         _ => return Err(unknown_tag(&p, "table property")),
                     }
                 }
@@ -417,6 +443,7 @@ impl Manifest {
                 min_key,
                 max_key,
                 range,
+                range_tombstones,
             });
         }
         let mut cursors = Vec::new();
@@ -593,13 +620,23 @@ mod tests {
             e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 3"),
             "{e}"
         );
-        // A table property this version does not know (tag 1 is the range filter).
-        let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
+        // A table property this version does not know (tag 1 is the range filter, 2 the
+        // range tombstones file).
+        let body = body_v3(&[(3, b"\x07")], &[(1, &monkey10())]);
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains("offset 41") && e.contains("unknown table property tag 2"),
+            e.contains("offset 41") && e.contains("unknown table property tag 3"),
             "{e}"
         );
+        // Tag 2: the range tombstones file, its number not 0, nothing after it.
+        let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
+        let m = Manifest::decode(&framed(3, &body)).unwrap();
+        assert_eq!(m.tables[0].range_tombstones, Some(7));
+        assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+        for bad in [&b"\x00"[..], b"\x07\x00", b"\x80"] {
+            let body = body_v3(&[(2, bad)], &[(1, &monkey10())]);
+            assert!(Manifest::decode(&framed(3, &body)).is_err(), "{bad:?}");
+        }
         // A newer manifest version is refused outright.
         let e = err_of(&framed(4, &body_v3(&[], &[(1, &monkey10())])));
         assert!(e.contains("unsupported manifest version 4"), "{e}");

@@ -14,7 +14,7 @@
 //! opened when that bound comes to the top, that is, when every entry before it has been
 //! handed out; a scan that ends first never reads it. Keys are compared by their first eight
 //! bytes as one integer ([`Source::head`], cached per source), and in full only on a tie.
-//! Nothing is allocated per entry: [`Merge::next_entry`] lends the entry to a closure.
+//! Nothing is allocated per entry: [`Merge::next_entry_all`] lends the entry to a closure.
 //!
 //! **Seek.** [`Merge::seek`] moves the merge on to a key: every source standing before it
 //! seeks ([`Source::seek`]: a table source becomes pending again on the table that holds
@@ -62,6 +62,12 @@ pub(crate) trait Source {
     fn value_slice(&self) -> Option<Slice> {
         self.value().map(Slice::from)
     }
+    /// The current value's `expires_at` (Unix milliseconds; 0: never); only when
+    /// [`State::Ready`]. Compaction's sources say it; scans judge expiry in their sources.
+    #[inline]
+    fn expires(&self) -> u64 {
+        0
+    }
     /// Reads up to its first entry in the range `start..end` (forward: the first at or after
     /// `start`; backward: the last at or before `end`). It may stay pending, with a bound
     /// further on, for instance when it knows it holds nothing in the range.
@@ -76,11 +82,20 @@ pub(crate) trait Source {
         }
         Ok(())
     }
+    /// Moves on past a range its entries are hidden in: to the first entry at or after
+    /// `key` (backward: at or before it), from a ready or pending state, reading as little as
+    /// it can ([`Merge::skip_older`]). By default, a ready source seeks.
+    fn skip(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        if self.state() == State::Ready {
+            self.seek(key, rev)?;
+        }
+        Ok(())
+    }
 }
 
 /// Merges sources given newest first (forward, or backward with `REV`): for equal keys the
 /// earliest source wins, and the others' versions are passed over. Hands out the newest
-/// version of each key in the range, tombstones included ([`next_entry`](Self::next_entry)),
+/// version of each key in the range, tombstones included ([`next_entry_all`](Self::next_entry_all)),
 /// or values only ([`next_item`](Self::next_item)); an error ends the merge.
 pub(crate) struct Merge<S, const REV: bool> {
     sources: Vec<S>,
@@ -256,12 +271,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// every source past that key ([`last`](Self::last) and [`held`](Self::held) then say
     /// which). `false` (and `f` not called) at the end of the range.
     #[inline]
-    fn step(&mut self, f: &mut impl FnMut(&S)) -> Result<bool> {
+    fn step(&mut self, f: &mut impl FnMut(u32, &S)) -> Result<bool> {
         let Some(top) = self.ready_top()? else {
             return Ok(false);
         };
         let s = &self.sources[top];
-        f(s);
+        f(top as u32, s);
         self.last.clear();
         self.last.extend_from_slice(s.key());
         self.stepped = true;
@@ -287,16 +302,21 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         Ok(true)
     }
 
-    /// Hands the next key's newest entry (tombstones included) to `f`; `false` at the end.
-    /// An error ends the merge.
+    /// Hands the next key's newest entry (tombstones included) to `f`, with the number of
+    /// the source whose version it is (range tombstones hide entries by source:
+    /// `tombstone`) and the entry's `expires_at`; `false` at the end. An error ends the merge.
     #[inline]
-    pub(crate) fn next_entry(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
-        self.next_source_entry(|s| f(s.key(), s.value()))
+    pub(crate) fn next_entry_all(
+        &mut self,
+        mut f: impl FnMut(u32, &[u8], Option<&[u8]>, u64),
+    ) -> Result<bool> {
+        self.next_source_entry(|i, s| f(i, s.key(), s.value(), s.expires()))
     }
 
-    /// [`next_entry`](Self::next_entry), handing `f` the source that holds the entry.
+    /// [`next_entry_all`](Self::next_entry_all), handing `f` the number of the source that
+    /// holds the entry and the source itself (to share its value: [`Source::value_slice`]).
     #[inline]
-    fn next_source_entry(&mut self, mut f: impl FnMut(&S)) -> Result<bool> {
+    pub(crate) fn next_source_entry(&mut self, mut f: impl FnMut(u32, &S)) -> Result<bool> {
         if self.done {
             return Ok(false);
         }
@@ -314,7 +334,7 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     pub(crate) fn next_item(&mut self) -> Option<Result<(Slice, Slice)>> {
         let mut item = None;
         loop {
-            let r = self.next_source_entry(|s| {
+            let r = self.next_source_entry(|_, s| {
                 item = s.value_slice().map(|v| (Slice::from(s.key()), v));
             });
             match r {
@@ -331,8 +351,11 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     pub(crate) fn seek(&mut self, key: &[u8]) -> Result<()> {
         let passed = self.last().is_some_and(|l| key == l || (key < l) != REV);
         let bound = if REV { &mut self.end } else { &mut self.start };
+        // Strictly inside: a seek to the bound itself would widen an excluded bound.
         let further = match &*bound {
-            Bound::Included(b) | Bound::Excluded(b) => (key > b.as_slice()) != REV,
+            Bound::Included(b) | Bound::Excluded(b) => {
+                key != b.as_slice() && (key > b.as_slice()) != REV
+            }
             Bound::Unbounded => true,
         };
         if !further || passed {
@@ -346,13 +369,26 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         r
     }
 
-    fn seek_sources(&mut self, key: &[u8]) -> Result<()> {
+    /// Moves every source numbered above `rank` on to `key` (forward: its first entry at or
+    /// after it; backward: at or before it) with [`Source::skip`], leaving the newer ones
+    /// where they stand: what a scan does past a range tombstone of source `rank`, whose
+    /// range ends at `key` (backward: starts after it), so that the older sources' entries
+    /// under it are not read.
+    pub(crate) fn skip_older(&mut self, rank: u32, key: &[u8]) -> Result<()> {
         for &i in &self.heap {
-            let s = &mut self.sources[i as usize];
-            if s.state() == State::Ready {
-                s.seek(key, REV)?;
+            if i > rank {
+                let s = &mut self.sources[i as usize];
+                if s.state() != State::Done {
+                    s.skip(key, REV)?;
+                }
             }
         }
+        self.rebuild_heap();
+        Ok(())
+    }
+
+    /// After sources moved: their heads again, the finished ones out, the heap rebuilt.
+    fn rebuild_heap(&mut self) {
         let (sources, prefix) = (&self.sources, &mut self.prefix);
         self.heap.retain(|&i| {
             let s = &sources[i as usize];
@@ -360,6 +396,16 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
             s.state() != State::Done
         });
         self.heapify();
+    }
+
+    fn seek_sources(&mut self, key: &[u8]) -> Result<()> {
+        for &i in &self.heap {
+            let s = &mut self.sources[i as usize];
+            if s.state() == State::Ready {
+                s.seek(key, REV)?;
+            }
+        }
+        self.rebuild_heap();
         Ok(())
     }
 }

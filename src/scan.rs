@@ -40,7 +40,10 @@ use crate::table::{BlockBytes, ReadAhead, Table};
 use crate::version::{prefix8, TableHandle, Version};
 use crate::Slice;
 
+mod ranges;
 mod tables;
+use crate::tombstone::Cover;
+use ranges::{next_visible, scan_cover};
 
 pub(crate) use tables::RangeCounters;
 use tables::{before, past, TableRun};
@@ -75,19 +78,27 @@ pub(crate) struct MemSource {
     /// The cursor has entries after those in `buf`.
     more: bool,
     fill: usize,
+    /// The memtable's range tombstones its snapshot sees (they hide the older sources'
+    /// entries; its own hidden entries come as tombstones).
+    ranges: Arc<[crate::tombstone::RangeTombstone]>,
 }
 
 impl MemSource {
     /// A source over `mem`, which the caller holds under the lock that keeps writes out,
     /// and which `live` reaches later (the first entries are copied now).
-    pub(crate) fn live(mem: &Memtable, start: Bound<&[u8]>, live: Arc<dyn LiveMemtable>) -> Self {
-        let cursor = mem.cursor(start, true);
+    pub(crate) fn live(
+        mem: &Memtable,
+        start: Bound<&[u8]>,
+        live: Arc<dyn LiveMemtable>,
+        now: u64,
+    ) -> Self {
+        let cursor = mem.cursor(start, true).at_time(now);
         Self::first_fill(MemRef::Live(live), cursor, mem)
     }
 
     /// A source over a memtable that takes no more writes.
-    pub(crate) fn frozen(mem: Arc<Memtable>, start: Bound<&[u8]>) -> Self {
-        let cursor = mem.cursor(start, false);
+    pub(crate) fn frozen(mem: Arc<Memtable>, start: Bound<&[u8]>, now: u64) -> Self {
+        let cursor = mem.cursor(start, false).at_time(now);
         let m = mem.clone();
         Self::first_fill(MemRef::Frozen(mem), cursor, &m)
     }
@@ -99,15 +110,16 @@ impl MemSource {
         start: Bound<&[u8]>,
         snap: u64,
         live: Arc<dyn LiveMemtable>,
+        now: u64,
     ) -> Self {
-        let cursor = mem.cursor_at(start, snap, true);
+        let cursor = mem.cursor_at(start, snap, true).at_time(now);
         Self::first_fill(MemRef::Live(live), cursor, mem)
     }
 
     /// A source over a memtable that takes no more writes, as it was at position `snap`.
     /// Its [`back`](Self::back) reads as of the same position.
-    pub(crate) fn frozen_at(mem: Arc<Memtable>, start: Bound<&[u8]>, snap: u64) -> Self {
-        let cursor = mem.cursor_at(start, snap, false);
+    pub(crate) fn frozen_at(mem: Arc<Memtable>, start: Bound<&[u8]>, snap: u64, now: u64) -> Self {
+        let cursor = mem.cursor_at(start, snap, false).at_time(now);
         let m = mem.clone();
         Self::first_fill(MemRef::Frozen(mem), cursor, &m)
     }
@@ -115,6 +127,7 @@ impl MemSource {
     fn first_fill(mem: MemRef, mut cursor: MemCursor, m: &Memtable) -> Self {
         let mut buf = EntryBuf::default();
         let more = cursor.fill(m, &mut buf, FIRST_FILL);
+        let ranges = m.ranges_at(cursor.snap()).cloned().collect();
         MemSource {
             mem,
             cursor,
@@ -122,6 +135,7 @@ impl MemSource {
             at: 0,
             more,
             fill: FIRST_FILL,
+            ranges,
         }
     }
 
@@ -139,6 +153,7 @@ impl MemSource {
             at: 0,
             more: true,
             fill: FIRST_FILL / 2,
+            ranges: self.ranges.clone(),
         }
     }
 
@@ -251,6 +266,12 @@ impl Source for ScanSource {
             ScanSource::Tables(s) => s.advance(),
         }
     }
+    fn skip(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        match self {
+            ScanSource::Mem(s) => s.skip(key, rev),
+            ScanSource::Tables(s) => s.skip(key, rev),
+        }
+    }
     fn seek(&mut self, key: &[u8], rev: bool) -> Result<()> {
         match self {
             ScanSource::Mem(s) => s.seek(key, rev),
@@ -271,6 +292,7 @@ pub(crate) fn table_sources(
     end: Bound<&[u8]>,
     ranges: &Arc<RangeCounters>,
     rev: bool,
+    now: u64,
     sources: &mut Vec<ScanSource>,
 ) {
     let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
@@ -281,7 +303,8 @@ pub(crate) fn table_sources(
         if l == 0 {
             for (i, t) in tables.iter().enumerate() {
                 if !before(t.max_key(), start) && !after_end(t.min_key()) {
-                    let run = TableRun::new(version.clone(), 0, i..i + 1, ranges, rev);
+                    let mut run = TableRun::new(version.clone(), 0, i..i + 1, ranges, rev);
+                    run.now = now;
                     sources.push(ScanSource::Tables(run));
                 }
             }
@@ -298,7 +321,8 @@ pub(crate) fn table_sources(
             first + tables[first..].partition_point(|t| !after_end(t.min_key()))
         };
         if first < last {
-            let run = TableRun::new(version.clone(), l, first..last, ranges, rev);
+            let mut run = TableRun::new(version.clone(), l, first..last, ranges, rev);
+            run.now = now;
             sources.push(ScanSource::Tables(run));
         }
     }
@@ -312,6 +336,9 @@ pub(crate) struct ScanInput {
     pub mems: Vec<MemSource>,
     pub version: Arc<Version>,
     pub ranges: Arc<RangeCounters>,
+    /// The time expiry is judged at (Unix milliseconds), the scan's start; the memtable
+    /// sources were made with it too.
+    pub now: u64,
 }
 
 /// The back end of a scan: not made until `next_back` first asks.
@@ -324,6 +351,7 @@ enum Back {
         mems: usize,
         version: Arc<Version>,
         ranges: Arc<RangeCounters>,
+        now: u64,
     },
     Open(Merge<ScanSource, true>),
     None,
@@ -336,6 +364,10 @@ enum Back {
 pub struct Scan {
     front: Merge<ScanSource, false>,
     back: Back,
+    /// The range tombstones of the front's sources, ranked by source number, and of the
+    /// back's (whose sources may differ): `None` when there are none.
+    cover: Option<Box<Cover>>,
+    back_cover: Option<Box<Cover>>,
 }
 
 impl Scan {
@@ -345,6 +377,7 @@ impl Scan {
             mems,
             version,
             ranges,
+            now,
         } = input;
         let back_mems = mems.len();
         let n = mems.len() + version.levels().len() + version.l0_count();
@@ -354,14 +387,18 @@ impl Scan {
             start.as_ref().map(Vec::as_slice),
             end.as_ref().map(Vec::as_slice),
         );
-        table_sources(&version, from, to, &ranges, false, &mut sources);
+        table_sources(&version, from, to, &ranges, false, now, &mut sources);
+        let cover = scan_cover(&sources);
         Scan {
             front: Merge::new(sources, start, end),
             back: Back::Plan {
                 mems: back_mems,
                 version,
                 ranges,
+                now,
             },
+            cover,
+            back_cover: None,
         }
     }
 
@@ -370,6 +407,8 @@ impl Scan {
         Scan {
             front: Merge::new(Vec::new(), Bound::Unbounded, Bound::Unbounded),
             back: Back::None,
+            cover: None,
+            back_cover: None,
         }
     }
 
@@ -381,6 +420,7 @@ impl Scan {
                 mems,
                 version,
                 ranges,
+                now,
             } = std::mem::replace(&mut self.back, Back::None)
             else {
                 return None;
@@ -403,7 +443,8 @@ impl Scan {
                     sources.push(ScanSource::Mem(m));
                 }
             }
-            table_sources(&version, from, to, &ranges, true, &mut sources);
+            table_sources(&version, from, to, &ranges, true, now, &mut sources);
+            self.back_cover = scan_cover(&sources);
             self.back = Back::Open(Merge::new(sources, start, end));
         }
         match &mut self.back {
@@ -438,7 +479,7 @@ impl std::fmt::Debug for Scan {
 impl Iterator for Scan {
     type Item = Result<(Slice, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
-        let item = self.front.next_item()?;
+        let item = next_visible(&mut self.front, self.cover.as_deref())?;
         if let (Ok((k, _)), Back::Open(b)) = (&item, &mut self.back) {
             // The ends met: the back returned this key or one before it.
             if b.last().is_some_and(|l| **k >= *l) {
@@ -453,8 +494,11 @@ impl Iterator for Scan {
 
 impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let back = self.back()?;
-        let item = back.next_item()?;
+        self.back()?;
+        let Back::Open(back) = &mut self.back else {
+            return None;
+        };
+        let item = next_visible(back, self.back_cover.as_deref())?;
         if let Ok((k, _)) = &item {
             if self.front.last().is_some_and(|l| **k <= *l) {
                 self.front.finish();

@@ -80,6 +80,19 @@ impl Slice {
         }
     }
 
+    /// `part`, which lies in this slice's bytes, as a slice of its own: sharing the same
+    /// owner (no copy) or inline when short.
+    #[inline]
+    pub(crate) fn sub(&self, part: &[u8]) -> Slice {
+        match &self.0 {
+            Repr::Shared(b) => {
+                let at = part.as_ptr() as usize - b.as_ptr() as usize;
+                Slice::share(b, at..at + part.len())
+            }
+            Repr::Inline { .. } => Slice::from(part),
+        }
+    }
+
     /// Whether this slice shares another owner's bytes (false: held inline).
     pub fn is_shared(&self) -> bool {
         matches!(self.0, Repr::Shared(_))

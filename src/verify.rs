@@ -123,6 +123,13 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
                 Err(e) => r.problems.push(Error::io(&fpath, e)),
             }
         }
+        if let Some(n) = t.range_tombstones {
+            r.files += 1;
+            let tpath = crate::filename::tombstones_path(dir, n);
+            if let Err(e) = crate::tombstone::file::read(&tpath) {
+                r.problems.push(e);
+            }
+        }
         if let Some(rr) = t.range {
             let rpath = range_path(dir, rr.file);
             r.files += 1;

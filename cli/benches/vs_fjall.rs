@@ -4,6 +4,15 @@
 //! `cargo bench --bench vs_fjall -- [KEYS] [LOOKUPS]` (defaults 1,000,000 and 1,000,000).
 //! Pin it to one core on a shared machine: `taskset -c 1 cargo bench --bench vs_fjall`.
 //!
+//! `cargo bench --bench vs_fjall -- tx [KEYS] [OPS] [THREADS]` (defaults 1,000,000, 200,000
+//! and 4) runs the transaction workload instead: KEYS keys loaded (16 bytes, values of 100
+//! bytes), then OPS transactions from THREADS threads, each 2 gets and 2 puts of two
+//! uniform keys (a transfer), retried on conflict, as filterstore `Transaction`s and fjall
+//! `OptimisticTxDatabase` write transactions; commits/s and conflicts, medians of
+//! `ROUNDS` alternated rounds. Both sides write each commit to the log without an fsync
+//! (filterstore `SyncPolicy::OnFlush`, fjall's default `PersistMode::Buffer` per commit),
+//! neither compresses, both with their default memtable and cache sizes.
+//!
 //! Workload, identical for both stores, each in a fresh temporary directory:
 //! * keys `key16(42, i)` for i in 0..KEYS (16 bytes), values of 100 bytes;
 //! * load: 10 tables — for t in 0..10, put the keys i ≡ t (mod 10), then flush; no
@@ -50,6 +59,9 @@ use filterstore_cli::bench::key16;
 use fjall::compaction::Leveled;
 use fjall::config::{BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry, PinningPolicy};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+
+#[path = "vs_fjall/tx.rs"]
+mod tx;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -335,9 +347,15 @@ fn print_counters(what: &str, s: &Stats) {
 
 fn main() -> Res<()> {
     // `cargo bench` passes `--bench`; the numbers are ours.
-    let nums: Vec<usize> = std::env::args()
+    let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
+        .collect();
+    if args.first().is_some_and(|a| a == "tx") {
+        return tx::main(&args[1..]);
+    }
+    let nums: Vec<usize> = args
+        .iter()
         .map(|a| a.replace('_', "").parse())
         .collect::<Result<_, _>>()?;
     let n = nums.first().copied().unwrap_or(1_000_000);

@@ -1186,7 +1186,8 @@ fn repair_salvages_a_store_that_will_not_open() {
     assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
 }
 
-/// `store stress`: a short run with and without --kill, with one thread and several, prints
+/// `store stress`: a short run with and without --kill, with one thread and several, and of
+/// the bank transfers (--bank) with and without --kill, prints
 /// its figures and exits 0; a --dir that holds anything is refused (stress must never write
 /// over a real store).
 #[test]
@@ -1197,6 +1198,16 @@ fn stress_runs_and_reports_its_figures() {
         &["stress", "--duration", "2", "--seed", "7", "--threads", "3"],
         &["stress", "--duration", "3", "--kill"],
         &["stress", "--duration", "3", "--kill", "--threads", "4"],
+        &["stress", "--duration", "2", "--bank", "--threads", "3"],
+        &[
+            "stress",
+            "--duration",
+            "3",
+            "--bank",
+            "--kill",
+            "--threads",
+            "4",
+        ],
     ] {
         let out = run_full(args, b"", None, None);
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
@@ -1213,7 +1224,7 @@ fn stress_runs_and_reports_its_figures() {
         if args.contains(&"--kill") {
             assert!(!line.contains("kills 0,"), "{line}");
         }
-        if args.contains(&"--kill") && args.contains(&"--threads") {
+        if args.contains(&"--kill") && args.contains(&"--threads") && !args.contains(&"--bank") {
             assert!(line.contains("commit groups "), "{line}");
         }
     }
@@ -1222,4 +1233,27 @@ fn stress_runs_and_reports_its_figures() {
     let out = store(&d, &["stress", "--duration", "1"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(ok(store(&d, &["get", "a"])), "1\n");
+}
+
+/// `store put --ttl SECONDS`: the key reads until it expires, then is absent (exit 1); a
+/// TTL that is not a positive number is a usage error (exit 2) and writes nothing.
+#[test]
+fn put_with_a_ttl() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    ok(store(&d, &["put", "--ttl", "3600", "long", "lived"]));
+    assert_eq!(ok(store(&d, &["get", "long"])), "lived\n");
+    ok(store(&d, &["put", "--ttl", "0.001", "brief", "gone"]));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(store(&d, &["get", "brief"]).code, 1);
+    for bad in ["0", "-5", "abc", "inf", "NaN", "", "0.0000001"] {
+        let out = store(&d, &["put", "--ttl", bad, "bad", "v"]);
+        assert_eq!(out.code, 2, "--ttl {bad:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("ttl") || out.stderr.contains("seconds"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(store(&d, &["get", "bad"]).code, 1);
 }

@@ -41,6 +41,10 @@ pub(crate) trait TableInfo {
     fn min_key(&self) -> &[u8];
     /// Largest key.
     fn max_key(&self) -> &[u8];
+    /// Its entries with an expiry (`compaction/expire.rs`).
+    fn expiring(&self) -> crate::expiry::Expiring {
+        crate::expiry::Expiring::default()
+    }
 }
 
 /// The shape of the level tree.

@@ -23,6 +23,8 @@ use crate::table::files::{NewTable, TableSpec, TableWriter};
 use crate::table::{
     encode_part, run_full, OwnedRun, Part, SortedEntries, Table, TableCounters, TableCursor,
 };
+use crate::tombstone::compact::{RangeInput, RangeOut};
+use crate::tombstone::RangeTombstone;
 use std::ops::Bound;
 
 /// One input of a merge: one table, or a sorted level's tables one after another.
@@ -77,6 +79,10 @@ impl Source {
         self.cursor.as_ref().and_then(TableCursor::value)
     }
 
+    fn expires(&self) -> u64 {
+        self.cursor.as_ref().map_or(0, TableCursor::expires)
+    }
+
     fn advance(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cursor {
             c.advance()?;
@@ -106,6 +112,10 @@ impl crate::merge::Source for Source {
     fn value(&self) -> Option<&[u8]> {
         Source::value(self)
     }
+    #[inline]
+    fn expires(&self) -> u64 {
+        Source::expires(self)
+    }
     fn open(&mut self, _: Bound<&[u8]>, _: Bound<&[u8]>) -> Result<()> {
         Ok(()) // never pending: positioned on its first entry when made
     }
@@ -125,6 +135,11 @@ pub(crate) struct Output<'a> {
     pub spec: TableSpec<'a>,
     /// A new table is started once the current one holds this many key and value bytes.
     pub table_bytes: u64,
+    /// What the merge does to the entries it writes: expiry and the compaction filter.
+    pub expiry: super::expire::Rewrite<'a>,
+    /// The inputs' range tombstones: the entries they drop and the ones the output keeps
+    /// (`tombstone::compact`).
+    pub ranges: RangeInput,
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
@@ -183,6 +198,8 @@ impl Moves {
 struct Chunk {
     run: OwnedRun,
     ends_table: bool,
+    /// When it ends a table: that table's range tombstones.
+    tombstones: Vec<RangeTombstone>,
 }
 
 /// What the merge side keeps between windows.
@@ -193,10 +210,13 @@ struct MergeSide<'d> {
     /// Key and value bytes in the output table being filled.
     in_table: u64,
     /// An entry that did not fit the last run (it starts the next table).
-    carry: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    carry: Option<(Vec<u8>, Option<Vec<u8>>, u64)>,
+    rewrite: &'d super::expire::Rewrite<'d>,
     done: bool,
     /// The global filter's runs, when the store has one, and what the merge changes there.
     track: Option<(&'d Runs, Moves)>,
+    ranges: &'d RangeInput,
+    range_out: RangeOut,
 }
 
 impl MergeSide<'_> {
@@ -206,27 +226,45 @@ impl MergeSide<'_> {
         while out.len() < n && !self.done {
             let mut run = spare.pop().unwrap_or_default();
             run.clear();
+            run.tagged = self.rewrite.tagged;
             let mut ends_table = false;
-            if let Some((k, v)) = self.carry.take() {
+            let (ranges, range_out) = (self.ranges, &mut self.range_out);
+            if let Some((k, v, e)) = self.carry.take() {
                 self.in_table += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
-                run.push(&k, v.as_deref());
+                range_out.reach(ranges, &k);
+                run.push(&k, v.as_deref(), e);
             }
-            let (limit, drop_t) = (self.table_bytes, self.drop_tombstone);
+            let (limit, drop_t, rewrite) = (self.table_bytes, self.drop_tombstone, self.rewrite);
             let mut in_table = self.in_table;
             let mut carry = None;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
-                let more = self.merger.next_entry(|k, v| {
-                    if v.is_none() && drop_t(k) {
+                let more = self.merger.next_entry_all(|src, k, v, exp| {
+                    if v.is_some() && ranges.drops(k, src) {
+                        // Under a newer range tombstone, expiring or not: neither the
+                        // compaction filter nor expiry sees it.
+                        return;
+                    }
+                    let changed;
+                    let (v, exp) = match rewrite.apply(k, v, exp) {
+                        super::expire::Out::Same => (v, exp),
+                        super::expire::Out::Tombstone => (None, 0),
+                        super::expire::Out::Value(nv) => {
+                            changed = nv;
+                            (Some(changed.as_slice()), exp)
+                        }
+                    };
+                    if v.is_none() && drop_t(k) && !ranges.keeps_start(k) {
                         return;
                     }
                     kept = true;
                     let size = (k.len() + v.map_or(0, <[u8]>::len)) as u64;
-                    if in_table > 0 && in_table + size > limit {
-                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec)));
+                    if in_table > 0 && in_table + size > limit && range_out.may_cut_before(k) {
+                        carry = Some((k.to_vec(), v.map(<[u8]>::to_vec), exp));
                     } else {
                         in_table += size;
-                        run.push(k, v);
+                        range_out.reach(ranges, k);
+                        run.push(k, v, exp);
                     }
                 })?;
                 if !more {
@@ -246,8 +284,17 @@ impl MergeSide<'_> {
             }
             self.in_table = in_table;
             self.carry = carry;
+            let tombstones = if ends_table {
+                self.range_out.end_table(self.ranges, self.done)
+            } else {
+                Vec::new()
+            };
             if run.len() > 0 || ends_table {
-                out.push(Chunk { run, ends_table });
+                out.push(Chunk {
+                    run,
+                    ends_table,
+                    tombstones,
+                });
             } else {
                 spare.push(run);
             }
@@ -298,19 +345,27 @@ impl WriteSide<'_> {
                 self.bufs.push(w.add_part(part, keys)?);
             }
             if ends {
-                self.finish_table()?;
+                self.finish_table(&chunk.tombstones)?;
             }
         }
         spare.extend(chunks.into_iter().map(|c| c.run));
         Ok(())
     }
 
-    /// Finishes the table being written, and writes its filters.
-    fn finish_table(&mut self) -> Result<()> {
+    /// Finishes the table being written, and writes its filters and `tombstones`.
+    fn finish_table(&mut self, tombstones: &[RangeTombstone]) -> Result<()> {
         let Some(w) = self.table.take() else {
+            if !tombstones.is_empty() {
+                // Never dropped silently: the keys they hide would be seen again.
+                return Err(crate::Error::Internal(format!(
+                    "a compaction kept {} range tombstones for an output table without entries",
+                    tombstones.len()
+                )));
+            }
             return Ok(());
         };
         let t = w.finish(&self.out.spec)?;
+        let t = t.with_tombstones(&self.out.spec, tombstones)?;
         self.written += t.record.file_bytes + t.filter_bytes;
         self.tables.push(t);
         Ok(())
@@ -371,8 +426,11 @@ fn run_pipeline(
         table_bytes: out.table_bytes.max(1),
         in_table: 0,
         carry: None,
+        rewrite: &out.expiry,
         done: false,
         track: runs.map(|r| (r, Moves::default())),
+        ranges: &out.ranges,
+        range_out: RangeOut::default(),
     };
     let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
     let mut pending: Vec<Chunk> = Vec::new();
@@ -395,7 +453,7 @@ fn run_pipeline(
         pending = filled?;
         spare_m.append(&mut spare_w);
     }
-    w.finish_table()?;
+    w.finish_table(&[])?;
     Ok(m.track.map(|(_, moves)| moves).unwrap_or_default())
 }
 
@@ -435,6 +493,7 @@ mod tests {
             let alloc = || Ok(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             let fs: Arc<dyn crate::io::Fs> = Arc::new(RealFs);
             let out = Output {
+                expiry: Default::default(),
                 spec: TableSpec {
                     fs: &fs,
                     dir: &out_dir,
@@ -445,6 +504,7 @@ mod tests {
                     alloc: &alloc,
                 },
                 table_bytes: 1 << 20,
+                ranges: Default::default(),
             };
             let counters = Arc::new(TableCounters::default());
             let sources: Vec<Source> = tables

@@ -55,6 +55,7 @@ impl Memtable {
             snap,
             reader: live.then(|| self.reader()),
             rev: false,
+            now: 0,
         }
     }
 }
@@ -82,9 +83,18 @@ pub(crate) struct MemCursor {
     reader: Option<ReaderGuard>,
     /// Backward: each run's position is one past its next entry.
     rev: bool,
+    /// The time expiry is judged at (0: nothing is expired).
+    now: u64,
 }
 
 impl MemCursor {
+    /// This cursor, judging expiry at `now` (Unix milliseconds): an entry expired by then
+    /// is handed out as a tombstone. Without it, nothing reads as expired.
+    pub(crate) fn at_time(mut self, now: u64) -> MemCursor {
+        self.now = now;
+        self
+    }
+
     /// A backward cursor over the same snapshot, not yet positioned: it holds nothing until
     /// [`seek_back`](Self::seek_back) (a scan's back end, made with its front, costs an
     /// `Arc` and no search until it is used).
@@ -99,6 +109,7 @@ impl MemCursor {
             snap: self.snap,
             reader,
             rev: true,
+            now: self.now,
         }
     }
 
@@ -170,8 +181,21 @@ impl MemCursor {
                 (at, vlen) = mem.older(at);
             }
             debug_assert!(at < self.snap, "a version a scan needs was not linked");
-            out.push(mem.key(s), mem.version(at, vlen));
+            let key = mem.key(s);
+            if mem.covered(key, at, self.snap) {
+                // Hidden by a range tombstone of this memtable: a tombstone to the merge.
+                out.push(key, None);
+            } else if crate::expiry::expired_at(mem.expiry(at, vlen), self.now) {
+                out.push(key, None);
+            } else {
+                out.push(key, mem.version(at, vlen));
+            }
         }
+    }
+
+    /// The arena position of its snapshot (`u64::MAX`: every version).
+    pub(crate) fn snap(&self) -> u64 {
+        self.snap
     }
 
     /// The memtable takes no more writes (it was made immutable), or the cursor is done:

@@ -50,6 +50,7 @@
 mod arena;
 mod cursor;
 mod order;
+mod ranges;
 mod sort;
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -58,6 +59,7 @@ use std::sync::{Arc, Mutex};
 use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::codec::prefix8;
+use crate::expiry::Now;
 use crate::hash::key_hash;
 use crate::table::SortedEntries;
 use crate::Slice;
@@ -65,9 +67,13 @@ use crate::Slice;
 use arena::Arena;
 pub(crate) use cursor::{EntryBuf, MemCursor, ReaderGuard};
 use order::{Order, Run};
+pub(crate) use ranges::MemRange;
 
 /// Value length (the low 31 bits of `vlen`) of a tombstone.
 const TOMBSTONE: u32 = u32::MAX >> 1;
+/// `vlen` flag (not of a tombstone): the value is preceded in the arena by its 8-byte
+/// `expires_at` (little-endian), and its length is the low 30 bits.
+const EXPIRES: u32 = 1 << 30;
 /// `vlen` flag: the value is preceded in the arena by a link to the version it replaced.
 const OLDER: u32 = 1 << 31;
 /// Bytes of that link: the older version's value position (u64) and `vlen` (u32), little-endian.
@@ -100,6 +106,12 @@ pub struct Memtable {
     order: Mutex<Order>,
     /// Cursors of scans open on this memtable while it takes writes (see the module docs).
     readers: Arc<AtomicUsize>,
+    /// Puts with an expiry inserted (overwritten ones included).
+    expiring: usize,
+    /// Range tombstones, in write order (`ranges.rs`).
+    ranges: Vec<MemRange>,
+    /// Bytes they hold.
+    range_bytes: usize,
 }
 
 impl Memtable {
@@ -131,6 +143,7 @@ impl Memtable {
     /// Bytes held: arena (overwritten values and their links included), slots and index.
     pub fn approximate_bytes(&self) -> usize {
         self.arena.len()
+            + self.range_bytes
             + self.slots.capacity() * std::mem::size_of::<Slot>()
             + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
     }
@@ -139,21 +152,65 @@ impl Memtable {
         self.arena.get(s.key_at, s.klen)
     }
 
-    /// The version written at `at` with length field `vlen` (`None`: a tombstone).
+    /// The version written at `at` with length field `vlen` (`None`: a tombstone), without
+    /// its expiry.
     fn version(&self, at: u64, vlen: u32) -> Option<&[u8]> {
         let len = vlen & !OLDER;
-        (len != TOMBSTONE).then(|| self.arena.get(at, len))
+        if len == TOMBSTONE {
+            None
+        } else if len & EXPIRES != 0 {
+            Some(self.arena.get(at + 8, len & !EXPIRES))
+        } else {
+            Some(self.arena.get(at, len))
+        }
+    }
+
+    /// `expires_at` of the version at `at` with length field `vlen` (0: never).
+    fn expiry(&self, at: u64, vlen: u32) -> u64 {
+        let len = vlen & !OLDER;
+        if len != TOMBSTONE && len & EXPIRES != 0 {
+            let b = self.arena.get(at, 8);
+            u64::from_le_bytes(b.try_into().unwrap_or_default())
+        } else {
+            0
+        }
+    }
+
+    /// The version as a read at `now` sees it: an expired one as a tombstone.
+    #[cfg(test)]
+    fn version_at(&self, at: u64, vlen: u32, now: &Now) -> Option<&[u8]> {
+        if vlen & !OLDER & EXPIRES != 0 && now.expired(self.expiry(at, vlen)) {
+            return None;
+        }
+        self.version(at, vlen)
+    }
+
+    /// Whether a put with an expiry was inserted (its table is then written in the layout
+    /// that stores expiries: format.md, "Table", version 5).
+    pub(crate) fn has_expiring(&self) -> bool {
+        self.expiring > 0
     }
 
     fn value(&self, s: &Slot) -> Option<&[u8]> {
         self.version(s.val_at, s.vlen)
     }
 
-    /// [`version`](Self::version) as a [`Slice`]: inline when short, else a view of its
-    /// arena chunk (no allocation, no copy; keeps the chunk alive after this memtable drops).
-    fn shared_version(&self, at: u64, vlen: u32) -> Option<Slice> {
+    /// [`version_at`](Self::version_at) as a [`Slice`]: inline when short, else a view of
+    /// its arena chunk (no allocation, no copy; keeps the chunk alive after this memtable
+    /// drops).
+    #[inline]
+    fn shared_version_at(&self, at: u64, vlen: u32, now: &Now) -> Option<Slice> {
         let len = vlen & !OLDER;
-        (len != TOMBSTONE).then(|| self.arena.share(at, len))
+        if len == TOMBSTONE {
+            None
+        } else if len & EXPIRES != 0 {
+            if now.expired(self.expiry(at, vlen)) {
+                return None;
+            }
+            Some(self.arena.share(at + 8, len & !EXPIRES))
+        } else {
+            Some(self.arena.share(at, len))
+        }
     }
 
     /// The version that the one at `at` (whose `vlen` has [`OLDER`]) replaced: its
@@ -169,21 +226,36 @@ impl Memtable {
 
     /// Stores `value` (`None`: a tombstone) under `key`, replacing what it held.
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.insert_hashed(key, key_hash(key), value)
+        self.insert_hashed(key, key_hash(key), value, 0)
     }
 
-    /// [`Memtable::insert`] with the key's precomputed [`key_hash`].
-    pub fn insert_hashed(&mut self, key: &[u8], hash: u64, value: Option<&[u8]>) {
+    /// Stores `value` (`None`: a tombstone) under `key`, expiring at `expires_at` (Unix
+    /// milliseconds; 0: never, and ignored for a tombstone).
+    pub(crate) fn insert_op(&mut self, key: &[u8], value: Option<&[u8]>, expires_at: u64) {
+        self.insert_hashed(key, key_hash(key), value, expires_at)
+    }
+
+    /// [`Memtable::insert_op`] with the key's precomputed [`key_hash`].
+    pub fn insert_hashed(&mut self, key: &[u8], hash: u64, value: Option<&[u8]>, expires_at: u64) {
         debug_assert_eq!(hash, key_hash(key));
         assert!(
-            key.len() < u32::MAX as usize && value.is_none_or(|v| v.len() < TOMBSTONE as usize),
+            key.len() < u32::MAX as usize && value.is_none_or(|v| v.len() < EXPIRES as usize),
             "entry too large for the memtable"
         );
-        let vlen = value.map_or(TOMBSTONE, |v| v.len() as u32);
+        let exp = if value.is_some() { expires_at } else { 0 };
+        let expb = exp.to_le_bytes();
+        let (vlen, exp_bytes): (u32, &[u8]) = match value {
+            None => (TOMBSTONE, &[]),
+            Some(v) if exp != 0 => {
+                self.expiring += 1;
+                (v.len() as u32 | EXPIRES, &expb)
+            }
+            Some(v) => (v.len() as u32, &[]),
+        };
         let v = value.unwrap_or(&[]);
         // Every write appends at least one byte after its value's position, so that write
         // positions are distinct and increasing (see the module docs, "Snapshots").
-        let pad: &[u8] = if v.is_empty() { &[0] } else { &[] };
+        let pad: &[u8] = if v.is_empty() && exp == 0 { &[0] } else { &[] };
         let found = {
             let (slots, arena) = (&self.slots, &self.arena);
             let eq = |&i: &u32| {
@@ -206,17 +278,17 @@ impl Memtable {
                     let mut link = [0u8; OLDER_LEN];
                     link[..8].copy_from_slice(&old.val_at.to_le_bytes());
                     link[8..].copy_from_slice(&old.vlen.to_le_bytes());
-                    let at = self.arena.append(&[&link, v, pad]);
+                    let at = self.arena.append(&[&link, exp_bytes, v, pad]);
                     (at + OLDER_LEN as u64, vlen | OLDER)
                 } else {
-                    (self.arena.append(&[v, pad]), vlen)
+                    (self.arena.append(&[exp_bytes, v, pad]), vlen)
                 };
                 let s = &mut self.slots[i as usize];
                 s.val_at = val_at;
                 s.vlen = vlen;
             }
             None => {
-                let key_at = self.arena.append(&[key, v, pad]);
+                let key_at = self.arena.append(&[key, exp_bytes, v, pad]);
                 self.slots.push(Slot {
                     hash,
                     prefix: prefix8(key),
@@ -237,25 +309,39 @@ impl Memtable {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
         })?;
-        Some(self.value(&self.slots[*i as usize]))
+        let s = &self.slots[*i as usize];
+        if self.covered(key, s.val_at, u64::MAX) {
+            return Some(None);
+        }
+        Some(self.version_at(s.val_at, s.vlen, &Now::fixed(0)))
     }
 
-    /// [`Memtable::get`] with the key's precomputed [`key_hash`].
-    /// The value is a view of the arena (see [`Slice`]), or inline when short.
-    pub fn get_hashed(&self, key: &[u8], hash: u64) -> Option<Option<Slice>> {
+    /// [`Memtable::get`] with the key's precomputed [`key_hash`], as a read at `now` sees
+    /// it (an expired entry is a tombstone). The value is a view of the arena (see
+    /// [`Slice`]), or inline when short.
+    pub fn get_hashed(&self, key: &[u8], hash: u64, now: &Now) -> Option<Option<Slice>> {
         let i = self.index.find(hash, |&i| {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
         })?;
         let s = &self.slots[*i as usize];
-        Some(self.shared_version(s.val_at, s.vlen))
+        if self.covered(key, s.val_at, u64::MAX) {
+            return Some(None);
+        }
+        Some(self.shared_version_at(s.val_at, s.vlen, now))
     }
 
     /// The entry for `key` as it was when writes had reached arena position `snap` (a
     /// [`snapshot_pos`](Self::snapshot_pos) taken while a [`reader`](Self::reader) was
     /// registered, so every version it may need is linked): `None` when the key was written
     /// only later, or not at all.
-    pub(crate) fn get_at(&self, key: &[u8], hash: u64, snap: u64) -> Option<Option<Slice>> {
+    pub(crate) fn get_at(
+        &self,
+        key: &[u8],
+        hash: u64,
+        snap: u64,
+        now: &Now,
+    ) -> Option<Option<Slice>> {
         let i = self.index.find(hash, |&i| {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
@@ -269,16 +355,31 @@ impl Memtable {
             (at, vlen) = self.older(at);
         }
         // A version the snapshot needs that was not linked: a bug, never a wrong value.
-        (at < snap).then(|| self.shared_version(at, vlen))
+        if at < snap && self.covered(key, at, snap) {
+            return Some(None);
+        }
+        (at < snap).then(|| self.shared_version_at(at, vlen, now))
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the
     /// current rayon pool if it is not cached yet.
     pub fn sorted(&self) -> Sorted<'_> {
-        Sorted {
-            mem: self,
-            order: self.merged(),
+        let mut order = self.merged();
+        if self.has_ranges() {
+            // Values a range tombstone of this memtable hides go: a table's values are newer
+            // than its own range tombstones (see `tombstone`). Point tombstones stay (they
+            // hide nothing more, and a range's start key keeps the table non-empty).
+            let kept: Vec<(u64, u32)> = order
+                .iter()
+                .filter(|&&(_, i)| {
+                    let s = &self.slots[i as usize];
+                    self.value(s).is_none() || !self.covered(self.key(s), s.val_at, u64::MAX)
+                })
+                .copied()
+                .collect();
+            order = Arc::new(kept);
         }
+        Sorted { mem: self, order }
     }
 
     /// Every key (tombstones' included), in insertion order: the slots' and the arena's
@@ -309,6 +410,13 @@ impl SortedEntries for Sorted<'_> {
     fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>) {
         let s = &self.mem.slots[self.order[i].1 as usize];
         (self.mem.key(s), self.mem.value(s))
+    }
+    fn expires(&self, i: usize) -> u64 {
+        let s = &self.mem.slots[self.order[i].1 as usize];
+        self.mem.expiry(s.val_at, s.vlen)
+    }
+    fn tagged(&self) -> bool {
+        self.mem.has_expiring()
     }
     fn payload_bytes(&self) -> usize {
         self.mem.arena.len()

@@ -59,12 +59,7 @@ impl Repair<'_> {
         let mut wal = WalWriter::create(self.fs, &path)?;
         let mut record = Vec::new();
         for (s, b) in &batches {
-            encode_record(
-                &mut record,
-                *s,
-                b.len(),
-                b.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
-            )?;
+            encode_record(&mut record, *s, b.len(), b.iter().map(|op| op.as_op()))?;
             wal.append(&record, false)?;
         }
         wal.sync()?;

@@ -231,14 +231,29 @@ impl Repair<'_> {
                     min_key: Vec::new(),
                     max_key: Vec::new(),
                     range: None,
+                    range_tombstones: None,
                 })
                 .collect(),
         };
         let rebuild_all_filters = old.is_none();
         let mut named: HashSet<(u64, Numbered)> = HashSet::new();
         let mut tables = Vec::new();
-        for c in candidates {
+        for mut c in candidates {
             named.insert((c.number, Numbered::Table));
+            if let Some(n) = c.range_tombstones {
+                // A damaged range tombstones file is moved to lost/ and the table kept
+                // without it (reported: the keys it hid may be seen again).
+                let p = crate::filename::tombstones_path(dir, n);
+                if let Err(e) = crate::tombstone::file::read(&p) {
+                    self.drop_err(&p, &e);
+                    if p.exists() {
+                        self.lose(&p)?;
+                    }
+                    c.range_tombstones = None;
+                } else {
+                    named.insert((n, Numbered::Tombstones));
+                }
+            }
             if c.filter_file != 0 {
                 named.insert((c.filter_file, Numbered::Filter));
             }
@@ -255,7 +270,9 @@ impl Repair<'_> {
             let Some(kind) = kind else { continue };
             let orphan = match kind {
                 Numbered::Table => old.is_some() && !named.contains(&(n, kind)),
-                Numbered::Filter | Numbered::Range => !named.contains(&(n, kind)),
+                Numbered::Filter | Numbered::Range | Numbered::Tombstones => {
+                    !named.contains(&(n, kind))
+                }
                 Numbered::Wal => false,
             };
             let p = kind.path(dir, n);

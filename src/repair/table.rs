@@ -16,7 +16,31 @@ use crate::table::{write_filter_file, write_table, Table, TableCounters};
 /// The entries of a table's good blocks, and whether anything was wrong with it.
 struct Salvaged {
     entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Each entry's `expires_at` (0: never).
+    exps: Vec<u64>,
     damaged: bool,
+}
+
+impl crate::table::SortedEntries for Salvaged {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+    fn entry(&self, i: usize) -> (&[u8], Option<&[u8]>) {
+        let (k, v) = &self.entries[i];
+        (k, v.as_deref())
+    }
+    fn payload_bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum()
+    }
+    fn expires(&self, i: usize) -> u64 {
+        self.exps[i]
+    }
+    fn tagged(&self) -> bool {
+        self.exps.iter().any(|&e| e != 0)
+    }
 }
 
 impl Repair<'_> {
@@ -35,6 +59,7 @@ impl Repair<'_> {
         let counters = TableCounters::default();
         let mut out = Salvaged {
             entries: Vec::new(),
+            exps: Vec::new(),
             damaged: false,
         };
         // Blocks whose damage is reported once the next good key is known.
@@ -70,8 +95,9 @@ impl Repair<'_> {
         for i in 0..table.block_count() {
             let span = table.block_span(i);
             let (off, len) = span.map_or((0, None), |(o, l)| (o, Some(u64::from(l) + 4)));
-            match table.block_entries(i, &counters) {
+            match table.block_entries_exp(i, &counters) {
                 Ok(block) => {
+                    let (block, exps): (Vec<_>, Vec<u64>) = block.into_iter().unzip();
                     let last = out.entries.last().map(|(k, _)| k.clone());
                     let mut prev = last.clone();
                     let sorted = block.iter().all(|(k, _)| {
@@ -88,6 +114,7 @@ impl Repair<'_> {
                         report_pending(self, &mut pending, last.as_deref(), Some(first));
                     }
                     out.entries.extend(block);
+                    out.exps.extend(exps);
                 }
                 Err(e @ Error::Unsupported { .. }) => return Err(e),
                 Err(e) => {
@@ -172,18 +199,8 @@ impl Repair<'_> {
             }
             let number = self.alloc()?;
             let new_path = table_path(dir, number);
-            let view: Vec<(&[u8], Option<&[u8]>)> = s
-                .entries
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref()))
-                .collect();
             // The store's options are not known here: the library's default compression.
-            let meta = write_table(
-                self.fs,
-                &new_path,
-                view.as_slice(),
-                crate::Compression::default(),
-            )?;
+            let meta = write_table(self.fs, &new_path, &s, crate::Compression::default())?;
             record.number = number;
             record.entries = meta.entries;
             record.tombstones = meta.tombstones;

@@ -26,6 +26,13 @@ pub(crate) struct TableRun {
     /// Where range filter probes are counted; `None`: the tables' range filters are not
     /// asked (a scan open at either end, where the key range already says all they could).
     ranges: Option<Arc<RangeCounters>>,
+    /// The current table stores its values tagged with their expiries (version 5).
+    tagged: bool,
+    /// The time expiry is judged at (Unix milliseconds; 0: nothing is expired).
+    pub(super) now: u64,
+    /// Set by a skip past a range tombstone: the next open starts here (backward: ends
+    /// here), not at the scan's bound.
+    skip_to: Option<Vec<u8>>,
 }
 
 /// Counter numbers in [`RangeCounters`].
@@ -82,7 +89,19 @@ impl TableRun {
             ahead: ReadAhead::default(),
             ahead_table: table,
             ready: false,
+            tagged: false,
+            now: 0,
+            skip_to: None,
         }
+    }
+
+    /// The range tombstones of the run's tables.
+    pub(crate) fn tombstones(&self) -> impl Iterator<Item = &crate::tombstone::RangeTombstone> {
+        let tables = &self.version.levels()[self.level].tables()[self.first..self.end];
+        tables
+            .iter()
+            .filter_map(|t| t.tombstones.as_deref())
+            .flatten()
     }
 
     /// The current table is in the run (`table` steps out of `first..end` at either end).
@@ -127,6 +146,7 @@ impl TableRun {
         };
         r.map_err(|e| e.in_file(table.path(), 0))?;
         self.block = i;
+        self.tagged = table.tagged();
         Ok(())
     }
 
@@ -135,7 +155,18 @@ impl TableRun {
     /// next table becomes pending.
     fn settle(&mut self) -> Result<()> {
         loop {
-            if self.cursor.as_ref().is_some_and(|c| c.valid()) {
+            if let Some(c) = self.cursor.as_ref().filter(|c| c.valid()) {
+                if self.tagged {
+                    if let Some(v) = c.value() {
+                        let at = self
+                            .handle()
+                            .table
+                            .block_span(self.block)
+                            .map_or(0, |s| s.0);
+                        crate::expiry::split_tagged(v, at)
+                            .map_err(|e| e.in_file(self.handle().table.path(), 0))?;
+                    }
+                }
                 self.ready = true;
                 return Ok(());
             }
@@ -219,17 +250,81 @@ impl Source for TableRun {
         }
     }
     fn value(&self) -> Option<&[u8]> {
-        self.cursor.as_ref().and_then(|c| c.value())
+        let v = self.cursor.as_ref().and_then(|c| c.value())?;
+        if !self.tagged {
+            return Some(v);
+        }
+        // Checked when the cursor stopped on it (`settle`).
+        let (v, exp) = crate::expiry::split_checked(v);
+        (!crate::expiry::expired_at(exp, self.now)).then_some(v)
     }
-    /// A view of the block the cursor holds (a refcount; inline when short).
+    /// A view of the block the cursor holds (a refcount; inline when short), past the
+    /// value's expiry tag in a table that has them.
     #[inline]
     fn value_slice(&self) -> Option<Slice> {
         let c = self.cursor.as_ref()?;
-        c.value_range().map(|r| c.bytes().share(r))
+        if !self.tagged {
+            return c.value_range().map(|r| c.bytes().share(r));
+        }
+        let v = self.value()?;
+        Some(c.bytes().share_part(v, c.bytes()))
     }
+    /// Opens the table from the scan's bound, or from where a skip asked
+    /// ([`open_filtered`](TableRun::open_filtered)).
+    fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
+        if let Some(k) = self.skip_to.take() {
+            // Past a range tombstone (`skip`): from the skip's key, when it is further in.
+            return if self.rev {
+                let end = if past(&k, end) {
+                    end
+                } else {
+                    Bound::Included(k.as_slice())
+                };
+                self.open_filtered(start, end)
+            } else {
+                let start = if before(&k, start) {
+                    start
+                } else {
+                    Bound::Included(k.as_slice())
+                };
+                self.open_filtered(start, end)
+            };
+        }
+        self.open_filtered(start, end)
+    }
+    fn advance(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.cursor {
+            let r = if self.rev { c.prev() } else { c.advance() };
+            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
+        }
+        self.settle()
+    }
+    /// Pending again, on the table of the run that holds `key` (nothing in between is
+    /// read): the merge opens it from its new bound.
+    fn seek(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        self.seek_table(key, rev);
+        Ok(())
+    }
+    /// As [`seek`](Self::seek), and the next open starts at `key` itself, not at the
+    /// scan's bound: the entries before it (backward: after it) are never read.
+    fn skip(&mut self, key: &[u8], rev: bool) -> Result<()> {
+        if self.state() == State::Done {
+            return Ok(());
+        }
+        let here = self.key();
+        if here == key || (here > key) != rev {
+            return Ok(()); // already there (or a pending bound past it)
+        }
+        self.seek_table(key, rev);
+        self.skip_to = Some(key.to_vec());
+        Ok(())
+    }
+}
+
+impl TableRun {
     /// Asks the range filter of the table it is about to open, if it has one: a "no"
     /// skips the table (pending on the next one, or done) without reading a block.
-    fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
+    fn open_filtered(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
         let Some(c) = &self.ranges else {
             return self.open_table(start, end);
         };
@@ -257,16 +352,9 @@ impl Source for TableRun {
         }
         Ok(())
     }
-    fn advance(&mut self) -> Result<()> {
-        if let Some(c) = &mut self.cursor {
-            let r = if self.rev { c.prev() } else { c.advance() };
-            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
-        }
-        self.settle()
-    }
-    /// Pending again, on the table of the run that holds `key` (nothing in between is
-    /// read): the merge opens it from its new bound.
-    fn seek(&mut self, key: &[u8], rev: bool) -> Result<()> {
+
+    /// Pending again, on the table of the run that holds `key`.
+    fn seek_table(&mut self, key: &[u8], rev: bool) {
         let level = &self.version.levels()[self.level];
         // An L0 run is one table: it is opened again from the new bound.
         if self.level > 0 {
@@ -280,7 +368,6 @@ impl Source for TableRun {
             };
         }
         self.ready = false;
-        Ok(())
     }
 }
 

@@ -56,6 +56,12 @@
 //!   same state lock and still under the writer lock: a snapshot sees exactly the writes
 //!   numbered up to the `seq` it takes under that lock. Where the fsync is made does not
 //!   change the numbering or the order in which writes become visible.
+//! - **Transactions.** A transaction's write carries its check (`tx/window.rs`): the
+//!   leader makes it, in log order, before it numbers the record, against the window of keys
+//!   written since the transaction's snapshot, which holds the earlier records of the same
+//!   group too; a refused record is left out of the group (its writer gets
+//!   `Error::Conflict`), the others are written as usual. While transactions are open every
+//!   numbered record's keys join the window. See docs/engine.md, "Transactions".
 //! - **Hand-over.** The queue's front yields its core in a loop, watching the lead, instead
 //!   of parking at once: the lead passes to it as soon as the leader before it is done,
 //!   without a wake-up (a futex wake and a scheduler round trip, tens of microseconds on an
@@ -75,6 +81,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use super::tx::TxCheck;
 use super::{Inner, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
@@ -111,7 +118,7 @@ fn watch_for_lead(leading: &AtomicBool, waiting: &AtomicUsize) -> bool {
 }
 
 /// One write: key and value (`None` for a delete) pairs, applied atomically.
-pub(super) type Ops<'a> = [(&'a [u8], Option<&'a [u8]>)];
+pub(super) type Ops<'a> = [wal::Op<'a>];
 
 /// The writers queue (see the module docs), with its counters.
 #[derive(Default)]
@@ -160,6 +167,12 @@ struct Waiter {
     /// It returns only once its record is durable.
     sync: bool,
     thread: Thread,
+    /// A transaction's check, made by the leader before the record is numbered
+    /// (`tx/window.rs`); a refused record is left out of the group.
+    tx: Option<Arc<TxCheck>>,
+    refused: bool,
+    /// The sequence number the leader gave the record.
+    seq: u64,
 }
 
 impl Queue {
@@ -194,13 +207,20 @@ impl CommitQueue {
     pub(super) fn queued(&self) -> usize {
         self.lock().pending.len()
     }
+
+    /// Whether a leader is committing (tests wait for it).
+    #[cfg(test)]
+    pub(super) fn leading_now(&self) -> bool {
+        self.leading.load(SeqCst)
+    }
 }
 
 /// The leader's own write: still as the caller's ops (it led at once) or already encoded in
 /// the queue's front (it waited, then became the front).
 #[derive(Clone, Copy)]
 enum Own<'a> {
-    Ops(&'a Ops<'a>),
+    /// The ops, and a transaction's check of them.
+    Ops(&'a Ops<'a>, Option<&'a TxCheck>),
     Queued,
 }
 
@@ -217,20 +237,26 @@ struct Group<'a> {
 impl Inner {
     /// Commits one write through the queue. `bytes`: its key and value bytes; `record_len`:
     /// a bound on the length of its encoded WAL record (which the caller checked against the
-    /// limit); `sync`: it returns only once its record is durable.
+    /// limit); `sync`: it returns only once its record is durable; `tx`: a transaction's
+    /// check, which the leader makes before it numbers the write (the write is left out,
+    /// and this returns its error, when the check fails).
     pub(super) fn commit(
         &self,
         ops: &Ops<'_>,
         bytes: usize,
         record_len: usize,
         sync: bool,
+        tx: Option<&Arc<TxCheck>>,
     ) -> Result<()> {
         let c = &self.commit;
+        let verdict = || tx.map_or(Ok(()), |t| t.outcome());
         if c.try_lead() {
             // Nobody is writing: lead at once, without copying the record. Writers may be
             // queued (the leader before woke the front, which has not run yet): this leader
             // takes them into its group rather than wait for that hand-over.
-            let end = self.lead(Own::Ops(ops), None, bytes, record_len, sync)?;
+            let own = Own::Ops(ops, tx.map(|t| &**t));
+            let end = self.lead(own, None, bytes, record_len, sync)?;
+            verdict()?;
             return self.durable_after(sync, end);
         }
         let mut record = Vec::with_capacity(record_len);
@@ -246,6 +272,9 @@ impl Inner {
                 bytes,
                 sync,
                 thread: std::thread::current(),
+                tx: tx.cloned(),
+                refused: false,
+                seq: 0,
             });
             c.waiting.store(q.pending.len(), SeqCst);
             t
@@ -256,6 +285,7 @@ impl Inner {
                 let end = q.synced_end;
                 q.outcome(ticket)?;
                 drop(q);
+                verdict()?;
                 return self.durable_after(sync, end);
             }
             // The lead is taken under the queue's lock, so no other leader can take this write
@@ -267,6 +297,7 @@ impl Inner {
                 c.waiting.store(q.pending.len(), SeqCst);
                 drop(q);
                 let end = self.lead(Own::Queued, mine, bytes, record_len, sync)?;
+                verdict()?;
                 return self.durable_after(sync, end);
             }
             let front = q.pending.front().is_some_and(|w| w.ticket == ticket);
@@ -339,7 +370,7 @@ impl Inner {
         let sync = own_sync || group.taken.iter().any(|t| t.sync);
         let r = room.and_then(|()| self.write_group(w, own, own_bytes, &mut group.taken, sync));
         drop(guard);
-        let writes = group.taken.len() + usize::from(matches!(own, Own::Ops(_)));
+        let writes = group.taken.len() + usize::from(matches!(own, Own::Ops(..)));
         group.finish(&r, writes, sync);
         r
     }
@@ -358,12 +389,12 @@ impl Inner {
         // The queued records are this process's own encoding; one that does not decode is a
         // bug, reported before anything is written.
         for t in taken.iter() {
-            wal::for_each_op(&t.record, |_, _| {}).map_err(|e| {
+            wal::for_each_op(&t.record, |_| {}).map_err(|e| {
                 Error::Internal(format!("a queued write's log record does not decode: {e}"))
             })?;
         }
         let followers = match own {
-            Own::Ops(_) => &*taken,
+            Own::Ops(..) => &*taken,
             Own::Queued => taken.get(1..).unwrap_or_default(),
         };
         let follower_bytes = followers.iter().map(|t| t.bytes).sum();
@@ -379,32 +410,55 @@ impl Inner {
             wal_dir_synced,
             record,
             group,
+            window,
             ..
         } = w;
-        // The group's sequence numbers, in log order: the leader's own record first.
+        // The group's sequence numbers, in log order: the leader's own record first. A
+        // transaction is checked against the window (which holds the earlier writes of this
+        // group too) before it gets its number; a refused one is left out. While
+        // transactions are open, every write's keys join the window (`tx/window.rs`).
+        let recording = self.txs.active.load(SeqCst) > 0;
         let first = self.last_seq.load(SeqCst) + 1;
         let mut last = first - 1;
-        if let Own::Ops(ops) = own {
-            wal::encode_record(record, first, ops.len(), ops.iter().copied())?;
-            last = first;
+        let mut own_in = false;
+        if let Own::Ops(ops, check) = own {
+            if check.is_none_or(|c| window.admit(c)) {
+                wal::encode_record(record, first, ops.len(), ops.iter().copied())?;
+                last = first;
+                own_in = true;
+                if recording {
+                    ops.iter().for_each(|op| window.record_op(*op, first));
+                }
+            }
         }
+        let mut accepted = 0;
         for t in taken.iter_mut() {
+            if t.tx.as_deref().is_some_and(|c| !window.admit(c)) {
+                t.refused = true;
+                continue;
+            }
+            accepted += 1;
             last = wal::stamp_seqs(&mut t.record, last + 1);
+            t.seq = last;
+            if recording {
+                wal::for_each_op(&t.record, |op| window.record_op(op, last))?;
+            }
         }
         // Handed out, written or not: a failed write poisons the store, and a record that
         // reached the disk keeps its number at the next open.
         self.last_seq.store(last, SeqCst);
         let taken = &*taken;
+        let in_group = || taken.iter().filter(|t| !t.refused);
         // One record as it is, or every record of the group one after another.
-        let out: &[u8] = match (own, taken) {
-            (Own::Ops(_), []) => record,
-            (Own::Queued, [only]) => &only.record,
+        let out: &[u8] = match (own_in, accepted) {
+            (true, 0) => record,
+            (false, 1) => in_group().next().map_or(&[][..], |t| &t.record),
             _ => {
                 group.clear();
-                if let Own::Ops(_) = own {
+                if own_in {
                     group.extend_from_slice(record);
                 }
-                for t in taken {
+                for t in in_group() {
                     group.extend_from_slice(&t.record);
                 }
                 group
@@ -419,6 +473,7 @@ impl Inner {
         // records were appended since the last one.
         let buffered = self.opts.sync == SyncPolicy::Buffered;
         let r = match wal {
+            _ if out.is_empty() => Ok(()),
             Some(wal) if outside && (sync || !buffered) => wal.append_for_sync(out),
             Some(wal) => wal.append(out, sync),
             None => Ok(()),
@@ -444,16 +499,31 @@ impl Inner {
         c.wal_bytes.fetch_add(out.len() as u64, Relaxed);
         c.user_bytes.fetch_add(user_bytes as u64, Relaxed);
         let mut st = self.state_mut();
-        if let Own::Ops(ops) = own {
-            for (k, v) in ops {
-                st.mem.insert(k, *v);
+        if let (Own::Ops(ops, _), true) = (own, own_in) {
+            for op in ops {
+                st.mem.apply(*op);
             }
         }
-        for t in taken {
+        for t in in_group() {
             // Decoded above: cannot fail.
-            wal::for_each_op(&t.record, |k, v| st.mem.insert(k, v))?;
+            wal::for_each_op(&t.record, |op| st.mem.apply(op))?;
         }
         st.seq = last;
+        // Read under the state lock, after the group became visible: a transaction counted
+        // in `active` before it took its snapshot (`Registry::begin`) either took it after
+        // this (and sees the group) or is counted here.
+        let open = self.txs.active.load(SeqCst) > 0;
+        drop(st);
+        if open && !recording {
+            if let (Own::Ops(ops, _), true) = (own, own_in) {
+                ops.iter().for_each(|op| window.record_op(*op, first));
+            }
+            for t in in_group() {
+                wal::for_each_op(&t.record, |op| window.record_op(op, t.seq))?;
+            }
+        }
+        let oldest = if open { self.txs.oldest() } else { None };
+        window.prune(oldest, last, self.opts.transaction_window_bytes);
         Ok(end)
     }
 }

@@ -10,11 +10,14 @@ use std::sync::Arc;
 
 use super::worker::in_background;
 use super::{Inner, Store};
-use crate::compaction::plan::{plan, plan_full, plan_l0_drain, tombstone_droppable, Task};
+use crate::compaction::expire::{plan_expired, plan_full_at};
+use crate::compaction::plan::{plan, plan_l0_drain, tombstone_droppable, Task};
 use crate::compaction::run::{merge, Output, Source};
 use crate::error::Result;
 use crate::table::files::TableSpec;
 use crate::table::TableCounters;
+use crate::tombstone::compact::{range_droppable, RangeInput};
+use crate::tombstone::RangeTombstone;
 use crate::version::{TableHandle, Version, VersionEdit};
 
 impl Inner {
@@ -60,7 +63,9 @@ impl Store {
         inner.check_writable()?;
         let _c = inner.lock_compaction();
         let v = inner.current();
-        let Some(task) = plan_full(&v.level_slices(), &inner.opts.shape()) else {
+        let now = inner.opts.clock.now_millis();
+        let force = inner.opts.compaction_filter.is_some();
+        let Some(task) = plan_full_at(&v.level_slices(), &inner.opts.shape(), now, force) else {
             return Ok(());
         };
         let r = in_background(|| inner.run_task(&v, task));
@@ -95,9 +100,16 @@ impl Inner {
         let _c = self.lock_compaction();
         let v = self.current();
         let cursors = self.lock_versions().cursors.clone();
-        let Some(task) = plan(&v.level_slices(), &cursors, &self.opts.shape()) else {
+        let levels = v.level_slices();
+        let task = plan(&levels, &cursors, &self.opts.shape()).or_else(|| {
+            // Only with automatic compaction on, as every other compaction.
+            self.opts.compaction_trigger?;
+            plan_expired(&levels, self.opts.clock.now_millis())
+        });
+        let Some(task) = task else {
             return Ok(false);
         };
+        drop(levels);
         in_background(|| self.run_task(&v, task))?;
         Ok(true)
     }
@@ -105,7 +117,7 @@ impl Inner {
     /// Runs `task`, planned on `v` (which the caller keeps live by holding the compaction
     /// lock: only flushes, which add L0 tables in front, change the set meanwhile), and
     /// installs its result ([`Task::edit`]).
-    fn run_task(&self, v: &Version, task: Task) -> Result<()> {
+    pub(super) fn run_task(&self, v: &Version, task: Task) -> Result<()> {
         match &task {
             Task::Move { table, from, .. } => {
                 let Some(t) = v.levels()[*from]
@@ -143,7 +155,16 @@ impl Inner {
         let mut sources = Vec::new();
         // Each source's level and first table (for the global filter's run ids).
         let mut source_runs: Vec<(usize, &Arc<TableHandle>)> = Vec::new();
+        // Each source's range tombstones.
+        let mut source_tombs: Vec<Vec<&RangeTombstone>> = Vec::new();
+        fn tombs<'a>(ts: &[&'a Arc<TableHandle>]) -> Vec<&'a RangeTombstone> {
+            ts.iter()
+                .filter_map(|t| t.tombstones.as_deref())
+                .flatten()
+                .collect()
+        }
         let mut input_bytes = 0;
+        let mut tagged = false;
         for (l, level) in levels.iter().enumerate() {
             let picked: Vec<&Arc<TableHandle>> = level
                 .iter()
@@ -151,6 +172,7 @@ impl Inner {
                 .collect();
             for t in &picked {
                 input_bytes += t.record.file_bytes;
+                tagged |= t.table.meta.expiring > 0;
             }
             let tables: Vec<_> = picked.iter().map(|t| t.table.clone()).collect();
             if l == 0 {
@@ -158,10 +180,12 @@ impl Inner {
                 for (t, h) in tables.into_iter().zip(&picked) {
                     sources.push(Source::new(vec![t], scratch.clone())?);
                     source_runs.push((0, h));
+                    source_tombs.push(tombs(&[*h]));
                 }
             } else if !tables.is_empty() {
                 sources.push(Source::new(tables, scratch.clone())?);
                 source_runs.push((l, picked[0]));
+                source_tombs.push(tombs(&picked));
             }
         }
         let input_keys = levels
@@ -190,6 +214,13 @@ impl Inner {
             } else {
                 self.opts.table_bytes
             },
+            expiry: crate::compaction::expire::Rewrite {
+                now: self.opts.clock.now_millis(),
+                filter: self.opts.compaction_filter.as_deref(),
+                level: output,
+                tagged,
+            },
+            ranges: RangeInput::new(&source_tombs, |t| range_droppable(&levels, output, t)),
         };
         let runs = self.global_runs(v, &source_runs, output)?;
         let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
@@ -210,6 +241,16 @@ impl Inner {
                     t.set_run(runs.output);
                 }
                 add.push(Arc::new(t));
+            }
+            // A sorted level's tables stay disjoint under their bounds widened to their range
+            // tombstones (`tombstone::compact` never cuts a table inside one).
+            if output > 0 {
+                if let Some(w) = add.windows(2).find(|w| w[0].max_key() >= w[1].min_key()) {
+                    return Err(crate::Error::Internal(format!(
+                        "compaction outputs {} and {} overlap",
+                        w[0].record.number, w[1].record.number
+                    )));
+                }
             }
             Ok(())
         })();

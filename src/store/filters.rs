@@ -267,7 +267,8 @@ impl Inner {
         };
         Ok(Arc::new(
             TableHandle::new(t.table.clone(), filter, record, None, files)
-                .with_range(t.range.clone(), t.range_problem.clone()),
+                .with_range(t.range.clone(), t.range_problem.clone())
+                .with_tombstones(t.tombstones.clone()),
         ))
     }
 }

@@ -19,6 +19,7 @@
 mod backup;
 mod commit;
 mod compact;
+mod compact_range;
 mod durable;
 mod filters;
 mod global;
@@ -31,6 +32,7 @@ mod read;
 mod readonly;
 mod snapshot;
 mod stats;
+mod tx;
 mod worker;
 mod write;
 
@@ -68,6 +70,7 @@ pub use self::read::{PinnedReader, Reader, Scan};
 pub use self::readonly::MAX_TRIES as READ_ONLY_TRIES;
 pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
+pub use self::tx::{Transaction, TransactionScan};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
 
@@ -108,6 +111,8 @@ struct Writer {
     group: Vec<u8>,
     /// Slowdown owed, in nanoseconds (paid in sleeps of at least a millisecond).
     delay_debt_ns: f64,
+    /// Keys written by recent commits, while transactions are open (`tx/window.rs`).
+    window: tx::Window,
 }
 
 /// Coordination with the background threads, under `Inner::bg` (with `Inner::bg_cv`).
@@ -167,6 +172,8 @@ pub(crate) struct Inner {
     last_seq: AtomicU64,
     /// The open snapshots (`snapshot.rs`).
     snapshots: snapshot::Registry,
+    /// The open transactions (`tx/window.rs`).
+    txs: tx::Registry,
     /// The table set (`version/set.rs`): the one way tables join and leave.
     versions: VersionSet,
     /// Held by whoever compacts or refilters: one at a time.

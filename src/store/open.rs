@@ -21,7 +21,7 @@ use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
-use crate::wal::{replay_file, WalWriter};
+use crate::wal::{replay_file_ops, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
 /// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
@@ -180,9 +180,7 @@ impl Store {
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
-                let end = replay_file(&path, |k, v| {
-                    mem.insert(&k, v.as_deref());
-                })?;
+                let end = replay_file_ops(&path, |op| mem.apply(op.as_op()))?;
                 seq = match end.last_seq {
                     Some(last) => seq.max(last),
                     None => seq.saturating_add(end.records),
@@ -197,7 +195,14 @@ impl Store {
         let live: HashSet<u64> = manifest
             .tables
             .iter()
-            .flat_map(|t| [t.number, t.filter_file, t.range.map_or(0, |r| r.file)])
+            .flat_map(|t| {
+                [
+                    t.number,
+                    t.filter_file,
+                    t.range.map_or(0, |r| r.file),
+                    t.range_tombstones.unwrap_or(0),
+                ]
+            })
             .collect();
         for &(n, kind) in &files {
             let Some(kind) = kind else { continue };
@@ -252,6 +257,7 @@ impl Store {
             commit: Default::default(),
             last_seq: AtomicU64::new(seq),
             snapshots: Default::default(),
+            txs: Default::default(),
             writer: Mutex::new(Writer::default()),
             versions,
             compaction: Mutex::new(()),
@@ -317,6 +323,16 @@ impl Inner {
         // Each record holds the recovered writes' last state of some keys: all carry the last
         // sequence number recovered.
         let seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
+        // The range tombstones first: the entries kept after them are the ones they did not
+        // hide (the values they hid are not copied).
+        let ranges: Vec<crate::wal::Op<'_>> = mem
+            .ranges_at(u64::MAX)
+            .map(|r| crate::wal::Op::DeleteRange(&r.start, &r.end))
+            .collect();
+        if !ranges.is_empty() {
+            crate::wal::encode_record(&mut record, seq, ranges.len(), ranges.iter())?;
+            wal.append(&record, false)?;
+        }
         let sorted = mem.sorted();
         let mut at = 0;
         use crate::table::SortedEntries;
@@ -329,7 +345,10 @@ impl Inner {
                 bytes += k.len() + v.map_or(0, <[u8]>::len);
                 end += 1;
             }
-            let entries = (at..end).map(|i| sorted.entry(i));
+            let entries = (at..end).map(|i| match sorted.entry(i) {
+                (k, Some(v)) => crate::wal::Op::put(k, v, sorted.expires(i)),
+                (k, None) => crate::wal::Op::Delete(k),
+            });
             crate::wal::encode_record(&mut record, seq, end - at, entries)?;
             wal.append(&record, false)?;
             at = end;

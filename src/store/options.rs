@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::compaction::plan::Shape;
 use crate::error::{Error, Result};
+use crate::expiry::{Clock, CompactionFilter, SystemClock};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
@@ -52,9 +53,21 @@ pub struct WriteOptions {
     /// system (or, under [`SyncPolicy::Buffered`], the log's buffer), even under
     /// `EveryWrite`. `None` (the default): the store's [`SyncPolicy`] decides.
     pub sync: Option<bool>,
+    /// A time to live for the puts of this write (`put_opt`, `write_opt`: every put of the
+    /// batch that has none of its own): they expire this long after the write, by the
+    /// store's clock ([`Options::clock`]), and read as absent from then on. `None` (the
+    /// default): [`Options::default_ttl`]. Deletes ignore it.
+    pub ttl: Option<Duration>,
 }
 
 impl WriteOptions {
+    /// Sets [`WriteOptions::ttl`].
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
     /// Sets [`WriteOptions::sync`]: `true` fsyncs this write before it returns, `false` does
     /// not.
     #[must_use]
@@ -175,8 +188,24 @@ pub struct Options {
     /// no lock, nothing written; writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
     /// `false` by default.
     pub read_only: bool,
+    /// The most bytes of keys the transaction conflict window holds (keys written by the
+    /// commits since the oldest open transaction's snapshot, 64 bytes counted per entry
+    /// beyond the key): a transaction open while more than this was written fails at its
+    /// commit with [`Error::TransactionTooOld`](crate::Error::TransactionTooOld).
+    /// 64 MiB by default (docs/engine.md, "Transactions").
+    pub transaction_window_bytes: usize,
     /// The file system writes go through (a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
+    /// Where the time comes from for expiry ([`WriteOptions::ttl`]): the system clock by
+    /// default; a [`ManualClock`](crate::expiry::ManualClock) for tests and simulations.
+    pub clock: Arc<dyn Clock>,
+    /// Called by every compaction for every value it writes, to keep, remove or change it
+    /// (see [`CompactionFilter`]). Flushes do not call it. `None` by default.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    /// A time to live for every put that is given none ([`WriteOptions::ttl`],
+    /// [`Store::put_with_ttl`](super::Store::put_with_ttl)). `None` by default: puts do not
+    /// expire.
+    pub default_ttl: Option<Duration>,
 }
 
 impl Default for Options {
@@ -201,7 +230,11 @@ impl Default for Options {
             compression: Compression::Lz4,
             range_filter_bits: DEFAULT_RANGE_BITS,
             read_only: false,
+            transaction_window_bytes: 64 << 20,
             fs: Arc::new(RealFs),
+            clock: Arc::new(SystemClock),
+            compaction_filter: None,
+            default_ttl: None,
         }
     }
 }
@@ -235,6 +268,8 @@ setters! {
     policy: impl Into<Option<FilterPolicy>> => Into::into;
     /// Sets [`Options::memtable_bytes`].
     memtable_bytes: usize => same;
+    /// Sets [`Options::transaction_window_bytes`].
+    transaction_window_bytes: usize => same;
     /// Sets [`Options::sync`].
     sync: SyncPolicy => same;
     /// Sets [`Options::compaction_trigger`] (`None` turns automatic compaction off).
@@ -267,6 +302,12 @@ setters! {
     read_only: bool => same;
     /// Sets [`Options::fs`].
     fs: Arc<dyn Fs> => same;
+    /// Sets [`Options::clock`].
+    clock: Arc<dyn Clock> => same;
+    /// Sets [`Options::compaction_filter`].
+    compaction_filter: impl Into<Option<Arc<dyn CompactionFilter>>> => Into::into;
+    /// Sets [`Options::default_ttl`].
+    default_ttl: impl Into<Option<Duration>> => Into::into;
 }
 
 impl Options {

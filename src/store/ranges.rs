@@ -100,6 +100,9 @@ impl Inner {
             t.filter_problem.clone(),
             files,
         );
-        Ok(Arc::new(h.with_range(range, None)))
+        Ok(Arc::new(
+            h.with_range(range, None)
+                .with_tombstones(t.tombstones.clone()),
+        ))
     }
 }

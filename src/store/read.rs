@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::live::{prefix_successor, range_is_empty, LiveMem};
 use super::{Inner, Store};
 use crate::error::Result;
+use crate::expiry::Now;
 use crate::hash::key_hash;
 pub use crate::scan::Scan;
 use crate::scan::{MemSource, ScanInput};
@@ -128,11 +129,12 @@ impl Store {
                 Some(t) => Pin::One(t.clone()),
                 None => Pin::Tables(v.clone()),
             },
-            _ => Pin::Snapshot(snap),
+            _ => Pin::Snapshot(snap.clone()),
         };
         Ok(PinnedReader {
             inner: self.inner.clone(),
             pin,
+            now: snap.taken_at(),
         })
     }
 
@@ -199,6 +201,7 @@ impl Inner {
 
     /// [`get_with_hash`](Self::get_with_hash) without counting the lookup.
     fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
+        let now = Now::lazy(&*self.opts.clock);
         loop {
             // Read before the table set (see `global.rs`): a change that removed global
             // filter entries after this lookup took its table set makes it look again.
@@ -210,11 +213,21 @@ impl Inner {
                 if let Some(g) = global {
                     g.prefetch(hash);
                 }
-                if let Some(v) = st.mem.get_hashed(key, hash) {
+                if let Some(v) = st.mem.get_hashed(key, hash, &now) {
                     return Ok(v);
                 }
-                if let Some(v) = st.imm.as_ref().and_then(|m| m.mem.get_hashed(key, hash)) {
-                    return Ok(v);
+                // A memtable's range tombstone hides every older version (one test of an
+                // empty list without any).
+                if st.mem.range_covers(key, u64::MAX) {
+                    return Ok(None);
+                }
+                if let Some(imm) = &st.imm {
+                    if let Some(v) = imm.mem.get_hashed(key, hash, &now) {
+                        return Ok(v);
+                    }
+                    if imm.mem.range_covers(key, u64::MAX) {
+                        return Ok(None);
+                    }
                 }
                 // The global filter is asked under the lock, so that a key it rules out (most
                 // absent keys) costs no copy of the table set (two locked instructions).
@@ -229,8 +242,8 @@ impl Inner {
                 (st.current.clone(), runs)
             };
             let got = match (version.global(), runs) {
-                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key)?,
-                _ => version.get(key, hash)?,
+                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key, &now)?,
+                _ => version.get(key, hash, &now)?,
             };
             if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
                 return Ok(got);
@@ -248,20 +261,29 @@ impl Inner {
 
     /// [`multi_get`](Self::multi_get) of a non-empty `keys` without counting the lookups.
     fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
+        let now = Now::lazy(&*self.opts.clock);
         loop {
             let removals = self.global_removals.load(SeqCst);
             let mut batch = Batch::new(keys);
             let version = {
                 let st = self.read_state();
                 if !st.mem.is_empty() {
-                    batch.answer_from(|k, h| st.mem.get_hashed(k, h));
+                    let mem = &st.mem;
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_hashed(k, h, &now);
+                        v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
+                    });
                 }
                 if let Some(imm) = &st.imm {
-                    batch.answer_from(|k, h| imm.mem.get_hashed(k, h));
+                    let mem = &imm.mem;
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_hashed(k, h, &now);
+                        v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
+                    });
                 }
                 st.current.clone()
             };
-            version.multi_get(&mut batch)?;
+            version.multi_get(&mut batch, &now)?;
             if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
                 return Ok(batch.into_values());
             }
@@ -276,6 +298,7 @@ impl Inner {
         }
         let from = start.as_ref().map(Vec::as_slice);
         let mut mems = Vec::new();
+        let now = self.opts.clock.now_millis();
         let version = {
             let st = self.read_state();
             if !st.mem.is_empty() {
@@ -283,10 +306,10 @@ impl Inner {
                     state: self.state.clone(),
                     frozen: st.mem_frozen.clone(),
                 };
-                mems.push(MemSource::live(&st.mem, from, Arc::new(live)));
+                mems.push(MemSource::live(&st.mem, from, Arc::new(live), now));
             }
             if let Some(imm) = &st.imm {
-                mems.push(MemSource::frozen(imm.mem.clone(), from));
+                mems.push(MemSource::frozen(imm.mem.clone(), from, now));
             }
             st.current.clone()
         };
@@ -294,6 +317,7 @@ impl Inner {
             mems,
             version,
             ranges: self.range_counters.clone(),
+            now,
         };
         Scan::new(input, start, end)
     }
@@ -348,7 +372,7 @@ impl Reader {
         match &*self.snapshot() {
             Some(s) if s.tables_only => {
                 inner.counters.lookups.add(0, 1);
-                let got = s.version.get(key, hash)?;
+                let got = s.version.get(key, hash, &Now::lazy(&*inner.opts.clock))?;
                 if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
                     return Ok(got);
                 }
@@ -383,7 +407,8 @@ impl Reader {
             Some(s) if s.tables_only && !keys.is_empty() => {
                 inner.counters.lookups.add(0, keys.len() as u64);
                 let mut batch = Batch::new(keys);
-                s.version.multi_get(&mut batch)?;
+                s.version
+                    .multi_get(&mut batch, &Now::lazy(&*inner.opts.clock))?;
                 if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
                     return Ok(batch.into_values());
                 }
@@ -424,6 +449,8 @@ impl Reader {
 pub struct PinnedReader {
     inner: Arc<Inner>,
     pin: Pin,
+    /// When it was pinned (Unix milliseconds): expiry is judged at this time.
+    now: u64,
 }
 
 enum Pin {
@@ -458,11 +485,11 @@ impl PinnedReader {
         match &self.pin {
             Pin::One(t) => {
                 counters.lookups.add(0, 1);
-                t.get(key, hash)
+                t.get(key, hash, &Now::fixed(self.now))
             }
             Pin::Tables(v) => {
                 counters.lookups.add(0, 1);
-                v.get(key, hash)
+                v.get(key, hash, &Now::fixed(self.now))
             }
             Pin::Snapshot(s) => s.get_with_hash(key, hash),
         }

@@ -35,7 +35,7 @@ use crate::memtable::Memtable;
 use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::version::{SetState, TableHandle, Version, VersionSet};
-use crate::wal::{replay_bytes, WAL_HEADER_LEN};
+use crate::wal::{replay_ops, WAL_HEADER_LEN};
 
 /// How often opening or refreshing starts over (the manifest changed under it, or a file it
 /// named was deleted) before it gives up with an error.
@@ -54,7 +54,7 @@ pub(crate) struct LogView {
     imm_logs: Vec<u64>,
 }
 
-type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+type Ops = Vec<crate::wal::OwnedOp>;
 
 /// What a refresh has read so far: each log and where its read stopped, and the table set
 /// (whose handles are kept for the tables still named).
@@ -127,7 +127,7 @@ fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option
         0
     };
     f.read_to_end(&mut bytes).map_err(|e| Error::io(&path, e))?;
-    let end = replay_bytes(&bytes, |k, v| ops.push((k, v))).map_err(|e| e.in_file(&path, skip))?;
+    let end = replay_ops(&bytes, |op| ops.push(op)).map_err(|e| e.in_file(&path, skip))?;
     let valid = if end.valid_len == 0 {
         from
     } else {
@@ -201,6 +201,7 @@ impl Store {
             commit: Default::default(),
             last_seq: AtomicU64::new(r.last_seq),
             snapshots: Default::default(),
+            txs: Default::default(),
             writer: Mutex::new(Writer::default()),
             versions,
             compaction: Mutex::new(()),
@@ -263,8 +264,8 @@ impl Store {
             .versions
             .adopt_current(version.clone(), r.manifest.log_number);
         let insert = |mem: &mut Memtable, ops: &Ops| {
-            for (k, v) in ops {
-                mem.insert(k, v.as_deref());
+            for op in ops {
+                mem.apply(op.as_op());
             }
         };
         {
@@ -379,16 +380,16 @@ fn layout(logs: &[LogRead]) -> (Memtable, Option<Arc<Imm>>, Option<u64>, Vec<u64
     let Some((newest, older)) = logs.split_last() else {
         return (mem, None, None, Vec::new());
     };
-    for (k, v) in &newest.ops {
-        mem.insert(k, v.as_deref());
+    for op in &newest.ops {
+        mem.apply(op.as_op());
     }
     if older.is_empty() {
         return (mem, None, Some(newest.n), Vec::new());
     }
     let mut imm = Memtable::new();
     for l in older {
-        for (k, v) in &l.ops {
-            imm.insert(k, v.as_deref());
+        for op in &l.ops {
+            imm.apply(op.as_op());
         }
     }
     let log = older[older.len() - 1].n;

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use super::live::{prefix_successor, range_is_empty, LiveMem};
 use super::{Inner, State, Store};
 use crate::error::Result;
+use crate::expiry::Now;
 use crate::hash::key_hash;
 use crate::memtable::{Memtable, ReaderGuard};
 use crate::scan::Scan;
@@ -61,6 +62,9 @@ struct Pinned {
     removals: u64,
     /// The store's one tree (keyspaces will add more).
     tree: Tree,
+    /// When it was taken (Unix milliseconds, the store's clock): it judges expiry at this
+    /// time, however long it lives.
+    now: u64,
 }
 
 /// One tree as a snapshot sees it.
@@ -220,6 +224,7 @@ impl Inner {
                 seq,
                 removals,
                 tree,
+                now: self.opts.clock.now_millis(),
             }),
         }
     }
@@ -287,6 +292,12 @@ impl Snapshot {
         self.pinned.lookup(key, hash)
     }
 
+    /// When the snapshot was taken, by the store's clock (Unix milliseconds): it judges
+    /// expiry at this time.
+    pub fn taken_at(&self) -> u64 {
+        self.pinned.now
+    }
+
     /// The table set, when the snapshot holds no memtable entries (for
     /// [`Store::pinned_reader`]'s direct paths).
     pub(super) fn tables_only(&self) -> Option<&Arc<Version>> {
@@ -341,39 +352,58 @@ impl Pinned {
     /// [`Snapshot::get`] without counting the lookup.
     fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let t = &self.tree;
+        let now = Now::fixed(self.now);
         if let Some(m) = &t.mem {
-            if let Some(v) = m.with(|mem| mem.get_at(key, hash, m.pos)) {
+            if let Some(v) = m.with(|mem| {
+                // A range tombstone the snapshot sees hides every older version.
+                let v = mem.get_at(key, hash, m.pos, &now);
+                v.or_else(|| mem.range_covers(key, m.pos).then_some(None))
+            }) {
                 return Ok(v);
             }
         }
-        if let Some(v) = t.imm.as_ref().and_then(|m| m.get_hashed(key, hash)) {
-            return Ok(v);
+        if let Some(imm) = &t.imm {
+            if let Some(v) = imm.get_hashed(key, hash, &now) {
+                return Ok(v);
+            }
+            if imm.range_covers(key, u64::MAX) {
+                return Ok(None);
+            }
         }
         if t.version.global().is_none() {
-            return t.version.get(key, hash);
+            return t.version.get(key, hash, &now);
         }
-        if let Some(v) = self.through_global(|v| v.get(key, hash))? {
+        if let Some(v) = self.through_global(|v| v.get(key, hash, &now))? {
             return Ok(v);
         }
-        self.unfiltered().get(key, hash)
+        self.unfiltered().get(key, hash, &now)
     }
 
     /// [`Snapshot::multi_get`] of a non-empty `keys` without counting the lookups.
     fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let t = &self.tree;
+        let now = Now::fixed(self.now);
         let batch = || {
             let mut batch = Batch::new(keys);
             if let Some(m) = &t.mem {
-                m.with(|mem| batch.answer_from(|k, h| mem.get_at(k, h, m.pos)));
+                m.with(|mem| {
+                    batch.answer_from(|k, h| {
+                        let v = mem.get_at(k, h, m.pos, &now);
+                        v.or_else(|| mem.range_covers(k, m.pos).then_some(None))
+                    })
+                });
             }
             if let Some(imm) = &t.imm {
-                batch.answer_from(|k, h| imm.get_hashed(k, h));
+                batch.answer_from(|k, h| {
+                    let v = imm.get_hashed(k, h, &now);
+                    v.or_else(|| imm.range_covers(k, u64::MAX).then_some(None))
+                });
             }
             batch
         };
         let tables = |v: &Version| {
             let mut b = batch();
-            v.multi_get(&mut b).map(|()| b.into_values())
+            v.multi_get(&mut b, &now).map(|()| b.into_values())
         };
         if t.version.global().is_none() {
             return tables(&t.version);
@@ -428,17 +458,17 @@ impl Pinned {
         let mut mems = Vec::new();
         if let Some(m) = &t.mem {
             let source = match m.frozen.get() {
-                Some(f) => MemSource::frozen_at(f.clone(), from, m.pos),
+                Some(f) => MemSource::frozen_at(f.clone(), from, m.pos, self.now),
                 None => {
                     let st = m.state.read().unwrap_or_else(|p| p.into_inner());
                     match m.frozen.get() {
-                        Some(f) => MemSource::frozen_at(f.clone(), from, m.pos),
+                        Some(f) => MemSource::frozen_at(f.clone(), from, m.pos, self.now),
                         None => {
                             let live = LiveMem {
                                 state: m.state.clone(),
                                 frozen: m.frozen.clone(),
                             };
-                            MemSource::live_at(&st.mem, from, m.pos, Arc::new(live))
+                            MemSource::live_at(&st.mem, from, m.pos, Arc::new(live), self.now)
                         }
                     }
                 }
@@ -446,12 +476,13 @@ impl Pinned {
             mems.push(source);
         }
         if let Some(imm) = &t.imm {
-            mems.push(MemSource::frozen(imm.clone(), from));
+            mems.push(MemSource::frozen(imm.clone(), from, self.now));
         }
         let input = ScanInput {
             mems,
             version: t.version.clone(),
             ranges: self.inner.range_counters.clone(),
+            now: self.now,
         };
         Scan::new(input, start, end)
     }

@@ -133,6 +133,9 @@ fn flush_loop(inner: Arc<Inner>) {
 
 /// How often the compaction thread looks for an idle L0 drain while L0 holds tables.
 const IDLE_POLL: Duration = Duration::from_millis(250);
+/// How often an otherwise idle compaction thread asks the planner about expired entries
+/// while tables hold expiring ones (a planning pass reads the table set only).
+const EXPIRY_POLL: Duration = Duration::from_secs(1);
 
 fn compaction_loop(inner: Arc<Inner>) {
     let mut idle = IdleWatch::new();
@@ -154,6 +157,20 @@ fn compaction_loop(inner: Arc<Inner>) {
                         bg = g;
                         if !bg.compaction_wanted && bg.error.is_none() && idle.due(&inner, after) {
                             drain = true;
+                            break;
+                        }
+                    }
+                    // Tables holding entries that expire: look again now and then, so that a
+                    // store no write reaches still reclaims them (`plan_expired`).
+                    _ if inner.opts.compaction_trigger.is_some()
+                        && inner.current().holds_expiring() =>
+                    {
+                        let (g, timeout) = inner
+                            .bg_cv
+                            .wait_timeout(bg, EXPIRY_POLL)
+                            .unwrap_or_else(|p| p.into_inner());
+                        bg = g;
+                        if timeout.timed_out() && bg.error.is_none() {
                             break;
                         }
                     }
@@ -264,7 +281,17 @@ impl Inner {
             || {
                 (!sorted.is_empty())
                     .then(|| {
-                        TableWriter::write_whole(&spec, files, &sorted, imm.mem.keys(), &hashes)
+                        let t = TableWriter::write_whole(
+                            &spec,
+                            files,
+                            &sorted,
+                            imm.mem.keys(),
+                            &hashes,
+                        )?;
+                        t.with_tombstones(
+                            &spec,
+                            &crate::tombstone::sorted(imm.mem.ranges_at(u64::MAX)),
+                        )
                     })
                     .transpose()
             },

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
-use crate::wal::{WalWriter, WriteBatch};
+use crate::wal::{Op, OwnedOp, WalWriter, WriteBatch};
 
 impl Store {
     /// Stores `value` under `key`: anything that is bytes (`&[u8]`, `Vec<u8>`, `&str`,
@@ -50,8 +50,23 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<()> {
         let sync = self.inner.synced(opts);
+        let exp = self.inner.expiry(0, opts);
         self.inner
-            .apply(&[(key.as_ref(), Some(value.as_ref()))], sync)
+            .apply(&[Op::put(key.as_ref(), value.as_ref(), exp)], sync)
+    }
+
+    /// Stores `value` under `key` for `ttl`: from then on (by [`Options::clock`]) the key
+    /// reads as absent, and compaction reclaims the entry (docs/engine.md, "Expiry").
+    /// The same as [`put_opt`](Self::put_opt) with [`WriteOptions::ttl`].
+    ///
+    /// [`Options::clock`]: super::Options::clock
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default().ttl(ttl))
     }
 
     /// Removes `key` (a no-op for an absent key, but still logged).
@@ -62,7 +77,58 @@ impl Store {
     /// Removes `key`, durable as `opts` says (see [`WriteOptions`]).
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
         let sync = self.inner.synced(opts);
-        self.inner.apply(&[(key.as_ref(), None)], sync)
+        self.inner.apply(&[Op::Delete(key.as_ref())], sync)
+    }
+
+    /// Removes every key `k` with `start <= k < end` (half-open, as RocksDB's
+    /// `DeleteRange`), with one log record and one range tombstone whatever the number of
+    /// keys: reads stop seeing them at once, compaction reclaims their bytes (at once with
+    /// [`compact_range`](Store::compact_range)). A range with `start >= end` removes nothing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// for k in ["a1", "b1", "b2", "c1"] {
+    ///     store.put(k, "v")?;
+    /// }
+    /// store.delete_range("b", "c")?;
+    /// let keys: Vec<_> = store.scan::<&[u8]>(..).map(|r| r.unwrap().0).collect();
+    /// assert_eq!(keys, [b"a1".to_vec(), b"c1".to_vec()]);
+    /// store.put("b3", "v")?; // a later write survives
+    /// assert_eq!(store.get("b3")?.unwrap(), b"v");
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_opt(start, end, &WriteOptions::default())
+    }
+
+    /// [`delete_range`](Self::delete_range), durable as `opts` says.
+    pub fn delete_range_opt(
+        &self,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        if start >= end {
+            return self.inner.check_writable();
+        }
+        let sync = self.inner.synced(opts);
+        self.inner.apply(&[Op::DeleteRange(start, end)], sync)
+    }
+
+    /// Removes every key that starts with `prefix` (one range tombstone, as
+    /// [`delete_range`](Self::delete_range)).
+    pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_prefix_opt(prefix, &WriteOptions::default())
+    }
+
+    /// [`delete_prefix`](Self::delete_prefix), durable as `opts` says.
+    pub fn delete_prefix_opt(&self, prefix: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
+        let prefix = prefix.as_ref();
+        let end =
+            crate::tombstone::prefix_end(prefix).unwrap_or_else(crate::tombstone::key_space_end);
+        self.delete_range_opt(prefix, end, opts)
     }
 
     /// Applies a batch atomically: after a crash either all of it or none of it is there.
@@ -72,10 +138,17 @@ impl Store {
 
     /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        let ops: Vec<(&[u8], Option<&[u8]>)> = batch
+        let ops: Vec<Op<'_>> = batch
             .ops
             .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .map(|op| match *op {
+                OwnedOp::Put(ref k, ref v) => Op::put(k, v, self.inner.expiry(0, opts)),
+                // Its time to live, in milliseconds, until now (`WriteBatch::put_with_ttl`).
+                OwnedOp::PutExpiring(ref k, ref v, ttl) => {
+                    Op::put(k, v, self.inner.expiry(ttl, opts))
+                }
+                ref op => op.as_op(),
+            })
             .collect();
         let sync = self.inner.synced(opts);
         self.inner.apply(&ops, sync)
@@ -110,8 +183,20 @@ impl Store {
 }
 
 impl Inner {
+    /// `expires_at` of a put with a time to live of `ttl_ms` milliseconds (0: none of its
+    /// own), written with `opts`: its own, else the write's, else the store's default, else
+    /// none (0).
+    pub(super) fn expiry(&self, ttl_ms: u64, opts: &WriteOptions) -> u64 {
+        let ttl = match (ttl_ms, opts.ttl.or(self.opts.default_ttl)) {
+            (0, None) => return 0,
+            (0, Some(d)) => d,
+            (ms, _) => Duration::from_millis(ms),
+        };
+        crate::expiry::expires_at(self.opts.clock.now_millis(), ttl)
+    }
+
     /// Whether a write made with `opts` returns only once durable.
-    fn synced(&self, opts: &WriteOptions) -> bool {
+    pub(super) fn synced(&self, opts: &WriteOptions) -> bool {
         let by_policy = self.opts.sync == SyncPolicy::EveryWrite;
         let sync = opts.sync.unwrap_or(by_policy);
         if sync != by_policy {
@@ -123,10 +208,36 @@ impl Inner {
     /// Checks a write and commits it through the writers queue (`commit.rs`): its record
     /// is in the log (fsynced with `sync`) and its operations in the memtable when this
     /// returns `Ok`.
-    pub(super) fn apply(&self, ops: &[(&[u8], Option<&[u8]>)], sync: bool) -> Result<()> {
+    pub(super) fn apply(&self, ops: &[Op<'_>], sync: bool) -> Result<()> {
+        self.apply_checked(ops, sync, None)
+    }
+
+    /// [`apply`](Self::apply), with a transaction's check made by the commit leader before
+    /// the write is numbered (`tx/window.rs`).
+    pub(super) fn apply_checked(
+        &self,
+        ops: &[Op<'_>],
+        sync: bool,
+        tx: Option<&Arc<super::tx::TxCheck>>,
+    ) -> Result<()> {
         self.check_writable()?;
         let mut bytes = 0;
-        for (k, v) in ops {
+        for op in ops {
+            let (k, v) = match *op {
+                Op::Put(k, v) | Op::PutExpiring(k, v, _) => (k, Some(v)),
+                Op::Delete(k) => (k, None),
+                Op::DeleteRange(s, e) => {
+                    // The end may be one byte longer than a key (`key_space_end`).
+                    if e.len() > crate::tombstone::file::MAX_END_LEN {
+                        return Err(Error::TooLarge {
+                            what: "range end",
+                            len: e.len(),
+                            max: crate::tombstone::file::MAX_END_LEN,
+                        });
+                    }
+                    (s, None)
+                }
+            };
             if k.len() > crate::codec::MAX_KEY_LEN {
                 return Err(Error::TooLarge {
                     what: "key",
@@ -143,14 +254,15 @@ impl Inner {
                     });
                 }
             }
-            bytes += k.len() + v.map_or(0, <[u8]>::len);
+            bytes += op.bytes();
         }
         if ops.is_empty() {
             return Ok(());
         }
         // A bound on the record's payload (an op adds a tag and two length varints of at
-        // most 3 and 4 bytes to its key and value); the exact length only near the limit.
-        let mut len = bytes + 8 * ops.len() + 10;
+        // most 3 and 4 bytes, and an expiry of 8, to its key and value); the exact length
+        // only near the limit.
+        let mut len = bytes + 16 * ops.len() + 10;
         if len > crate::wal::MAX_RECORD_LEN {
             len = crate::wal::payload_len(ops.iter().copied());
             if len > crate::wal::MAX_RECORD_LEN {
@@ -161,7 +273,7 @@ impl Inner {
                 });
             }
         }
-        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len, sync)
+        self.commit(ops, bytes, crate::wal::RECORD_HEADER_LEN + len, sync, tx)
     }
 
     /// Starts a new log for the memtable.

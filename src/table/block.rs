@@ -66,6 +66,43 @@ pub fn put_entry(out: &mut Vec<u8>, shared: usize, key: &[u8], value: Option<&[u
     }
 }
 
+/// [`put_entry`] of a version 5 table: a value is stored tagged, with its expiry when it
+/// has one (`crate::expiry::put_tagged`).
+#[inline]
+pub(crate) fn put_entry_tagged(
+    out: &mut Vec<u8>,
+    shared: usize,
+    key: &[u8],
+    value: Option<&[u8]>,
+    expires_at: u64,
+) {
+    match value {
+        Some(v) => {
+            put_len(out, shared);
+            put_len(out, key.len() - shared);
+            put_varint(
+                out,
+                (v.len() + crate::expiry::tag_len(expires_at)) as u64 + 1,
+            );
+            out.extend_from_slice(&key[shared..]);
+            crate::expiry::put_tagged(out, v, expires_at);
+        }
+        None => put_entry(out, shared, key, None),
+    }
+}
+
+/// Bytes [`put_entry_tagged`] appends for this entry.
+pub(crate) fn entry_len_tagged(
+    shared: usize,
+    key: &[u8],
+    value: Option<&[u8]>,
+    expires_at: u64,
+) -> usize {
+    let unshared = key.len() - shared;
+    let vtag = value.map_or(0, |v| v.len() + crate::expiry::tag_len(expires_at) + 1);
+    varint_len(shared) + varint_len(unshared) + varint_len(vtag) + unshared + vtag.max(1) - 1
+}
+
 /// Appends a block's trailer: the restart offsets and their count (the end of every block,
 /// whichever encoder wrote the entries).
 pub(crate) fn put_restarts(out: &mut Vec<u8>, restarts: &[u32]) {

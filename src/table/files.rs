@@ -26,7 +26,7 @@ use std::sync::Arc;
 use super::writer::{write_table, Part, TableBuilder};
 use super::{write_filter_file, write_range_file, Compression, SortedEntries};
 use crate::error::Result;
-use crate::filename::{filter_path, range_path, table_path};
+use crate::filename::{filter_path, range_path, table_path, tombstones_path};
 use crate::filter::range::RangeFilterBuilder;
 use crate::filter::FilterKind;
 use crate::io::Fs;
@@ -99,6 +99,8 @@ pub(crate) struct TableFiles {
     pub table: Arc<TableFile>,
     pub filter: Option<Arc<TableFile>>,
     pub range: Option<Arc<TableFile>>,
+    /// The range tombstones file (`NNNNNN.rdel`), when the table has range tombstones.
+    pub tombstones: Option<Arc<TableFile>>,
 }
 
 impl TableFiles {
@@ -113,6 +115,9 @@ impl TableFiles {
             range: record
                 .range
                 .map(|r| TableFile::named(fs, range_path(dir, r.file), r.file)),
+            tombstones: record
+                .range_tombstones
+                .map(|n| TableFile::named(fs, tombstones_path(dir, n), n)),
         }
     }
 
@@ -121,6 +126,7 @@ impl TableFiles {
         std::iter::once(&self.table)
             .chain(&self.filter)
             .chain(&self.range)
+            .chain(&self.tombstones)
     }
 }
 
@@ -216,6 +222,7 @@ impl TableWriter {
             table,
             filter,
             range,
+            tombstones: None,
         };
         let meta = meta?;
         let record = record(spec, number, meta, filter_no, &files);
@@ -270,6 +277,7 @@ impl TableWriter {
             table: self.file,
             filter,
             range,
+            tombstones: None,
         };
         let record = record(spec, self.number, meta, filter_no, &files);
         Ok(NewTable {
@@ -366,6 +374,28 @@ pub(crate) fn new_filter_file(
         Some(_) => (n, Some(file)),
         None => (0, None),
     })
+}
+
+impl NewTable {
+    /// Gives the table `tombstones` (sorted by start; none: nothing changes): writes them,
+    /// fsynced, as a new `NNNNNN.rdel` (removed if the table is dropped unpublished) and
+    /// names it in the record (table property 2).
+    pub(crate) fn with_tombstones(
+        mut self,
+        spec: &TableSpec<'_>,
+        tombstones: &[crate::tombstone::RangeTombstone],
+    ) -> Result<NewTable> {
+        if tombstones.is_empty() {
+            return Ok(self);
+        }
+        let n = (spec.alloc)()?;
+        let path = tombstones_path(spec.dir, n);
+        let file = TableFile::created(spec.fs, path.clone(), n);
+        self.filter_bytes += crate::tombstone::file::write(&**spec.fs, &path, tombstones)?;
+        self.record.range_tombstones = Some(n);
+        self.files.tombstones = Some(file);
+        Ok(self)
+    }
 }
 
 /// Writes range filter block `block` as file number `n`.

@@ -18,6 +18,11 @@ pub const TABLE_END_MAGIC: [u8; 4] = *b"FSTE";
 /// 3, 2 and 1 are still read (3 and 2: the same data layout without codec bytes; 1: data
 /// blocks packed back to back).
 pub const TABLE_VERSION: u32 = 4;
+/// Table format version written for a table that holds an entry with an expiry: version 4
+/// whose every value starts with a tag (and, when it expires, its `expires_at`), and whose
+/// meta records its expiring entries (format.md, "Table"). Tables without one are still
+/// written as version 4, byte for byte as before.
+pub const TABLE_VERSION_EXPIRING: u32 = 5;
 /// Footer size.
 pub const FOOTER_LEN: usize = 64;
 
@@ -57,7 +62,7 @@ pub fn decode_footer(footer: &[u8; FOOTER_LEN], at: u64) -> Result<Footer> {
     )?;
     let mut c = Cursor::new(&footer[VERSION_AT..RESERVED_AT], at + VERSION_AT as u64);
     let version = c.u32("table version")?;
-    if !(1..=TABLE_VERSION).contains(&version) {
+    if !(1..=TABLE_VERSION_EXPIRING).contains(&version) {
         return Err(Error::corrupt(
             at + VERSION_AT as u64,
             format!("unsupported table version {version}"),

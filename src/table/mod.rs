@@ -31,6 +31,7 @@ pub use self::compress::Compression;
 #[cfg(feature = "internals")]
 pub use self::footer::{
     decode_footer, Footer, FOOTER_LEN, TABLE_END_MAGIC, TABLE_MAGIC, TABLE_VERSION,
+    TABLE_VERSION_EXPIRING,
 };
 pub use self::range_file::{write_range_file, MappedRangeFilter};
 pub use self::reader::Table;
@@ -100,6 +101,14 @@ pub struct TableMeta {
     pub stored_data_bytes: u64,
     /// File size in bytes.
     pub file_bytes: u64,
+    /// Values with an expiry (version 5; 0 before).
+    pub expiring: u64,
+    /// Key and value bytes of those entries.
+    pub expiring_bytes: u64,
+    /// The earliest `expires_at` among them (Unix milliseconds; 0 when there is none).
+    pub earliest_expiry: u64,
+    /// The latest `expires_at` among them (0 when there is none).
+    pub latest_expiry: u64,
 }
 
 /// How many keys ahead of its query [`MappedFilter::retain_maybe`] prefetches a key's

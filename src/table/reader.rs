@@ -24,6 +24,7 @@ use crate::Slice;
 
 mod ahead;
 mod cursor;
+mod expiring;
 mod lookup;
 mod shared;
 
@@ -238,14 +239,15 @@ impl Table {
         let data_blocks = c.varint("data blocks")?;
         // Version 4 records the blocks' bytes before compression; before it, none was.
         let data_bytes = if version >= 4 {
-            let n = c.varint("data bytes")?;
-            if !c.is_empty() {
-                return Err(c.err("bytes after the table meta"));
-            }
-            n
+            c.varint("data bytes")?
         } else {
             stored_data
         };
+        let (expiring, expiring_bytes, earliest_expiry, latest_expiry) =
+            expiring::meta_facts(&mut c, version)?;
+        if version >= 4 && !c.is_empty() {
+            return Err(c.err("bytes after the table meta"));
+        }
         let meta = TableMeta {
             min_key,
             max_key,
@@ -255,6 +257,10 @@ impl Table {
             data_bytes,
             stored_data_bytes: stored_data,
             file_bytes: size,
+            expiring,
+            expiring_bytes,
+            earliest_expiry,
+            latest_expiry,
         };
         if meta.data_blocks != index.len() as u64 {
             return Err(Error::corrupt(
@@ -274,6 +280,8 @@ impl Table {
             || meta.entries > meta.data_bytes / 3
             || meta.entries > meta.data_blocks.saturating_mul(super::MAX_BLOCK_ENTRIES)
             || meta.tombstones > meta.entries
+            || meta.expiring > meta.entries - meta.tombstones
+            || meta.expiring_bytes > meta.data_bytes
         {
             return Err(Error::corrupt(
                 meta_off,
@@ -527,13 +535,8 @@ impl Table {
     /// Decodes every entry of block `i` (read through the cache, filling it, when the table
     /// has one).
     pub fn block_entries(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
-        let off = self.index.handle(i).map_or(0, |h| h.0);
-        let data = self.block(i, counters, true)?;
-        let block = Block::new(&data, off).map_err(|e| e.in_file(&self.path, 0))?;
-        block
-            .iter()
-            .collect::<Result<Vec<_>>>()
-            .map_err(|e| e.in_file(&self.path, 0))
+        let entries = self.block_entries_exp(i, counters)?;
+        Ok(entries.into_iter().map(|(e, _)| e).collect())
     }
 }
 

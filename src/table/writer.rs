@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::block::{self, BlockBuilder};
 use super::compress::{Compression, Compressor, CODEC_NONE, TRAILER};
-use super::footer::{encode_footer, Footer, FOOTER_LEN, TABLE_VERSION};
+use super::footer::{encode_footer, Footer, FOOTER_LEN, TABLE_VERSION, TABLE_VERSION_EXPIRING};
 use super::{page_pad, TableMeta, MAX_PAD, PAGE_SIZE, RAW_BLOCK_SIZE, WRITE_BUFFER};
 use crate::codec::put_varint;
 use crate::error::{Error, Result};
@@ -19,6 +19,8 @@ pub(crate) struct TableBuilder {
     offset: u64,
     index: BlockBuilder,
     meta: TableMeta,
+    /// Its parts store values tagged (version 5).
+    tagged: bool,
 }
 
 impl TableBuilder {
@@ -32,6 +34,7 @@ impl TableBuilder {
             offset: 0,
             index: BlockBuilder::with_restart_interval(1),
             meta: TableMeta::default(),
+            tagged: false,
         })
     }
 
@@ -68,6 +71,19 @@ impl TableBuilder {
         self.meta.tombstones += part.tombstones;
         self.meta.data_bytes += part.data_bytes;
         self.meta.stored_data_bytes += part.stored_data_bytes;
+        debug_assert!(self.meta.data_blocks == 0 || self.tagged == part.tagged);
+        self.tagged |= part.tagged;
+        self.meta.expiring += part.expiring;
+        self.meta.expiring_bytes += part.expiring_bytes;
+        if part.earliest_expiry != 0 {
+            let e = self.meta.earliest_expiry;
+            self.meta.earliest_expiry = if e == 0 {
+                part.earliest_expiry
+            } else {
+                e.min(part.earliest_expiry)
+            };
+        }
+        self.meta.latest_expiry = self.meta.latest_expiry.max(part.latest_expiry);
         let (mut key_at, mut last): (usize, &[u8]) = (0, &[]);
         for &(key_end, rel, len) in &part.index {
             last = &part.index_keys[key_at..key_end];
@@ -106,9 +122,19 @@ impl TableBuilder {
         put_varint(&mut meta, self.meta.tombstones);
         put_varint(&mut meta, self.meta.data_blocks);
         put_varint(&mut meta, self.meta.data_bytes);
+        if self.tagged {
+            put_varint(&mut meta, self.meta.expiring);
+            put_varint(&mut meta, self.meta.expiring_bytes);
+            put_varint(&mut meta, self.meta.earliest_expiry);
+            put_varint(&mut meta, self.meta.latest_expiry);
+        }
         self.write_with_crc(&meta)?;
         let footer = encode_footer(&Footer {
-            version: TABLE_VERSION,
+            version: if self.tagged {
+                TABLE_VERSION_EXPIRING
+            } else {
+                TABLE_VERSION
+            },
             index_offset,
             index_len: index.len() as u64,
             meta_offset,
@@ -136,6 +162,15 @@ pub trait SortedEntries: Sync {
     /// True when there is no entry.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// `expires_at` of entry `i` (Unix milliseconds; 0: never).
+    fn expires(&self, _i: usize) -> u64 {
+        0
+    }
+    /// Whether the table is written in the layout that stores expiries (version 5): true
+    /// when an entry may have one.
+    fn tagged(&self) -> bool {
+        false
     }
 }
 
@@ -170,6 +205,13 @@ pub(crate) struct Part {
     stored_data_bytes: u64,
     /// The entries' key hashes, in order, when asked for.
     pub(crate) hashes: Vec<u64>,
+    /// Values are stored tagged (version 5), and what the part holds of expiring entries
+    /// (see [`super::TableMeta`]).
+    tagged: bool,
+    expiring: u64,
+    expiring_bytes: u64,
+    earliest_expiry: u64,
+    latest_expiry: u64,
 }
 
 /// Appends the trailer of the block `bytes[start..]` (its restart array, then, compressed
@@ -238,7 +280,13 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
         data_bytes: 0,
         stored_data_bytes: 0,
         hashes: Vec::with_capacity(if hashes { n } else { 0 }),
+        tagged: entries.tagged(),
+        expiring: 0,
+        expiring_bytes: 0,
+        earliest_expiry: 0,
+        latest_expiry: 0,
     };
+    let tagged = part.tagged;
     let mut compressor = Compressor::new(compression);
     if !range.is_empty() {
         part.first_key = entries.entry(range.start).0.to_vec();
@@ -266,7 +314,12 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
         }
         std::hint::black_box(touch);
         at += m;
-        for &(key, value) in &batch[..m] {
+        for (j, &(key, value)) in batch[..m].iter().enumerate() {
+            let exp = if tagged && value.is_some() {
+                entries.expires(at - m + j)
+            } else {
+                0
+            };
             let restart = count.is_multiple_of(block::RESTART_INTERVAL);
             let mut shared = if restart {
                 0
@@ -275,7 +328,12 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
             };
             // Cut before an entry that would push block + trailer past the block size.
             let grown = block::finished_len(
-                bytes.len() - start + block::entry_len(shared, key, value),
+                bytes.len() - start
+                    + if tagged {
+                        block::entry_len_tagged(shared, key, value, exp)
+                    } else {
+                        block::entry_len(shared, key, value)
+                    },
                 restarts.len() + restart as usize,
             );
             if count > 0 && grown + TRAILER > compressor.block_size() {
@@ -294,7 +352,18 @@ pub(crate) fn encode_part<E: SortedEntries + ?Sized>(
             if count.is_multiple_of(block::RESTART_INTERVAL) {
                 restarts.push((bytes.len() - start) as u32);
             }
-            block::put_entry(&mut bytes, shared, key, value);
+            if tagged {
+                block::put_entry_tagged(&mut bytes, shared, key, value, exp);
+                if exp != 0 {
+                    part.expiring += 1;
+                    part.expiring_bytes += (key.len() + value.map_or(0, <[u8]>::len)) as u64;
+                    let e = part.earliest_expiry;
+                    part.earliest_expiry = if e == 0 { exp } else { e.min(exp) };
+                    part.latest_expiry = part.latest_expiry.max(exp);
+                }
+            } else {
+                block::put_entry(&mut bytes, shared, key, value);
+            }
             if hashes {
                 part.hashes.push(crate::hash::key_hash(key));
             }
@@ -411,11 +480,18 @@ pub(crate) struct OwnedRun {
     /// Per entry: where its key starts in `data`, the key's length, and the value's length
     /// ([`u32::MAX`] for a tombstone); the value follows the key.
     ents: Vec<(u32, u32, u32)>,
+    /// Per entry, when `tagged`: its `expires_at` (0: never).
+    exps: Vec<u64>,
+    /// Written in the layout that stores expiries (version 5).
+    pub(crate) tagged: bool,
 }
 
 impl OwnedRun {
     /// Appends an entry; keys must arrive in strictly increasing order.
-    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>, expires_at: u64) {
+        if self.tagged {
+            self.exps.push(expires_at);
+        }
         let at = self.data.len() as u32;
         self.data.extend_from_slice(key);
         let vlen = match value {
@@ -437,6 +513,7 @@ impl OwnedRun {
     pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.ents.clear();
+        self.exps.clear();
     }
 }
 
@@ -452,5 +529,11 @@ impl SortedEntries for OwnedRun {
     }
     fn payload_bytes(&self) -> usize {
         self.data.len()
+    }
+    fn expires(&self, i: usize) -> u64 {
+        self.exps.get(i).copied().unwrap_or(0)
+    }
+    fn tagged(&self) -> bool {
+        self.tagged
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{prefix8, TableHandle, Version};
 use crate::error::Result;
+use crate::expiry::Now;
 use crate::Slice;
 
 impl TableHandle {
@@ -17,6 +18,7 @@ impl TableHandle {
         cands: &[u32],
         batch: &mut Batch<'_>,
         maybe: &mut Vec<u32>,
+        now: &Now,
     ) -> Result<usize> {
         if cands.is_empty() {
             return Ok(0);
@@ -35,7 +37,7 @@ impl TableHandle {
         let mut found = 0;
         for &i in maybe {
             let i = i as usize;
-            match self.table.get(batch.keys[i], c)? {
+            match self.table.get_at(batch.keys[i], c, now)? {
                 Some(v) => {
                     batch.out[i] = v;
                     batch.done[i] = true;
@@ -128,7 +130,7 @@ impl Version {
     /// table probed ([`TableHandle::probe_batch`]) for the keys still pending that its range
     /// holds, so a key found in a newer table (or hidden there by a tombstone) is never
     /// looked up in an older one.
-    pub(crate) fn multi_get(&self, batch: &mut Batch<'_>) -> Result<()> {
+    pub(crate) fn multi_get(&self, batch: &mut Batch<'_>, now: &Now) -> Result<()> {
         if let Some(g) = &self.global {
             // One probe per key names its runs: nothing to share between keys but the wait
             // for their buckets. Each key's are prefetched `AHEAD` keys before it is asked,
@@ -143,7 +145,18 @@ impl Version {
                     g.prefetch(batch.hashes[j as usize]);
                 }
                 let i = i as usize;
-                batch.out[i] = self.get_global(g, batch.keys[i], batch.hashes[i])?;
+                batch.out[i] = self.get_global(g, batch.keys[i], batch.hashes[i], now)?;
+                batch.done[i] = true;
+            }
+            batch.pending.clear();
+            return Ok(());
+        }
+        if !self.cover().is_empty() {
+            // Range tombstones: each key through `get`, which knows the table that answered
+            // (the same answers and counts as a loop of `get`).
+            for &i in &batch.pending {
+                let i = i as usize;
+                batch.out[i] = self.get(batch.keys[i], batch.hashes[i], now)?;
                 batch.done[i] = true;
             }
             batch.pending.clear();
@@ -165,7 +178,7 @@ impl Version {
                     t.in_range(batch.keys[i], batch.prefixes[i])
                 }));
             }
-            let found = t.probe_batch(&cands, batch, &mut maybe)?;
+            let found = t.probe_batch(&cands, batch, &mut maybe, now)?;
             batch.retire(found);
         }
         // (table, key) pairs of a level, grouped by table.
@@ -191,7 +204,7 @@ impl Version {
                 cands.clear();
                 cands.extend(run.iter().map(|&(_, i)| i));
                 let t = &level.tables[run[0].0 as usize];
-                found += t.probe_batch(&cands, batch, &mut maybe)?;
+                found += t.probe_batch(&cands, batch, &mut maybe, now)?;
             }
             batch.retire(found);
         }

@@ -6,7 +6,8 @@
 //! payload (a write batch): | seq u64 | count varint | op |*count
 //! op: | 1 | keyspace varint | key_len varint | key | value_len varint | value |   (put)
 //!     | 2 | keyspace varint | key_len varint | key |                              (delete)
-//!     | 3 | …  delete-range, | 4 | …  put with expiry: reserved, refused as unsupported
+//!     | 3 | keyspace varint | start_len varint | start | end_len varint | end |  (delete-range)
+//!     | 4 | …  put with expiry: reserved, refused as unsupported
 //! ```
 //! `seq` is the batch's commit sequence number; keyspace 0 is the only one read. Version 2
 //! logs (no `seq`, no keyspace) still replay: their records get sequence numbers in replay
@@ -31,11 +32,13 @@ mod writer;
 #[cfg(any(test, feature = "internals"))]
 pub use record::record_at;
 pub(crate) use record::{encode_record, for_each_op, payload_len, stamp_seqs};
+pub use record::{Op, OwnedOp};
 // The reader's whole API is public with `internals` (tests, fuzz targets); the engine uses
 // part of it.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use replay::{
-    replay_bytes, replay_file, salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
+    replay_bytes, replay_file, replay_file_ops, replay_ops, salvage_bytes, DroppedRange, ReplayEnd,
+    Salvage, TornTail,
 };
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use writer::{WalWriter, WAL_BUFFER};
@@ -74,7 +77,9 @@ const RESERVED_AT: usize = 5;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The ops; until the batch is written, an [`OwnedOp::PutExpiring`]'s third field is
+    /// its time to live in milliseconds (`Store::write_opt` makes it an `expires_at`).
+    pub(crate) ops: Vec<OwnedOp>,
 }
 
 impl WriteBatch {
@@ -84,13 +89,46 @@ impl WriteBatch {
     }
     /// Adds a put.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
-        self.ops.push((key.into(), Some(value.into())));
+        self.ops.push(OwnedOp::Put(key.into(), value.into()));
+        self
+    }
+    /// Adds a put that expires `ttl` after the batch is written (at least a millisecond;
+    /// see `docs/engine.md`, "Expiry").
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        ttl: std::time::Duration,
+    ) -> &mut Self {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.ops
+            .push(OwnedOp::PutExpiring(key.into(), value.into(), ms));
         self
     }
     /// Adds a delete.
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
-        self.ops.push((key.into(), None));
+        self.ops.push(OwnedOp::Delete(key.into()));
         self
+    }
+    /// Adds the removal of every key `k` with `start <= k < end` (one range tombstone; a
+    /// range with `start >= end` removes nothing and adds nothing).
+    pub fn delete_range(
+        &mut self,
+        start: impl Into<Vec<u8>>,
+        end: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        let (start, end) = (start.into(), end.into());
+        if start < end {
+            self.ops.push(OwnedOp::DeleteRange(start, end));
+        }
+        self
+    }
+    /// Adds the removal of every key that starts with `prefix` (one range tombstone).
+    pub fn delete_prefix(&mut self, prefix: impl Into<Vec<u8>>) -> &mut Self {
+        let prefix = prefix.into();
+        let end =
+            crate::tombstone::prefix_end(&prefix).unwrap_or_else(crate::tombstone::key_space_end);
+        self.delete_range(prefix, end)
     }
     /// Number of operations.
     pub fn len(&self) -> usize {

@@ -12,8 +12,7 @@ use super::{MAX_RECORD_LEN, RECORD_HEADER_LEN, WAL_VERSION};
 pub(super) const PAYLOAD_CRC_AT: usize = 4;
 pub(super) const HEADER_CRC_AT: usize = 8;
 
-/// Op codes (format.md, "Write-ahead log"). 3 and 4 are reserved for features this
-/// version does not have: a reader refuses them as unsupported, naming file and offset.
+/// Op codes (format.md, "Write-ahead log").
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 const OP_DELETE_RANGE: u8 = 3;
@@ -24,6 +23,95 @@ pub(crate) const SEQ_LEN: usize = 8;
 
 /// The keyspace id of every op this version writes and reads (the default keyspace).
 const DEFAULT_KEYSPACE: u64 = 0;
+
+/// One operation of a write batch, borrowed: what a log record holds and the memtable
+/// applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op<'a> {
+    /// Store a value under a key.
+    Put(&'a [u8], &'a [u8]),
+    /// Remove a key.
+    Delete(&'a [u8]),
+    /// Remove every key `k` with `start <= k < end` (op code 3): one range tombstone.
+    DeleteRange(&'a [u8], &'a [u8]),
+    /// Store a value under a key until `expires_at` (Unix milliseconds, never 0; op code 4).
+    PutExpiring(&'a [u8], &'a [u8], u64),
+}
+
+impl<'a> From<(&'a [u8], Option<&'a [u8]>)> for Op<'a> {
+    fn from((k, v): (&'a [u8], Option<&'a [u8]>)) -> Op<'a> {
+        match v {
+            Some(v) => Op::Put(k, v),
+            None => Op::Delete(k),
+        }
+    }
+}
+
+impl<'a> From<&'a (&'a [u8], Option<&'a [u8]>)> for Op<'a> {
+    fn from(&(k, v): &'a (&'a [u8], Option<&'a [u8]>)) -> Op<'a> {
+        Op::from((k, v))
+    }
+}
+
+impl<'a> From<&'a Op<'a>> for Op<'a> {
+    fn from(op: &'a Op<'a>) -> Op<'a> {
+        *op
+    }
+}
+
+impl<'a> Op<'a> {
+    /// A put that expires at `expires_at` (Unix milliseconds), a plain put when it is 0.
+    pub(crate) fn put(k: &'a [u8], v: &'a [u8], expires_at: u64) -> Op<'a> {
+        if expires_at == 0 {
+            Op::Put(k, v)
+        } else {
+            Op::PutExpiring(k, v, expires_at)
+        }
+    }
+
+    /// Key and value bytes it carries (a range's two keys).
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Op::Put(a, b) | Op::DeleteRange(a, b) | Op::PutExpiring(a, b, _) => a.len() + b.len(),
+            Op::Delete(k) => k.len(),
+        }
+    }
+
+    /// The op as an owned one.
+    pub fn to_owned(&self) -> OwnedOp {
+        match *self {
+            Op::Put(k, v) => OwnedOp::Put(k.to_vec(), v.to_vec()),
+            Op::Delete(k) => OwnedOp::Delete(k.to_vec()),
+            Op::DeleteRange(s, e) => OwnedOp::DeleteRange(s.to_vec(), e.to_vec()),
+            Op::PutExpiring(k, v, exp) => OwnedOp::PutExpiring(k.to_vec(), v.to_vec(), exp),
+        }
+    }
+}
+
+/// One operation of a write batch, owned ([`Op`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnedOp {
+    /// Store a value under a key.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove a key.
+    Delete(Vec<u8>),
+    /// Remove every key `k` with `start <= k < end`.
+    DeleteRange(Vec<u8>, Vec<u8>),
+    /// Store a value under a key until `expires_at` (Unix milliseconds, never 0).
+    PutExpiring(Vec<u8>, Vec<u8>, u64),
+}
+
+impl OwnedOp {
+    /// The op, borrowed.
+    pub fn as_op(&self) -> Op<'_> {
+        match self {
+            OwnedOp::Put(k, v) => Op::Put(k, v),
+            OwnedOp::Delete(k) => Op::Delete(k),
+            OwnedOp::DeleteRange(s, e) => Op::DeleteRange(s, e),
+            OwnedOp::PutExpiring(k, v, exp) => Op::PutExpiring(k, v, *exp),
+        }
+    }
+}
 
 /// `crc32fast::hash` without its CPU feature detection on every call (about 40 instructions,
 /// twice per write): a hasher made once, with the detection, is cloned.
@@ -36,19 +124,28 @@ fn crc32(bytes: &[u8]) -> u32 {
 
 /// Encodes operations as one version-3 WAL record (header included) of commit sequence
 /// number `seq` into `out` (cleared first).
-pub(crate) fn encode_record<'a>(
+pub(crate) fn encode_record<'a, O: Into<Op<'a>>>(
     out: &mut Vec<u8>,
     seq: u64,
     count: usize,
-    ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ops: impl Iterator<Item = O>,
 ) -> Result<()> {
     out.clear();
     out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
     out.extend_from_slice(&seq.to_le_bytes());
     put_varint(out, count as u64);
-    for (k, v) in ops {
-        out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+    for op in ops {
+        let (code, k, v, exp) = match op.into() {
+            Op::Put(k, v) => (OP_PUT, k, Some(v), 0),
+            Op::Delete(k) => (OP_DELETE, k, None, 0),
+            Op::DeleteRange(s, e) => (OP_DELETE_RANGE, s, Some(e), 0),
+            Op::PutExpiring(k, v, exp) => (OP_PUT_EXPIRING, k, Some(v), exp),
+        };
+        out.push(code);
         put_varint(out, DEFAULT_KEYSPACE);
+        if code == OP_PUT_EXPIRING {
+            out.extend_from_slice(&exp.to_le_bytes());
+        }
         put_varint(out, k.len() as u64);
         out.extend_from_slice(k);
         if let Some(v) = v {
@@ -101,11 +198,19 @@ pub(crate) fn stamp_seqs(records: &mut [u8], first: u64) -> u64 {
 
 /// The exact payload length [`encode_record`] gives `ops` (checked against
 /// [`MAX_RECORD_LEN`] before a write is queued, so that encoding it cannot fail later).
-pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>) -> usize {
+pub(crate) fn payload_len<'a, O: Into<Op<'a>>>(ops: impl Iterator<Item = O>) -> usize {
     let varint_len = |v: usize| (usize::BITS - (v | 1).leading_zeros()).div_ceil(7) as usize;
     let mut count = 0;
     let mut len = 0;
-    for (k, v) in ops {
+    for op in ops {
+        let (k, v) = match op.into() {
+            Op::Put(k, v) | Op::DeleteRange(k, v) => (k, Some(v)),
+            Op::PutExpiring(k, v, _) => {
+                len += 8; // its expiry
+                (k, Some(v))
+            }
+            Op::Delete(k) => (k, None),
+        };
         count += 1;
         // Tag, keyspace id (one byte: 0), key length, key.
         len += 2 + varint_len(k.len()) + k.len();
@@ -119,15 +224,15 @@ pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (&'a [u8], Option<&'a [u
 /// Decodes the operations of a payload of log version `version` (2 or 3), calling `f` with
 /// each, borrowed from `payload` (`base`: the payload's file offset, for errors). Returns
 /// the record's commit sequence number (`None` in version 2, which has none). An error,
-/// naming the offset, when it does not decode: an op code outside 1..=4 or bytes left over
-/// are corruption; op codes 3 and 4 (reserved for range deletion and expiry) and a keyspace
-/// id other than 0 are [`Error::Unsupported`]. `f` may have been called for the ops before
-/// the error.
+/// naming the offset, when it does not decode: an op code outside 1..=4, a range whose
+/// start is not below its end, an expiring put at time 0, or bytes left over are
+/// corruption; a keyspace id other than 0 is [`Error::Unsupported`]. `f` may have been
+/// called for the ops before the error.
 pub(super) fn decode_ops<'a>(
     payload: &'a [u8],
     base: u64,
     version: u8,
-    mut f: impl FnMut(&'a [u8], Option<&'a [u8]>),
+    mut f: impl FnMut(Op<'a>),
 ) -> Result<Option<u64>> {
     let mut c = Cursor::new(payload, base);
     let seq = if version >= 3 {
@@ -147,14 +252,6 @@ pub(super) fn decode_ops<'a>(
             return Err(Error::corrupt(at, format!("unknown WAL op tag {op}")));
         }
         if version >= 3 {
-            if op == OP_DELETE_RANGE || op == OP_PUT_EXPIRING {
-                let what = if op == OP_DELETE_RANGE {
-                    "delete-range"
-                } else {
-                    "put with expiry"
-                };
-                return Err(unsupported(at, format!("unsupported op {op} ({what})")));
-            }
             let ks_at = c.offset();
             let keyspace = c.varint("keyspace id")?;
             if keyspace != DEFAULT_KEYSPACE {
@@ -164,13 +261,36 @@ pub(super) fn decode_ops<'a>(
                 ));
             }
         }
+        let mut exp = 0;
+        if op == OP_PUT_EXPIRING {
+            let exp_at = c.offset();
+            exp = c.u64("expires_at")?;
+            if exp == 0 {
+                return Err(Error::corrupt(exp_at, "put with expiry at time 0"));
+            }
+        }
         let klen = c.len(MAX_KEY_LEN, "key length")?;
         let key = c.bytes(klen, "key")?;
-        if op == OP_PUT {
+        if op == OP_PUT || op == OP_PUT_EXPIRING {
             let vlen = c.len(MAX_VALUE_LEN, "value length")?;
-            f(key, Some(c.bytes(vlen, "value")?));
+            let value = c.bytes(vlen, "value")?;
+            f(if op == OP_PUT {
+                Op::Put(key, value)
+            } else {
+                Op::PutExpiring(key, value, exp)
+            });
+        } else if op == OP_DELETE_RANGE {
+            let elen = c.len(crate::tombstone::file::MAX_END_LEN, "range end length")?;
+            let end = c.bytes(elen, "range end")?;
+            if key >= end {
+                return Err(Error::corrupt(
+                    at,
+                    "delete-range whose start is not below its end",
+                ));
+            }
+            f(Op::DeleteRange(key, end));
         } else {
-            f(key, None);
+            f(Op::Delete(key));
         }
     }
     if !c.is_empty() {
@@ -191,10 +311,7 @@ fn unsupported(offset: u64, reason: String) -> Error {
 /// Calls `f` with each operation of a record made by [`encode_record`] (header included),
 /// borrowing the keys and values from it. An error (and no call after it) when the record
 /// does not decode.
-pub(crate) fn for_each_op<'a>(
-    record: &'a [u8],
-    f: impl FnMut(&'a [u8], Option<&'a [u8]>),
-) -> Result<()> {
+pub(crate) fn for_each_op<'a>(record: &'a [u8], f: impl FnMut(Op<'a>)) -> Result<()> {
     let payload = record.get(RECORD_HEADER_LEN..).unwrap_or_default();
     decode_ops(payload, RECORD_HEADER_LEN as u64, WAL_VERSION, f).map(|_| ())
 }
@@ -206,15 +323,13 @@ pub(super) fn decode_batch(
     payload: &[u8],
     base: u64,
     version: u8,
-    apply: &mut impl FnMut(Vec<u8>, Option<Vec<u8>>),
+    apply: &mut impl FnMut(OwnedOp),
 ) -> Result<Option<u64>> {
     let mut ops = Vec::new();
-    let seq = decode_ops(payload, base, version, |k, v| {
-        ops.push((k.to_vec(), v.map(<[u8]>::to_vec)));
-    })?;
+    let seq = decode_ops(payload, base, version, |op| ops.push(op.to_owned()))?;
     // Applied only once the whole record decoded: a batch is all or nothing.
-    for (k, v) in ops {
-        apply(k, v);
+    for op in ops {
+        apply(op);
     }
     Ok(seq)
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-use super::record::{check_record, decode_batch, Check};
+use super::record::{check_record, decode_batch, Check, OwnedOp};
 use super::resync::next_record;
 use super::{
     RECORD_HEADER_LEN, RESERVED_AT, VERSION_AT, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION,
@@ -59,6 +59,17 @@ pub fn replay_bytes(
     bytes: &[u8],
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
 ) -> Result<ReplayEnd> {
+    replay_ops(bytes, |op| match op {
+        OwnedOp::Put(k, v) | OwnedOp::PutExpiring(k, v, _) => apply(k, Some(v)),
+        OwnedOp::Delete(k) => apply(k, None),
+        // Not a key and a value: only [`replay_ops`] passes range deletions on.
+        OwnedOp::DeleteRange(..) => {}
+    })
+}
+
+/// [`replay_bytes`], every operation passed on whole, range deletions and expiring puts
+/// (with their `expires_at`) included.
+pub fn replay_ops(bytes: &[u8], mut apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
     let torn = |offset: u64, records, reason, version, last_seq| ReplayEnd {
         records,
@@ -186,10 +197,7 @@ pub struct DroppedRange {
 /// [`replay_bytes`], damage followed by a valid record is skipped (and reported in
 /// [`Salvage::dropped`]) instead of refused, and so is a bad file header or a record whose
 /// CRCs hold but whose payload does not decode. Never fails.
-pub fn salvage_bytes(
-    bytes: &[u8],
-    mut batch: impl FnMut(Option<u64>, Vec<(Vec<u8>, Option<Vec<u8>>)>),
-) -> Salvage {
+pub fn salvage_bytes(bytes: &[u8], mut batch: impl FnMut(Option<u64>, Vec<OwnedOp>)) -> Salvage {
     let n = bytes.len();
     let mut out = Salvage::default();
     let drop_range = |out: &mut Salvage, from: usize, to: usize, reason: String| {
@@ -220,7 +228,7 @@ pub fn salvage_bytes(
                 let base = (pos + RECORD_HEADER_LEN) as u64;
                 let decode = |version| {
                     let mut ops = Vec::new();
-                    decode_batch(payload, base, version, &mut |k, v| ops.push((k, v)))
+                    decode_batch(payload, base, version, &mut |op| ops.push(op))
                         .map(|seq| (seq, ops))
                 };
                 let decoded = match head_version {
@@ -261,8 +269,16 @@ fn reason_of(e: &Error) -> String {
     }
 }
 
-/// Reads and replays the WAL file at `path`.
+/// Reads and replays the WAL file at `path` (range deletions and expiry times are not
+/// passed on: see
+/// [`replay_file_ops`]).
 pub fn replay_file(path: &Path, apply: impl FnMut(Vec<u8>, Option<Vec<u8>>)) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     replay_bytes(&bytes, apply).map_err(|e| e.in_file(path, 0))
+}
+
+/// Reads and replays the WAL file at `path`, every operation passed on whole.
+pub fn replay_file_ops(path: &Path, apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    replay_ops(&bytes, apply).map_err(|e| e.in_file(path, 0))
 }

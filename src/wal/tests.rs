@@ -28,7 +28,7 @@ impl Rng {
 
 fn record(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_record(&mut out, 7, 1, std::iter::once((key, Some(value)))).unwrap();
+    encode_record(&mut out, 7, 1, std::iter::once(super::Op::Put(key, value))).unwrap();
     out
 }
 
@@ -41,16 +41,27 @@ fn encoded_records_decode_in_place() {
     for round in 0..300 {
         let n = 1 + rng.below(if round % 10 == 0 { 200 } else { 4 });
         let sizes = [0, 1, 127, 128, 300, 16_383, 16_384, 70_000];
-        let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..n)
+        let ops: Vec<(Vec<u8>, Option<Vec<u8>>, u64)> = (0..n)
             .map(|_| {
                 let klen = sizes[rng.below(6)];
                 let k = rng.bytes(klen);
                 let vlen = sizes[rng.below(8)];
                 let v = (rng.below(4) != 0).then(|| rng.bytes(vlen));
-                (k, v)
+                // Some puts expire (op code 4).
+                let e = if v.is_some() && rng.below(2) == 0 {
+                    rng.next() | 1
+                } else {
+                    0
+                };
+                (k, v, e)
             })
             .collect();
-        let refs = || ops.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
+        let refs = || {
+            ops.iter().map(|(k, v, e)| match v {
+                Some(v) => super::Op::put(k, v, *e),
+                None => super::Op::Delete(k),
+            })
+        };
         let mut out = Vec::new();
         encode_record(&mut out, round as u64, ops.len(), refs()).unwrap();
         assert_eq!(payload_len(refs()), out.len() - RECORD_HEADER_LEN);
@@ -61,15 +72,24 @@ fn encoded_records_decode_in_place() {
             crc32fast::hash(&out[..HEADER_CRC_AT])
         );
         let mut back = Vec::new();
-        for_each_op(&out, |k, v| back.push((k.to_vec(), v.map(<[u8]>::to_vec)))).unwrap();
+        for_each_op(&out, |op| {
+            let (k, v, e) = match op {
+                super::Op::Put(k, v) => (k, Some(v), 0),
+                super::Op::PutExpiring(k, v, e) => (k, Some(v), e),
+                super::Op::Delete(k) => (k, None, 0),
+                super::Op::DeleteRange(..) => unreachable!("no range in these batches"),
+            };
+            back.push((k.to_vec(), v.map(<[u8]>::to_vec), e))
+        })
+        .unwrap();
         assert_eq!(back, ops);
     }
     // A record cut short or with a byte too many does not decode.
     let r = record(b"k", b"v");
-    assert!(for_each_op(&r[..r.len() - 1], |_, _| {}).is_err());
+    assert!(for_each_op(&r[..r.len() - 1], |_| {}).is_err());
     let mut long = r.clone();
     long.push(0);
-    assert!(for_each_op(&long, |_, _| {}).is_err());
+    assert!(for_each_op(&long, |_| {}).is_err());
 }
 
 /// A header whose own CRC holds, claiming `len` bytes with payload CRC `crc`.
@@ -202,7 +222,11 @@ fn salvage_keeps_every_record_around_the_damage() {
         let mut keys = Vec::new();
         let s = salvage_bytes(&b, |seq, ops| {
             assert_eq!(seq, Some(7));
-            keys.extend(ops.into_iter().map(|(k, _)| k[1]))
+            keys.extend(ops.into_iter().map(|op| match op {
+                super::OwnedOp::Put(k, _) | super::OwnedOp::Delete(k) => k[1],
+                super::OwnedOp::PutExpiring(k, ..) => k[1],
+                super::OwnedOp::DeleteRange(k, _) => k[1],
+            }))
         });
         let want: Vec<u8> = (0..5u8).filter(|&i| i as usize != damaged).collect();
         assert_eq!(keys, want);
@@ -271,7 +295,7 @@ fn version_3_records_carry_their_sequence_number() {
         &mut r,
         41,
         2,
-        [(&b"a"[..], Some(&b"x"[..])), (b"b", None)].into_iter(),
+        [super::Op::Put(b"a", b"x"), super::Op::Delete(b"b")].into_iter(),
     )
     .unwrap();
     assert_eq!(r, framed(&p), "the encoder writes format.md's bytes");
@@ -310,8 +334,28 @@ fn version_2_logs_still_replay() {
     assert!(e.to_string().contains("unsupported WAL version 4"), "{e}");
 }
 
-/// Hostile version-3 records whose CRCs hold: an unknown op code is corruption, a reserved
-/// one (3: delete-range, 4: put with expiry) or a keyspace other than 0 unsupported, a
+/// A delete-range (op code 3) round-trips: one op of the two keys, 13 bytes of payload
+/// besides them (sequence number 8, count 1, op code 1, keyspace 1, two lengths 1 each).
+#[test]
+fn delete_range_is_one_op_of_its_two_keys() {
+    let ops = [
+        super::Op::Put(b"a", b"1"),
+        super::Op::DeleteRange(b"k000", b"k999"),
+    ];
+    let mut out = Vec::new();
+    encode_record(&mut out, 3, ops.len(), ops.iter()).unwrap();
+    let mut back = Vec::new();
+    for_each_op(&out, |op| back.push(op.to_owned())).unwrap();
+    assert_eq!(back, ops.iter().map(|o| o.to_owned()).collect::<Vec<_>>());
+    assert_eq!(payload_len(ops.iter()), out.len() - RECORD_HEADER_LEN);
+    let one = [super::Op::DeleteRange(b"k000", b"k999")];
+    encode_record(&mut out, 3, 1, one.iter()).unwrap();
+    assert_eq!(out.len() - RECORD_HEADER_LEN, 13 + 8);
+}
+
+/// Hostile version-3 records whose CRCs hold: an unknown op code, or a delete-range whose
+/// start is not below its end, or an expiring put at time 0, is corruption, a keyspace
+/// other than 0 unsupported, a
 /// payload too short for its sequence number corruption; each names the offset of what it
 /// refuses (in a file, the file too), none panics, and none is taken for a torn tail.
 #[test]
@@ -322,12 +366,17 @@ fn hostile_version_3_records_are_errors_naming_the_offset() {
         (&[1, 0, 0, 1, b'k'], 1, "unknown WAL op tag 0", true),
         (&[1, 5, 0, 1, b'k'], 1, "unknown WAL op tag 5", true),
         (&[1, 255, 0, 1, b'k'], 1, "unknown WAL op tag 255", true),
-        (&[1, 3, 0, 1, b'a', 1, b'b'], 1, "unsupported op 3", false),
         (
-            &[2, 2, 0, 1, b'a', 4, 0, 1, 2, 3, 4, 5, 6, 7, 1, b'k', 0],
-            5,
-            "unsupported op 4",
-            false,
+            &[1, 3, 0, 1, b'b', 1, b'a'],
+            1,
+            "start is not below its end",
+            true,
+        ),
+        (
+            &[2, 2, 0, 1, b'a', 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'k', 0],
+            7,
+            "put with expiry at time 0",
+            true,
         ),
         (&[1, 1, 7, 1, b'k', 0], 2, "keyspace id 7", false),
         (&[1, 2, 0x80, 0x01, 1, b'k'], 2, "keyspace id 128", false),
@@ -367,6 +416,59 @@ fn hostile_version_3_records_are_errors_naming_the_offset() {
                 assert!(reason.contains("sequence number"), "{reason}");
             }
             other => panic!("{n} bytes: {other:?}"),
+        }
+    }
+}
+
+/// Op code 4 (put with expiry) as format.md lays it out: `| 4 | keyspace | expires_at u64 |
+/// key_len | key | value_len | value |`, written by the encoder for a put with an expiry and
+/// handed back with it; an `expires_at` of 0 or one cut short is corruption naming the
+/// file and the offset of the field.
+#[test]
+fn puts_with_expiry_round_trip_and_hostile_ones_name_the_offset() {
+    let mut r = Vec::new();
+    let ops = [
+        super::Op::PutExpiring(b"a", b"x", 1234),
+        super::Op::Put(b"b", b""),
+        super::Op::Delete(b"c"),
+    ];
+    encode_record(&mut r, 5, 3, ops.iter().copied()).unwrap();
+    let mut p = 5u64.to_le_bytes().to_vec();
+    p.extend_from_slice(&[3, 4, 0]);
+    p.extend_from_slice(&1234u64.to_le_bytes());
+    p.extend_from_slice(&[1, b'a', 1, b'x', 1, 0, 1, b'b', 0, 2, 0, 1, b'c']);
+    assert_eq!(r, framed(&p), "the encoder writes format.md's bytes");
+    assert_eq!(payload_len(ops.iter().copied()), p.len());
+    let mut got = Vec::new();
+    crate::wal::replay_ops(&log_v3(&[r.clone()]), |op| got.push(op)).unwrap();
+    assert_eq!(got, ops.map(|op| op.to_owned()));
+    let dir = tempfile::tempdir().unwrap();
+    let payload_at = (WAL_HEADER_LEN + RECORD_HEADER_LEN) as u64;
+    // expires_at 0, then a record cut inside expires_at (the count says one op).
+    let cut = [&5u64.to_le_bytes()[..], &[1, 4, 0, 9, 9, 9]].concat();
+    for (i, (payload, at, what)) in [(p.clone(), 11usize, "time 0"), (cut, 11, "expires_at")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut payload = payload;
+        if i == 0 {
+            payload[11..19].fill(0);
+        }
+        let path = dir.path().join(format!("{i:06}.wal"));
+        std::fs::write(&path, log_v3(&[framed(&payload)])).unwrap();
+        match replay_file(&path, |_, _| {}) {
+            Err(e @ Error::Corruption { .. }) => {
+                let shown = e.to_string();
+                assert!(
+                    shown.contains(what) && shown.contains(&format!("{i:06}.wal")),
+                    "{shown}"
+                );
+                let Error::Corruption { offset, .. } = e else {
+                    unreachable!()
+                };
+                assert_eq!(offset, payload_at + at as u64, "{what}");
+            }
+            other => panic!("{what}: {other:?}"),
         }
     }
 }

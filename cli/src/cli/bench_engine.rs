@@ -11,8 +11,10 @@ mod allocation;
 mod global;
 mod lookups;
 mod own;
+mod sessions;
 mod snapshot;
 mod sync_mix;
+mod tx;
 
 use self::allocation::allocations;
 use self::global::compare_global;
@@ -65,6 +67,17 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// both times, their ratios, the puts/s ratio and what the snapshot pins (tables, bytes,
 /// memtables), per round (--rounds, default 2) and as medians. Give --filter global for the
 /// global filter.
+///
+/// --workload sessions measures session churn with a time to live on a moved clock: -n
+/// sessions (60 s TTL), then 10 simulated minutes at --ops operations per simulated second
+/// (default 50,000; 80 % refreshes, 20 % new sessions); it reports disk bytes against the
+/// live sessions' bytes, and gets of live sessions against a store of the same live set
+/// without TTLs (--lookups gets, --rounds rounds, default 3).
+///
+/// --workload tx measures optimistic transactions: -n keys loaded, then --ops operations
+/// (default 200,000) from --threads threads, each 2 gets and 2 puts of two uniform keys, as
+/// transactions (retried on conflict; conflicts counted) and as plain gets and a batch, in
+/// alternated --rounds (default 3): commits/s of each, medians and the ratio.
 #[derive(Args, Debug)]
 pub struct BenchEngine {
     /// Keys to load
@@ -163,7 +176,8 @@ pub struct BenchEngine {
     /// costs): see above
     #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = parse_workload, conflicts_with_all = ["allocation", "settle"])]
     workload: Vec<EngineWorkload>,
-    /// Operations per workload, split over --threads [default: -n; sync-mix: 20,000]
+    /// Operations per workload, split over --threads [default: -n; sync-mix: 20,000; tx:
+    /// 200,000]
     #[arg(long, requires = "workload")]
     ops: Option<u64>,
     /// sync-mix: one write in this many is synced

@@ -269,6 +269,7 @@ commands! {
     Put(kv::Put),
     Get(kv::Get),
     Delete(kv::Delete),
+    DeleteRange(kv::DeleteRange),
     Scan(scan::Scan),
     Load(load::Load),
     Flush(maintain::Flush),

@@ -10,6 +10,8 @@
 //!                        acknowledged writes (a write begun but not acknowledged, one per
 //!                        thread, may or may not be there, all or nothing), verify, then the
 //!                        next child
+//! with --bank:     transfers between accounts as transactions, the total checked in every
+//!                  snapshot and, after each kill, every acknowledged transfer (`bank`)
 //! ```
 //!
 //! The files by job: this one runs the command (the single process, or threads on one
@@ -17,6 +19,7 @@
 //! is the parent that kills children and the child that writes; `check` checks a reopened
 //! store against the acknowledged writes.
 
+mod bank;
 mod check;
 mod kill;
 mod workload;
@@ -60,6 +63,13 @@ pub struct Stress {
     /// Threads that share the store, each writing its own keys (1 to 64)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub threads: u64,
+    /// Instead of the random workload: --threads threads move money between 1,000
+    /// accounts by transactions (retried on conflict) while a reader checks that every
+    /// snapshot sums to the total; with --kill each transfer is fsynced and also records
+    /// itself, and after each kill the reopened store must sum to the total, hold every
+    /// acknowledged transfer, and show each balance as the transfers present make it
+    #[arg(long)]
+    pub bank: bool,
     /// Internal: run as the child of `stress --kill`
     #[arg(long, hide = true)]
     pub child: bool,
@@ -70,6 +80,9 @@ pub struct Stress {
 
 impl Run for Stress {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
+        if self.child && self.bank {
+            return self.bank_child(g);
+        }
         if self.child {
             return self.child(g);
         }
@@ -99,7 +112,9 @@ impl Run for Stress {
         let deadline = started + Duration::from_secs(self.duration);
         let mut t = Tally::default();
         let mut grouped = None;
-        if self.kill {
+        if self.bank {
+            self.bank(&dir, deadline, &mut t)?;
+        } else if self.kill {
             grouped = self.parent(&dir, deadline, &mut t)?;
         } else {
             let mut model = Model::new();
@@ -200,4 +215,32 @@ impl Stress {
     fn lane_seed(&self, lane: u64) -> u64 {
         self.seed ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
+}
+
+/// Lets `child` run for `wait`, then SIGKILLs it: its exit status, the lines it printed and
+/// its standard error (the kill soak and the bank soak both watch a child this way).
+fn kill_after(
+    mut child: std::process::Child,
+    wait: Duration,
+) -> Result<(std::process::ExitStatus, Vec<String>, String), CliError> {
+    use std::io::BufRead;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| CliError::usage("no pipe to the child"))?;
+    let reader = std::thread::spawn(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    std::thread::sleep(wait);
+    let _ = child.kill();
+    let status = child.wait()?;
+    let lines = reader.join().unwrap_or_default();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    Ok((status, lines, stderr))
 }

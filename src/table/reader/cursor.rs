@@ -35,8 +35,11 @@ pub struct TableCursor {
     key: Vec<u8>,
     /// [`prefix8`] of the current key, computed from the block's bytes (see [`next_head`]).
     head: u64,
-    /// The current value's place in the current block (`None`: a tombstone).
+    /// The current value's place in the current block (`None`: a tombstone), without its
+    /// tag in a version 5 table.
     value: Option<(usize, usize)>,
+    /// The current value's `expires_at` (0: never).
+    expires: u64,
     valid: bool,
 }
 
@@ -75,6 +78,7 @@ impl TableCursor {
             key: Vec::new(),
             head: 0,
             value: None,
+            expires: 0,
             valid: true,
         };
         c.advance()?;
@@ -115,6 +119,12 @@ impl TableCursor {
         self.value.map(|(a, b)| &self.entries()[a..b])
     }
 
+    /// The current value's `expires_at` (Unix milliseconds; 0: never).
+    #[inline]
+    pub fn expires(&self) -> u64 {
+        self.expires
+    }
+
     /// Moves to the next entry.
     pub fn advance(&mut self) -> Result<()> {
         while self.pos >= self.entries_len {
@@ -140,6 +150,17 @@ impl TableCursor {
         self.key.extend_from_slice(suffix);
         self.value = e.value.map(|r| (r.start, r.end));
         self.pos = e.end;
+        if self.table.tagged() {
+            if let Some((a, b)) = self.value {
+                let at = self.block_at + a as u64;
+                let (v, exp) = crate::expiry::split_tagged(&block[a..b], at)
+                    .map_err(|e| e.in_file(&self.table.path, 0))?;
+                self.value = Some((b - v.len(), b));
+                self.expires = exp;
+            } else {
+                self.expires = 0;
+            }
+        }
         Ok(())
     }
 

@@ -3,11 +3,72 @@
 use super::*;
 
 impl Table {
+    /// [`get`](Self::get) as a read at `now` sees the table: an entry expired by then is a
+    /// tombstone (`Some(None)`). A damaged value tag is an error naming the file and the
+    /// offset of the key's block.
+    #[inline]
+    pub(crate) fn get_at(
+        &self,
+        key: &[u8],
+        counters: &TableCounters,
+        now: &crate::expiry::Now,
+    ) -> Result<Option<Option<Slice>>> {
+        match self.get_tagged(key, counters)? {
+            Some(v) => self.judge(key, v, now).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry [`get_tagged`](Self::get_tagged) found for `key` (`None`: a tombstone) as
+    /// a read at `now` sees it: the value without its tag, or `None` when it has expired.
+    #[inline]
+    pub(crate) fn judge(
+        &self,
+        key: &[u8],
+        found: Option<Slice>,
+        now: &crate::expiry::Now,
+    ) -> Result<Option<Slice>> {
+        match found {
+            Some(v) if self.tagged() => self.untag(key, v, now),
+            other => Ok(other),
+        }
+    }
+
+    /// The value of a version 5 table's entry as a read at `now` sees it.
+    #[cold]
+    fn untag(&self, key: &[u8], v: Slice, now: &crate::expiry::Now) -> Result<Option<Slice>> {
+        let (value, exp) = crate::expiry::split_tagged(&v, 0).map_err(|e| {
+            // Only on damage: the key's block again, for its offset.
+            let at = self
+                .block_for(key)
+                .and_then(|i| self.index.handle(i))
+                .map_or(0, |h| h.0);
+            e.in_file(&self.path, at)
+        })?;
+        if now.expired(exp) {
+            return Ok(None);
+        }
+        Ok(Some(v.sub(value)))
+    }
+
+    /// Looks `key` up as [`get_at`](Self::get_at) does, without judging expiry: an expiring
+    /// value is returned whatever the time. For tools and tests.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Slice>>> {
+        self.get_at(key, counters, &crate::expiry::Now::fixed(0))
+    }
+
     /// Looks `key` up in its block: `None` when absent, `Some(None)` for a tombstone. The
     /// block comes from the block cache when there is one and it holds the block; a block
     /// read from the file is searched where it was read, and copied into the cache only
     /// when the cache admits it.
-    pub fn get(&self, key: &[u8], counters: &TableCounters) -> Result<Option<Option<Slice>>> {
+    /// A version 5 table's values are returned as stored, tagged ([`judge`](Self::judge)
+    /// takes the tag off).
+    pub(crate) fn get_tagged(
+        &self,
+        key: &[u8],
+        counters: &TableCounters,
+    ) -> Result<Option<Option<Slice>>> {
         let Some(i) = self.block_for(key) else {
             return Ok(None);
         };

@@ -1,11 +1,11 @@
-//! `bench engine --workload sync-mix` and `--workload snapshot`: the engine's own
+//! `bench engine --workload sync-mix`, `snapshot`, `sessions` and `tx`: the engine's own
 //! workloads beside YCSB's, parsed from the same `--workload` list and run before them.
 
 use std::path::Path;
 
 use filterstore::Compression;
 
-use super::{snapshot, sync_mix, BenchEngine};
+use super::{sessions, snapshot, sync_mix, tx, BenchEngine};
 use crate::cli::CliError;
 
 /// One `--workload` value: YCSB mixes, or one of the engine's own workloads.
@@ -14,20 +14,24 @@ pub(super) enum EngineWorkload {
     Ycsb(crate::cli::bench_ycsb::Workloads),
     SyncMix,
     Snapshot,
+    Sessions,
+    Tx,
 }
 
 pub(super) fn parse_workload(s: &str) -> Result<EngineWorkload, String> {
     match s {
         "sync-mix" => Ok(EngineWorkload::SyncMix),
         "snapshot" => Ok(EngineWorkload::Snapshot),
+        "sessions" => Ok(EngineWorkload::Sessions),
+        "tx" => Ok(EngineWorkload::Tx),
         _ => crate::cli::bench_ycsb::parse_workloads(s)
             .map(EngineWorkload::Ycsb)
-            .map_err(|e| format!("{e}, or sync-mix or snapshot")),
+            .map_err(|e| format!("{e}, or sync-mix, snapshot, sessions or tx")),
     }
 }
 
 impl BenchEngine {
-    /// Runs the `sync-mix` and `snapshot` workloads asked for, once per compression choice,
+    /// Runs the `sync-mix`, `snapshot`, `sessions` and `tx` workloads asked for, once per compression choice,
     /// in `root`.
     pub(super) fn own_workloads(
         &self,
@@ -63,6 +67,27 @@ impl BenchEngine {
                         n: self.count.max(1),
                         lookups: self.lookups.max(1),
                         rounds: rounds(2),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                    EngineWorkload::Sessions => sessions::sessions(&sessions::Sessions {
+                        root: &root,
+                        opts: self.options(c),
+                        n: self.count.max(1),
+                        rate: self.ops.unwrap_or(50_000).max(1),
+                        minutes: 10,
+                        lookups: self.lookups.max(20),
+                        rounds: rounds(3),
+                        value_bytes: self.value_bytes,
+                        seed: self.seed,
+                    })?,
+                    EngineWorkload::Tx => tx::tx(&tx::TxRun {
+                        root: &root,
+                        opts: self.options(c),
+                        n: self.count.max(2),
+                        threads: self.threads,
+                        ops: self.ops.unwrap_or(200_000).max(1),
+                        rounds: rounds(3),
                         value_bytes: self.value_bytes,
                         seed: self.seed,
                     })?,

@@ -2,7 +2,7 @@
 //! that writes, announcing each write and its acknowledgement on stdout.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -109,7 +109,7 @@ impl Stress {
         let mut grouped = (self.threads > 1).then_some((0, 0));
         while Instant::now() < deadline {
             round += 1;
-            let mut child = Command::new(&exe)
+            let child = Command::new(&exe)
                 .arg("--dir")
                 .arg(dir)
                 .args(["stress", "--child", "--duration"])
@@ -129,28 +129,11 @@ impl Stress {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()?;
-            let stdout = child
-                .stdout
-                .take()
-                .ok_or_else(|| CliError::usage("no pipe to the child"))?;
-            let reader = std::thread::spawn(move || {
-                BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<String>>()
-            });
             // Kill at a random moment: during open and recovery sometimes, mostly while
             // writes, flushes and compactions run.
             let left = deadline.saturating_duration_since(Instant::now());
             let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
-            std::thread::sleep(wait);
-            let _ = child.kill();
-            let status = child.wait()?;
-            let lines = reader.join().unwrap_or_default();
-            let mut stderr = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
-            }
+            let (status, lines, stderr) = super::kill_after(child, wait)?;
             if status.code().is_some_and(|c| c != 0) {
                 t.problem(format!(
                     "child {round} exited with {status} before it was killed: {}",

@@ -1,0 +1,275 @@
+//! Optimistic serializable transactions: a [`Transaction`] reads a [`Snapshot`] overlaid
+//! with its own buffered writes and records what it read; its commit is checked by the
+//! group-commit leader, under the writer lock, against the keys written by every commit
+//! numbered after its snapshot (the conflict window, `window.rs`), and written as one
+//! batch when nothing it read changed. See docs/engine.md, "Transactions".
+//!
+//! ```text
+//! transaction() ─► Registry::begin (counted, then its snapshot taken) ─► get/scan: own
+//!   writes first, else the snapshot (the key or range noted) ─► put/delete: buffered
+//! commit() ─► one batch with a TxCheck ─► leader: Window::admit (reads, ranges against
+//!   keys written after the snapshot) ─► numbered, logged, applied, its keys recorded
+//!   ─► or left out of the group: Error::Conflict / Error::TransactionTooOld
+//! ```
+
+mod scan;
+mod window;
+
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+pub use self::scan::TransactionScan;
+pub(crate) use self::window::{Registry, TxCheck, Window};
+use super::live::prefix_successor;
+use super::{Snapshot, Store, WriteOptions};
+use crate::error::{Error, Result};
+use crate::Slice;
+
+/// An optimistic, serializable transaction (see [`Store::transaction`]).
+///
+/// It reads the store as of the snapshot it began at, overlaid with its own writes
+/// (read-your-writes, in scans too, both ways), and buffers its writes. Its
+/// [`commit`](Self::commit) writes them as one atomic batch, unless a key it read (present
+/// or absent) or a range it scanned was written by another commit since its snapshot:
+/// then it writes nothing and fails with [`Error::Conflict`]. Dropping it (or
+/// [`rollback`](Self::rollback)) discards it.
+///
+/// It owns what it needs (a handle of the store and its snapshot): `Send`, `'static`, and
+/// it keeps the store open while it lives, as a [`Store`] clone does.
+pub struct Transaction {
+    store: Store,
+    snap: Snapshot,
+    opts: WriteOptions,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Keys read from the snapshot (not from its own writes).
+    reads: Vec<Vec<u8>>,
+    /// Ranges scanned.
+    ranges: Vec<window::KeyRange>,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("seq", &self.snap.seq())
+            .field("writes", &self.writes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Begins a transaction at a snapshot of the store as it is now; its commit is durable
+    /// as the store's [`SyncPolicy`](super::SyncPolicy) says.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = filterstore::Store::open(dir.path(), Default::default())?;
+    /// store.put("alice", "100")?;
+    /// let mut tx = store.transaction();
+    /// let a: u64 = std::str::from_utf8(&tx.get("alice")?.unwrap()).unwrap().parse().unwrap();
+    /// tx.put("alice", (a - 30).to_string());
+    /// tx.put("bob", "30");
+    /// assert_eq!(tx.get("bob")?.unwrap(), b"30"); // its own write
+    /// assert_eq!(store.get("bob")?, None); // not committed yet
+    /// tx.commit()?; // Err(Error::Conflict) had another commit written "alice" since
+    /// assert_eq!(store.get("alice")?.unwrap(), b"70");
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    pub fn transaction(&self) -> Transaction {
+        self.transaction_opt(&WriteOptions::default())
+    }
+
+    /// Begins a transaction whose commit is durable as `opts` says.
+    pub fn transaction_opt(&self, opts: &WriteOptions) -> Transaction {
+        let inner = &self.inner;
+        let snap = inner.txs.begin(|| {
+            let s = inner.snapshot();
+            let seq = s.seq();
+            (s, seq)
+        });
+        Transaction {
+            store: self.clone(),
+            snap,
+            opts: *opts,
+            writes: BTreeMap::new(),
+            reads: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Sets `key` to `new` (`None`: deletes it) if it holds `expected` (`None`: absent),
+    /// atomically. Returns `Ok(Ok(()))` when it did, `Ok(Err(current))` with the value it
+    /// found otherwise. Retries by itself when another commit races it.
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<std::result::Result<(), Option<Slice>>> {
+        let key = key.as_ref();
+        self.retry(|tx| {
+            let cur = tx.get(key)?;
+            if cur.as_deref() != expected {
+                return Ok(Err(cur));
+            }
+            match new {
+                Some(v) => tx.put(key, v),
+                None => tx.delete(key),
+            }
+            Ok(Ok(()))
+        })
+    }
+
+    /// Replaces the value of `key` with `f` of it (`None`: absent; `f` returning `None`
+    /// deletes it), atomically: `f` runs again on the newer value when another commit wrote
+    /// the key in between. Returns the value `f` was last given (fjall's `fetch_update`).
+    pub fn update<F>(&self, key: impl AsRef<[u8]>, mut f: F) -> Result<Option<Slice>>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        let key = key.as_ref();
+        self.retry(|tx| {
+            let old = tx.get(key)?;
+            match f(old.as_deref()) {
+                Some(v) => tx.put(key, v),
+                None => tx.delete(key),
+            }
+            Ok(old)
+        })
+    }
+
+    /// Runs `body` in a new transaction and commits it, again while the commit conflicts.
+    fn retry<T>(&self, mut body: impl FnMut(&mut Transaction) -> Result<T>) -> Result<T> {
+        loop {
+            let mut tx = self.transaction();
+            let out = body(&mut tx)?;
+            match tx.commit() {
+                Err(Error::Conflict | Error::TransactionTooOld { .. }) => continue,
+                r => return r.map(|()| out),
+            }
+        }
+    }
+}
+
+impl Transaction {
+    /// The commit sequence number of the snapshot it reads.
+    pub fn seq(&self) -> u64 {
+        self.snap.seq()
+    }
+
+    /// Looks `key` up: its own write if it made one, else the snapshot's value (the key is
+    /// then noted as read, present or absent).
+    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
+        let key = key.as_ref();
+        if let Some(v) = self.writes.get(key) {
+            return Ok(v.as_deref().map(Slice::from));
+        }
+        self.reads.push(key.to_vec());
+        self.snap.get(key)
+    }
+
+    /// Whether `key` holds a value (a [`get`](Self::get) without the value).
+    pub fn contains_key(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// Looks up every key of `keys` (as a loop of [`get`](Self::get) would).
+    pub fn multi_get<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
+        let missing: Vec<&[u8]> = keys
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|k| !self.writes.contains_key(*k))
+            .collect();
+        let mut found = self.snap.multi_get(&missing)?.into_iter();
+        self.reads.extend(missing.iter().map(|k| k.to_vec()));
+        Ok(keys
+            .iter()
+            .map(|k| match self.writes.get(k.as_ref()) {
+                Some(v) => v.as_deref().map(Slice::from),
+                None => found.next().flatten(),
+            })
+            .collect())
+    }
+
+    /// Iterates over `range` as the transaction sees it (its snapshot with its own writes
+    /// laid over), both ways; the whole range is noted as read, however far the scan goes.
+    pub fn scan<K: AsRef<[u8]>>(&mut self, range: impl RangeBounds<K>) -> TransactionScan {
+        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
+        self.scan_bounds(own(range.start_bound()), own(range.end_bound()))
+    }
+
+    /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
+    pub fn scan_prefix(&mut self, prefix: impl AsRef<[u8]>) -> TransactionScan {
+        let prefix = prefix.as_ref();
+        let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        self.scan_bounds(Bound::Included(prefix.to_vec()), end)
+    }
+
+    fn scan_bounds(&mut self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> TransactionScan {
+        let range = (start, end);
+        let base = self.snap.scan::<Vec<u8>>(range.clone());
+        let own = if super::live::range_is_empty(&range.0, &range.1) {
+            Vec::new()
+        } else {
+            self.writes
+                .range::<Vec<u8>, _>(range.clone())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        self.ranges.push(range);
+        TransactionScan::new(base, own)
+    }
+
+    /// Buffers a put of `value` under `key` (written at the commit).
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        let (k, v) = (key.as_ref(), value.as_ref());
+        self.writes.insert(k.to_vec(), Some(v.to_vec()));
+    }
+
+    /// Buffers a delete of `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.writes.insert(key.as_ref().to_vec(), None);
+    }
+
+    /// Commits: writes its buffered writes as one atomic batch, durable as its write
+    /// options say, unless a key it read or a range it scanned was written by another
+    /// commit after its snapshot ([`Error::Conflict`]) or it stayed open too long
+    /// ([`Error::TransactionTooOld`]); then nothing is written. A transaction that wrote
+    /// nothing commits at once.
+    pub fn commit(mut self) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let writes = std::mem::take(&mut self.writes);
+        // A put expires as a plain put written with the transaction's write options would
+        // (`WriteOptions::ttl`, else the store's default time to live), counted from now.
+        let ops: Vec<crate::wal::Op<'_>> = writes
+            .iter()
+            .map(|(k, v)| match v {
+                Some(v) => crate::wal::Op::put(k, v, self.store.inner.expiry(0, &self.opts)),
+                None => crate::wal::Op::Delete(k),
+            })
+            .collect();
+        let check = Arc::new(TxCheck::new(
+            self.snap.seq(),
+            std::mem::take(&mut self.reads),
+            std::mem::take(&mut self.ranges),
+            self.store.inner.opts.transaction_window_bytes,
+        ));
+        let inner = &self.store.inner;
+        let sync = inner.synced(&self.opts);
+        inner.apply_checked(&ops, sync, Some(&check))
+    }
+
+    /// Discards the transaction (as dropping it does).
+    pub fn rollback(self) {}
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.store.inner.txs.end(self.snap.seq());
+    }
+}
+
+#[cfg(test)]
+mod tests;
