@@ -56,7 +56,7 @@ impl Inner {
             &self.dir,
             v,
             capacity,
-            self.global_counters.clone(),
+            self.tree.global_counters.clone(),
             &AtomicBool::new(false),
             true,
         )
@@ -113,7 +113,7 @@ impl Inner {
             &self.dir,
             &v,
             capacity,
-            self.global_counters.clone(),
+            self.tree.global_counters.clone(),
             &stop,
             true,
         )?;
@@ -197,7 +197,7 @@ impl Inner {
             }
         }
         let _stop = StopLog(&old);
-        let counters = self.global_counters.clone();
+        let counters = self.tree.global_counters.clone();
         // On this thread, at its lowered priority, one table at a time: the background
         // pool's threads stay free for compactions, and flushes keep the global pool.
         let (new, _) = build_global(
@@ -399,7 +399,7 @@ impl Inner {
             }
         }
         // A lookup that read a relabelled entry and then no announcement looks again.
-        self.global_removals.fetch_add(1, SeqCst);
+        self.tree.global_removals.fetch_add(1, SeqCst);
         g.end_move();
         published?;
         self.release_l0(&g, l0);

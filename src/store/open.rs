@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
+use super::tree::{Tree, DEFAULT_SLOT};
 use super::{worker, Bg, EngineCounters, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
@@ -246,29 +247,21 @@ impl Store {
             dir,
             fs,
             _lock: Some(lock),
-            state: Arc::new(RwLock::new(State {
-                mem: Memtable::new(),
-                mem_frozen: Arc::default(),
-                imm: None,
-                current: version,
-                seq,
-            })),
+            state: Arc::new(RwLock::new(State::new(version, seq))),
             epoch: AtomicU64::new(0),
             commit: Default::default(),
             last_seq: AtomicU64::new(seq),
             snapshots: Default::default(),
             txs: Default::default(),
             writer: Mutex::new(Writer::default()),
-            versions,
-            compaction: Mutex::new(()),
-            global_lock: Mutex::new(()),
-            global_change: Mutex::new(()),
-            global_removals: AtomicU64::new(0),
-            global_counters,
+            tree: Tree::new(
+                DEFAULT_SLOT,
+                versions,
+                global_counters,
+                opts.range_filter_bits,
+            ),
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
-            range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
-            range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
@@ -373,7 +366,7 @@ impl Inner {
         w.wal_dir_synced = true;
         drop(w);
         let mut st = self.state_mut();
-        st.mem = mem;
+        st.tree_mut(DEFAULT_SLOT).mem = mem;
         Ok(())
     }
 }

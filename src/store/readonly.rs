@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::global_save::load_checkpoint;
+use super::tree::{Tree, TreeState, DEFAULT_SLOT};
 use super::{Bg, EngineCounters, Imm, Inner, Options, State, Store, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
@@ -191,10 +192,12 @@ impl Store {
             fs: opts.fs.clone(),
             _lock: None,
             state: Arc::new(RwLock::new(State {
-                mem,
-                mem_frozen: Arc::default(),
-                imm,
-                current: version,
+                trees: vec![TreeState {
+                    mem,
+                    mem_frozen: Arc::default(),
+                    imm,
+                    current: version,
+                }],
                 seq: r.last_seq,
             })),
             epoch: AtomicU64::new(0),
@@ -203,16 +206,14 @@ impl Store {
             snapshots: Default::default(),
             txs: Default::default(),
             writer: Mutex::new(Writer::default()),
-            versions,
-            compaction: Mutex::new(()),
-            global_lock: Mutex::new(()),
-            global_change: Mutex::new(()),
-            global_removals: AtomicU64::new(0),
-            global_counters,
+            tree: Tree::new(
+                DEFAULT_SLOT,
+                versions,
+                global_counters,
+                opts.range_filter_bits,
+            ),
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
-            range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
-            range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(true),
@@ -250,7 +251,7 @@ impl Store {
                 &inner.dir,
                 &inner.opts,
                 &cache,
-                &inner.global_counters,
+                &inner.tree.global_counters,
                 Some((offsets, &v)),
             )
         };
@@ -261,6 +262,7 @@ impl Store {
         };
         let version = Arc::new(r.version);
         inner
+            .tree
             .versions
             .adopt_current(version.clone(), r.manifest.log_number);
         let insert = |mem: &mut Memtable, ops: &Ops| {
@@ -269,7 +271,8 @@ impl Store {
             }
         };
         {
-            let mut st = inner.state_mut();
+            let mut guard = inner.state_mut();
+            let st = guard.tree_mut(DEFAULT_SLOT);
             match plan {
                 Plan::Append { drop_imm } => {
                     if let Some(l) = r.logs.last() {
@@ -306,7 +309,7 @@ impl Store {
                 }
             }
             st.current = version;
-            st.seq = st.seq.max(r.last_seq);
+            guard.seq = guard.seq.max(r.last_seq);
         }
         inner.last_seq.fetch_max(r.last_seq, SeqCst);
         view.manifest = r.manifest_bytes;
