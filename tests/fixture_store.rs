@@ -516,3 +516,88 @@ fn a_version_3_log_replays_with_its_sequence_numbers() {
     store.put(b"key-4", b"v").unwrap();
     assert_eq!(store.last_seq(), 10);
 }
+
+/// `tests/fixtures/manifest-v3-keyspaces.bin` (made from `format.md`, "Manifest",
+/// "Keyspaces", by `scripts/make-keyspaces-fixture.py`, not by the writer): keyspaces in the
+/// manifest (store property 3, table property 3). It decodes to what the script wrote, the
+/// encoder reproduces it byte for byte, and a store whose manifest it is refuses to open
+/// (this build does not serve keyspaces other than the default) with an error naming the
+/// MANIFEST, never reading keyspace 3's table as the default keyspace's.
+#[test]
+fn a_manifest_with_keyspaces_decodes_and_is_refused_by_open() {
+    use filterstore::manifest::{KeyspaceRecord, Keyspaces};
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifest-v3-keyspaces.bin");
+    let bytes = std::fs::read(&path).unwrap();
+    let m = Manifest::decode(&bytes).unwrap();
+    assert_eq!((m.next_file, m.log_number, m.last_seq), (12, 5, 42));
+    assert_eq!(
+        m.tables
+            .iter()
+            .map(|t| (t.number, t.keyspace))
+            .collect::<Vec<_>>(),
+        [(8, 0), (10, 3)]
+    );
+    let expected = Keyspaces {
+        next_id: 4,
+        live: vec![
+            KeyspaceRecord {
+                id: 1,
+                name: "users".into(),
+                log_number: 7,
+                policy: FilterPolicy::Uniform {
+                    kind: FilterKind::BlockedBloom,
+                    fpr: 0.01,
+                },
+                compression: Compression::Lz4,
+                range_bits: 16.0,
+                cursors: vec![],
+            },
+            KeyspaceRecord {
+                id: 3,
+                name: "by-email".into(),
+                log_number: 9,
+                policy: FilterPolicy::Budget {
+                    kind: FilterKind::Bloom,
+                    bits_per_key: 10.0,
+                },
+                compression: Compression::Zstd,
+                range_bits: 0.0,
+                cursors: vec![(1, b"km".to_vec())],
+            },
+        ],
+    };
+    assert_eq!(m.keyspaces, expected);
+    assert_eq!(m.encode(), bytes, "the encoder writes what format.md says");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&path, dir.path().join("MANIFEST")).unwrap();
+    for read_only in [false, true] {
+        let mut opts = Options::default();
+        opts.read_only = read_only;
+        let e = Store::open(dir.path(), opts).unwrap_err().to_string();
+        assert!(e.contains("MANIFEST") && e.contains("by-email"), "{e}");
+    }
+}
+
+/// A store whose keyspaces were all dropped (next id 3, none live) opens, takes writes,
+/// and keeps its next id through the manifests it writes: ids are never handed out again.
+#[test]
+fn dropped_keyspace_ids_survive_manifest_rewrites() {
+    use filterstore::manifest::Keyspaces;
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), Options::default()).unwrap());
+    let mpath = dir.path().join("MANIFEST");
+    let mut m = Manifest::decode(&std::fs::read(&mpath).unwrap()).unwrap();
+    assert_eq!(m.keyspaces, Keyspaces::default());
+    m.keyspaces.next_id = 3;
+    std::fs::write(&mpath, m.encode()).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    store.put(b"k", b"v").unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let m = Manifest::decode(&std::fs::read(&mpath).unwrap()).unwrap();
+    assert_eq!((m.keyspaces.next_id, m.keyspaces.live.len()), (3, 0));
+    assert_eq!(m.tables.len(), 1);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+}

@@ -138,11 +138,13 @@ impl Store {
                     tables: Vec::new(),
                     cursors: Vec::new(),
                     last_seq: 0,
+                    keyspaces: Default::default(),
                 };
                 m.store(&*fs, &dir)?;
                 m
             }
         };
+        super::tree::refuse_keyspaces(&dir, &manifest)?;
         let (policy, kind, fpr) = handle_policy(&opts, manifest.policy);
         check_policy(&policy)?;
         check_fpr(fpr)?;
@@ -239,7 +241,8 @@ impl Store {
                 manifest.policy,
                 cursors,
                 (policy, kind, fpr),
-            ),
+            )
+            .with_keyspaces(manifest.keyspaces.clone()),
             next_file,
             block_cache.clone(),
         );

@@ -107,6 +107,7 @@ fn read_manifest(dir: &Path) -> Result<(Vec<u8>, Manifest)> {
         _ => Error::io(&path, e),
     })?;
     let m = Manifest::decode(&bytes).map_err(|e| e.in_file(&path, 0))?;
+    super::tree::refuse_keyspaces(dir, &m)?;
     Ok((bytes, m))
 }
 
