@@ -601,3 +601,91 @@ fn dropped_keyspace_ids_survive_manifest_rewrites() {
     let store = Store::open(dir.path(), Options::default()).unwrap();
     assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// One op of [`log_v3`]: keyspace id, key, value (`None`: a delete).
+type LogOp<'a> = (u8, &'a str, Option<&'a str>);
+
+/// A version-3 log written from `format.md` ("Write-ahead log"): its header, then one
+/// record per batch of `(seq, ops)`, each op `(keyspace, key, value)` a put (or a delete
+/// without a value).
+fn log_v3(batches: &[(u64, &[LogOp])]) -> Vec<u8> {
+    let mut out = b"FSWL\x03\0\0\0".to_vec();
+    for (seq, ops) in batches {
+        let mut p = seq.to_le_bytes().to_vec();
+        p.push(ops.len() as u8);
+        for (ks, k, v) in *ops {
+            p.extend_from_slice(&[if v.is_some() { 1 } else { 2 }, *ks, k.len() as u8]);
+            p.extend_from_slice(k.as_bytes());
+            if let Some(v) = v {
+                p.push(v.len() as u8);
+                p.extend_from_slice(v.as_bytes());
+            }
+        }
+        let mut head = (p.len() as u32).to_le_bytes().to_vec();
+        head.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+        let crc = crc32fast::hash(&head);
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(&p);
+    }
+    out
+}
+
+/// Log records naming keyspaces (format.md, "Keyspaces"): at replay the ops of a dropped
+/// keyspace are skipped (the rest of their batch is applied, and their batches keep their
+/// commit sequence numbers), and an id never allocated is corruption naming the log and the
+/// id's offset, never a panic and never applied to the default keyspace.
+#[test]
+fn replay_skips_dropped_keyspaces_and_refuses_ids_never_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    store.put(b"a", b"1").unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let mpath = dir.path().join("MANIFEST");
+    let mut m = Manifest::decode(&std::fs::read(&mpath).unwrap()).unwrap();
+    m.keyspaces.next_id = 3; // ids 1 and 2 were dropped
+    std::fs::write(&mpath, m.encode()).unwrap();
+    let log = log_v3(&[
+        (
+            7,
+            &[(0, "k0", Some("v0")), (2, "k2", Some("v2")), (1, "a", None)],
+        ),
+        (8, &[(2, "only", Some("x"))]),
+    ]);
+    std::fs::write(dir.path().join("000099.wal"), &log).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.get(b"k0").unwrap(), Some(b"v0".to_vec()));
+    assert_eq!(store.get(b"k2").unwrap(), None);
+    assert_eq!(store.get(b"only").unwrap(), None);
+    assert_eq!(store.get(b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.last_seq(), 8);
+    store.close().unwrap();
+    // Ids 3 and 200 were never allocated: refused at the id (the first op's keyspace id is
+    // at 8 + 12 + 8 + 1 + 1 = 30), by a writer and by a read-only handle.
+    for id in [3u8, 100] {
+        let log = log_v3(&[(9, &[(id, "k", Some("v"))])]);
+        let path = dir.path().join("000199.wal");
+        std::fs::write(&path, &log).unwrap();
+        for read_only in [false, true] {
+            let mut opts = Options::default();
+            opts.read_only = read_only;
+            match Store::open(dir.path(), opts).unwrap_err() {
+                filterstore::Error::Corruption {
+                    file,
+                    offset,
+                    reason,
+                    ..
+                } => {
+                    assert_eq!((file, offset), (path.clone(), 30), "{reason}");
+                    assert!(reason.contains("never allocated"), "{reason}");
+                }
+                e => panic!("{e}"),
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.get(b"k").unwrap(), None);
+    assert_eq!(store.get(b"k0").unwrap(), Some(b"v0".to_vec()));
+}

@@ -22,7 +22,7 @@ use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
-use crate::wal::{replay_file_ops, WalWriter};
+use crate::wal::{replay_file_ops_in, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
 /// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
@@ -180,10 +180,12 @@ impl Store {
         // The last commit sequence number: the manifest's, raised by the logs' records
         // (version 3 records carry theirs; version 2 records are numbered in replay order).
         let mut seq = manifest.last_seq;
+        let live_ids: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
-                let end = replay_file_ops(&path, |op| mem.apply(op.as_op()))?;
+                let ids = super::tree::keyspace_ids(&manifest, &live_ids);
+                let end = replay_file_ops_in(&path, ids, |op| mem.apply(op.as_op()))?;
                 seq = match end.last_seq {
                     Some(last) => seq.max(last),
                     None => seq.saturating_add(end.records),

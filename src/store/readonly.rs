@@ -36,7 +36,7 @@ use crate::memtable::Memtable;
 use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::version::{SetState, TableHandle, Version, VersionSet};
-use crate::wal::{replay_ops, WAL_HEADER_LEN};
+use crate::wal::{replay_ops_in, KeyspaceIds, WAL_HEADER_LEN};
 
 /// How often opening or refreshing starts over (the manifest changed under it, or a file it
 /// named was deleted) before it gives up with an error.
@@ -113,7 +113,12 @@ fn read_manifest(dir: &Path) -> Result<(Vec<u8>, Manifest)> {
 
 /// Reads log `n` from `from` (a record boundary; 0 for the whole file): its operations, the
 /// end of its last whole record and its last sequence number.
-fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option<u64>, u64)> {
+fn read_log(
+    dir: &Path,
+    (n, from): (u64, u64),
+    ids: KeyspaceIds,
+    ops: &mut Ops,
+) -> Result<(u64, Option<u64>, u64)> {
     let path = wal_path(dir, n);
     let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut bytes = Vec::new();
@@ -129,7 +134,7 @@ fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option
         0
     };
     f.read_to_end(&mut bytes).map_err(|e| Error::io(&path, e))?;
-    let end = replay_ops(&bytes, |op| ops.push(op)).map_err(|e| e.in_file(&path, skip))?;
+    let end = replay_ops_in(&bytes, ids, |op| ops.push(op)).map_err(|e| e.in_file(&path, skip))?;
     let valid = if end.valid_len == 0 {
         from
     } else {
@@ -475,13 +480,15 @@ fn try_read(
         .unwrap_or_default();
     let mut logs = Vec::new();
     let mut last_seq = manifest.last_seq;
+    let live_ids: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
+    let ids = super::tree::keyspace_ids(&manifest, &live_ids);
     for (n, kind) in numbered_files(dir).map_err(Retry::Fail)? {
         if kind != Some(Numbered::Wal) || n < manifest.log_number {
             continue;
         }
         let start = from.get(&n).copied().unwrap_or(0);
         let mut ops = Vec::new();
-        let (end, seq, records) = read_log(dir, n, start, &mut ops)?;
+        let (end, seq, records) = read_log(dir, (n, start), ids, &mut ops)?;
         last_seq = match seq {
             Some(s) => last_seq.max(s),
             None => last_seq.saturating_add(records),

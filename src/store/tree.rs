@@ -122,3 +122,15 @@ pub(super) fn refuse_keyspaces(
         ),
     })
 }
+
+/// How a replay of the store's logs judges keyspace ids (format.md, "Keyspaces"): by the
+/// manifest `m`'s next id and its live keyspaces' ids `live`.
+pub(super) fn keyspace_ids<'a>(
+    m: &crate::manifest::Manifest,
+    live: &'a [u32],
+) -> crate::wal::KeyspaceIds<'a> {
+    crate::wal::KeyspaceIds::Store {
+        next_id: u64::from(m.keyspaces.next_id),
+        live,
+    }
+}
