@@ -8,7 +8,7 @@
 //! consumed) before its tables are published, under a [`Move`] announcement: meanwhile a
 //! lookup whose runs include the output also reads the sources, so a lookup through the
 //! tables as they were finds every key (`GlobalIndex::begin_move`). After the publish the
-//! removal count `Inner::global_removals` is bumped before the announcement is withdrawn, and
+//! removal count `Tree::global_removals` is bumped before the announcement is withdrawn, and
 //! a lookup that sees the count change takes the table set again (`read.rs`): rare, only
 //! lookups that straddle a publish. A change that fails to publish puts its entries back.
 //! Switching to the filter builds it from the tables with flushes and compactions held off,

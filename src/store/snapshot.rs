@@ -18,7 +18,7 @@
 //!
 //! **Under the global filter** (which follows the live tree) a snapshot reads through the
 //! filter of its table set until a change that relabels or removes filter entries (a
-//! compaction, an L0 merge, a trivial move) is published after it: `Inner::global_removals`
+//! compaction, an L0 merge, a trivial move) is published after it: `Tree::global_removals`
 //! counts those. From then on its lookups read its tables without a filter (every L0 table
 //! whose range holds the key, then one table per level, until the key is found), as the
 //! tables have no filters of their own. Before that, flushes only add entries (of runs the
@@ -57,7 +57,7 @@ struct Pinned {
     id: u64,
     /// The last commit it sees.
     seq: u64,
-    /// `Inner::global_removals` when it was taken.
+    /// `Tree::global_removals` when it was taken.
     removals: u64,
     /// The store's one tree (keyspaces will add more).
     tree: Tree,
