@@ -365,14 +365,14 @@ impl Store {
 impl super::Inner {
     /// The store's lifetime counters as of now: those read at open plus this process's.
     pub(super) fn lifetime_now(&self) -> Lifetime {
-        let version = self.read_state().current.clone();
+        let version = self.current();
         self.lifetime_base.plus(&self.process_totals(&version))
     }
 
     /// This process's counters: the engine's, those of tables that left the live set, and
     /// those of `version`'s tables.
     fn process_totals(&self, version: &Version) -> Lifetime {
-        let (r, c) = (&self.versions.retired, &self.counters);
+        let (r, c) = (&self.tree.versions.retired, &self.counters);
         let mut t = Lifetime {
             lookups: c.lookups.get(0),
             filter_negatives: r.negatives.load(Relaxed),
@@ -390,11 +390,11 @@ impl super::Inner {
             compactions: c.compactions.load(Relaxed),
             block_cache_hits: r.cache_hits.load(Relaxed),
             block_cache_misses: r.cache_misses.load(Relaxed),
-            range_probes: self.range_counters.probes(),
-            range_skipped: self.range_counters.skipped(),
-            range_false_positives: self.range_counters.false_positives(),
+            range_probes: self.tree.range_counters.probes(),
+            range_skipped: self.tree.range_counters.skipped(),
+            range_false_positives: self.tree.range_counters.false_positives(),
         };
-        let g = crate::global_index::counts(&self.global_counters);
+        let g = crate::global_index::counts(&self.tree.global_counters);
         t.filter_negatives += g.negatives;
         t.filter_positives += g.positives;
         t.false_positives += g.false_positives;
@@ -431,6 +431,7 @@ impl super::Inner {
         let inner = self;
         let (version, mem_entries, mem_bytes) = {
             let st = inner.read_state();
+            let st = st.tree(super::DEFAULT_SLOT);
             let imm = st.imm.as_ref().map_or(0, |m| m.mem.len() as u64);
             (
                 st.current.clone(),
