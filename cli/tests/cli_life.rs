@@ -58,3 +58,23 @@ fn read_only_commands_beside_a_writer() {
     drop(writer);
     assert_eq!(store(&d, &["get", "a"]).code, 1);
 }
+
+#[test]
+fn stats_json_counts_range_tombstones_and_tables_dropped() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db");
+    ok(store(&d, &["put", "a", "1"]));
+    ok(store(&d, &["put", "b", "2"]));
+    ok(store(&d, &["delete-range", "b", "c"]));
+    let v: serde_json::Value = serde_json::from_str(&ok(store(&d, &["stats", "--json"]))).unwrap();
+    let l = &v["lifecycle"];
+    assert_eq!(l["range_tombstones_live"], 1, "{v}");
+    for f in [
+        "entries_expired",
+        "bytes_reclaimed_by_expiry",
+        "tables_dropped_whole",
+    ] {
+        assert_eq!(l[f], 0, "{f}: {v}");
+    }
+    assert!(ok(store(&d, &["stats"])).contains("1 range tombstones live"));
+}
