@@ -78,3 +78,21 @@ fn stats_json_counts_range_tombstones_and_tables_dropped() {
     }
     assert!(ok(store(&d, &["stats"])).contains("1 range tombstones live"));
 }
+
+/// `store stress --checkpoints --kill`: a child that puts, deletes ranges and makes
+/// checkpoints is killed at random; every checkpoint checked opens, verifies and holds what
+/// was acknowledged before it began, and the store every acknowledged write.
+#[test]
+fn stress_kills_a_writer_making_checkpoints_and_checks_them() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("soak");
+    let args = ["stress", "--checkpoints", "--kill", "--duration", "3"];
+    let out = ok(store(&d, &args));
+    for want in ["problems 0", "checkpoints checked "] {
+        assert!(out.contains(want), "no `{want}` in {out}");
+    }
+    assert!(!out.contains("kills 0,"), "{out}");
+    assert!(!out.contains("checkpoints checked 0"), "{out}");
+    // --checkpoints needs --kill.
+    assert_eq!(store(&t.path().join("x"), &args[..2]).code, 2);
+}
