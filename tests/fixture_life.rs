@@ -127,7 +127,12 @@ fn check_at(now: u64) {
     let s = Store::open(&dir, opts(&clock)).unwrap();
     for i in 0..320 {
         let k = key(i).into_bytes();
-        assert_eq!(s.get(&k).unwrap(), want.get(&k).cloned(), "at {now}: {}", key(i));
+        assert_eq!(
+            s.get(&k).unwrap(),
+            want.get(&k).cloned(),
+            "at {now}: {}",
+            key(i)
+        );
     }
     let all: Vec<(Vec<u8>, Vec<u8>)> = want.into_iter().collect();
     let got: Vec<_> = s.scan::<&[u8]>(..).map(Result::unwrap).collect();
@@ -188,7 +193,11 @@ fn checked_in_store_with_range_tombstones_and_expiring_tables_decodes() {
     expiring.sort();
     // A table is written as version 5 only when it holds expiring values: the flush of the
     // range deletions is version 4 (its `.rdel` beside it).
-    assert_eq!(expiring, [(4, 0), (5, 3), (5, 150)], "table versions, expiring values");
+    assert_eq!(
+        expiring,
+        [(4, 0), (5, 3), (5, 150)],
+        "table versions, expiring values"
+    );
     // Before anything expired, between the two times to live, and past the short ones
     // written in the log too.
     for now in [T0, T0 + 2 * HOUR, T0 + 3 * HOUR] {
