@@ -87,8 +87,9 @@ pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use store::{
-    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
-    Store, SyncPolicy, TableStats, Transaction, TransactionScan, WriteOptions,
+    LevelStats, LifecycleStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot,
+    SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,
+    WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -33,6 +33,7 @@ mod read;
 mod readonly;
 mod snapshot;
 mod stats;
+mod stats_life;
 mod tree;
 mod tx;
 mod worker;
@@ -69,6 +70,7 @@ pub use self::read::{PinnedReader, Reader, Scan};
 pub use self::readonly::MAX_TRIES as READ_ONLY_TRIES;
 pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
+pub use self::stats_life::LifecycleStats;
 use self::tree::{Tree, TreeState, DEFAULT_SLOT};
 pub use self::tx::{Transaction, TransactionScan};
 pub use crate::filename::MANIFEST_NAME;
@@ -167,6 +169,11 @@ struct EngineCounters {
     /// Global filters grown in the background and swapped in.
     global_growths: AtomicU64,
     l0_merges: AtomicU64,
+    /// Tables dropped unread under newer range tombstones; expired entries compactions
+    /// dropped or turned into tombstones, and their bytes (`stats_life.rs`).
+    tables_dropped_whole: AtomicU64,
+    expired_entries: AtomicU64,
+    expired_bytes: AtomicU64,
     slowdown_ns: AtomicU64,
     stop_ns: AtomicU64,
     memtable_wait_ns: AtomicU64,

@@ -85,13 +85,11 @@ pub struct Stats {
     /// [`SyncPolicy::EveryWrite`](crate::SyncPolicy::EveryWrite), one fsync. A writer that
     /// finds nobody writing is a group of one. This process's, since the store was opened.
     pub commit_groups: u64,
-    /// Writes committed in those groups: `commit_writes ÷ commit_groups` is the mean group
-    /// size.
+    /// Writes committed in those groups (`commit_writes ÷ commit_groups`: the mean size).
     pub commit_writes: u64,
     /// Range filter probes: tables whose range filter a scan (`scan`, `scan_prefix`) asked
     /// before reading any of their blocks. This process's, since the store was opened (the
-    /// store's totals, like those of the other range counters, are in
-    /// [`lifetime`](Self::lifetime)).
+    /// store's totals, like the other range counters', are in [`lifetime`](Self::lifetime)).
     pub range_probes: u64,
     /// Probes that answered "no key of this table in the range": tables a scan skipped
     /// without reading a block.
@@ -129,6 +127,8 @@ pub struct Stats {
     pub global_filter: Option<GlobalFilterStats>,
     /// Open snapshots ([`Store::snapshot`]): how many, the oldest's age, what they keep.
     pub snapshots: super::SnapshotStats,
+    /// Expiry and range deletion: entries expired, range tombstones, tables dropped whole.
+    pub lifecycle: super::LifecycleStats,
 }
 
 /// Observed false-positive rate: false positives ÷ (false positives + negatives), every
@@ -509,6 +509,7 @@ impl super::Inner {
                 }
             }),
             snapshots: inner.snapshot_stats(&version),
+            lifecycle: inner.lifecycle_stats(&version),
         };
         let shape = inner.opts.shape();
         // A global store's tables are fronted by the one global filter, not their own.

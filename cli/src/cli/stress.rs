@@ -12,6 +12,9 @@
 //!                        next child
 //! with --bank:     transfers between accounts as transactions, the total checked in every
 //!                  snapshot and, after each kill, every acknowledged transfer (`bank`)
+//! --checkpoints --kill: a child puts, deletes ranges and makes checkpoints; after each
+//!                  kill every checkpoint opens, verifies and holds what was acknowledged
+//!                  before it began, and the store every acknowledged write (`checkpoint`)
 //! ```
 //!
 //! The files by job: this one runs the command (the single process, or threads on one
@@ -21,6 +24,7 @@
 
 mod bank;
 mod check;
+mod checkpoint;
 mod kill;
 mod workload;
 
@@ -70,6 +74,12 @@ pub struct Stress {
     /// acknowledged transfer, and show each balance as the transfers present make it
     #[arg(long)]
     pub bank: bool,
+    /// With --kill, instead of the random workload: one writer puts keys and deletes
+    /// ranges while another thread makes checkpoints; after each kill every checkpoint must
+    /// open, verify clean and hold every write acknowledged before it began (a prefix of
+    /// the writes), and the store every acknowledged write
+    #[arg(long, requires = "kill", conflicts_with = "bank")]
+    pub checkpoints: bool,
     /// Internal: run as the child of `stress --kill`
     #[arg(long, hide = true)]
     pub child: bool,
@@ -82,6 +92,9 @@ impl Run for Stress {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         if self.child && self.bank {
             return self.bank_child(g);
+        }
+        if self.child && self.checkpoints {
+            return self.checkpoint_child(g);
         }
         if self.child {
             return self.child(g);
@@ -112,8 +125,11 @@ impl Run for Stress {
         let deadline = started + Duration::from_secs(self.duration);
         let mut t = Tally::default();
         let mut grouped = None;
+        let mut checkpoints = None;
         if self.bank {
             self.bank(&dir, deadline, &mut t)?;
+        } else if self.checkpoints {
+            checkpoints = Some(self.checkpoint_soak(&dir, deadline, &mut t)?);
         } else if self.kill {
             grouped = self.parent(&dir, deadline, &mut t)?;
         } else {
@@ -161,10 +177,13 @@ impl Run for Stress {
             }
             check_reopened(&dir, &model, &[], &mut t)?;
         }
-        let grouped = match grouped {
+        let mut grouped = match grouped {
             Some((groups, writes)) => format!(", commit groups {groups} for {writes} writes"),
             None => String::new(),
         };
+        if let Some(n) = checkpoints {
+            grouped.push_str(&format!(", checkpoints checked {n}"));
+        }
         println(format_args!(
             "stress: seed {}, {:.0} s, ops {}, kills {}, keys checked {}, problems {}{grouped}",
             self.seed,
