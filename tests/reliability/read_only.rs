@@ -52,6 +52,8 @@ fn put_range(store: &Store, r: std::ops::Range<u64>) {
 
 #[test]
 fn a_reader_follows_flushes_and_compactions_and_writes_nothing() {
+    // Reopens a writer, or forks a child: one at a time (see `SERIAL`).
+    let _serial = crate::serial();
     for kind in [FilterKind::BlockedBloom, FilterKind::Global] {
         let tmp = crate::scratch_dir();
         let dir = tmp.path().join("store");
@@ -269,6 +271,8 @@ fn child_loader() {
 
 #[test]
 fn a_reader_in_another_process_sees_every_acknowledged_write() {
+    // Reopens a writer, or forks a child: one at a time (see `SERIAL`).
+    let _serial = crate::serial();
     let _serial = crate::serial();
     let tmp = crate::scratch_dir();
     let dir = tmp.path().join("store");
