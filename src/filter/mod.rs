@@ -17,6 +17,7 @@ pub(crate) mod cuckoo;
 pub(crate) mod fuse;
 pub mod global;
 pub(crate) mod header;
+mod kernel;
 mod kind;
 pub mod range;
 mod simd;
@@ -25,6 +26,7 @@ use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};
 use crate::hash::{HASH_SEED, HASH_XXH3_64};
 
+pub use self::kernel::{blocked_kernel, kernel_setting, kernel_summary, Kernel, KERNEL_ENV};
 pub use self::kind::{check_fpr, FilterKind};
 
 /// Magic at the start of every filter block.
@@ -410,8 +412,17 @@ impl<'a> Filter<'a> {
     /// Its answers are identical (the tests check it on every machine); useful to compare the
     /// two and to time the portable code on a CPU that has the SIMD instructions.
     pub fn portable(self) -> Filter<'a> {
+        self.with_kernel(Kernel::Scalar)
+    }
+
+    /// The same filter answering with the fastest kernel this CPU has up to `ceiling`
+    /// ([`Kernel::Scalar`] < [`Kernel::Avx2`] < [`Kernel::Avx512`]), whatever
+    /// [`KERNEL_ENV`] says; [`kernel`](Self::kernel) tells which one that is. Every kernel
+    /// gives the same answers (the tests check it on every machine). Only blocked-bloom
+    /// (layout version 2) has SIMD kernels; other filters are returned unchanged.
+    pub fn with_kernel(self, ceiling: Kernel) -> Filter<'a> {
         let view = match self.view {
-            View::Blocked(v) => View::Blocked(v.portable()),
+            View::Blocked(v) => View::Blocked(v.with_kernel(Some(ceiling))),
             v => v,
         };
         Filter {
@@ -421,12 +432,18 @@ impl<'a> Filter<'a> {
         }
     }
 
+    /// The kernel this filter's queries run on (chosen at decode time from what the CPU has
+    /// and [`KERNEL_ENV`], or by [`with_kernel`](Self::with_kernel)).
+    pub fn kernel(&self) -> Kernel {
+        match &self.view {
+            View::Blocked(v) => v.kernel(),
+            _ => Kernel::Scalar,
+        }
+    }
+
     /// True when queries use SIMD instructions (chosen at decode time from what the CPU has).
     pub fn uses_simd(&self) -> bool {
-        match &self.view {
-            View::Blocked(v) => v.uses_simd(),
-            _ => false,
-        }
+        self.kernel() != Kernel::Scalar
     }
 
     /// The block's header.
