@@ -258,7 +258,7 @@ impl BlockedView {
     /// version 2 the kernel chosen for k (the portable one compiled for k ≤ 8, or SIMD).
     pub(super) fn run(&self) -> Run {
         if self.v1 {
-            return |v, body, hash| match v {
+            return |v, hash, body| match v {
                 View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v1(x, hash, b.k)),
                 _ => true,
             };
@@ -281,7 +281,7 @@ impl BlockedView {
 }
 
 /// The portable version 2 kernel for any k.
-fn run_portable(v: &View, body: &[u8], hash: u64) -> bool {
+fn run_portable(v: &View, hash: u64, body: &[u8]) -> bool {
     match v {
         View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v2(x, hash as u32, b.k)),
         _ => true,
@@ -289,7 +289,7 @@ fn run_portable(v: &View, body: &[u8], hash: u64) -> bool {
 }
 
 /// The portable version 2 kernel compiled for k = `K`: reads nothing of the view.
-fn run_portable_k<const K: usize>(_: &View, body: &[u8], hash: u64) -> bool {
+fn run_portable_k<const K: usize>(_: &View, hash: u64, body: &[u8]) -> bool {
     block_of(body, hash).is_none_or(|x| query_v2_k::<K>(x, hash as u32))
 }
 
@@ -496,7 +496,7 @@ mod tests {
                     for (name, kernel) in &kernels {
                         // SAFETY: `simd` returned these kernels, so the CPU has their features.
                         #[allow(unsafe_code)]
-                        let got = unsafe { (kernel.run)(&view(kernel), &block, h) };
+                        let got = unsafe { (kernel.run)(&view(kernel), h, &block) };
                         assert_eq!(got, want, "{name} k={k} fill={fill}");
                     }
                 };

@@ -202,9 +202,12 @@ pub struct Filter<'a> {
 /// whole filter per query, as the store's mapped filters did, cost 3.8 ns of an 18 ns lookup
 /// in the hyphenation dictionary: the kernel waited on the fresh copy).
 ///
+/// The hash comes second, where a caller's `(&self, hash)` already has it, so a call from
+/// `may_contain` only loads the body beside it.
+///
 /// `unsafe` because a SIMD kernel must only run on a CPU that has its instructions; only
 /// `simd` hands those out, after checking. Every other kernel is safe to call.
-type Run = unsafe fn(&View, &[u8], u64) -> bool;
+type Run = unsafe fn(&View, u64, &[u8]) -> bool;
 
 /// A batch kernel: [`Filter::retain_maybe_in`] over a body for the view it was chosen for
 /// (keys, their hashes, the prefetch distance, the output). `unsafe` for the same reason as
@@ -300,7 +303,7 @@ impl<'a> Filter<'a> {
         // instructions.
         #[allow(unsafe_code)]
         unsafe {
-            (self.run)(&self.view, body, hash)
+            (self.run)(&self.view, hash, body)
         }
     }
 

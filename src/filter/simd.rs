@@ -82,12 +82,13 @@ pub(super) struct SimdKernel {
     pub(super) which: Kernel,
 }
 
-/// True when the CPU running this code has AVX2.
+/// True when the CPU running this code has AVX2 (and BMI2, which the AVX2 kernels also use
+/// for the block index: every CPU with AVX2 has it).
 #[inline]
 pub fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2")
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -244,15 +245,15 @@ mod x86 {
                     if let Some(&next) = keys.get(j + ahead) {
                         prefetch(hashes[next as usize]);
                     }
-                    if $kernel::<$($g),*>(view, body, hashes[i as usize]) {
+                    if $kernel::<$($g),*>(view, hashes[i as usize], body) {
                         maybe.push(i);
                     }
                 }
             }
         };
     }
-    retain!(retain_blocked_v2_avx2_k, blocked_v2_avx2_k, "avx2", <K: u32>);
-    retain!(retain_blocked_v2_avx2, blocked_v2_avx2, "avx2", <>);
+    retain!(retain_blocked_v2_avx2_k, blocked_v2_avx2_k, "avx2,bmi2", <K: u32>);
+    retain!(retain_blocked_v2_avx2, blocked_v2_avx2, "avx2,bmi2", <>);
     retain!(retain_blocked_v2_avx512, blocked_v2_avx512, "avx512f", <ONE_ROUND: bool>);
 
     /// Lane i's multiplier for one round of k ≤ 8 probes, as a constant of the kernel
@@ -266,8 +267,8 @@ mod x86 {
     /// by a constant), so lanes past k repeat a probe already made and nothing is masked;
     /// the word and bit of each lane as in [`blocked_v2_avx2`]. Reads nothing of the view:
     /// the body and k are all it needs.
-    #[target_feature(enable = "avx2")]
-    pub(super) fn blocked_v2_avx2_k<const K: u32>(_: &View, body: &[u8], hash: u64) -> bool {
+    #[target_feature(enable = "avx2,bmi2")]
+    pub(super) fn blocked_v2_avx2_k<const K: u32>(_: &View, hash: u64, body: &[u8]) -> bool {
         let Some(block) = block_of(body, hash) else {
             return true;
         };
@@ -299,8 +300,8 @@ mod x86 {
     /// by the top bit; one `vptest` answers the round (the scheme of RocksDB's
     /// FastLocalBloom). Lanes at or past k are masked out, and a key rejected by a round is
     /// not probed further.
-    #[target_feature(enable = "avx2")]
-    pub(super) fn blocked_v2_avx2(view: &View, body: &[u8], hash: u64) -> bool {
+    #[target_feature(enable = "avx2,bmi2")]
+    pub(super) fn blocked_v2_avx2(view: &View, hash: u64, body: &[u8]) -> bool {
         let View::Blocked(v) = view else {
             return true;
         };
@@ -355,8 +356,8 @@ mod x86 {
     #[target_feature(enable = "avx512f")]
     pub(super) fn blocked_v2_avx512<const ONE_ROUND: bool>(
         view: &View,
-        body: &[u8],
         hash: u64,
+        body: &[u8],
     ) -> bool {
         let View::Blocked(v) = view else {
             return true;
