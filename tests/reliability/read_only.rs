@@ -271,8 +271,6 @@ fn child_loader() {
 
 #[test]
 fn a_reader_in_another_process_sees_every_acknowledged_write() {
-    // Reopens a writer, or forks a child: one at a time (see `SERIAL`).
-    let _serial = crate::serial();
     let _serial = crate::serial();
     let tmp = crate::scratch_dir();
     let dir = tmp.path().join("store");
