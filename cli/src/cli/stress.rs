@@ -236,13 +236,41 @@ impl Stress {
     }
 }
 
-/// Lets `child` run for `wait`, then SIGKILLs it: its exit status, the lines it printed and
-/// its standard error (the kill soak and the bank soak both watch a child this way).
-fn kill_after(
-    mut child: std::process::Child,
-    wait: Duration,
-) -> Result<(std::process::ExitStatus, Vec<String>, String), CliError> {
+/// One round of a kill soak: runs this binary as `store --dir DIR stress ARGS --seed S
+/// --version-base V` (S drawn from `seed` and `round`), lets it run for a random 20 ms to
+/// 1.5 s (never past `deadline`), SIGKILLs it and returns the lines it printed; an exit of
+/// its own with an error is a problem of `t`'s. The kill, bank and checkpoint soaks all watch
+/// their child this way.
+#[allow(clippy::too_many_arguments)]
+fn kill_round(
+    dir: &Path,
+    args: &[String],
+    seed: u64,
+    round: u64,
+    version_base: u64,
+    rng: &mut workload::Rng,
+    deadline: Instant,
+    t: &mut Tally,
+) -> Result<Vec<String>, CliError> {
     use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe()?)
+        .arg("--dir")
+        .arg(dir)
+        .arg("stress")
+        .args(args)
+        .arg("--seed")
+        .arg(seed.wrapping_mul(1_000_003).wrapping_add(round).to_string())
+        .arg("--version-base")
+        .arg(version_base.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Kill at a random moment: during open and recovery sometimes, mostly while writes,
+    // flushes and compactions run.
+    let left = deadline.saturating_duration_since(Instant::now());
+    let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
     let stdout = child
         .stdout
         .take()
@@ -261,5 +289,12 @@ fn kill_after(
     if let Some(mut e) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
     }
-    Ok((status, lines, stderr))
+    if status.code().is_some_and(|c| c != 0) {
+        t.problem(format!(
+            "child {round} exited with {status} before it was killed: {}",
+            stderr.trim()
+        ));
+    }
+    t.kills += 1;
+    Ok(lines)
 }

@@ -22,7 +22,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -237,41 +236,22 @@ impl Stress {
         t: &mut Tally,
     ) -> Result<u64, CliError> {
         std::fs::create_dir_all(checkpoints_dir(dir))?;
-        let exe = std::env::current_exe()?;
         let mut rng = Rng::new(self.seed ^ 0xc0de);
         let mut model = Contents::new();
         let mut checked = 0;
         let mut round = 0u64;
         while Instant::now() < deadline {
             round += 1;
-            let child = Command::new(&exe)
-                .arg("--dir")
-                .arg(dir)
-                .args(["stress", "--checkpoints", "--kill", "--child", "--duration"])
-                .arg(self.duration.to_string())
-                .arg("--seed")
-                .arg(
-                    self.seed
-                        .wrapping_mul(1_000_003)
-                        .wrapping_add(round)
-                        .to_string(),
-                )
-                .arg("--version-base")
-                .arg(round.to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
-            let (status, lines, stderr) = super::kill_after(child, wait)?;
-            if status.code().is_some_and(|c| c != 0) {
-                t.problem(format!(
-                    "child {round} exited with {status}: {}",
-                    stderr.trim()
-                ));
-            }
-            t.kills += 1;
+            let args = [
+                "--checkpoints",
+                "--kill",
+                "--child",
+                "--duration",
+                &self.duration.to_string(),
+            ]
+            .map(String::from);
+            let lines =
+                super::kill_round(dir, &args, self.seed, round, round, &mut rng, deadline, t)?;
             let r = Round::parse(&lines, t);
             t.ops += r.acked as u64;
             for (name, acked, done) in &r.checkpoints {
