@@ -257,11 +257,8 @@ impl TableHandle {
         if !self.in_range(key, prefix8(key)) {
             return Ok(None);
         }
-        if let Some(f) = &self.filter {
-            if !f.may_contain(hash) {
-                self.counters.add_negatives(1);
-                return Ok(None);
-            }
+        if self.rules_out(hash) {
+            return Ok(None);
         }
         match self.read(key)? {
             Probe::Found(v) => self.table.judge(key, v, now),
@@ -269,17 +266,15 @@ impl TableHandle {
         }
     }
 
-    /// Asks the filter, then (on "maybe") the table. The caller checked the key range.
-    /// Inlined up to the filter's answer: most probes end there.
+    /// Whether the filter rules the key out (counted): then the table is not read. Kept
+    /// apart from [`read`](Self::read) so that most probes pass no `Result<Probe>`.
     #[inline]
-    fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
-        if let Some(f) = &self.filter {
-            if !f.may_contain(hash) {
-                self.counters.add_negatives(1);
-                return Ok(Probe::Skip);
-            }
+    fn rules_out(&self, hash: u64) -> bool {
+        let out = self.filter.as_ref().is_some_and(|f| !f.may_contain(hash));
+        if out {
+            self.counters.add_negatives(1);
         }
-        self.read(key)
+        out
     }
 
     /// The rest of [`probe`](Self::probe) after a "maybe" (or without a filter): the table
@@ -601,7 +596,10 @@ impl Version {
             let i = bits.trailing_zeros() as usize;
             let t = &l0[i];
             bits &= bits - 1;
-            if let Probe::Found(v) = t.probe(key, hash)? {
+            if t.rules_out(hash) {
+                continue;
+            }
+            if let Probe::Found(v) = t.read(key)? {
                 if v.is_some() && self.hidden(key, 0, i) {
                     return Ok(None);
                 }
@@ -609,10 +607,10 @@ impl Version {
             }
         }
         for (j, t) in beyond.iter().enumerate() {
-            if !t.in_range(key, p) {
+            if !t.in_range(key, p) || t.rules_out(hash) {
                 continue;
             }
-            if let Probe::Found(v) = t.probe(key, hash)? {
+            if let Probe::Found(v) = t.read(key)? {
                 if v.is_some() && self.hidden(key, 0, 64 + j) {
                     return Ok(None);
                 }
@@ -620,8 +618,10 @@ impl Version {
             }
         }
         for (l, t) in found.iter().enumerate() {
-            let Some(t) = t else { continue };
-            if let Probe::Found(v) = t.probe(key, hash)? {
+            let Some(t) = t.filter(|t| !t.rules_out(hash)) else {
+                continue;
+            };
+            if let Probe::Found(v) = t.read(key)? {
                 if v.is_some() && self.hidden(key, l, 0) {
                     return Ok(None);
                 }
