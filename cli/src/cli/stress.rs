@@ -236,6 +236,20 @@ impl Stress {
     }
 }
 
+/// Writes one line to stdout for the parent; exits quietly when the parent is gone (a
+/// closed pipe).
+fn emit(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
 /// One round of a kill soak: runs this binary as `store --dir DIR stress ARGS --seed S
 /// --version-base V` (S drawn from `seed` and `round`), lets it run for a random 20 ms to
 /// 1.5 s (never past `deadline`), SIGKILLs it and returns the lines it printed; an exit of

@@ -17,13 +17,13 @@
 //! ```
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use filterstore::{Error, Store, SyncPolicy, WriteBatch};
 
+use super::emit;
 use super::workload::{options, Rng, Tally};
 use super::{on_lanes, Stress};
 use crate::cli::{CliError, Exit, Global};
@@ -168,17 +168,6 @@ fn check(dir: &Path, acked: &HashSet<u64>, t: &mut Tally) -> Result<(), CliError
     }
     store.close()?;
     Ok(())
-}
-
-fn emit(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(line.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(0);
-    }
 }
 
 impl Stress {

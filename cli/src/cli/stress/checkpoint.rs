@@ -20,13 +20,13 @@
 //! written: an "A" before a "C" was acknowledged before that checkpoint began.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use filterstore::{Store, SyncPolicy};
 
+use super::emit;
 use super::workload::{options, Rng, Tally};
 use super::Stress;
 use crate::cli::{error_chain, CliError, Exit, Global};
@@ -72,17 +72,6 @@ impl Op {
             ["del", a, b] => Some(Op::Del(a.to_string(), b.to_string())),
             _ => None,
         }
-    }
-}
-
-fn emit(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(line.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(0);
     }
 }
 

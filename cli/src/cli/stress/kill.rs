@@ -2,7 +2,6 @@
 //! that writes, announcing each write and its acknowledgement on stdout.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -10,22 +9,10 @@ use std::time::{Duration, Instant};
 use filterstore::{Store, SyncPolicy};
 
 use super::check::check_reopened;
+use super::emit;
 use super::workload::{options, value, Model, Rng, Tally, Workload, Write1};
 use super::{on_lanes, Stress, LANE_VERSION_BITS};
 use crate::cli::{CliError, Exit, Global};
-
-/// Writes one line to stdout for the parent; exits quietly when the parent is gone (a
-/// closed pipe).
-fn emit(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(line.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(0);
-    }
-}
 
 impl Stress {
     /// The child of `--kill`: writes until killed, announcing each write on stdout. Write ids
