@@ -491,20 +491,24 @@ fn bank_transfers_keep_every_snapshot_balanced() {
     println!("bank: 3200 transfers, {conflicts} conflicts retried, {checks} snapshots checked");
 }
 
+/// Options of the power-cut tests: every write synced, small memtables, compactions on,
+/// files through `fs`.
+fn power_cut_options(fs: &FaultFs) -> Options {
+    let mut o = Options::default()
+        .sync(SyncPolicy::EveryWrite)
+        .memtable_bytes(2 << 10)
+        .compaction_trigger(Some(2));
+    o.fs = Arc::new(fs.clone());
+    o
+}
+
 /// Transfers through a store that syncs every write, with the power cut at every sync point
 /// in turn: after each cut the image reopens balanced, holding every acknowledged transfer
 /// and at most the one in flight.
 #[test]
 fn power_cut_at_every_sync_point_of_transactional_commits() {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = |fs: &FaultFs| {
-        let mut o = Options::default()
-            .sync(SyncPolicy::EveryWrite)
-            .memtable_bytes(2 << 10)
-            .compaction_trigger(Some(2));
-        o.fs = Arc::new(fs.clone());
-        o
-    };
+    let opts = power_cut_options;
     const N: u64 = 40;
     const TRANSFERS: usize = 60;
     // The balances after the first batch and after each transfer, and how many of those
@@ -765,14 +769,7 @@ fn a_transactions_range_deletion_conflicts_with_readers_of_its_range() {
 #[test]
 fn power_cut_at_every_sync_point_of_transactional_range_deletions() {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = |fs: &FaultFs| {
-        let mut o = Options::default()
-            .sync(SyncPolicy::EveryWrite)
-            .memtable_bytes(2 << 10)
-            .compaction_trigger(Some(2));
-        o.fs = Arc::new(fs.clone());
-        o
-    };
+    let opts = power_cut_options;
     const STEPS: u64 = 30;
     let run = |dir: &Path, fs: &FaultFs| -> (Vec<Contents>, usize) {
         let mut states = Vec::new();
