@@ -22,6 +22,8 @@
 //!   they are renamed into place);
 //! - `memtable/arena.rs`: writing the memtable's chunks through a raw pointer while values
 //!   read from them are shared (bytes below a chunk's length are never written again);
+//! - `slice.rs`: a [`Slice`] is a union of its inline bytes and a shared `Bytes`, told
+//!   apart by one word, so that moving one never splits a load across smaller stores;
 //! - `filter/simd.rs`: the AVX2 and AVX-512 query kernels and their unaligned loads, the
 //!   SSE prefetch hint that batched lookups issue ahead of their filter queries (and the
 //!   global filter's batches ahead of their buckets), and
@@ -91,8 +93,9 @@ pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use slice::Slice;
 pub use store::{
-    LevelStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats,
-    Store, SyncPolicy, TableStats, Transaction, TransactionScan, WriteOptions,
+    LevelStats, LifecycleStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot,
+    SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,
+    WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -24,6 +24,12 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::io::{replace_file, Fs};
 
+mod keyspace;
+pub use self::keyspace::Keyspaces;
+// For the tests and the fuzz targets (`internals`); the store names them in `Keyspaces`.
+#[allow(unused_imports)]
+pub use self::keyspace::{KeyspaceRecord, MAX_NAME_BYTES};
+
 /// Magic at the start of the manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"FSMF";
 /// Manifest format version written. Still read: version 2 (no properties; a kind and rate
@@ -63,6 +69,9 @@ pub struct TableRecord {
     /// File number of the table's range tombstones file `NNNNNN.rdel` (table property 2),
     /// if it has range tombstones.
     pub range_tombstones: Option<u64>,
+    /// The keyspace the table belongs to (table property 3; 0, the default keyspace, when
+    /// absent).
+    pub keyspace: u32,
 }
 
 /// A table's range filter file, as the manifest records it (table property 1).
@@ -100,6 +109,7 @@ impl TableRecord {
             max_key: meta.max_key,
             range: None,
             range_tombstones: None,
+            keyspace: 0,
         }
     }
 }
@@ -124,6 +134,9 @@ pub struct Manifest {
     /// property 2; 0, and the property absent, before any write): no batch committed after
     /// it has a smaller one, and reopening never hands out one at or below it.
     pub last_seq: u64,
+    /// The keyspaces besides the default one, and the next id (store property 3; absent
+    /// in a store that never had one).
+    pub keyspaces: Keyspaces,
 }
 
 /// Store property tag: the filter policy (`| kind u8 | allocation u8 | value f64 |`).
@@ -131,6 +144,11 @@ pub struct Manifest {
 const PROP_FILTER_POLICY: u64 = 1;
 /// Store property tag: the last commit sequence number (`| seq u64 |`), written when not 0.
 const PROP_LAST_SEQ: u64 = 2;
+/// Store property tag: the keyspaces (`manifest/keyspace.rs`), written when there ever
+/// was one.
+const PROP_KEYSPACES: u64 = 3;
+/// Table property tag: the table's keyspace (`| id varint |`, not 0), written when not 0.
+const PROP_KEYSPACE: u64 = 3;
 /// Table property tag: the table's range tombstones file (`| file varint |`, not 0).
 const PROP_RANGE_TOMBSTONES: u64 = 2;
 /// Table property tag: the table's range filter (`| file varint | bits_per_key f64 |`).
@@ -272,6 +290,20 @@ fn decode_last_seq(mut c: Cursor) -> Result<u64> {
     Ok(seq)
 }
 
+/// A table's keyspace (table property 3): a varint, not 0 (the default keyspace's tables
+/// leave the property out). Returns the id and its file offset.
+fn decode_keyspace_id(mut c: Cursor) -> Result<(u32, u64)> {
+    let at = c.offset();
+    let id = c.varint("keyspace id")?;
+    if id == 0 || id > u64::from(u32::MAX) {
+        return Err(Error::corrupt(at, format!("table keyspace id {id}")));
+    }
+    if !c.is_empty() {
+        return Err(c.err("trailing bytes in the keyspace property"));
+    }
+    Ok((id as u32, at))
+}
+
 impl Manifest {
     /// Serialises the manifest (always as the current version).
     pub fn encode(&self) -> Vec<u8> {
@@ -294,7 +326,9 @@ impl Manifest {
             }
             put_varint(
                 &mut b,
-                u64::from(t.range.is_some()) + u64::from(t.range_tombstones.is_some()),
+                u64::from(t.range.is_some())
+                    + u64::from(t.range_tombstones.is_some())
+                    + u64::from(t.keyspace != 0),
             );
             if let Some(r) = &t.range {
                 let mut p = Vec::with_capacity(18);
@@ -307,6 +341,11 @@ impl Manifest {
                 put_varint(&mut p, n);
                 put_tagged(&mut b, PROP_RANGE_TOMBSTONES, &p);
             }
+            if t.keyspace != 0 {
+                let mut p = Vec::with_capacity(5);
+                put_varint(&mut p, u64::from(t.keyspace));
+                put_tagged(&mut b, PROP_KEYSPACE, &p);
+            }
         }
         put_varint(&mut b, self.cursors.len() as u64);
         for (level, key) in &self.cursors {
@@ -314,10 +353,17 @@ impl Manifest {
             put_varint(&mut b, key.len() as u64);
             b.extend_from_slice(key);
         }
-        put_varint(&mut b, 1 + u64::from(self.last_seq != 0));
+        let with_keyspaces = !self.keyspaces.is_empty();
+        put_varint(
+            &mut b,
+            1 + u64::from(self.last_seq != 0) + u64::from(with_keyspaces),
+        );
         put_tagged(&mut b, PROP_FILTER_POLICY, &encode_policy(&self.policy));
         if self.last_seq != 0 {
             put_tagged(&mut b, PROP_LAST_SEQ, &self.last_seq.to_le_bytes());
+        }
+        if with_keyspaces {
+            put_tagged(&mut b, PROP_KEYSPACES, &self.keyspaces.encode());
         }
         let mut out = Vec::with_capacity(16 + b.len());
         out.extend_from_slice(&MANIFEST_MAGIC);
@@ -392,6 +438,8 @@ impl Manifest {
         };
         let count = c.len(body.len(), "table count")?;
         let mut tables = Vec::with_capacity(count);
+        // Where each table's keyspace id is (checked once the keyspaces are read).
+        let mut table_keyspaces = Vec::with_capacity(count);
         for _ in 0..count {
             let level = if version >= 2 { level(&mut c)? } else { 0 };
             let number = c.varint("table number")?;
@@ -409,6 +457,7 @@ impl Manifest {
             let max_key = key()?;
             let mut range = None;
             let mut range_tombstones = None;
+            let mut keyspace = (0, 0);
             if version >= 3 {
                 for p in read_tagged(&mut c, body.len(), "table properties")? {
                     match p.tag {
@@ -427,6 +476,7 @@ impl Manifest {
                             }
                             range_tombstones = Some(n);
                         }
+                        PROP_KEYSPACE => keyspace = decode_keyspace_id(p.payload)?,
                         _ => return Err(unknown_tag(&p, "table property")),
                     }
                 }
@@ -444,7 +494,9 @@ impl Manifest {
                 max_key,
                 range,
                 range_tombstones,
+                keyspace: keyspace.0,
             });
+            table_keyspaces.push(keyspace.1);
         }
         let mut cursors = Vec::new();
         if version >= 2 {
@@ -457,12 +509,14 @@ impl Manifest {
         }
         let mut policy = old_policy;
         let mut last_seq = 0;
+        let mut keyspaces = Keyspaces::default();
         let properties_at = c.offset();
         if version >= 3 {
             for p in read_tagged(&mut c, body.len(), "store properties")? {
                 match p.tag {
                     PROP_FILTER_POLICY => policy = Some(decode_policy(p.payload)?),
                     PROP_LAST_SEQ => last_seq = decode_last_seq(p.payload)?,
+                    PROP_KEYSPACES => keyspaces = Keyspaces::decode(p.payload)?,
                     _ => return Err(unknown_tag(&p, "store property")),
                 }
             }
@@ -473,6 +527,17 @@ impl Manifest {
         let policy = policy.ok_or_else(|| {
             Error::corrupt(properties_at, "no filter policy among the store properties")
         })?;
+        for (t, at) in tables.iter().zip(table_keyspaces) {
+            if t.keyspace != 0 && keyspaces.live.iter().all(|k| k.id != t.keyspace) {
+                return Err(Error::corrupt(
+                    at,
+                    format!(
+                        "table {} of keyspace {}, which is not live",
+                        t.number, t.keyspace
+                    ),
+                ));
+            }
+        }
         Ok(Manifest {
             next_file,
             log_number,
@@ -480,6 +545,7 @@ impl Manifest {
             tables,
             cursors,
             last_seq,
+            keyspaces,
         })
     }
 
@@ -613,19 +679,19 @@ mod tests {
     #[test]
     fn unknown_tags_are_refused_where_they_stand() {
         // A store property this version does not know, after the policy: at its offset.
-        let body = body_v3(&[], &[(1, &monkey10()), (3, b"xyz")]);
+        let body = body_v3(&[], &[(1, &monkey10()), (4, b"xyz")]);
         let at = 16 + body.len() - 5;
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 3"),
+            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 4"),
             "{e}"
         );
         // A table property this version does not know (tag 1 is the range filter, 2 the
-        // range tombstones file).
-        let body = body_v3(&[(3, b"\x07")], &[(1, &monkey10())]);
+        // range tombstones file, 3 the keyspace).
+        let body = body_v3(&[(4, b"\x07")], &[(1, &monkey10())]);
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains("offset 41") && e.contains("unknown table property tag 3"),
+            e.contains("offset 41") && e.contains("unknown table property tag 4"),
             "{e}"
         );
         // Tag 2: the range tombstones file, its number not 0, nothing after it.

@@ -6,7 +6,7 @@
 //! purpose, together with `format.md`) with
 //! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test filters fixtures`.
 
-use filterstore::filter::{self, Filter, FilterKind, HEADER_LEN};
+use filterstore::filter::{self, Filter, FilterKind, Kernel, HEADER_LEN};
 use filterstore::hash::{hash_keys, key_hash, mix64};
 use proptest::prelude::*;
 
@@ -112,22 +112,48 @@ fn check_portable_agrees(kind: FilterKind, fpr: f64, keys: &[u64], probes: &[u64
     let f = Filter::decode(&block).expect("decode");
     let p = f.portable();
     assert!(!p.uses_simd());
-    for &h in keys.iter().chain(probes) {
+    assert_eq!(p.kernel(), Kernel::Scalar);
+    let all: Vec<u64> = keys.iter().chain(probes).copied().collect();
+    let idx: Vec<u32> = (0..all.len() as u32).collect();
+    let mut want = Vec::new();
+    p.retain_maybe_in(&block, &idx, &all, 16, &mut want);
+    // Every kernel this CPU has, forced: the same answer on every hash, one by one and in
+    // batches.
+    for ceiling in Kernel::ALL {
+        let g = f.with_kernel(ceiling);
+        let ran = g.kernel();
+        assert!(ran <= ceiling && ran.available(), "{ceiling} ran as {ran}");
+        if kind == FilterKind::BlockedBloom && ceiling.available() {
+            assert_eq!(ran, ceiling, "a kernel the CPU has is the one forced");
+        }
+        for &h in &all {
+            assert_eq!(
+                g.may_contain(h),
+                p.may_contain(h),
+                "{kind} ε={fpr} k={} kernel {ran}: differs from the portable code on {h:#x}",
+                f.header().p2
+            );
+        }
+        let mut got = Vec::new();
+        g.retain_maybe_in(&block, &idx, &all, 16, &mut got);
+        assert_eq!(got, want, "{kind} ε={fpr} kernel {ran}: batch differs");
+    }
+    for &h in &all {
         assert_eq!(
             f.may_contain(h),
             p.may_contain(h),
-            "{kind} ε={fpr} k={}: SIMD and portable differ on {h:#x}",
-            f.header().p2
+            "{kind}: as decoded vs portable"
         );
     }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
-    /// Over random keys, random probe hashes and every ε from 40 % down to 10⁻⁹ (k from 1 to
-    /// 30: one, two and several SIMD rounds), the filter as decoded (SIMD where the CPU has
-    /// it) and its portable twin give the same answer. On a CPU without SIMD both are the
-    /// portable code, which the other tests check against the keys.
+    /// Over random keys (so random sizes), random probe hashes and every ε from 40 % down to
+    /// 10⁻⁹ (k from 1 to 30: one, two and several SIMD rounds), the filter as decoded (SIMD
+    /// where the CPU has it), its portable twin and every kernel the CPU has, forced with
+    /// `with_kernel`, give the same answer, one by one and batched. On a CPU without SIMD
+    /// all are the portable code, which the other tests check against the keys.
     #[test]
     fn simd_and_portable_agree(keys in prop::collection::vec(any::<u64>(), 1..3000),
                                probes in prop::collection::vec(any::<u64>(), 0..3000),
@@ -688,5 +714,60 @@ fn retain_maybe_in_equals_a_loop_of_may_contain_in() {
                 assert_eq!(got, want, "{} ahead {ahead}", f.header().kind);
             }
         }
+    }
+}
+
+/// `FILTERSTORE_KERNEL` caps the kernel a decoded filter runs on, for every k: the test runs
+/// itself again in a child process per setting (the variable is read once per process) and
+/// the child checks what `Filter::kernel` reports against what the CPU has.
+#[test]
+fn kernel_env_caps_the_kernel() {
+    const CHILD: &str = "FILTERSTORE_TEST_KERNEL_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let setting = std::env::var(filter::KERNEL_ENV).unwrap_or_default();
+        let cap = Kernel::parse(&setting);
+        assert_eq!(filter::kernel_setting(), cap);
+        let best = |ceiling: Kernel| {
+            Kernel::ALL
+                .into_iter()
+                .filter(|k| *k <= ceiling && k.available())
+                .max()
+                .expect("scalar is always available")
+        };
+        let present = keys("key", 0..2000);
+        for fpr in [0.3, 0.01, 1e-4, 1e-9] {
+            let block = build(FilterKind::BlockedBloom, fpr, &present);
+            let f = Filter::decode(&block).expect("decode");
+            let k = f.header().p2;
+            let ran = f.kernel();
+            match cap {
+                Some(c) => assert_eq!(ran, best(c), "{setting} k={k}"),
+                None => assert_eq!(ran, filter::blocked_kernel(k), "{setting:?} k={k}"),
+            }
+            assert_eq!(filter::blocked_kernel(k), ran);
+            assert!(present.iter().all(|&h| f.may_contain(h)));
+        }
+        let summary = filter::kernel_summary();
+        assert!(
+            summary.to_lowercase().contains(&setting.to_lowercase()),
+            "{summary}"
+        );
+        println!("kernel-check-ok {summary}");
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    for setting in ["scalar", "avx2", "AVX512", "bogus"] {
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", "kernel_env_caps_the_kernel", "--nocapture"])
+            .env(filter::KERNEL_ENV, setting)
+            .env(CHILD, "1")
+            .output()
+            .expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("kernel-check-ok"),
+            "{setting}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -525,3 +525,188 @@ fn a_version_3_log_replays_with_its_sequence_numbers() {
     store.put(b"key-4", b"v").unwrap();
     assert_eq!(store.last_seq(), 10);
 }
+
+/// `tests/fixtures/manifest-v3-keyspaces.bin` (made from `format.md`, "Manifest",
+/// "Keyspaces", by `scripts/make-keyspaces-fixture.py`, not by the writer): keyspaces in the
+/// manifest (store property 3, table property 3). It decodes to what the script wrote, the
+/// encoder reproduces it byte for byte, and a store whose manifest it is refuses to open
+/// (this build does not serve keyspaces other than the default) with an error naming the
+/// MANIFEST, never reading keyspace 3's table as the default keyspace's.
+#[test]
+fn a_manifest_with_keyspaces_decodes_and_is_refused_by_open() {
+    use filterstore::manifest::{KeyspaceRecord, Keyspaces};
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifest-v3-keyspaces.bin");
+    let bytes = std::fs::read(&path).unwrap();
+    let m = Manifest::decode(&bytes).unwrap();
+    assert_eq!((m.next_file, m.log_number, m.last_seq), (12, 5, 42));
+    assert_eq!(
+        m.tables
+            .iter()
+            .map(|t| (t.number, t.keyspace))
+            .collect::<Vec<_>>(),
+        [(8, 0), (10, 3)]
+    );
+    let expected = Keyspaces {
+        next_id: 4,
+        live: vec![
+            KeyspaceRecord {
+                id: 1,
+                name: "users".into(),
+                log_number: 7,
+                policy: FilterPolicy::Uniform {
+                    kind: FilterKind::BlockedBloom,
+                    fpr: 0.01,
+                },
+                compression: Compression::Lz4,
+                range_bits: 16.0,
+                cursors: vec![],
+            },
+            KeyspaceRecord {
+                id: 3,
+                name: "by-email".into(),
+                log_number: 9,
+                policy: FilterPolicy::Budget {
+                    kind: FilterKind::Bloom,
+                    bits_per_key: 10.0,
+                },
+                compression: Compression::Zstd,
+                range_bits: 0.0,
+                cursors: vec![(1, b"km".to_vec())],
+            },
+        ],
+    };
+    assert_eq!(m.keyspaces, expected);
+    assert_eq!(m.encode(), bytes, "the encoder writes what format.md says");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&path, dir.path().join("MANIFEST")).unwrap();
+    for read_only in [false, true] {
+        let mut opts = Options::default();
+        opts.read_only = read_only;
+        let e = Store::open(dir.path(), opts).unwrap_err().to_string();
+        assert!(e.contains("MANIFEST") && e.contains("by-email"), "{e}");
+    }
+}
+
+/// A store whose keyspaces were all dropped (next id 3, none live) opens, takes writes,
+/// and keeps its next id through the manifests it writes: ids are never handed out again.
+#[test]
+fn dropped_keyspace_ids_survive_manifest_rewrites() {
+    use filterstore::manifest::Keyspaces;
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), Options::default()).unwrap());
+    let mpath = dir.path().join("MANIFEST");
+    let mut m = Manifest::decode(&std::fs::read(&mpath).unwrap()).unwrap();
+    assert_eq!(m.keyspaces, Keyspaces::default());
+    m.keyspaces.next_id = 3;
+    std::fs::write(&mpath, m.encode()).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    store.put(b"k", b"v").unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let m = Manifest::decode(&std::fs::read(&mpath).unwrap()).unwrap();
+    assert_eq!((m.keyspaces.next_id, m.keyspaces.live.len()), (3, 0));
+    assert_eq!(m.tables.len(), 1);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(
+        store.get(b"k").unwrap(),
+        Some(filterstore::Slice::from(b"v"))
+    );
+}
+
+/// One op of [`log_v3`]: keyspace id, key, value (`None`: a delete).
+type LogOp<'a> = (u8, &'a str, Option<&'a str>);
+
+/// A version-3 log written from `format.md` ("Write-ahead log"): its header, then one
+/// record per batch of `(seq, ops)`, each op `(keyspace, key, value)` a put (or a delete
+/// without a value).
+fn log_v3(batches: &[(u64, &[LogOp])]) -> Vec<u8> {
+    let mut out = b"FSWL\x03\0\0\0".to_vec();
+    for (seq, ops) in batches {
+        let mut p = seq.to_le_bytes().to_vec();
+        p.push(ops.len() as u8);
+        for (ks, k, v) in *ops {
+            p.extend_from_slice(&[if v.is_some() { 1 } else { 2 }, *ks, k.len() as u8]);
+            p.extend_from_slice(k.as_bytes());
+            if let Some(v) = v {
+                p.push(v.len() as u8);
+                p.extend_from_slice(v.as_bytes());
+            }
+        }
+        let mut head = (p.len() as u32).to_le_bytes().to_vec();
+        head.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+        let crc = crc32fast::hash(&head);
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(&p);
+    }
+    out
+}
+
+/// Log records naming keyspaces (format.md, "Keyspaces"): at replay the ops of a dropped
+/// keyspace are skipped (the rest of their batch is applied, and their batches keep their
+/// commit sequence numbers), and an id never allocated is corruption naming the log and the
+/// id's offset, never a panic and never applied to the default keyspace.
+#[test]
+fn replay_skips_dropped_keyspaces_and_refuses_ids_never_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    store.put(b"a", b"1").unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let mpath = dir.path().join("MANIFEST");
+    let mut m = Manifest::decode(&std::fs::read(&mpath).unwrap()).unwrap();
+    m.keyspaces.next_id = 3; // ids 1 and 2 were dropped
+    std::fs::write(&mpath, m.encode()).unwrap();
+    let log = log_v3(&[
+        (
+            7,
+            &[(0, "k0", Some("v0")), (2, "k2", Some("v2")), (1, "a", None)],
+        ),
+        (8, &[(2, "only", Some("x"))]),
+    ]);
+    std::fs::write(dir.path().join("000099.wal"), &log).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(
+        store.get(b"k0").unwrap(),
+        Some(filterstore::Slice::from(b"v0"))
+    );
+    assert_eq!(store.get(b"k2").unwrap(), None);
+    assert_eq!(store.get(b"only").unwrap(), None);
+    assert_eq!(
+        store.get(b"a").unwrap(),
+        Some(filterstore::Slice::from(b"1"))
+    );
+    assert_eq!(store.last_seq(), 8);
+    store.close().unwrap();
+    // Ids 3 and 200 were never allocated: refused at the id (the first op's keyspace id is
+    // at 8 + 12 + 8 + 1 + 1 = 30), by a writer and by a read-only handle.
+    for id in [3u8, 100] {
+        let log = log_v3(&[(9, &[(id, "k", Some("v"))])]);
+        let path = dir.path().join("000199.wal");
+        std::fs::write(&path, &log).unwrap();
+        for read_only in [false, true] {
+            let mut opts = Options::default();
+            opts.read_only = read_only;
+            match Store::open(dir.path(), opts).unwrap_err() {
+                filterstore::Error::Corruption {
+                    file,
+                    offset,
+                    reason,
+                    ..
+                } => {
+                    assert_eq!((file, offset), (path.clone(), 30), "{reason}");
+                    assert!(reason.contains("never allocated"), "{reason}");
+                }
+                e => panic!("{e}"),
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.get(b"k").unwrap(), None);
+    assert_eq!(
+        store.get(b"k0").unwrap(),
+        Some(filterstore::Slice::from(b"v0"))
+    );
+}

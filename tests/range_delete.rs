@@ -69,7 +69,8 @@ fn check_all(store: &Store, model: &Model, what: &str) {
     assert_eq!(got, want, "{what}: full scan");
 }
 
-fn run(seed: u64, steps: usize, global: bool) -> u64 {
+/// Runs one seed: the range deletes made, and the tables dropped whole under them.
+fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), opts(&mut rng, global)).unwrap();
@@ -77,6 +78,7 @@ fn run(seed: u64, steps: usize, global: bool) -> u64 {
     let space = 50 + rng.below(300);
     let mut snaps: Vec<(filterstore::Snapshot, Model)> = Vec::new();
     let mut ranges = 0;
+    let mut dropped = 0;
     for step in 0..steps {
         let at = format!("seed {seed} step {step}");
         match rng.below(100) {
@@ -204,6 +206,7 @@ fn run(seed: u64, steps: usize, global: bool) -> u64 {
             92..=96 => store.wait_for_compaction().unwrap(),
             _ => {
                 snaps.clear();
+                dropped += store.stats().lifecycle.tables_dropped_whole;
                 drop(store);
                 store = Store::open(dir.path(), opts(&mut rng, global)).unwrap();
                 check_all(&store, &model, &at);
@@ -211,6 +214,7 @@ fn run(seed: u64, steps: usize, global: bool) -> u64 {
         }
     }
     check_all(&store, &model, "end");
+    dropped += store.stats().lifecycle.tables_dropped_whole;
     for (s, m) in &snaps {
         let got: Vec<_> = s.scan::<&[u8]>(..).collect::<Result<Vec<_>, _>>().unwrap();
         let want: Vec<_> = m.iter().map(|(k, v)| (sl(k), sl(v))).collect();
@@ -231,7 +235,7 @@ fn run(seed: u64, steps: usize, global: bool) -> u64 {
     let ro = Store::open_read_only(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     let got: Vec<_> = ro.scan::<&[u8]>(..).collect::<Result<Vec<_>, _>>().unwrap();
     assert_eq!(got.len(), model.len(), "read-only");
-    ranges
+    (ranges, dropped)
 }
 
 fn seeds() -> u64 {
@@ -243,16 +247,20 @@ fn seeds() -> u64 {
 
 #[test]
 fn range_deletes_match_a_btreemap_per_table_filters() {
-    let mut ranges = 0;
+    let (mut ranges, mut dropped) = (0, 0);
     for seed in 1..=seeds() {
-        ranges += run(seed, 2500, false);
+        let (r, d) = run(seed, 2500, false);
+        ranges += r;
+        dropped += d;
     }
     assert!(ranges > 100, "only {ranges} range deletes");
+    // Tables wholly under newer tombstones left unread, and the reads stayed right.
+    assert!(dropped > 5, "only {dropped} tables dropped whole");
 }
 
 #[test]
 fn range_deletes_match_a_btreemap_global_filter() {
     for seed in 100..100 + seeds().div_ceil(2) {
-        run(seed, 2500, true);
+        assert_eq!(run(seed, 2500, true).1, 0, "never under the global filter");
     }
 }

@@ -58,3 +58,41 @@ fn read_only_commands_beside_a_writer() {
     drop(writer);
     assert_eq!(store(&d, &["get", "a"]).code, 1);
 }
+
+#[test]
+fn stats_json_counts_range_tombstones_and_tables_dropped() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db");
+    ok(store(&d, &["put", "a", "1"]));
+    ok(store(&d, &["put", "b", "2"]));
+    ok(store(&d, &["delete-range", "b", "c"]));
+    let v: serde_json::Value = serde_json::from_str(&ok(store(&d, &["stats", "--json"]))).unwrap();
+    let l = &v["lifecycle"];
+    assert_eq!(l["range_tombstones_live"], 1, "{v}");
+    for f in [
+        "entries_expired",
+        "bytes_reclaimed_by_expiry",
+        "tables_dropped_whole",
+    ] {
+        assert_eq!(l[f], 0, "{f}: {v}");
+    }
+    assert!(ok(store(&d, &["stats"])).contains("1 range tombstones live"));
+}
+
+/// `store stress --checkpoints --kill`: a child that puts, deletes ranges and makes
+/// checkpoints is killed at random; every checkpoint checked opens, verifies and holds what
+/// was acknowledged before it began, and the store every acknowledged write.
+#[test]
+fn stress_kills_a_writer_making_checkpoints_and_checks_them() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("soak");
+    let args = ["stress", "--checkpoints", "--kill", "--duration", "3"];
+    let out = ok(store(&d, &args));
+    for want in ["problems 0", "checkpoints checked "] {
+        assert!(out.contains(want), "no `{want}` in {out}");
+    }
+    assert!(!out.contains("kills 0,"), "{out}");
+    assert!(!out.contains("checkpoints checked 0"), "{out}");
+    // --checkpoints needs --kill.
+    assert_eq!(store(&t.path().join("x"), &args[..2]).code, 2);
+}

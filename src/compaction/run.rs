@@ -217,6 +217,16 @@ struct MergeSide<'d> {
     track: Option<(&'d Runs, Moves)>,
     ranges: &'d RangeInput,
     range_out: RangeOut,
+    /// Expired entries met, and the bytes not written again for them ([`Expired`]).
+    expired: Expired,
+}
+
+/// What expiry removed in a merge: entries, and their bytes not written again (the value's,
+/// and the key's where the tombstone it became was dropped).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Expired {
+    pub entries: u64,
+    pub bytes: u64,
 }
 
 impl MergeSide<'_> {
@@ -237,6 +247,7 @@ impl MergeSide<'_> {
             let (limit, drop_t, rewrite) = (self.table_bytes, self.drop_tombstone, self.rewrite);
             let mut in_table = self.in_table;
             let mut carry = None;
+            let expired = &mut self.expired;
             while !run_full(run.len(), run.bytes()) {
                 let mut kept = false;
                 let more = self.merger.next_entry_all(|src, k, v, exp| {
@@ -246,6 +257,11 @@ impl MergeSide<'_> {
                         return;
                     }
                     let changed;
+                    let gone = v.filter(|_| crate::expiry::expired_at(exp, rewrite.now));
+                    if let Some(gone) = gone {
+                        expired.entries += 1;
+                        expired.bytes += gone.len() as u64;
+                    }
                     let (v, exp) = match rewrite.apply(k, v, exp) {
                         super::expire::Out::Same => (v, exp),
                         super::expire::Out::Tombstone => (None, 0),
@@ -255,6 +271,9 @@ impl MergeSide<'_> {
                         }
                     };
                     if v.is_none() && drop_t(k) && !ranges.keeps_start(k) {
+                        if gone.is_some() {
+                            expired.bytes += k.len() as u64;
+                        }
                         return;
                     }
                     kept = true;
@@ -381,6 +400,8 @@ pub(crate) struct MergeResult {
     pub bytes_written: u64,
     /// What the global filter must change (when the merge was given its [`Runs`]).
     pub moves: Moves,
+    /// What expiry removed.
+    pub expired: Expired,
 }
 
 /// Merges `sources` (newest first) into new tables at `out.level`, dropping every older
@@ -404,11 +425,12 @@ pub(crate) fn merge(
     };
     // On an error the tables written and the one being written are dropped, and their
     // files with them.
-    let moves = run_pipeline(sources, drop_tombstone, out, &mut w, runs)?;
+    let (moves, expired) = run_pipeline(sources, drop_tombstone, out, &mut w, runs)?;
     Ok(MergeResult {
         tables: std::mem::take(&mut w.tables),
         bytes_written: w.written,
         moves,
+        expired,
     })
 }
 
@@ -418,7 +440,7 @@ fn run_pipeline(
     out: &Output<'_>,
     w: &mut WriteSide<'_>,
     runs: Option<&Runs>,
-) -> Result<Moves> {
+) -> Result<(Moves, Expired)> {
     let threads = rayon::current_num_threads().max(1);
     let mut m = MergeSide {
         merger: Merger::new(sources, Bound::Unbounded, Bound::Unbounded),
@@ -431,6 +453,7 @@ fn run_pipeline(
         track: runs.map(|r| (r, Moves::default())),
         ranges: &out.ranges,
         range_out: RangeOut::default(),
+        expired: Expired::default(),
     };
     let (mut spare_m, mut spare_w) = (Vec::new(), Vec::new());
     let mut pending: Vec<Chunk> = Vec::new();
@@ -454,7 +477,8 @@ fn run_pipeline(
         spare_m.append(&mut spare_w);
     }
     w.finish_table(&[])?;
-    Ok(m.track.map(|(_, moves)| moves).unwrap_or_default())
+    let moves = m.track.map(|(_, moves)| moves).unwrap_or_default();
+    Ok((moves, m.expired))
 }
 
 #[cfg(test)]

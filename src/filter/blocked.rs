@@ -17,6 +17,8 @@ use rayon::prelude::*;
 
 use super::blocked_layout::{block_of, POW};
 pub use super::blocked_layout::{BLOCK_BITS, MAX_K};
+use super::simd::Kernel;
+use super::simd::SimdKernel;
 use super::{FilterKind, Header, Run, RunBatch, View};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
@@ -174,65 +176,51 @@ pub fn build(fpr: f64, hashes: &[u64]) -> Vec<u8> {
     .encode_block(&body)
 }
 
-/// How a view computes its probes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Probe {
-    /// Layout version 1 (64-bit probe sequence).
-    V1,
-    /// Version 2, one probe at a time.
-    V2Portable,
-    /// Version 2 with the best SIMD kernel the CPU has (see [`super::simd::blocked_v2`]).
-    V2Simd,
-}
-
 /// The checked parameters of a blocked Bloom body (queries take the body).
 #[derive(Clone, Copy)]
 pub struct BlockedView {
     k: u32,
-    probe: Probe,
-    /// What the SIMD kernel reads in place of k (see `simd::blocked_v2`); k otherwise.
+    /// Layout version 1 (64-bit probe sequence, portable code only).
+    v1: bool,
+    /// The version 2 SIMD kernel this view runs (see `simd::blocked_v2`); `None` for the
+    /// portable code.
+    simd: Option<SimdKernel>,
+    /// What the SIMD kernel reads in place of k; k otherwise.
     pub(super) arg: u32,
-    /// The AVX2 kernel's eight multipliers for one round (see [`lane_mults`]).
-    pub(super) mults: [u32; 8],
     /// The SIMD kernel's batched query (`Filter::retain_maybe_in`); `None` without SIMD.
     pub(super) batch: Option<RunBatch>,
-}
-
-/// Lane i's multiplier for one round of eight probes: `POW[i mod k]` for k ≤ 8, so lanes past
-/// k repeat a probe already made (testing a bit twice changes no answer) and no lane needs
-/// masking; `POW[i]` for k > 8 (the first round of several).
-pub(super) fn lane_mults(k: u32) -> [u32; 8] {
-    let k = k.clamp(1, MAX_K) as usize;
-    std::array::from_fn(|i| POW[if k <= 8 { i % k } else { i }])
 }
 
 impl std::fmt::Debug for BlockedView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockedView")
             .field("k", &self.k)
-            .field("probe", &self.probe)
+            .field("version", &if self.v1 { 1 } else { 2 })
+            .field("kernel", &self.kernel())
             .finish()
     }
 }
 
 impl BlockedView {
-    /// The same filter answering with the portable code (no SIMD).
-    pub(super) fn portable(self) -> Self {
-        let probe = match self.probe {
-            Probe::V2Simd => Probe::V2Portable,
-            p => p,
+    /// The same filter answering with the fastest kernel this CPU has up to `ceiling` (see
+    /// [`Kernel`]); version 1 always answers with the portable code.
+    pub(super) fn with_kernel(self, ceiling: Option<Kernel>) -> Self {
+        let simd = if self.v1 {
+            None
+        } else {
+            super::simd::blocked_v2(self.k, ceiling)
         };
         BlockedView {
-            probe,
-            arg: self.k,
-            batch: None,
+            simd,
+            arg: simd.map_or(self.k, |s| s.arg),
+            batch: simd.map(|s| s.batch),
             ..self
         }
     }
 
-    /// True when queries run on SIMD instructions.
-    pub(super) fn uses_simd(&self) -> bool {
-        self.probe == Probe::V2Simd
+    /// The kernel queries run on.
+    pub(super) fn kernel(&self) -> Kernel {
+        self.simd.map_or(Kernel::Scalar, |s| s.which)
     }
 
     pub(super) fn new(h: &Header, body: &[u8]) -> Result<Self> {
@@ -256,35 +244,26 @@ impl BlockedView {
                 ),
             ));
         }
-        let simd = match h.version {
-            1 => None,
-            _ => super::simd::blocked_v2(h.p2),
-        };
-        let probe = match (h.version, simd) {
-            (1, _) => Probe::V1,
-            (_, Some(_)) => Probe::V2Simd,
-            (_, None) => Probe::V2Portable,
-        };
-        Ok(BlockedView {
+        let view = BlockedView {
             k: h.p2,
-            probe,
-            arg: simd.map_or(h.p2, |s| s.arg),
-            mults: lane_mults(h.p2),
-            batch: simd.map(|s| s.batch),
-        })
+            v1: h.version == 1,
+            simd: None,
+            arg: h.p2,
+            batch: None,
+        };
+        Ok(view.with_kernel(super::kernel::kernel_setting()))
     }
 
     /// The query kernel for this view (see `Filter::may_contain`): the probe scheme's, and for
-    /// version 2 the fastest SIMD kernel the CPU has for k.
+    /// version 2 the kernel chosen for k (the portable one compiled for k ≤ 8, or SIMD).
     pub(super) fn run(&self) -> Run {
-        match self.probe {
-            Probe::V1 => |v, body, hash| match v {
+        if self.v1 {
+            return |v, hash, body| match v {
                 View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v1(x, hash, b.k)),
                 _ => true,
-            },
-            Probe::V2Portable => run_portable,
-            Probe::V2Simd => super::simd::blocked_v2(self.k).map_or(run_portable, |s| s.run),
+            };
         }
+        self.simd.map_or(portable_kernel(self.k), |s| s.run)
     }
 
     /// Reads one byte of the key's block (one cache line; see [`crate::Filter::touch`]).
@@ -301,31 +280,77 @@ impl BlockedView {
     }
 }
 
-/// The portable version 2 kernel.
-fn run_portable(v: &View, body: &[u8], hash: u64) -> bool {
+/// The portable version 2 kernel for any k.
+fn run_portable(v: &View, hash: u64, body: &[u8]) -> bool {
     match v {
         View::Blocked(b) => block_of(body, hash).is_none_or(|x| query_v2(x, hash as u32, b.k)),
         _ => true,
     }
 }
 
-/// Version 2 probes of `x` (the low 32 bits of the hash) in one block, without SIMD, two per
-/// branch as in [`query_v1`]: most absent keys are rejected by the first pair, so the common
-/// query is short, which also lets the CPU keep more queries (and their cache misses) in
-/// flight. Must answer exactly as the SIMD kernels.
+/// The portable version 2 kernel compiled for k = `K`: reads nothing of the view.
+fn run_portable_k<const K: usize>(_: &View, hash: u64, body: &[u8]) -> bool {
+    block_of(body, hash).is_none_or(|x| query_v2_k::<K>(x, hash as u32))
+}
+
+/// The portable kernel for `k` probes: one compiled for k when k ≤ 8.
+fn portable_kernel(k: u32) -> Run {
+    match k {
+        1 => run_portable_k::<1>,
+        2 => run_portable_k::<2>,
+        3 => run_portable_k::<3>,
+        4 => run_portable_k::<4>,
+        5 => run_portable_k::<5>,
+        6 => run_portable_k::<6>,
+        7 => run_portable_k::<7>,
+        8 => run_portable_k::<8>,
+        _ => run_portable,
+    }
+}
+
+/// Probes per branch of the portable queries.
+const GROUP: usize = 4;
+
+/// Version 2 probe `m` of `x` in `block`: the probed bit in bit 0 (the rest is garbage). The
+/// product's top 4 bits name one of the block's sixteen little-endian u32 words and the next
+/// 5 the bit in it; the shift takes its count mod 32 (x86's `shrx` does so itself).
+#[inline(always)]
+fn probe(block: &[u8; 64], x: u32, m: u32) -> u32 {
+    let p = x.wrapping_mul(m);
+    let w = (p >> 28) as usize;
+    let (words, _) = block.as_chunks::<4>();
+    u32::from_le_bytes(words[w]) >> ((p >> 23) & 31)
+}
+
+/// Version 2 probes of `x` (the low 32 bits of the hash) in one block, without SIMD: four
+/// probes per branch, each group without a branch (its bits ANDed). An absent key is
+/// rejected by the first group about 15 times in 16, so the branch is well predicted and
+/// the common query is four probes; a branch per probe or per pair mispredicts on a large
+/// share of absent keys (each probe's bit is set about half the time). Must answer exactly
+/// as the SIMD kernels.
 #[inline]
 pub(super) fn query_v2(block: &[u8; 64], x: u32, k: u32) -> bool {
-    let bit = |m: u32| {
-        let p = x.wrapping_mul(m) >> 23;
-        (block[(p / 8) as usize & 63] >> (p % 8)) & 1
-    };
-    let mut pairs = POW[..k as usize].chunks_exact(2);
-    for pair in &mut pairs {
-        if bit(pair[0]) & bit(pair[1]) == 0 {
+    POW[..k as usize]
+        .chunks(GROUP)
+        .all(|g| g.iter().fold(1, |acc, &m| acc & probe(block, x, m)) & 1 != 0)
+}
+
+/// [`query_v2`] for k = `K`, unrolled.
+#[inline(always)]
+fn query_v2_k<const K: usize>(block: &[u8; 64], x: u32) -> bool {
+    let mut i = 0;
+    while i < K {
+        let end = (i + GROUP).min(K);
+        let mut acc = 1;
+        for &m in &POW[i..end] {
+            acc &= probe(block, x, m);
+        }
+        if acc & 1 == 0 {
             return false;
         }
+        i = end;
     }
-    pairs.remainder().iter().all(|&m| bit(m) != 0)
+    true
 }
 
 /// Version 1 probes: bits gᵢ >> 55 with g₀ = rotl(h, 32) | 1, gᵢ₊₁ = gᵢ · [`MULT`], two per
@@ -450,19 +475,19 @@ mod tests {
                     insert(&mut block, x, k);
                     keys.push(x);
                 }
-                let kernels: Vec<(&str, super::super::simd::Kernel)> = [
+                let kernels: Vec<(&str, SimdKernel)> = [
                     ("avx2", super::super::simd::blocked_v2_avx2(k)),
                     ("avx512", super::super::simd::blocked_v2_avx512(k)),
                 ]
                 .into_iter()
                 .filter_map(|(name, q)| Some((name, q?)))
                 .collect();
-                let view = |kernel: &super::super::simd::Kernel| {
+                let view = |kernel: &SimdKernel| {
                     View::Blocked(BlockedView {
                         k,
-                        probe: Probe::V2Simd,
+                        v1: false,
+                        simd: Some(*kernel),
                         arg: kernel.arg,
-                        mults: lane_mults(k),
                         batch: Some(kernel.batch),
                     })
                 };
@@ -471,7 +496,7 @@ mod tests {
                     for (name, kernel) in &kernels {
                         // SAFETY: `simd` returned these kernels, so the CPU has their features.
                         #[allow(unsafe_code)]
-                        let got = unsafe { (kernel.run)(&view(kernel), &block, h) };
+                        let got = unsafe { (kernel.run)(&view(kernel), h, &block) };
                         assert_eq!(got, want, "{name} k={k} fill={fill}");
                     }
                 };

@@ -36,3 +36,23 @@ pub(super) fn block_of(body: &[u8], hash: u64) -> Option<&[u8; 64]> {
     let lines = body.as_chunks::<64>().0;
     lines.get(fastrange(hash, lines.len() as u64) as usize)
 }
+
+/// Lane i's multiplier for one round of eight probes: `POW[i mod k]` for k ≤ 8, so lanes past
+/// k repeat a probe already made (testing a bit twice changes no answer) and no lane needs
+/// masking; `POW[i]` for k > 8 (the first round of several).
+pub(super) const fn lane_mults(k: u32) -> [u32; 8] {
+    let k = if k < 1 {
+        1
+    } else if k > MAX_K {
+        MAX_K as usize
+    } else {
+        k as usize
+    };
+    let mut m = [0u32; 8];
+    let mut i = 0;
+    while i < 8 {
+        m[i] = POW[if k <= 8 { i % k } else { i }];
+        i += 1;
+    }
+    m
+}

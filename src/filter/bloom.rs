@@ -183,7 +183,7 @@ impl BloomView {
 }
 
 /// The query kernel of bloom views (see `Filter::may_contain`).
-pub(super) fn run(v: &View, body: &[u8], hash: u64) -> bool {
+pub(super) fn run(v: &View, hash: u64, body: &[u8]) -> bool {
     match v {
         View::Bloom(b) => b.may_contain(body, hash),
         _ => true,

@@ -463,7 +463,7 @@ impl CuckooView {
     pub(super) fn run(&self) -> Run {
         macro_rules! kernel {
             ($t:ty, $shift:literal, $v:literal) => {
-                |v, body, hash| match v {
+                |v, hash, body| match v {
                     View::Cuckoo(c) => c.query_with::<$t, $shift, $v>(body, hash),
                     _ => true,
                 }

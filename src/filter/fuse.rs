@@ -535,15 +535,15 @@ impl FuseView {
     pub(super) fn run(&self) -> Run {
         match (self.slots.first_range, self.fp_bits) {
             (0, _) => |_, _, _| false,
-            (_, 8) => |v, body, hash| match v {
+            (_, 8) => |v, hash, body| match v {
                 View::Fuse(f) => f.query_with::<u8>(body, hash),
                 _ => true,
             },
-            (_, 16) => |v, body, hash| match v {
+            (_, 16) => |v, hash, body| match v {
                 View::Fuse(f) => f.query_with::<u16>(body, hash),
                 _ => true,
             },
-            _ => |v, body, hash| match v {
+            _ => |v, hash, body| match v {
                 View::Fuse(f) => f.query_with::<u32>(body, hash),
                 _ => true,
             },

@@ -17,6 +17,7 @@ pub(crate) mod cuckoo;
 pub(crate) mod fuse;
 pub mod global;
 pub(crate) mod header;
+mod kernel;
 mod kind;
 pub mod range;
 mod simd;
@@ -25,6 +26,7 @@ use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};
 use crate::hash::{HASH_SEED, HASH_XXH3_64};
 
+pub use self::kernel::{blocked_kernel, kernel_setting, kernel_summary, Kernel, KERNEL_ENV};
 pub use self::kind::{check_fpr, FilterKind};
 
 /// Magic at the start of every filter block.
@@ -200,9 +202,12 @@ pub struct Filter<'a> {
 /// whole filter per query, as the store's mapped filters did, cost 3.8 ns of an 18 ns lookup
 /// in the hyphenation dictionary: the kernel waited on the fresh copy).
 ///
+/// The hash comes second, where a caller's `(&self, hash)` already has it, so a call from
+/// `may_contain` only loads the body beside it.
+///
 /// `unsafe` because a SIMD kernel must only run on a CPU that has its instructions; only
 /// `simd` hands those out, after checking. Every other kernel is safe to call.
-type Run = unsafe fn(&View, &[u8], u64) -> bool;
+type Run = unsafe fn(&View, u64, &[u8]) -> bool;
 
 /// A batch kernel: [`Filter::retain_maybe_in`] over a body for the view it was chosen for
 /// (keys, their hashes, the prefetch distance, the output). `unsafe` for the same reason as
@@ -298,7 +303,7 @@ impl<'a> Filter<'a> {
         // instructions.
         #[allow(unsafe_code)]
         unsafe {
-            (self.run)(&self.view, body, hash)
+            (self.run)(&self.view, hash, body)
         }
     }
 
@@ -410,8 +415,17 @@ impl<'a> Filter<'a> {
     /// Its answers are identical (the tests check it on every machine); useful to compare the
     /// two and to time the portable code on a CPU that has the SIMD instructions.
     pub fn portable(self) -> Filter<'a> {
+        self.with_kernel(Kernel::Scalar)
+    }
+
+    /// The same filter answering with the fastest kernel this CPU has up to `ceiling`
+    /// ([`Kernel::Scalar`] < [`Kernel::Avx2`] < [`Kernel::Avx512`]), whatever
+    /// [`KERNEL_ENV`] says; [`kernel`](Self::kernel) tells which one that is. Every kernel
+    /// gives the same answers (the tests check it on every machine). Only blocked-bloom
+    /// (layout version 2) has SIMD kernels; other filters are returned unchanged.
+    pub fn with_kernel(self, ceiling: Kernel) -> Filter<'a> {
         let view = match self.view {
-            View::Blocked(v) => View::Blocked(v.portable()),
+            View::Blocked(v) => View::Blocked(v.with_kernel(Some(ceiling))),
             v => v,
         };
         Filter {
@@ -421,12 +435,18 @@ impl<'a> Filter<'a> {
         }
     }
 
+    /// The kernel this filter's queries run on (chosen at decode time from what the CPU has
+    /// and [`KERNEL_ENV`], or by [`with_kernel`](Self::with_kernel)).
+    pub fn kernel(&self) -> Kernel {
+        match &self.view {
+            View::Blocked(v) => v.kernel(),
+            _ => Kernel::Scalar,
+        }
+    }
+
     /// True when queries use SIMD instructions (chosen at decode time from what the CPU has).
     pub fn uses_simd(&self) -> bool {
-        match &self.view {
-            View::Blocked(v) => v.uses_simd(),
-            _ => false,
-        }
+        self.kernel() != Kernel::Scalar
     }
 
     /// The block's header.

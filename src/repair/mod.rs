@@ -232,6 +232,7 @@ impl Repair<'_> {
                     max_key: Vec::new(),
                     range: None,
                     range_tombstones: None,
+                    keyspace: 0,
                 })
                 .collect(),
         };
@@ -314,6 +315,10 @@ impl Repair<'_> {
             tables,
             cursors,
             last_seq,
+            keyspaces: old
+                .as_ref()
+                .map(|m| m.keyspaces.clone())
+                .unwrap_or_default(),
         };
         if manifest_path.exists() {
             self.lose(&manifest_path)?;

@@ -104,7 +104,7 @@ impl Store {
         let (version, mut manifest, global) = {
             let _change = inner.lock_global_change();
             let _global = inner.lock_global();
-            let (v, m) = inner.versions.snapshot_manifest();
+            let (v, m) = inner.tree.versions.snapshot_manifest();
             let g = v.global().map(|g| g.filter.encode(table_set_tag(&v)));
             (v, m, g)
         };

@@ -82,7 +82,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::tx::TxCheck;
-use super::{Inner, SyncPolicy, Writer};
+use super::{Inner, SyncPolicy, Writer, DEFAULT_SLOT};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::wal;
@@ -499,14 +499,15 @@ impl Inner {
         c.wal_bytes.fetch_add(out.len() as u64, Relaxed);
         c.user_bytes.fetch_add(user_bytes as u64, Relaxed);
         let mut st = self.state_mut();
+        let mem = &mut st.tree_mut(DEFAULT_SLOT).mem;
         if let (Own::Ops(ops, _), true) = (own, own_in) {
             for op in ops {
-                st.mem.apply(*op);
+                mem.apply(*op);
             }
         }
         for t in in_group() {
             // Decoded above: cannot fail.
-            wal::for_each_op(&t.record, |op| st.mem.apply(op))?;
+            wal::for_each_op(&t.record, |op| mem.apply(op))?;
         }
         st.seq = last;
         // Read under the state lock, after the group became visible: a transaction counted

@@ -62,6 +62,7 @@ impl Store {
         let inner = &self.inner;
         inner.check_writable()?;
         let _c = inner.lock_compaction();
+        inner.poison_on_err(inner.drop_covered(&inner.current()))?;
         let v = inner.current();
         let now = inner.opts.clock.now_millis();
         let force = inner.opts.compaction_filter.is_some();
@@ -95,9 +96,38 @@ impl Store {
 }
 
 impl Inner {
+    /// Removes the tables of `v` that range tombstones of newer tables cover whole
+    /// ([`Version::covered_tables`]) through one edit, without reading them; the caller
+    /// holds the compaction lock. Under the global filter nothing is dropped: the keys
+    /// would have to leave the filter, which needs their hashes, and only a merge that
+    /// reads the table has them (docs/engine.md, "Range deletion"). `Ok(false)`: none.
+    pub(super) fn drop_covered(&self, v: &Version) -> Result<bool> {
+        if v.global().is_some() {
+            return Ok(false);
+        }
+        let covered = v.covered_tables();
+        if covered.is_empty() {
+            return Ok(false);
+        }
+        let edit = VersionEdit {
+            tables: crate::compaction::plan::Edit {
+                remove: covered.iter().map(|t| t.0).collect(),
+                ..Default::default()
+            },
+            ..VersionEdit::default()
+        };
+        self.log_and_apply(edit)?;
+        let n = covered.len() as u64;
+        self.counters.tables_dropped_whole.fetch_add(n, Relaxed);
+        Ok(true)
+    }
+
     /// Plans and runs one compaction if one is due. `Ok(false)`: none is.
     pub(super) fn compact_once(&self) -> Result<bool> {
         let _c = self.lock_compaction();
+        if self.opts.compaction_trigger.is_some() && self.drop_covered(&self.current())? {
+            return Ok(true);
+        }
         let v = self.current();
         let cursors = self.lock_versions().cursors.clone();
         let levels = v.level_slices();
@@ -281,6 +311,8 @@ impl Inner {
         }
         c.compaction_bytes.fetch_add(result.bytes_written, Relaxed);
         c.compaction_read_bytes.fetch_add(input_bytes, Relaxed);
+        c.expired_entries.fetch_add(result.expired.entries, Relaxed);
+        c.expired_bytes.fetch_add(result.expired.bytes, Relaxed);
         Ok(())
     }
 }

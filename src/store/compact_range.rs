@@ -26,6 +26,8 @@ impl Store {
         self.flush()?;
         let _c = inner.lock_compaction();
         for level in 0..MAX_LEVELS - 1 {
+            // Tables wholly under a newer tombstone leave unread (per-table filters only).
+            inner.poison_on_err(inner.drop_covered(&inner.current()))?;
             let v = inner.current();
             let levels = v.level_slices();
             let overlaps = |t: &&std::sync::Arc<crate::version::TableHandle>| {
@@ -47,6 +49,18 @@ impl Store {
             }
             let lo = picked.iter().map(|t| t.min_key()).min().unwrap_or(start);
             let hi = picked.iter().map(|t| t.max_key()).max().unwrap_or(end);
+            // Nothing below to reach and nothing to drop: merging further down would only
+            // rewrite the same entries again.
+            let clean = picked
+                .iter()
+                .all(|t| t.record.tombstones == 0 && t.tombstones.is_none());
+            let deeper = levels[level + 1..]
+                .iter()
+                .flat_map(|l| l.iter())
+                .any(|t| t.min_key() <= hi && t.max_key() >= lo);
+            if level > 0 && clean && !deeper {
+                break;
+            }
             let below = levels[level + 1]
                 .iter()
                 .filter(|t| t.min_key() <= hi && t.max_key() >= lo);

@@ -8,7 +8,7 @@
 //! consumed) before its tables are published, under a [`Move`] announcement: meanwhile a
 //! lookup whose runs include the output also reads the sources, so a lookup through the
 //! tables as they were finds every key (`GlobalIndex::begin_move`). After the publish the
-//! removal count `Inner::global_removals` is bumped before the announcement is withdrawn, and
+//! removal count `Tree::global_removals` is bumped before the announcement is withdrawn, and
 //! a lookup that sees the count change takes the table set again (`read.rs`): rare, only
 //! lookups that straddle a publish. A change that fails to publish puts its entries back.
 //! Switching to the filter builds it from the tables with flushes and compactions held off,
@@ -56,7 +56,7 @@ impl Inner {
             &self.dir,
             v,
             capacity,
-            self.global_counters.clone(),
+            self.tree.global_counters.clone(),
             &AtomicBool::new(false),
             true,
         )
@@ -113,7 +113,7 @@ impl Inner {
             &self.dir,
             &v,
             capacity,
-            self.global_counters.clone(),
+            self.tree.global_counters.clone(),
             &stop,
             true,
         )?;
@@ -197,7 +197,7 @@ impl Inner {
             }
         }
         let _stop = StopLog(&old);
-        let counters = self.global_counters.clone();
+        let counters = self.tree.global_counters.clone();
         // On this thread, at its lowered priority, one table at a time: the background
         // pool's threads stay free for compactions, and flushes keep the global pool.
         let (new, _) = build_global(
@@ -399,7 +399,7 @@ impl Inner {
             }
         }
         // A lookup that read a relabelled entry and then no announcement looks again.
-        self.global_removals.fetch_add(1, SeqCst);
+        self.tree.global_removals.fetch_add(1, SeqCst);
         g.end_move();
         published?;
         self.release_l0(&g, l0);

@@ -12,6 +12,8 @@ use crate::scan::LiveMemtable;
 /// state lock, or, once it was made immutable, from the slot the switch filled.
 pub(super) struct LiveMem {
     pub(super) state: Arc<RwLock<State>>,
+    /// Its tree's slot in the state.
+    pub(super) slot: usize,
     pub(super) frozen: Arc<OnceLock<Arc<Memtable>>>,
 }
 
@@ -22,11 +24,11 @@ impl LiveMemtable for LiveMem {
 
     fn with(&self, f: &mut dyn FnMut(&Memtable)) {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-        // Under the lock: either the memtable is still `st.mem`, or the switch that made it
-        // immutable filled the slot before letting the lock go.
+        // Under the lock: either the memtable is still the tree's `mem`, or the switch that
+        // made it immutable filled the slot before letting the lock go.
         match self.frozen.get() {
             Some(m) => f(m),
-            None => f(&st.mem),
+            None => f(&st.tree(self.slot).mem),
         }
     }
 }

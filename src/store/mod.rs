@@ -7,7 +7,8 @@
 //! get ─► memtable ─► immutable ─► L0 newest..oldest ─► one table per level (filter first)
 //! ```
 //! One `impl Store` spread over files by job: the shared state here (`Inner`, its locks
-//! and counters), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
+//! and counters), `tree.rs` (one tree's memtables, table set and locks: the default
+//! keyspace's today), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
 //! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
 //! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing),
 //! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
@@ -32,6 +33,8 @@ mod read;
 mod readonly;
 mod snapshot;
 mod stats;
+mod stats_life;
+mod tree;
 mod tx;
 mod worker;
 mod write;
@@ -39,9 +42,7 @@ mod write;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{
-    Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
-};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
 use crate::counters::Sharded;
@@ -51,10 +52,9 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::memtable::Memtable;
-use crate::scan::RangeCounters;
 use crate::table::BlockCache;
 use crate::verify::Warning;
-use crate::version::{SetState, Version, VersionEdit, VersionSet};
+use crate::version::{SetState, Version, VersionEdit};
 use crate::wal::WalWriter;
 
 pub use self::backup::CheckpointReport;
@@ -70,6 +70,8 @@ pub use self::read::{PinnedReader, Reader, Scan};
 pub use self::readonly::MAX_TRIES as READ_ONLY_TRIES;
 pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
+pub use self::stats_life::LifecycleStats;
+use self::tree::{Tree, TreeState, DEFAULT_SLOT};
 pub use self::tx::{Transaction, TransactionScan};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
@@ -87,15 +89,33 @@ pub(crate) struct Imm {
 
 /// What readers and writers share, under `Inner::state`.
 pub(crate) struct State {
-    mem: Memtable,
-    /// Set to `mem` when it is made immutable: scans that started on it read it from here
-    /// (see `scan.rs`). A new memtable gets a new slot.
-    mem_frozen: Arc<OnceLock<Arc<Memtable>>>,
-    imm: Option<Arc<Imm>>,
-    current: Arc<Version>,
+    /// Each tree's memtables and table set, by slot (`tree.rs`; the default keyspace's is
+    /// slot 0).
+    trees: Vec<TreeState>,
     /// The commit sequence number of the last write in the memtables (`commit.rs`): a
-    /// snapshot taken under this lock sees exactly the writes numbered up to it.
+    /// snapshot taken under this lock sees exactly the writes numbered up to it, in every
+    /// tree.
     seq: u64,
+}
+
+impl State {
+    /// The state of a store whose one tree has empty memtables over `current`.
+    fn new(current: Arc<Version>, seq: u64) -> State {
+        State {
+            trees: vec![TreeState::new(current)],
+            seq,
+        }
+    }
+
+    /// The memtables and table set of the tree in `slot`.
+    #[inline]
+    fn tree(&self, slot: usize) -> &TreeState {
+        &self.trees[slot]
+    }
+
+    fn tree_mut(&mut self, slot: usize) -> &mut TreeState {
+        &mut self.trees[slot]
+    }
 }
 
 /// The write path's own state, under `Inner::writer` (`Default`: no log open yet).
@@ -149,6 +169,11 @@ struct EngineCounters {
     /// Global filters grown in the background and swapped in.
     global_growths: AtomicU64,
     l0_merges: AtomicU64,
+    /// Tables dropped unread under newer range tombstones; expired entries compactions
+    /// dropped or turned into tombstones, and their bytes (`stats_life.rs`).
+    tables_dropped_whole: AtomicU64,
+    expired_entries: AtomicU64,
+    expired_bytes: AtomicU64,
     slowdown_ns: AtomicU64,
     stop_ns: AtomicU64,
     memtable_wait_ns: AtomicU64,
@@ -174,30 +199,10 @@ pub(crate) struct Inner {
     snapshots: snapshot::Registry,
     /// The open transactions (`tx/window.rs`).
     txs: tx::Registry,
-    /// The table set (`version/set.rs`): the one way tables join and leave.
-    versions: VersionSet,
-    /// Held by whoever compacts or refilters: one at a time.
-    compaction: Mutex<()>,
-    /// Held by a flush from the choice of its table's filter to its publish, and by whoever
-    /// replaces the global filter (`global.rs`). Taken after `compaction`.
-    global_lock: Mutex<()>,
-    /// Held by a compaction or trivial move while it changes the global filter and publishes
-    /// its tables, and by whoever grows the filter (`global.rs`): a growth waits for that
-    /// window, not for a whole compaction. Taken after `compaction`, before `global_lock`.
-    global_change: Mutex<()>,
-    /// Bumped after a change published tables whose entries it relabelled or removed in
-    /// the global filter (`global.rs`).
-    global_removals: AtomicU64,
-    /// What the global filter's lookups did (shared by every global filter this handle
-    /// builds).
-    global_counters: Arc<crate::counters::Sharded<8>>,
+    /// The default keyspace's tree (`tree.rs`): its table set, locks and range filters.
+    tree: Tree,
     bg: Mutex<Bg>,
     bg_cv: Condvar,
-    /// Bits per key of the range filters of this handle's new tables (an `f64`'s bits):
-    /// [`Options::range_filter_bits`] until `refilter_ranges` sets another.
-    range_bits: AtomicU64,
-    /// What scans' range filter probes found (see [`Stats`]).
-    range_counters: Arc<RangeCounters>,
     /// The block cache every table of this store reads through (`None`: turned off).
     block_cache: Option<Arc<BlockCache>>,
     poisoned: AtomicBool,
@@ -389,7 +394,7 @@ impl Inner {
     }
 
     fn lock_versions(&self) -> MutexGuard<'_, SetState> {
-        self.versions.lock()
+        self.tree.versions.lock()
     }
 
     fn lock_bg(&self) -> MutexGuard<'_, Bg> {
@@ -397,15 +402,24 @@ impl Inner {
     }
 
     fn lock_compaction(&self) -> MutexGuard<'_, ()> {
-        self.compaction.lock().unwrap_or_else(|p| p.into_inner())
+        self.tree
+            .compaction
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_global(&self) -> MutexGuard<'_, ()> {
-        self.global_lock.lock().unwrap_or_else(|p| p.into_inner())
+        self.tree
+            .global_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_global_change(&self) -> MutexGuard<'_, ()> {
-        self.global_change.lock().unwrap_or_else(|p| p.into_inner())
+        self.tree
+            .global_change
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn read_state(&self) -> RwLockReadGuard<'_, State> {
@@ -420,14 +434,14 @@ impl Inner {
         }
     }
 
-    /// The live table set.
+    /// The live table set (of the default keyspace's tree).
     fn current(&self) -> Arc<Version> {
-        self.read_state().current.clone()
+        self.read_state().tree(DEFAULT_SLOT).current.clone()
     }
 
     /// An unused file number (see [`VersionSet::alloc_file`]).
     fn alloc_file(&self) -> Result<u64> {
-        self.versions.alloc_file()
+        self.tree.versions.alloc_file()
     }
 
     /// Applies `edit` to the table set ([`VersionSet::log_and_apply`]: the manifest, then
@@ -437,20 +451,22 @@ impl Inner {
         self.log_and_apply_with(edit, |_| {})
     }
 
-    /// [`log_and_apply`](Self::log_and_apply), with `also` done to the state in the step
-    /// that gives readers the new version.
+    /// [`log_and_apply`](Self::log_and_apply), with `also` done to the tree's state in the
+    /// step that gives readers the new version.
     fn log_and_apply_with(
         &self,
         edit: VersionEdit,
-        also: impl FnOnce(&mut State),
+        also: impl FnOnce(&mut TreeState),
     ) -> Result<Arc<Version>> {
         // The manifest records the commit sequence reached so far: every record of a log it
         // lets go of was numbered before this load.
         let last_seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
-        let r = self.versions.log_and_apply(edit, last_seq, |next| {
+        let slot = self.tree.slot;
+        let r = self.tree.versions.log_and_apply(edit, last_seq, |next| {
             let mut st = self.state_mut();
-            st.current = next.clone();
-            also(&mut st);
+            let t = st.tree_mut(slot);
+            t.current = next.clone();
+            also(t);
         });
         let next = self.poison_on_err(r)?;
         let _bg = self.lock_bg();
@@ -460,7 +476,7 @@ impl Inner {
 
     /// Bits per key of the range filters of new tables (0: none).
     fn range_bits(&self) -> f64 {
-        f64::from_bits(self.range_bits.load(Relaxed))
+        f64::from_bits(self.tree.range_bits.load(Relaxed))
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -515,7 +531,7 @@ impl Inner {
     }
 
     fn sync_logs(&self, w: &mut Writer) -> Result<()> {
-        let imm = self.read_state().imm.clone();
+        let imm = self.read_state().tree(DEFAULT_SLOT).imm.clone();
         if let Some(imm) = imm {
             if let Some(wal) = imm.wal.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                 wal.sync()?;

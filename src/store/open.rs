@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
+use super::tree::{Tree, DEFAULT_SLOT};
 use super::{worker, Bg, EngineCounters, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
@@ -21,7 +22,7 @@ use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
 use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
-use crate::wal::{replay_file_ops, WalWriter};
+use crate::wal::{replay_file_ops_in, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
 /// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
@@ -137,11 +138,13 @@ impl Store {
                     tables: Vec::new(),
                     cursors: Vec::new(),
                     last_seq: 0,
+                    keyspaces: Default::default(),
                 };
                 m.store(&*fs, &dir)?;
                 m
             }
         };
+        super::tree::refuse_keyspaces(&dir, &manifest)?;
         let (policy, kind, fpr) = handle_policy(&opts, manifest.policy);
         check_policy(&policy)?;
         check_fpr(fpr)?;
@@ -177,10 +180,12 @@ impl Store {
         // The last commit sequence number: the manifest's, raised by the logs' records
         // (version 3 records carry theirs; version 2 records are numbered in replay order).
         let mut seq = manifest.last_seq;
+        let live_ids: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
         for (n, kind) in &files {
             if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
                 let path = wal_path(&dir, *n);
-                let end = replay_file_ops(&path, |op| mem.apply(op.as_op()))?;
+                let ids = super::tree::keyspace_ids(&manifest, &live_ids);
+                let end = replay_file_ops_in(&path, ids, |op| mem.apply(op.as_op()))?;
                 seq = match end.last_seq {
                     Some(last) => seq.max(last),
                     None => seq.saturating_add(end.records),
@@ -238,7 +243,8 @@ impl Store {
                 manifest.policy,
                 cursors,
                 (policy, kind, fpr),
-            ),
+            )
+            .with_keyspaces(manifest.keyspaces.clone()),
             next_file,
             block_cache.clone(),
         );
@@ -246,29 +252,21 @@ impl Store {
             dir,
             fs,
             _lock: Some(lock),
-            state: Arc::new(RwLock::new(State {
-                mem: Memtable::new(),
-                mem_frozen: Arc::default(),
-                imm: None,
-                current: version,
-                seq,
-            })),
+            state: Arc::new(RwLock::new(State::new(version, seq))),
             epoch: AtomicU64::new(0),
             commit: Default::default(),
             last_seq: AtomicU64::new(seq),
             snapshots: Default::default(),
             txs: Default::default(),
             writer: Mutex::new(Writer::default()),
-            versions,
-            compaction: Mutex::new(()),
-            global_lock: Mutex::new(()),
-            global_change: Mutex::new(()),
-            global_removals: AtomicU64::new(0),
-            global_counters,
+            tree: Tree::new(
+                DEFAULT_SLOT,
+                versions,
+                global_counters,
+                opts.range_filter_bits,
+            ),
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
-            range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
-            range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
@@ -373,7 +371,7 @@ impl Inner {
         w.wal_dir_synced = true;
         drop(w);
         let mut st = self.state_mut();
-        st.mem = mem;
+        st.tree_mut(DEFAULT_SLOT).mem = mem;
         Ok(())
     }
 }

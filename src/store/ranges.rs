@@ -41,7 +41,7 @@ impl Store {
         let inner = &self.inner;
         inner.check_writable()?;
         let _c = inner.lock_compaction();
-        inner.range_bits.store(bits_per_key.to_bits(), Relaxed);
+        inner.tree.range_bits.store(bits_per_key.to_bits(), Relaxed);
         let v = inner.current();
         let jobs: Vec<&Arc<TableHandle>> = v
             .tables()

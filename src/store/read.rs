@@ -205,9 +205,10 @@ impl Inner {
         loop {
             // Read before the table set (see `global.rs`): a change that removed global
             // filter entries after this lookup took its table set makes it look again.
-            let removals = self.global_removals.load(SeqCst);
+            let removals = self.tree.global_removals.load(SeqCst);
             let (version, runs) = {
-                let st = self.read_state();
+                let guard = self.read_state();
+                let st = guard.tree(self.tree.slot);
                 let global = st.current.global();
                 // The filter's cache misses overlap the memtables' search.
                 if let Some(g) = global {
@@ -233,8 +234,8 @@ impl Inner {
                 // absent keys) costs no copy of the table set (two locked instructions).
                 let runs = global.map(|g| g.query(hash));
                 if runs.is_some_and(|r| r.is_empty()) {
-                    drop(st);
-                    if self.global_removals.load(SeqCst) == removals {
+                    drop(guard);
+                    if self.tree.global_removals.load(SeqCst) == removals {
                         return Ok(None);
                     }
                     continue;
@@ -245,7 +246,7 @@ impl Inner {
                 (Some(g), Some(runs)) => version.get_in_runs(g, runs, key, &now)?,
                 _ => version.get(key, hash, &now)?,
             };
-            if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
+            if version.global().is_none() || self.tree.global_removals.load(SeqCst) == removals {
                 return Ok(got);
             }
         }
@@ -263,10 +264,11 @@ impl Inner {
     fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let now = Now::lazy(&*self.opts.clock);
         loop {
-            let removals = self.global_removals.load(SeqCst);
+            let removals = self.tree.global_removals.load(SeqCst);
             let mut batch = Batch::new(keys);
             let version = {
                 let st = self.read_state();
+                let st = st.tree(self.tree.slot);
                 if !st.mem.is_empty() {
                     let mem = &st.mem;
                     batch.answer_from(|k, h| {
@@ -284,7 +286,7 @@ impl Inner {
                 st.current.clone()
             };
             version.multi_get(&mut batch, &now)?;
-            if version.global().is_none() || self.global_removals.load(SeqCst) == removals {
+            if version.global().is_none() || self.tree.global_removals.load(SeqCst) == removals {
                 return Ok(batch.into_values());
             }
         }
@@ -301,9 +303,11 @@ impl Inner {
         let now = self.opts.clock.now_millis();
         let version = {
             let st = self.read_state();
+            let st = st.tree(self.tree.slot);
             if !st.mem.is_empty() {
                 let live = LiveMem {
                     state: self.state.clone(),
+                    slot: self.tree.slot,
                     frozen: st.mem_frozen.clone(),
                 };
                 mems.push(MemSource::live(&st.mem, from, Arc::new(live), now));
@@ -316,7 +320,7 @@ impl Inner {
         let input = ScanInput {
             mems,
             version,
-            ranges: self.range_counters.clone(),
+            ranges: self.tree.range_counters.clone(),
             now,
         };
         Scan::new(input, start, end)
@@ -368,12 +372,14 @@ impl Reader {
         }
         // Before the snapshot is checked (see `Inner::lookup`): a publish before this load
         // changed the epoch, a removal after it changes the count.
-        let removals = inner.global_removals.load(SeqCst);
+        let removals = inner.tree.global_removals.load(SeqCst);
         match &*self.snapshot() {
             Some(s) if s.tables_only => {
                 inner.counters.lookups.add(0, 1);
                 let got = s.version.get(key, hash, &Now::lazy(&*inner.opts.clock))?;
-                if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
+                if s.version.global().is_none()
+                    || inner.tree.global_removals.load(SeqCst) == removals
+                {
                     return Ok(got);
                 }
             }
@@ -402,14 +408,16 @@ impl Reader {
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let inner = &*self.inner;
         // Before the snapshot is checked, as in `get_with_hash`.
-        let removals = inner.global_removals.load(SeqCst);
+        let removals = inner.tree.global_removals.load(SeqCst);
         match &*self.snapshot() {
             Some(s) if s.tables_only && !keys.is_empty() => {
                 inner.counters.lookups.add(0, keys.len() as u64);
                 let mut batch = Batch::new(keys);
                 s.version
                     .multi_get(&mut batch, &Now::lazy(&*inner.opts.clock))?;
-                if s.version.global().is_none() || inner.global_removals.load(SeqCst) == removals {
+                if s.version.global().is_none()
+                    || inner.tree.global_removals.load(SeqCst) == removals
+                {
                     return Ok(batch.into_values());
                 }
             }
@@ -436,6 +444,7 @@ impl Reader {
     fn retake(&self, snap: &mut Option<ReadSnapshot>) {
         let inner = &*self.inner;
         let st = inner.read_state();
+        let st = st.tree(inner.tree.slot);
         *snap = Some(ReadSnapshot {
             epoch: inner.epoch.load(std::sync::atomic::Ordering::SeqCst),
             version: st.current.clone(),

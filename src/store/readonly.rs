@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::global_save::load_checkpoint;
+use super::tree::{Tree, TreeState, DEFAULT_SLOT};
 use super::{Bg, EngineCounters, Imm, Inner, Options, State, Store, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
@@ -35,7 +36,7 @@ use crate::memtable::Memtable;
 use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::version::{SetState, TableHandle, Version, VersionSet};
-use crate::wal::{replay_ops, WAL_HEADER_LEN};
+use crate::wal::{replay_ops_in, KeyspaceIds, WAL_HEADER_LEN};
 
 /// How often opening or refreshing starts over (the manifest changed under it, or a file it
 /// named was deleted) before it gives up with an error.
@@ -106,12 +107,18 @@ fn read_manifest(dir: &Path) -> Result<(Vec<u8>, Manifest)> {
         _ => Error::io(&path, e),
     })?;
     let m = Manifest::decode(&bytes).map_err(|e| e.in_file(&path, 0))?;
+    super::tree::refuse_keyspaces(dir, &m)?;
     Ok((bytes, m))
 }
 
 /// Reads log `n` from `from` (a record boundary; 0 for the whole file): its operations, the
 /// end of its last whole record and its last sequence number.
-fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option<u64>, u64)> {
+fn read_log(
+    dir: &Path,
+    (n, from): (u64, u64),
+    ids: KeyspaceIds,
+    ops: &mut Ops,
+) -> Result<(u64, Option<u64>, u64)> {
     let path = wal_path(dir, n);
     let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut bytes = Vec::new();
@@ -127,7 +134,7 @@ fn read_log(dir: &Path, n: u64, from: u64, ops: &mut Ops) -> Result<(u64, Option
         0
     };
     f.read_to_end(&mut bytes).map_err(|e| Error::io(&path, e))?;
-    let end = replay_ops(&bytes, |op| ops.push(op)).map_err(|e| e.in_file(&path, skip))?;
+    let end = replay_ops_in(&bytes, ids, |op| ops.push(op)).map_err(|e| e.in_file(&path, skip))?;
     let valid = if end.valid_len == 0 {
         from
     } else {
@@ -191,10 +198,12 @@ impl Store {
             fs: opts.fs.clone(),
             _lock: None,
             state: Arc::new(RwLock::new(State {
-                mem,
-                mem_frozen: Arc::default(),
-                imm,
-                current: version,
+                trees: vec![TreeState {
+                    mem,
+                    mem_frozen: Arc::default(),
+                    imm,
+                    current: version,
+                }],
                 seq: r.last_seq,
             })),
             epoch: AtomicU64::new(0),
@@ -203,16 +212,14 @@ impl Store {
             snapshots: Default::default(),
             txs: Default::default(),
             writer: Mutex::new(Writer::default()),
-            versions,
-            compaction: Mutex::new(()),
-            global_lock: Mutex::new(()),
-            global_change: Mutex::new(()),
-            global_removals: AtomicU64::new(0),
-            global_counters,
+            tree: Tree::new(
+                DEFAULT_SLOT,
+                versions,
+                global_counters,
+                opts.range_filter_bits,
+            ),
             bg: Mutex::new(Bg::default()),
             bg_cv: Condvar::new(),
-            range_bits: AtomicU64::new(opts.range_filter_bits.to_bits()),
-            range_counters: Arc::default(),
             block_cache,
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(true),
@@ -250,7 +257,7 @@ impl Store {
                 &inner.dir,
                 &inner.opts,
                 &cache,
-                &inner.global_counters,
+                &inner.tree.global_counters,
                 Some((offsets, &v)),
             )
         };
@@ -261,6 +268,7 @@ impl Store {
         };
         let version = Arc::new(r.version);
         inner
+            .tree
             .versions
             .adopt_current(version.clone(), r.manifest.log_number);
         let insert = |mem: &mut Memtable, ops: &Ops| {
@@ -269,7 +277,8 @@ impl Store {
             }
         };
         {
-            let mut st = inner.state_mut();
+            let mut guard = inner.state_mut();
+            let st = guard.tree_mut(DEFAULT_SLOT);
             match plan {
                 Plan::Append { drop_imm } => {
                     if let Some(l) = r.logs.last() {
@@ -306,7 +315,7 @@ impl Store {
                 }
             }
             st.current = version;
-            st.seq = st.seq.max(r.last_seq);
+            guard.seq = guard.seq.max(r.last_seq);
         }
         inner.last_seq.fetch_max(r.last_seq, SeqCst);
         view.manifest = r.manifest_bytes;
@@ -471,13 +480,15 @@ fn try_read(
         .unwrap_or_default();
     let mut logs = Vec::new();
     let mut last_seq = manifest.last_seq;
+    let live_ids: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
+    let ids = super::tree::keyspace_ids(&manifest, &live_ids);
     for (n, kind) in numbered_files(dir).map_err(Retry::Fail)? {
         if kind != Some(Numbered::Wal) || n < manifest.log_number {
             continue;
         }
         let start = from.get(&n).copied().unwrap_or(0);
         let mut ops = Vec::new();
-        let (end, seq, records) = read_log(dir, n, start, &mut ops)?;
+        let (end, seq, records) = read_log(dir, (n, start), ids, &mut ops)?;
         last_seq = match seq {
             Some(s) => last_seq.max(s),
             None => last_seq.saturating_add(records),

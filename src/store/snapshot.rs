@@ -18,7 +18,7 @@
 //!
 //! **Under the global filter** (which follows the live tree) a snapshot reads through the
 //! filter of its table set until a change that relabels or removes filter entries (a
-//! compaction, an L0 merge, a trivial move) is published after it: `Inner::global_removals`
+//! compaction, an L0 merge, a trivial move) is published after it: `Tree::global_removals`
 //! counts those. From then on its lookups read its tables without a filter (every L0 table
 //! whose range holds the key, then one table per level, until the key is found), as the
 //! tables have no filters of their own. Before that, flushes only add entries (of runs the
@@ -58,7 +58,7 @@ struct Pinned {
     id: u64,
     /// The last commit it sees.
     seq: u64,
-    /// `Inner::global_removals` when it was taken.
+    /// `Tree::global_removals` when it was taken.
     removals: u64,
     /// The store's one tree (keyspaces will add more).
     tree: Tree,
@@ -84,6 +84,8 @@ struct Tree {
 /// arena position `pos`.
 struct MemView {
     state: Arc<RwLock<State>>,
+    /// Its tree's slot in the state.
+    slot: usize,
     frozen: Arc<OnceLock<Arc<Memtable>>>,
     pos: u64,
     /// Keeps overwrites linking the versions they replace while the snapshot lives.
@@ -99,7 +101,7 @@ impl MemView {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
         match self.frozen.get() {
             Some(m) => f(m),
-            None => f(&st.mem),
+            None => f(&st.tree(self.slot).mem),
         }
     }
 }
@@ -188,9 +190,12 @@ impl Store {
 impl Inner {
     pub(super) fn snapshot(self: &Arc<Inner>) -> Snapshot {
         let (tree, seq, removals, mem_bytes) = {
-            let st = self.read_state();
+            let guard = self.read_state();
+            let slot = self.tree.slot;
+            let st = guard.tree(slot);
             let mem = (!st.mem.is_empty()).then(|| MemView {
                 state: self.state.clone(),
+                slot,
                 frozen: st.mem_frozen.clone(),
                 pos: st.mem.snapshot_pos(),
                 _reader: st.mem.reader(),
@@ -205,8 +210,8 @@ impl Inner {
                 + tree.imm.as_ref().map_or(0, |m| m.approximate_bytes());
             // Under the lock: a publish that relabels filter entries after this table set
             // bumps the count only after it.
-            let removals = self.global_removals.load(SeqCst);
-            (tree, st.seq, removals, mem_bytes as u64)
+            let removals = self.tree.global_removals.load(SeqCst);
+            (tree, guard.seq, removals, mem_bytes as u64)
         };
         let id = self.snapshots.next.fetch_add(1, Relaxed);
         self.snapshots.lock().insert(
@@ -425,7 +430,7 @@ impl Pinned {
     /// that read a changed entry finds the change still announced, or, once withdrawn, the
     /// count bumped (`global_change` bumps it first).
     fn through_global<T>(&self, f: impl FnOnce(&Version) -> Result<T>) -> Result<Option<T>> {
-        let removals = &self.inner.global_removals;
+        let removals = &self.inner.tree.global_removals;
         let stale = || {
             self.tree.version.global().is_some_and(|g| g.is_moving())
                 || removals.load(SeqCst) != self.removals
@@ -466,9 +471,11 @@ impl Pinned {
                         None => {
                             let live = LiveMem {
                                 state: m.state.clone(),
+                                slot: m.slot,
                                 frozen: m.frozen.clone(),
                             };
-                            MemSource::live_at(&st.mem, from, m.pos, Arc::new(live), self.now)
+                            let mem = &st.tree(m.slot).mem;
+                            MemSource::live_at(mem, from, m.pos, Arc::new(live), self.now)
                         }
                     }
                 }
@@ -481,7 +488,7 @@ impl Pinned {
         let input = ScanInput {
             mems,
             version: t.version.clone(),
-            ranges: self.inner.range_counters.clone(),
+            ranges: self.inner.tree.range_counters.clone(),
             now: self.now,
         };
         Scan::new(input, start, end)

@@ -85,13 +85,11 @@ pub struct Stats {
     /// [`SyncPolicy::EveryWrite`](crate::SyncPolicy::EveryWrite), one fsync. A writer that
     /// finds nobody writing is a group of one. This process's, since the store was opened.
     pub commit_groups: u64,
-    /// Writes committed in those groups: `commit_writes ÷ commit_groups` is the mean group
-    /// size.
+    /// Writes committed in those groups (`commit_writes ÷ commit_groups`: the mean size).
     pub commit_writes: u64,
     /// Range filter probes: tables whose range filter a scan (`scan`, `scan_prefix`) asked
     /// before reading any of their blocks. This process's, since the store was opened (the
-    /// store's totals, like those of the other range counters, are in
-    /// [`lifetime`](Self::lifetime)).
+    /// store's totals, like the other range counters', are in [`lifetime`](Self::lifetime)).
     pub range_probes: u64,
     /// Probes that answered "no key of this table in the range": tables a scan skipped
     /// without reading a block.
@@ -129,6 +127,8 @@ pub struct Stats {
     pub global_filter: Option<GlobalFilterStats>,
     /// Open snapshots ([`Store::snapshot`]): how many, the oldest's age, what they keep.
     pub snapshots: super::SnapshotStats,
+    /// Expiry and range deletion: entries expired, range tombstones, tables dropped whole.
+    pub lifecycle: super::LifecycleStats,
 }
 
 /// Observed false-positive rate: false positives ÷ (false positives + negatives), every
@@ -365,14 +365,14 @@ impl Store {
 impl super::Inner {
     /// The store's lifetime counters as of now: those read at open plus this process's.
     pub(super) fn lifetime_now(&self) -> Lifetime {
-        let version = self.read_state().current.clone();
+        let version = self.current();
         self.lifetime_base.plus(&self.process_totals(&version))
     }
 
     /// This process's counters: the engine's, those of tables that left the live set, and
     /// those of `version`'s tables.
     fn process_totals(&self, version: &Version) -> Lifetime {
-        let (r, c) = (&self.versions.retired, &self.counters);
+        let (r, c) = (&self.tree.versions.retired, &self.counters);
         let mut t = Lifetime {
             lookups: c.lookups.get(0),
             filter_negatives: r.negatives.load(Relaxed),
@@ -390,11 +390,11 @@ impl super::Inner {
             compactions: c.compactions.load(Relaxed),
             block_cache_hits: r.cache_hits.load(Relaxed),
             block_cache_misses: r.cache_misses.load(Relaxed),
-            range_probes: self.range_counters.probes(),
-            range_skipped: self.range_counters.skipped(),
-            range_false_positives: self.range_counters.false_positives(),
+            range_probes: self.tree.range_counters.probes(),
+            range_skipped: self.tree.range_counters.skipped(),
+            range_false_positives: self.tree.range_counters.false_positives(),
         };
-        let g = crate::global_index::counts(&self.global_counters);
+        let g = crate::global_index::counts(&self.tree.global_counters);
         t.filter_negatives += g.negatives;
         t.filter_positives += g.positives;
         t.false_positives += g.false_positives;
@@ -431,6 +431,7 @@ impl super::Inner {
         let inner = self;
         let (version, mem_entries, mem_bytes) = {
             let st = inner.read_state();
+            let st = st.tree(super::DEFAULT_SLOT);
             let imm = st.imm.as_ref().map_or(0, |m| m.mem.len() as u64);
             (
                 st.current.clone(),
@@ -508,6 +509,7 @@ impl super::Inner {
                 }
             }),
             snapshots: inner.snapshot_stats(&version),
+            lifecycle: inner.lifecycle_stats(&version),
         };
         let shape = inner.opts.shape();
         // A global store's tables are fronted by the one global filter, not their own.

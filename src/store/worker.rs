@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Imm, Inner, IDLE_DRAIN_PROBES};
+use super::{Imm, Inner, DEFAULT_SLOT, IDLE_DRAIN_PROBES};
 use crate::error::{Error, Result};
 use crate::filename::wal_path;
 use crate::filter::FilterKind;
@@ -117,7 +117,7 @@ fn flush_loop(inner: Arc<Inner>) {
         let imm = {
             let mut bg = inner.lock_bg();
             loop {
-                let imm = inner.read_state().imm.clone();
+                let imm = inner.read_state().tree(DEFAULT_SLOT).imm.clone();
                 match imm {
                     Some(imm) if bg.error.is_none() => break imm,
                     _ if inner.shutdown.load(SeqCst) => return,
@@ -149,7 +149,7 @@ fn compaction_loop(inner: Arc<Inner>) {
             let mut bg = inner.lock_bg();
             while !bg.compaction_wanted && !inner.shutdown.load(SeqCst) {
                 match drain_after {
-                    Some(after) if inner.read_state().current.l0_count() > 0 => {
+                    Some(after) if inner.current().l0_count() > 0 => {
                         let (g, _) = inner
                             .bg_cv
                             .wait_timeout(bg, IDLE_POLL.min(after))

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
+use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer, DEFAULT_SLOT};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::wal::{Op, OwnedOp, WalWriter, WriteBatch};
@@ -170,7 +170,7 @@ impl Store {
         let target = {
             let mut w = inner.lock_writer();
             inner.check_writable()?;
-            let empty = inner.read_state().mem.is_empty();
+            let empty = inner.read_state().tree(DEFAULT_SLOT).mem.is_empty();
             if !empty {
                 inner.wait_for_imm_slot()?;
                 let r = inner.switch_memtable(&mut w);
@@ -296,6 +296,7 @@ impl Inner {
             self.check_writable()?;
             let (l0, full) = {
                 let st = self.read_state();
+                let st = st.tree(DEFAULT_SLOT);
                 (
                     st.current.l0_count(),
                     st.mem.approximate_bytes() >= self.opts.memtable_bytes,
@@ -306,9 +307,7 @@ impl Inner {
                 self.want_compaction();
                 {
                     let mut bg = self.lock_bg();
-                    while bg.error.is_none()
-                        && self.read_state().current.l0_count() >= self.opts.l0_stop
-                    {
+                    while bg.error.is_none() && self.current().l0_count() >= self.opts.l0_stop {
                         bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
                     }
                 }
@@ -342,19 +341,19 @@ impl Inner {
     /// (paid by a later [`make_room`](Self::make_room)), while L0 is at its slowdown size.
     pub(super) fn owe_slowdown(&self, w: &mut Writer, bytes: usize) {
         let auto = self.opts.compaction_trigger.is_some();
-        if auto && self.read_state().current.l0_count() >= self.opts.l0_slowdown {
+        if auto && self.current().l0_count() >= self.opts.l0_slowdown {
             w.delay_debt_ns += bytes as f64 * 1e9 / self.opts.slowdown_bytes_per_sec as f64;
         }
     }
 
     /// Waits (counting the time) until no immutable memtable waits to be sealed.
     pub(super) fn wait_for_imm_slot(&self) -> Result<()> {
-        if self.read_state().imm.is_none() {
+        if self.read_state().tree(DEFAULT_SLOT).imm.is_none() {
             return Ok(());
         }
         let t = Instant::now();
         let mut bg = self.lock_bg();
-        while bg.error.is_none() && self.read_state().imm.is_some() {
+        while bg.error.is_none() && self.read_state().tree(DEFAULT_SLOT).imm.is_some() {
             bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
         }
         drop(bg);
@@ -403,6 +402,7 @@ impl Inner {
         };
         {
             let mut st = self.state_mut();
+            let st = st.tree_mut(DEFAULT_SLOT);
             // The next memtable will likely hold as many entries as this one: room for them
             // up front (plus an eighth), so no put pays for a growth.
             let room = st.mem.len() + st.mem.len() / 8;

@@ -160,6 +160,25 @@ impl Cover {
         !self.frags.is_empty() && self.rank_at(key).is_some_and(|r| r < rank)
     }
 
+    /// Whether tombstones of ranks below `rank` cover every key from `lo` to `hi` (both
+    /// included) without a gap: a table of rank `rank` whose bounds these are holds nothing
+    /// a read can see (`Version::covered_tables`).
+    pub(crate) fn covers(&self, lo: &[u8], hi: &[u8], rank: u32) -> bool {
+        let mut i = self.frags.partition_point(|f| f.end.as_slice() <= lo);
+        let mut at = lo;
+        while let Some(f) = self.frags.get(i) {
+            if f.start.as_slice() > at || f.rank >= rank {
+                return false;
+            }
+            if f.end.as_slice() > hi {
+                return true;
+            }
+            at = &f.end;
+            i += 1;
+        }
+        false
+    }
+
     /// The fragments, in key order.
     #[cfg(test)]
     pub(crate) fn fragments(&self) -> &[Fragment] {

@@ -110,3 +110,52 @@ fn tombstone_file_round_trips_and_refuses_damage() {
         Err(crate::Error::Unsupported { offset: 4, .. })
     ));
 }
+
+/// `Cover::covers` says whether every key from `lo` to `hi` lies under a tombstone of a
+/// lower rank: checked against `rank_at` over every short key (each gap and each fragment
+/// of such tombstones starts at one of them), including the edges.
+#[test]
+fn covers_agrees_with_rank_at_over_every_key() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x = crate::hash::mix64(x);
+        x
+    };
+    let samples: Vec<Vec<u8>> = (0..45u8)
+        .flat_map(|k| [vec![k], vec![k, 0], vec![k, 9]])
+        .collect();
+    let (mut yes, mut no) = (0, 0);
+    for _ in 0..300 {
+        let n = 1 + (next() % 6) as usize;
+        let ts: Vec<_> = (0..n)
+            .map(|_| {
+                let a = (next() % 30) as u8;
+                (t(&[a], &[a + 1 + (next() % 12) as u8]), (next() % 4) as u32)
+            })
+            .collect();
+        let c = Cover::build(ts.iter().map(|(t, r)| (t, *r)));
+        for _ in 0..40 {
+            let lo = &samples[(next() % samples.len() as u64) as usize];
+            let hi = &samples[(next() % samples.len() as u64) as usize];
+            if lo > hi {
+                continue;
+            }
+            let rank = (next() % 5) as u32;
+            let want = samples
+                .iter()
+                .filter(|k| *k >= lo && *k <= hi)
+                .all(|k| c.rank_at(k).is_some_and(|r| r < rank));
+            assert_eq!(
+                c.covers(lo, hi, rank),
+                want,
+                "{lo:?}..={hi:?} < {rank} in {ts:?}"
+            );
+            if want {
+                yes += 1;
+            } else {
+                no += 1;
+            }
+        }
+    }
+    assert!(yes > 100 && no > 100, "{yes} covered, {no} not");
+}

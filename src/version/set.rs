@@ -46,7 +46,7 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::global_index::GlobalIndex;
 use crate::io::Fs;
-use crate::manifest::Manifest;
+use crate::manifest::{Keyspaces, Manifest};
 use crate::table::BlockCache;
 
 /// A change to the table set (see the module documentation).
@@ -100,6 +100,8 @@ pub(crate) struct SetState {
     /// The kind and rate of this handle.
     pub kind: FilterKind,
     pub fpr: f64,
+    /// The store's keyspaces besides the default one, as the manifest records them.
+    pub keyspaces: Keyspaces,
 }
 
 impl SetState {
@@ -119,7 +121,14 @@ impl SetState {
             policy,
             kind,
             fpr,
+            keyspaces: Keyspaces::default(),
         }
+    }
+
+    /// This state, with the keyspaces `keyspaces` recorded.
+    pub(crate) fn with_keyspaces(mut self, keyspaces: Keyspaces) -> SetState {
+        self.keyspaces = keyspaces;
+        self
     }
 
     /// This handle's new tables follow `policy` from now on.
@@ -223,6 +232,7 @@ impl VersionSet {
                 .enumerate()
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
+            keyspaces: st.keyspaces.clone(),
         };
         (v, manifest)
     }
@@ -275,6 +285,7 @@ impl VersionSet {
                 .enumerate()
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
+            keyspaces: st.keyspaces.clone(),
         };
         // 2. Durable: the new files' directory entries, then the manifest.
         self.fs

@@ -55,6 +55,28 @@ impl Version {
         }
     }
 
+    /// The tables that range tombstones of newer tables cover whole: every key from the
+    /// table's smallest to its largest bound (widened to its own tombstones, so those are
+    /// covered too) lies under a tombstone of a table before it in the lookup order. Nothing
+    /// such a table holds can be read: it can leave the table set unread. Each with its file
+    /// bytes.
+    pub(crate) fn covered_tables(&self) -> Vec<(u64, u64)> {
+        if self.cover.is_empty() {
+            return Vec::new();
+        }
+        let l0 = self.l0_count();
+        let mut out = Vec::new();
+        for (l, level) in self.levels().iter().enumerate() {
+            for (i, t) in level.tables().iter().enumerate() {
+                let rank = Version::rank_of(l0, l, i);
+                if self.cover.covers(t.min_key(), t.max_key(), rank) {
+                    out.push((t.record.number, t.record.file_bytes));
+                }
+            }
+        }
+        out
+    }
+
     /// The tables' range tombstones, ranked (see [`rank_of`](Self::rank_of)).
     pub(crate) fn cover(&self) -> &Cover {
         &self.cover

@@ -9,8 +9,9 @@
 //!     | 3 | keyspace varint | start_len varint | start | end_len varint | end |  (delete-range)
 //!     | 4 | …  put with expiry: reserved, refused as unsupported
 //! ```
-//! `seq` is the batch's commit sequence number; keyspace 0 is the only one read. Version 2
-//! logs (no `seq`, no keyspace) still replay: their records get sequence numbers in replay
+//! `seq` is the batch's commit sequence number; keyspace 0 is the only one written; a
+//! store's replay skips the ops of dropped keyspaces and refuses ids never allocated
+//! ([`KeyspaceIds`]). Version 2 logs (no `seq`, no keyspace) still replay: their records get sequence numbers in replay
 //! order (`store/open.rs`).
 //! Recovery replays records in order. The first record that fails its checks ends the log;
 //! the rest of the file is then scanned for a valid record (header CRC, plausible length,
@@ -32,13 +33,13 @@ mod writer;
 #[cfg(any(test, feature = "internals"))]
 pub use record::record_at;
 pub(crate) use record::{encode_record, for_each_op, payload_len, stamp_seqs};
-pub use record::{Op, OwnedOp};
+pub use record::{KeyspaceIds, Op, OwnedOp};
 // The reader's whole API is public with `internals` (tests, fuzz targets); the engine uses
 // part of it.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use replay::{
-    replay_bytes, replay_file, replay_file_ops, replay_ops, salvage_bytes, DroppedRange, ReplayEnd,
-    Salvage, TornTail,
+    replay_bytes, replay_file, replay_file_ops, replay_file_ops_in, replay_ops, replay_ops_in,
+    salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
 };
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use writer::{WalWriter, WAL_BUFFER};

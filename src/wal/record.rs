@@ -21,8 +21,52 @@ const OP_PUT_EXPIRING: u8 = 4;
 /// Bytes of the commit sequence number that starts a version-3 payload.
 pub(crate) const SEQ_LEN: usize = 8;
 
-/// The keyspace id of every op this version writes and reads (the default keyspace).
+/// The keyspace id of every op this version writes (the default keyspace).
 const DEFAULT_KEYSPACE: u64 = 0;
+
+/// Which keyspace ids a replay takes (format.md, "Write-ahead log" and "Keyspaces").
+#[derive(Clone, Copy, Debug)]
+pub enum KeyspaceIds<'a> {
+    /// Without a manifest (the decoders on their own): id 0 only; any other is
+    /// [`Error::Unsupported`].
+    DefaultOnly,
+    /// A store's, as its manifest records them: id 0 is taken; an id below `next_id` that
+    /// is not in `live` belongs to a dropped keyspace and its ops are skipped; an id at or
+    /// above `next_id` was never allocated (corruption); a live keyspace's id is
+    /// unsupported (this version serves only the default keyspace).
+    Store {
+        /// The manifest's next keyspace id.
+        next_id: u64,
+        /// The ids of its live keyspaces.
+        live: &'a [u32],
+    },
+}
+
+impl KeyspaceIds<'_> {
+    /// Whether an op of keyspace `id` (read at file offset `at`) is taken (`true`) or
+    /// skipped (`false`), or an error naming `at`.
+    #[inline]
+    fn take(&self, id: u64, at: u64) -> Result<bool> {
+        if id == DEFAULT_KEYSPACE {
+            return Ok(true);
+        }
+        match *self {
+            KeyspaceIds::Store { next_id, .. } if id >= next_id => Err(Error::corrupt(
+                at,
+                format!(
+                    "keyspace id {id} was never allocated (the manifest's next id is {next_id})"
+                ),
+            )),
+            KeyspaceIds::Store { live, .. } if !live.iter().any(|&k| u64::from(k) == id) => {
+                Ok(false)
+            }
+            _ => Err(unsupported(
+                at,
+                format!("keyspace id {id}: this version reads only keyspace 0"),
+            )),
+        }
+    }
+}
 
 /// One operation of a write batch, borrowed: what a log record holds and the memtable
 /// applies.
@@ -226,12 +270,13 @@ pub(crate) fn payload_len<'a, O: Into<Op<'a>>>(ops: impl Iterator<Item = O>) -> 
 /// the record's commit sequence number (`None` in version 2, which has none). An error,
 /// naming the offset, when it does not decode: an op code outside 1..=4, a range whose
 /// start is not below its end, an expiring put at time 0, or bytes left over are
-/// corruption; a keyspace id other than 0 is [`Error::Unsupported`]. `f` may have been
-/// called for the ops before the error.
+/// corruption; a keyspace id is judged by `ids` (an op of a dropped keyspace is decoded and
+/// not passed to `f`). `f` may have been called for the ops before the error.
 pub(super) fn decode_ops<'a>(
     payload: &'a [u8],
     base: u64,
     version: u8,
+    ids: KeyspaceIds,
     mut f: impl FnMut(Op<'a>),
 ) -> Result<Option<u64>> {
     let mut c = Cursor::new(payload, base);
@@ -251,16 +296,17 @@ pub(super) fn decode_ops<'a>(
         if !known {
             return Err(Error::corrupt(at, format!("unknown WAL op tag {op}")));
         }
+        let mut take = true;
         if version >= 3 {
             let ks_at = c.offset();
             let keyspace = c.varint("keyspace id")?;
-            if keyspace != DEFAULT_KEYSPACE {
-                return Err(unsupported(
-                    ks_at,
-                    format!("keyspace id {keyspace}: this version reads only keyspace 0"),
-                ));
-            }
+            take = ids.take(keyspace, ks_at)?;
         }
+        let mut f = |op: Op<'a>| {
+            if take {
+                f(op)
+            }
+        };
         let mut exp = 0;
         if op == OP_PUT_EXPIRING {
             let exp_at = c.offset();
@@ -313,7 +359,8 @@ fn unsupported(offset: u64, reason: String) -> Error {
 /// does not decode.
 pub(crate) fn for_each_op<'a>(record: &'a [u8], f: impl FnMut(Op<'a>)) -> Result<()> {
     let payload = record.get(RECORD_HEADER_LEN..).unwrap_or_default();
-    decode_ops(payload, RECORD_HEADER_LEN as u64, WAL_VERSION, f).map(|_| ())
+    let ids = KeyspaceIds::DefaultOnly;
+    decode_ops(payload, RECORD_HEADER_LEN as u64, WAL_VERSION, ids, f).map(|_| ())
 }
 
 /// Decodes a checked record's payload of log version `version` (`base`: its file offset),
@@ -323,10 +370,11 @@ pub(super) fn decode_batch(
     payload: &[u8],
     base: u64,
     version: u8,
+    ids: KeyspaceIds,
     apply: &mut impl FnMut(OwnedOp),
 ) -> Result<Option<u64>> {
     let mut ops = Vec::new();
-    let seq = decode_ops(payload, base, version, |op| ops.push(op.to_owned()))?;
+    let seq = decode_ops(payload, base, version, ids, |op| ops.push(op.to_owned()))?;
     // Applied only once the whole record decoded: a batch is all or nothing.
     for op in ops {
         apply(op);

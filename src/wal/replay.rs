@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-use super::record::{check_record, decode_batch, Check, OwnedOp};
+use super::record::{check_record, decode_batch, Check, KeyspaceIds, OwnedOp};
 use super::resync::next_record;
 use super::{
     RECORD_HEADER_LEN, RESERVED_AT, VERSION_AT, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION,
@@ -69,7 +69,17 @@ pub fn replay_bytes(
 
 /// [`replay_bytes`], every operation passed on whole, range deletions and expiring puts
 /// (with their `expires_at`) included.
-pub fn replay_ops(bytes: &[u8], mut apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
+pub fn replay_ops(bytes: &[u8], apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
+    replay_ops_in(bytes, KeyspaceIds::DefaultOnly, apply)
+}
+
+/// [`replay_ops`] of a store's log, its keyspace ids judged by `ids` (the manifest's): the
+/// ops of dropped keyspaces are skipped, an id never allocated is corruption.
+pub fn replay_ops_in(
+    bytes: &[u8],
+    ids: KeyspaceIds,
+    mut apply: impl FnMut(OwnedOp),
+) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
     let torn = |offset: u64, records, reason, version, last_seq| ReplayEnd {
         records,
@@ -129,7 +139,7 @@ pub fn replay_ops(bytes: &[u8], mut apply: impl FnMut(OwnedOp)) -> Result<Replay
         let (reason, resume) = match check_record(bytes, pos) {
             Check::Valid(payload) => {
                 let base = (pos + RECORD_HEADER_LEN) as u64;
-                let seq = decode_batch(payload, base, version, &mut apply)?;
+                let seq = decode_batch(payload, base, version, ids, &mut apply)?;
                 last_seq = last_seq.max(seq);
                 records += 1;
                 pos += RECORD_HEADER_LEN + payload.len();
@@ -228,7 +238,8 @@ pub fn salvage_bytes(bytes: &[u8], mut batch: impl FnMut(Option<u64>, Vec<OwnedO
                 let base = (pos + RECORD_HEADER_LEN) as u64;
                 let decode = |version| {
                     let mut ops = Vec::new();
-                    decode_batch(payload, base, version, &mut |op| ops.push(op))
+                    let ids = KeyspaceIds::DefaultOnly;
+                    decode_batch(payload, base, version, ids, &mut |op| ops.push(op))
                         .map(|seq| (seq, ops))
                 };
                 let decoded = match head_version {
@@ -278,7 +289,18 @@ pub fn replay_file(path: &Path, apply: impl FnMut(Vec<u8>, Option<Vec<u8>>)) -> 
 }
 
 /// Reads and replays the WAL file at `path`, every operation passed on whole.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn replay_file_ops(path: &Path, apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
+    replay_file_ops_in(path, KeyspaceIds::DefaultOnly, apply)
+}
+
+/// [`replay_file_ops`] of a store's log, its keyspace ids judged by `ids` (see
+/// [`replay_ops_in`]).
+pub fn replay_file_ops_in(
+    path: &Path,
+    ids: KeyspaceIds,
+    apply: impl FnMut(OwnedOp),
+) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    replay_ops(&bytes, apply).map_err(|e| e.in_file(path, 0))
+    replay_ops_in(&bytes, ids, apply).map_err(|e| e.in_file(path, 0))
 }

@@ -218,6 +218,8 @@ fn check_after_failure(root: &Path, what: &str) -> bool {
 
 #[test]
 fn a_power_cut_at_every_sync_point_of_a_checkpoint_leaves_none_or_a_whole_one() {
+    // Reopens in a loop: not while another test forks a child (see `SERIAL`).
+    let _serial = crate::serial();
     let (mut images, mut whole) = (0, 0);
     for k in 0.. {
         let tmp = tempfile::tempdir().unwrap();
@@ -243,6 +245,8 @@ fn a_power_cut_at_every_sync_point_of_a_checkpoint_leaves_none_or_a_whole_one() 
 
 #[test]
 fn an_io_error_at_every_step_of_a_checkpoint_leaves_none_or_a_whole_one() {
+    // Reopens in a loop: not while another test forks a child (see `SERIAL`).
+    let _serial = crate::serial();
     for k in 0.. {
         let tmp = tempfile::tempdir().unwrap();
         let (store, fs) = fault_store(tmp.path());

@@ -52,6 +52,8 @@ fn put_range(store: &Store, r: std::ops::Range<u64>) {
 
 #[test]
 fn a_reader_follows_flushes_and_compactions_and_writes_nothing() {
+    // Reopens a writer, or forks a child: one at a time (see `SERIAL`).
+    let _serial = crate::serial();
     for kind in [FilterKind::BlockedBloom, FilterKind::Global] {
         let tmp = crate::scratch_dir();
         let dir = tmp.path().join("store");
@@ -126,6 +128,60 @@ fn a_reader_follows_flushes_and_compactions_and_writes_nothing() {
         let r = Store::open_read_only(&dir).unwrap();
         check_keys(&r, 3, "second writer");
         drop(w);
+    }
+}
+
+/// A range deletion reaches a reader through each place it lives: the writer's log, the
+/// `.rdel` file of the table its flush wrote, and the tables a compaction rewrote.
+#[test]
+fn a_reader_sees_range_deletions_from_the_log_the_rdel_files_and_compactions() {
+    for kind in [FilterKind::BlockedBloom, FilterKind::Global] {
+        let tmp = crate::scratch_dir();
+        let dir = tmp.path().join("store");
+        let opts = Options::default().filter(kind).compaction_trigger(None);
+        let w = Store::open(&dir, opts).unwrap();
+        put_range(&w, 0..500);
+        w.flush().unwrap();
+        let r = Store::open_read_only(&dir).unwrap();
+        check_keys(&r, 500, "before");
+        let gone = |r: &Store, what: &str| {
+            for i in 0..500 {
+                let want = !(100..200).contains(&i) && i != 450;
+                assert_eq!(
+                    r.get(key(i)).unwrap().is_some(),
+                    want,
+                    "{kind:?} {what}: key {i}"
+                );
+            }
+            assert_eq!(r.scan::<&[u8]>(..).count(), 399, "{kind:?} {what}: scan");
+            assert_eq!(
+                r.scan::<&[u8]>(..).rev().count(),
+                399,
+                "{kind:?} {what}: reverse scan"
+            );
+        };
+        w.delete_range(key(100), key(200)).unwrap();
+        w.delete_prefix(key(450)).unwrap();
+        assert!(r.get(key(150)).unwrap().is_some(), "seen before a refresh");
+        r.refresh().unwrap();
+        gone(&r, "from the log");
+        w.flush().unwrap();
+        assert!(
+            std::fs::read_dir(&dir).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".rdel")),
+            "the flush wrote no .rdel file"
+        );
+        r.refresh().unwrap();
+        gone(&r, "from the .rdel file");
+        w.compact().unwrap();
+        r.refresh().unwrap();
+        gone(&r, "after the compaction");
+        drop(r);
+        let r = Store::open_read_only(&dir).unwrap();
+        gone(&r, "a new reader");
     }
 }
 

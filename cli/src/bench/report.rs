@@ -7,7 +7,7 @@ use super::{BenchReport, Row};
 use crate::plot::{kind_color, render, Chart, Series, Style};
 use filterstore::filter::{self, FilterKind};
 
-/// The CPU model and core count, for reports.
+/// The CPU model, core count and the kernel blocked-bloom queries run on, for reports.
 pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -18,7 +18,7 @@ pub fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{cpu}, {cores} cores")
+    format!("{cpu}, {cores} cores, {}", filter::kernel_summary())
 }
 
 fn pct(x: f64) -> String {

@@ -410,6 +410,9 @@ impl BenchEngine {
     ) -> Result<RunFigures, CliError> {
         let n = self.count.max(1);
         let opts = self.options(compression);
+        if first {
+            eprintln!("bench engine: {}", filterstore::filter::kernel_summary());
+        }
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let store = Store::open(dir, opts.clone())?;
         let mut value = vec![0u8; self.value_bytes];

@@ -108,6 +108,11 @@ fn text(store: &Store, g: &Global) -> String {
         "memtable:       {} entries (not yet in a table)",
         s.memtable_entries
     );
+    let _ = writeln!(
+        o,
+        "range deletes:  {} range tombstones live",
+        s.lifecycle.range_tombstones_live
+    );
     let sn = &s.snapshots;
     let _ = writeln!(
         o,
@@ -421,6 +426,13 @@ fn json(store: &Store, g: &Global) -> String {
             "pinned_tables": s.snapshots.pinned_tables,
             "pinned_table_bytes": s.snapshots.pinned_table_bytes,
             "memtable_bytes": s.snapshots.memtable_bytes,
+        },
+        "lifecycle": {
+            "range_tombstones_live": s.lifecycle.range_tombstones_live,
+            "scope_of_the_others": "this process",
+            "entries_expired": s.lifecycle.entries_expired,
+            "bytes_reclaimed_by_expiry": s.lifecycle.bytes_reclaimed_by_expiry,
+            "tables_dropped_whole": s.lifecycle.tables_dropped_whole,
         },
         "counters": {
             "scope": "this process",

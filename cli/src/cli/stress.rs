@@ -12,6 +12,9 @@
 //!                        next child
 //! with --bank:     transfers between accounts as transactions, the total checked in every
 //!                  snapshot and, after each kill, every acknowledged transfer (`bank`)
+//! --checkpoints --kill: a child puts, deletes ranges and makes checkpoints; after each
+//!                  kill every checkpoint opens, verifies and holds what was acknowledged
+//!                  before it began, and the store every acknowledged write (`checkpoint`)
 //! ```
 //!
 //! The files by job: this one runs the command (the single process, or threads on one
@@ -21,6 +24,7 @@
 
 mod bank;
 mod check;
+mod checkpoint;
 mod kill;
 mod workload;
 
@@ -70,6 +74,12 @@ pub struct Stress {
     /// acknowledged transfer, and show each balance as the transfers present make it
     #[arg(long)]
     pub bank: bool,
+    /// With --kill, instead of the random workload: one writer puts keys and deletes
+    /// ranges while another thread makes checkpoints; after each kill every checkpoint must
+    /// open, verify clean and hold every write acknowledged before it began (a prefix of
+    /// the writes), and the store every acknowledged write
+    #[arg(long, requires = "kill", conflicts_with = "bank")]
+    pub checkpoints: bool,
     /// Internal: run as the child of `stress --kill`
     #[arg(long, hide = true)]
     pub child: bool,
@@ -82,6 +92,9 @@ impl Run for Stress {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         if self.child && self.bank {
             return self.bank_child(g);
+        }
+        if self.child && self.checkpoints {
+            return self.checkpoint_child(g);
         }
         if self.child {
             return self.child(g);
@@ -112,8 +125,11 @@ impl Run for Stress {
         let deadline = started + Duration::from_secs(self.duration);
         let mut t = Tally::default();
         let mut grouped = None;
+        let mut checkpoints = None;
         if self.bank {
             self.bank(&dir, deadline, &mut t)?;
+        } else if self.checkpoints {
+            checkpoints = Some(self.checkpoint_soak(&dir, deadline, &mut t)?);
         } else if self.kill {
             grouped = self.parent(&dir, deadline, &mut t)?;
         } else {
@@ -161,10 +177,13 @@ impl Run for Stress {
             }
             check_reopened(&dir, &model, &[], &mut t)?;
         }
-        let grouped = match grouped {
+        let mut grouped = match grouped {
             Some((groups, writes)) => format!(", commit groups {groups} for {writes} writes"),
             None => String::new(),
         };
+        if let Some(n) = checkpoints {
+            grouped.push_str(&format!(", checkpoints checked {n}"));
+        }
         println(format_args!(
             "stress: seed {}, {:.0} s, ops {}, kills {}, keys checked {}, problems {}{grouped}",
             self.seed,
@@ -217,13 +236,55 @@ impl Stress {
     }
 }
 
-/// Lets `child` run for `wait`, then SIGKILLs it: its exit status, the lines it printed and
-/// its standard error (the kill soak and the bank soak both watch a child this way).
-fn kill_after(
-    mut child: std::process::Child,
-    wait: Duration,
-) -> Result<(std::process::ExitStatus, Vec<String>, String), CliError> {
+/// Writes one line to stdout for the parent; exits quietly when the parent is gone (a
+/// closed pipe).
+fn emit(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+/// One round of a kill soak: runs this binary as `store --dir DIR stress ARGS --seed S
+/// --version-base V` (S drawn from `seed` and `round`), lets it run for a random 20 ms to
+/// 1.5 s (never past `deadline`), SIGKILLs it and returns the lines it printed; an exit of
+/// its own with an error is a problem of `t`'s. The kill, bank and checkpoint soaks all watch
+/// their child this way.
+#[allow(clippy::too_many_arguments)]
+fn kill_round(
+    dir: &Path,
+    args: &[String],
+    seed: u64,
+    round: u64,
+    version_base: u64,
+    rng: &mut workload::Rng,
+    deadline: Instant,
+    t: &mut Tally,
+) -> Result<Vec<String>, CliError> {
     use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe()?)
+        .arg("--dir")
+        .arg(dir)
+        .arg("stress")
+        .args(args)
+        .arg("--seed")
+        .arg(seed.wrapping_mul(1_000_003).wrapping_add(round).to_string())
+        .arg("--version-base")
+        .arg(version_base.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Kill at a random moment: during open and recovery sometimes, mostly while writes,
+    // flushes and compactions run.
+    let left = deadline.saturating_duration_since(Instant::now());
+    let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
     let stdout = child
         .stdout
         .take()
@@ -242,5 +303,12 @@ fn kill_after(
     if let Some(mut e) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
     }
-    Ok((status, lines, stderr))
+    if status.code().is_some_and(|c| c != 0) {
+        t.problem(format!(
+            "child {round} exited with {status} before it was killed: {}",
+            stderr.trim()
+        ));
+    }
+    t.kills += 1;
+    Ok(lines)
 }

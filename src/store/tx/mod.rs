@@ -42,6 +42,9 @@ pub struct Transaction {
     snap: Snapshot,
     opts: WriteOptions,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Ranges it deleted (`start..end`), in order. A write it made before one, inside it,
+    /// left `writes` then; one made after is in `writes`, and wins over every range.
+    deleted: Vec<(Vec<u8>, Vec<u8>)>,
     /// Keys read from the snapshot (not from its own writes).
     reads: Vec<Vec<u8>>,
     /// Ranges scanned.
@@ -92,6 +95,7 @@ impl Store {
             snap,
             opts: *opts,
             writes: BTreeMap::new(),
+            deleted: Vec::new(),
             reads: Vec::new(),
             ranges: Vec::new(),
         }
@@ -164,6 +168,9 @@ impl Transaction {
         if let Some(v) = self.writes.get(key) {
             return Ok(v.as_deref().map(Slice::from));
         }
+        if self.in_deleted(key) {
+            return Ok(None);
+        }
         self.reads.push(key.to_vec());
         self.snap.get(key)
     }
@@ -178,7 +185,7 @@ impl Transaction {
         let missing: Vec<&[u8]> = keys
             .iter()
             .map(AsRef::as_ref)
-            .filter(|k| !self.writes.contains_key(*k))
+            .filter(|k| !self.writes.contains_key(*k) && !self.in_deleted(k))
             .collect();
         let mut found = self.snap.multi_get(&missing)?.into_iter();
         self.reads.extend(missing.iter().map(|k| k.to_vec()));
@@ -186,6 +193,7 @@ impl Transaction {
             .iter()
             .map(|k| match self.writes.get(k.as_ref()) {
                 Some(v) => v.as_deref().map(Slice::from),
+                None if self.in_deleted(k.as_ref()) => None,
                 None => found.next().flatten(),
             })
             .collect())
@@ -217,7 +225,24 @@ impl Transaction {
                 .collect()
         };
         self.ranges.push(range);
+        if self.deleted.is_empty() {
+            return TransactionScan::new(base, own);
+        }
+        // The snapshot's keys under its own range deletions are gone (its writes after
+        // them come from `own`).
+        let deleted = self.deleted.clone();
+        let base = base.filter(move |item| match item {
+            Ok((k, _)) => !deleted.iter().any(|(a, b)| a[..] <= k[..] && k[..] < b[..]),
+            Err(_) => true,
+        });
         TransactionScan::new(base, own)
+    }
+
+    /// Whether one of its own range deletions holds `key`.
+    fn in_deleted(&self, key: &[u8]) -> bool {
+        self.deleted
+            .iter()
+            .any(|(a, b)| a.as_slice() <= key && key < b.as_slice())
     }
 
     /// Buffers a put of `value` under `key` (written at the commit).
@@ -231,24 +256,59 @@ impl Transaction {
         self.writes.insert(key.as_ref().to_vec(), None);
     }
 
+    /// Buffers the removal of every key from `start` up to `end` (not included), as
+    /// [`Store::delete_range`] does: committed as one range tombstone in the transaction's
+    /// one log record. Its own reads and scans see the range empty at once, but for the
+    /// writes it makes afterwards; other transactions that read a key in the range or
+    /// scanned over it since their snapshot conflict with it.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        if start >= end {
+            return;
+        }
+        let inside: Vec<Vec<u8>> = self
+            .writes
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in inside {
+            self.writes.remove(&k);
+        }
+        self.deleted.push((start.to_vec(), end.to_vec()));
+    }
+
+    /// Buffers the removal of every key that starts with `prefix` (a
+    /// [`delete_range`](Self::delete_range) of them).
+    pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) {
+        let prefix = prefix.as_ref();
+        let end =
+            crate::tombstone::prefix_end(prefix).unwrap_or_else(crate::tombstone::key_space_end);
+        self.delete_range(prefix, end);
+    }
+
     /// Commits: writes its buffered writes as one atomic batch, durable as its write
     /// options say, unless a key it read or a range it scanned was written by another
     /// commit after its snapshot ([`Error::Conflict`]) or it stayed open too long
     /// ([`Error::TransactionTooOld`]); then nothing is written. A transaction that wrote
     /// nothing commits at once.
     pub fn commit(mut self) -> Result<()> {
-        if self.writes.is_empty() {
+        if self.writes.is_empty() && self.deleted.is_empty() {
             return Ok(());
         }
         let writes = std::mem::take(&mut self.writes);
-        // A put expires as a plain put written with the transaction's write options would
-        // (`WriteOptions::ttl`, else the store's default time to live), counted from now.
-        let ops: Vec<crate::wal::Op<'_>> = writes
+        let deleted = std::mem::take(&mut self.deleted);
+        // Its range deletions first: each of its writes came after every deletion over it
+        // (one before it left `writes`). A put expires as a plain put written with the
+        // transaction's write options would (`WriteOptions::ttl`, else the store's default
+        // time to live), counted from now.
+        let ranges = deleted
             .iter()
-            .map(|(k, v)| match v {
+            .map(|(a, b)| crate::wal::Op::DeleteRange(a, b));
+        let ops: Vec<crate::wal::Op<'_>> = ranges
+            .chain(writes.iter().map(|(k, v)| match v {
                 Some(v) => crate::wal::Op::put(k, v, self.store.inner.expiry(0, &self.opts)),
                 None => crate::wal::Op::Delete(k),
-            })
+            }))
             .collect();
         let check = Arc::new(TxCheck::new(
             self.snap.seq(),

@@ -2,13 +2,12 @@
 //! buffered writes in the range, both ways.
 
 use crate::error::Result;
-use crate::scan::Scan;
 use crate::Slice;
 
 type Item = Result<(Slice, Slice)>;
 
 /// An iterator over a key range as a [`Transaction`](super::Transaction) sees it: its
-/// snapshot with its own puts and deletes laid over, in key order (or from the back, in
+/// snapshot (less its own range deletions) with its own puts and deletes laid over, in key order (or from the back, in
 /// reverse key order). Both ends may be used; they meet without overlap or gap. It owns
 /// what it reads: writes the transaction makes after it was made are not in it.
 pub struct TransactionScan {
@@ -50,7 +49,10 @@ impl<T> Ends<T> {
 }
 
 impl TransactionScan {
-    pub(super) fn new(base: Scan, own: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> Self {
+    pub(super) fn new(
+        base: impl DoubleEndedIterator<Item = Item> + Send + 'static,
+        own: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Self {
         TransactionScan {
             base: Ends::new(base),
             own: Ends::new(own.into_iter()),

@@ -2,7 +2,8 @@
 //! keys, 100-byte values) in levels; one `delete_range` of the contiguous middle D keys:
 //! its log record's bytes, the time of a scan over the range before and after it (the
 //! tombstone in the memtable, then flushed), the table bytes before and after
-//! `compact_range`; then point gets of present keys with no range tombstone against the
+//! `compact_range` (and the tables it dropped whole, the bytes its compactions read); then
+//! point gets of present keys with no range tombstone against the
 //! same store with 1,000 range tombstones over gaps between keys (alternating rounds,
 //! medians).
 //!
@@ -98,12 +99,20 @@ fn main() -> filterstore::Result<()> {
         mf / mb
     );
     let tb = table_bytes(&s);
+    let st = s.stats();
     s.compact_range(&a, &b)?;
     let ta = table_bytes(&s);
+    let sa = s.stats();
     println!(
         "table bytes: {tb} before compact_range, {ta} after ({} reclaimed; the range held {} bytes of keys and values)",
         tb - ta,
         d * (16 + 100)
+    );
+    println!(
+        "compact_range: {} tables dropped whole (unread), {} bytes read by its compactions, {} written",
+        sa.lifecycle.tables_dropped_whole - st.lifecycle.tables_dropped_whole,
+        sa.compaction_bytes_read - st.compaction_bytes_read,
+        sa.compaction_bytes_written - st.compaction_bytes_written
     );
     drop(s);
     // Gets without and with 1,000 range tombstones (over gaps: they cover no key), in an L0

@@ -17,14 +17,13 @@
 //! ```
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use filterstore::{Error, Store, SyncPolicy, WriteBatch};
 
+use super::emit;
 use super::workload::{options, Rng, Tally};
 use super::{on_lanes, Stress};
 use crate::cli::{CliError, Exit, Global};
@@ -171,17 +170,6 @@ fn check(dir: &Path, acked: &HashSet<u64>, t: &mut Tally) -> Result<(), CliError
     Ok(())
 }
 
-fn emit(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(line.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(0);
-    }
-}
-
 impl Stress {
     /// `--bank` (with or without `--kill`) in `dir`, until `deadline`.
     pub(super) fn bank(
@@ -227,42 +215,22 @@ impl Stress {
             store.close()?;
             return check(dir, &HashSet::new(), t);
         }
-        let exe = std::env::current_exe()?;
         let mut rng = Rng::new(self.seed ^ 0xba4c);
         let mut acked = HashSet::new();
         let mut round = 0u64;
         while Instant::now() < deadline {
             round += 1;
-            let child = Command::new(&exe)
-                .arg("--dir")
-                .arg(dir)
-                .args(["stress", "--bank", "--child", "--duration"])
-                .arg(self.duration.to_string())
-                .arg("--threads")
-                .arg(self.threads.to_string())
-                .arg("--seed")
-                .arg(
-                    self.seed
-                        .wrapping_mul(1_000_003)
-                        .wrapping_add(round)
-                        .to_string(),
-                )
-                .arg("--version-base")
-                .arg(round.to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
-            let (status, lines, stderr) = super::kill_after(child, wait)?;
-            if status.code().is_some_and(|c| c != 0) {
-                t.problem(format!(
-                    "child {round} exited with {status}: {}",
-                    stderr.trim()
-                ));
-            }
-            t.kills += 1;
+            let args = [
+                "--bank",
+                "--child",
+                "--duration",
+                &self.duration.to_string(),
+                "--threads",
+                &self.threads.to_string(),
+            ]
+            .map(String::from);
+            let lines =
+                super::kill_round(dir, &args, self.seed, round, round, &mut rng, deadline, t)?;
             for line in lines {
                 match line.split_once(' ') {
                     Some(("A", id)) => match u64::from_str_radix(id, 16) {

@@ -2,31 +2,17 @@
 //! that writes, announcing each write and its acknowledgement on stdout.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use filterstore::{Store, SyncPolicy};
 
 use super::check::check_reopened;
+use super::emit;
 use super::workload::{options, value, Model, Rng, Tally, Workload, Write1};
 use super::{on_lanes, Stress, LANE_VERSION_BITS};
 use crate::cli::{CliError, Exit, Global};
-
-/// Writes one line to stdout for the parent; exits quietly when the parent is gone (a
-/// closed pipe).
-fn emit(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(line.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(0);
-    }
-}
 
 impl Stress {
     /// The child of `--kill`: writes until killed, announcing each write on stdout. Write ids
@@ -102,45 +88,30 @@ impl Stress {
         deadline: Instant,
         t: &mut Tally,
     ) -> Result<Option<(u64, u64)>, CliError> {
-        let exe = std::env::current_exe()?;
         let mut rng = Rng::new(self.seed ^ 0x5eed);
         let mut must = Model::new();
         let mut round = 0u64;
         let mut grouped = (self.threads > 1).then_some((0, 0));
         while Instant::now() < deadline {
             round += 1;
-            let child = Command::new(&exe)
-                .arg("--dir")
-                .arg(dir)
-                .args(["stress", "--child", "--duration"])
-                .arg(self.duration.to_string())
-                .arg("--threads")
-                .arg(self.threads.to_string())
-                .arg("--seed")
-                .arg(
-                    self.seed
-                        .wrapping_mul(1_000_003)
-                        .wrapping_add(round)
-                        .to_string(),
-                )
-                .arg("--version-base")
-                .arg((round << 32).to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            // Kill at a random moment: during open and recovery sometimes, mostly while
-            // writes, flushes and compactions run.
-            let left = deadline.saturating_duration_since(Instant::now());
-            let wait = Duration::from_millis(20 + rng.below(1500)).min(left);
-            let (status, lines, stderr) = super::kill_after(child, wait)?;
-            if status.code().is_some_and(|c| c != 0) {
-                t.problem(format!(
-                    "child {round} exited with {status} before it was killed: {}",
-                    stderr.trim()
-                ));
-            }
-            t.kills += 1;
+            let args = [
+                "--child",
+                "--duration",
+                &self.duration.to_string(),
+                "--threads",
+                &self.threads.to_string(),
+            ]
+            .map(String::from);
+            let lines = super::kill_round(
+                dir,
+                &args,
+                self.seed,
+                round,
+                round << 32,
+                &mut rng,
+                deadline,
+                t,
+            )?;
             let (in_flight, groups) = self.apply_lines(&lines, &mut must, t);
             if let (Some(g), Some(c)) = (&mut grouped, groups) {
                 g.0 += c.0;
