@@ -8,7 +8,7 @@
 //! let store = Store::open(dir.path(), Options::default())?;
 //! store.put(b"apple", b"red")?;
 //! store.flush()?; // seal into a table fronted by a filter
-//! assert_eq!(store.get(b"apple")?, Some(b"red".to_vec()));
+//! assert_eq!(store.get(b"apple")?.unwrap(), b"red");
 //! assert_eq!(store.get(b"pear")?, None); // almost surely answered by the filter alone
 //! let stats = store.stats();
 //! assert_eq!(stats.tables.len(), 1);
@@ -20,6 +20,10 @@
 //! The crate denies `unsafe` except at these sites, each with a SAFETY comment:
 //! - `mmap.rs`: mapping filter and table files read-only (they are never modified after
 //!   they are renamed into place);
+//! - `memtable/arena.rs`: writing the memtable's chunks through a raw pointer while values
+//!   read from them are shared (bytes below a chunk's length are never written again);
+//! - `slice.rs`: a [`Slice`] is a union of its inline bytes and a shared `Bytes`, told
+//!   apart by one word, so that moving one never splits a load across smaller stores;
 //! - `filter/simd.rs`: the AVX2 and AVX-512 query kernels and their unaligned loads, the
 //!   SSE prefetch hint that batched lookups issue ahead of their filter queries (and the
 //!   global filter's batches ahead of their buckets), and
@@ -60,6 +64,7 @@ mod merge;
 mod mmap;
 pub mod repair;
 mod scan;
+mod slice;
 pub mod store;
 // The range tombstones file's decoder is public only with `internals`, for tests and fuzz
 // targets.
@@ -86,6 +91,7 @@ pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
+pub use slice::Slice;
 pub use store::{
     LevelStats, LifecycleStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot,
     SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,

@@ -14,7 +14,7 @@
 //! opened when that bound comes to the top, that is, when every entry before it has been
 //! handed out; a scan that ends first never reads it. Keys are compared by their first eight
 //! bytes as one integer ([`Source::head`], cached per source), and in full only on a tie.
-//! Nothing is allocated per entry: [`Merge::next_entry`] lends the entry to a closure.
+//! Nothing is allocated per entry: [`Merge::next_entry_all`] lends the entry to a closure.
 //!
 //! **Seek.** [`Merge::seek`] moves the merge on to a key: every source standing before it
 //! seeks ([`Source::seek`]: a table source becomes pending again on the table that holds
@@ -27,6 +27,7 @@ use std::ops::Bound;
 
 use crate::codec::prefix8;
 use crate::error::Result;
+use crate::Slice;
 
 /// Where a [`Source`] stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,12 @@ pub(crate) trait Source {
     }
     /// The current value (`None`: a tombstone); only when [`State::Ready`].
     fn value(&self) -> Option<&[u8]>;
+    /// [`value`](Self::value) as a [`Slice`]: by default a copy (inline when short); a
+    /// source that holds its values in shared bytes shares them instead.
+    #[inline]
+    fn value_slice(&self) -> Option<Slice> {
+        self.value().map(Slice::from)
+    }
     /// The current value's `expires_at` (Unix milliseconds; 0: never); only when
     /// [`State::Ready`]. Compaction's sources say it; scans judge expiry in their sources.
     #[inline]
@@ -88,7 +95,7 @@ pub(crate) trait Source {
 
 /// Merges sources given newest first (forward, or backward with `REV`): for equal keys the
 /// earliest source wins, and the others' versions are passed over. Hands out the newest
-/// version of each key in the range, tombstones included ([`next_entry`](Self::next_entry)),
+/// version of each key in the range, tombstones included ([`next_entry_all`](Self::next_entry_all)),
 /// or values only ([`next_item`](Self::next_item)); an error ends the merge.
 pub(crate) struct Merge<S, const REV: bool> {
     sources: Vec<S>,
@@ -264,12 +271,12 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
     /// every source past that key ([`last`](Self::last) and [`held`](Self::held) then say
     /// which). `false` (and `f` not called) at the end of the range.
     #[inline]
-    fn step(&mut self, f: &mut impl FnMut(u32, &[u8], Option<&[u8]>, u64)) -> Result<bool> {
+    fn step(&mut self, f: &mut impl FnMut(u32, &S)) -> Result<bool> {
         let Some(top) = self.ready_top()? else {
             return Ok(false);
         };
         let s = &self.sources[top];
-        f(top as u32, s.key(), s.value(), s.expires());
+        f(top as u32, s);
         self.last.clear();
         self.last.extend_from_slice(s.key());
         self.stepped = true;
@@ -295,29 +302,21 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         Ok(true)
     }
 
-    /// Hands the next key's newest entry (tombstones included) to `f`; `false` at the end.
-    /// An error ends the merge.
-    #[inline]
-    pub(crate) fn next_entry(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<bool> {
-        self.next_entry_all(|_, k, v, _| f(k, v))
-    }
-
-    /// [`next_entry`](Self::next_entry), `f` also told the number of the source whose
-    /// version it is (range tombstones hide entries by source: `tombstone`).
-    #[inline]
-    pub(crate) fn next_entry_from(
-        &mut self,
-        mut f: impl FnMut(u32, &[u8], Option<&[u8]>),
-    ) -> Result<bool> {
-        self.next_entry_all(|i, k, v, _| f(i, k, v))
-    }
-
-    /// [`next_entry_from`](Self::next_entry_from) with the entry's `expires_at` too.
+    /// Hands the next key's newest entry (tombstones included) to `f`, with the number of
+    /// the source whose version it is (range tombstones hide entries by source:
+    /// `tombstone`) and the entry's `expires_at`; `false` at the end. An error ends the merge.
     #[inline]
     pub(crate) fn next_entry_all(
         &mut self,
         mut f: impl FnMut(u32, &[u8], Option<&[u8]>, u64),
     ) -> Result<bool> {
+        self.next_source_entry(|i, s| f(i, s.key(), s.value(), s.expires()))
+    }
+
+    /// [`next_entry_all`](Self::next_entry_all), handing `f` the number of the source that
+    /// holds the entry and the source itself (to share its value: [`Source::value_slice`]).
+    #[inline]
+    pub(crate) fn next_source_entry(&mut self, mut f: impl FnMut(u32, &S)) -> Result<bool> {
         if self.done {
             return Ok(false);
         }
@@ -330,10 +329,15 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
 
     /// The next value and its key (tombstones hide older versions and are not returned):
     /// `None` at the end; an error ends the merge.
-    pub(crate) fn next_item(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    /// The key is a copy (inline in the [`Slice`] when short), the value shared where its
+    /// source holds it in shared bytes ([`Source::value_slice`]).
+    pub(crate) fn next_item(&mut self) -> Option<Result<(Slice, Slice)>> {
         let mut item = None;
         loop {
-            match self.next_entry(|k, v| item = v.map(|v| (k.to_vec(), v.to_vec()))) {
+            let r = self.next_source_entry(|_, s| {
+                item = s.value_slice().map(|v| (Slice::from(s.key()), v));
+            });
+            match r {
                 Ok(true) if item.is_some() => return item.map(Ok),
                 Ok(true) => {}
                 Ok(false) => return None,
@@ -487,7 +491,10 @@ mod tests {
                 }
             }
             match m.next_item() {
-                Some(item) => got.push(item.unwrap()),
+                Some(item) => {
+                    let (k, v) = item.unwrap();
+                    got.push((k.into(), v.into()));
+                }
                 None => break,
             }
         }

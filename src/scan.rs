@@ -38,6 +38,7 @@ use crate::merge::{Merge, Source, State};
 use crate::table::block::BlockCursor;
 use crate::table::{BlockBytes, ReadAhead, Table};
 use crate::version::{prefix8, TableHandle, Version};
+use crate::Slice;
 
 mod ranges;
 mod tables;
@@ -244,6 +245,13 @@ impl Source for ScanSource {
         match self {
             ScanSource::Mem(s) => s.value(),
             ScanSource::Tables(s) => s.value(),
+        }
+    }
+    #[inline]
+    fn value_slice(&self) -> Option<Slice> {
+        match self {
+            ScanSource::Mem(s) => s.value_slice(),
+            ScanSource::Tables(s) => s.value_slice(),
         }
     }
     fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {
@@ -469,12 +477,12 @@ impl std::fmt::Debug for Scan {
 }
 
 impl Iterator for Scan {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    type Item = Result<(Slice, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
         let item = next_visible(&mut self.front, self.cover.as_deref())?;
         if let (Ok((k, _)), Back::Open(b)) = (&item, &mut self.back) {
             // The ends met: the back returned this key or one before it.
-            if b.last().is_some_and(|l| k.as_slice() >= l) {
+            if b.last().is_some_and(|l| **k >= *l) {
                 self.front.finish();
                 b.finish();
                 return None;
@@ -492,7 +500,7 @@ impl DoubleEndedIterator for Scan {
         };
         let item = next_visible(back, self.back_cover.as_deref())?;
         if let Ok((k, _)) = &item {
-            if self.front.last().is_some_and(|l| k.as_slice() <= l) {
+            if self.front.last().is_some_and(|l| **k <= *l) {
                 self.front.finish();
                 if let Back::Open(b) = &mut self.back {
                     b.finish();

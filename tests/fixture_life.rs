@@ -128,21 +128,21 @@ fn check_at(now: u64) {
     for i in 0..320 {
         let k = key(i).into_bytes();
         assert_eq!(
-            s.get(&k).unwrap(),
+            s.get(&k).unwrap().map(Vec::from),
             want.get(&k).cloned(),
             "at {now}: {}",
             key(i)
         );
     }
     let all: Vec<(Vec<u8>, Vec<u8>)> = want.into_iter().collect();
-    let got: Vec<_> = s.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let got: Vec<_> = s.scan::<&[u8]>(..).map(owned).collect();
     assert!(got == all, "at {now}: the scan differs");
-    let mut back: Vec<_> = s.scan::<&[u8]>(..).rev().map(Result::unwrap).collect();
+    let mut back: Vec<_> = s.scan::<&[u8]>(..).rev().map(owned).collect();
     back.reverse();
     assert!(back == all, "at {now}: the reverse scan differs");
     if now == T0 {
         // A read-only handle judges expiry by the system clock: the long ones live.
-        let ro_all: BTreeMap<_, _> = ro.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let ro_all: BTreeMap<_, _> = ro.scan::<&[u8]>(..).map(owned).collect();
         assert!(ro_all == model(T0 + 2 * HOUR), "read-only handle");
     }
     drop(s);
@@ -203,4 +203,10 @@ fn checked_in_store_with_range_tombstones_and_expiring_tables_decodes() {
     for now in [T0, T0 + 2 * HOUR, T0 + 3 * HOUR] {
         check_at(now);
     }
+}
+
+/// A scan item as owned bytes (the model's type).
+fn owned(r: filterstore::Result<(filterstore::Slice, filterstore::Slice)>) -> (Vec<u8>, Vec<u8>) {
+    let (k, v) = r.unwrap();
+    (k.to_vec(), v.to_vec())
 }

@@ -33,7 +33,7 @@ fn check_all(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, space: u64) {
     for i in 0..space + 50 {
         let k = format!("k{i:05}").into_bytes();
         assert_eq!(
-            store.get(&k).unwrap(),
+            store.get(&k).unwrap().map(Vec::from),
             model.get(&k).cloned(),
             "key {}",
             String::from_utf8_lossy(&k)
@@ -57,7 +57,7 @@ fn global_store_matches_a_model_through_flushes_compactions_and_reopens() {
                 75..=94 => {
                     let k = key(&mut rng, space + 50);
                     assert_eq!(
-                        store.get(&k).unwrap(),
+                        store.get(&k).unwrap().map(Vec::from),
                         model.get(&k).cloned(),
                         "seed {seed}"
                     );
@@ -136,7 +136,7 @@ fn a_fingerprint_collision_across_runs_still_returns_the_newest_version() {
     store.flush().unwrap();
     let before = store.stats();
     assert_eq!(
-        store.get(old.as_bytes()).unwrap(),
+        store.get(old.as_bytes()).unwrap().map(Vec::from),
         Some(b"old-value".to_vec())
     );
     let after = store.stats();
@@ -146,9 +146,12 @@ fn a_fingerprint_collision_across_runs_still_returns_the_newest_version() {
     // A newer version of `old` in L0 wins over L1's, collision or not.
     store.put(old.as_bytes(), b"newest").unwrap();
     store.flush().unwrap();
-    assert_eq!(store.get(old.as_bytes()).unwrap(), Some(b"newest".to_vec()));
     assert_eq!(
-        store.get(new.as_bytes()).unwrap(),
+        store.get(old.as_bytes()).unwrap().map(Vec::from),
+        Some(b"newest".to_vec())
+    );
+    assert_eq!(
+        store.get(new.as_bytes()).unwrap().map(Vec::from),
         Some(b"new-value".to_vec())
     );
     store.delete(old.as_bytes()).unwrap();
@@ -157,7 +160,7 @@ fn a_fingerprint_collision_across_runs_still_returns_the_newest_version() {
     store.compact().unwrap();
     assert_eq!(store.get(old.as_bytes()).unwrap(), None);
     assert_eq!(
-        store.get(new.as_bytes()).unwrap(),
+        store.get(new.as_bytes()).unwrap().map(Vec::from),
         Some(b"new-value".to_vec())
     );
     assert!(store.check_global_filter().unwrap().is_some());
@@ -287,7 +290,7 @@ fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
     assert!(g.entries >= n, "{g:?}");
     for i in (0..n).step_by(97) {
         assert_eq!(
-            store.get(key(i)).unwrap(),
+            store.get(key(i)).unwrap().map(Vec::from),
             Some(i.to_le_bytes().to_vec()),
             "key {i}"
         );
@@ -484,7 +487,11 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
     let mut rng = Rng::new(11);
     for _ in 0..n {
         let k = w(rng.below(n * 2));
-        assert_eq!(store.get(&k).unwrap(), model.get(&k).cloned(), "{k:?}");
+        assert_eq!(
+            store.get(&k).unwrap().map(Vec::from),
+            model.get(&k).cloned(),
+            "{k:?}"
+        );
     }
     drop(store);
 }
@@ -530,7 +537,7 @@ fn every_lookup_probes_the_global_filter_once_and_is_counted() {
             }
         };
         let [p, a] = got.map(Result::unwrap);
-        assert_eq!(p, want, "key {i}");
+        assert_eq!(p.map(Vec::from), want, "key {i}");
         assert_eq!(a, None, "absent key {i}");
     }
     let s = store.stats();
@@ -571,7 +578,14 @@ fn every_lookup_probes_the_global_filter_once_and_is_counted() {
                 } else {
                     store.multi_get(ks)
                 };
-                assert_eq!(got.unwrap(), ws, "batch {batch}, reader {via_reader}");
+                assert_eq!(
+                    got.unwrap()
+                        .into_iter()
+                        .map(|v| v.map(Vec::from))
+                        .collect::<Vec<_>>(),
+                    ws,
+                    "batch {batch}, reader {via_reader}"
+                );
             }
             let p = store.stats().global_filter.unwrap().probes - p0;
             assert_eq!(p, n, "batch {batch}, reader {via_reader}");

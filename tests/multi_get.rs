@@ -140,7 +140,10 @@ fn compare(
     } else {
         store.multi_get(keys)
     }
-    .expect("multi_get");
+    .expect("multi_get")
+    .into_iter()
+    .map(|v| v.map(Vec::from))
+    .collect::<Vec<_>>();
     let c1 = counts(&store.stats());
     let looped: Vec<Option<Vec<u8>>> = keys
         .iter()
@@ -151,6 +154,7 @@ fn compare(
                 store.get(k)
             }
             .expect("get")
+            .map(Vec::from)
         })
         .collect();
     let c2 = counts(&store.stats());
@@ -321,7 +325,10 @@ fn multi_get_equals_the_model_while_flushes_and_compactions_run() {
             } else {
                 reader.multi_get(&keys)
             }
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>();
             for (k, v) in keys.iter().zip(&got) {
                 assert_eq!(
                     v.as_ref(),
@@ -363,29 +370,54 @@ fn a_readers_multi_get_sees_writes_made_after_the_reader() {
     let v = |s: &str| Some(s.as_bytes().to_vec());
     // In the memtable.
     assert_eq!(
-        reader.multi_get(&keys).unwrap(),
+        reader
+            .multi_get(&keys)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>(),
         [v("1"), v("2"), None, v("1")]
     );
     store.flush().unwrap();
     // In a table, memtables empty: the reader's own snapshot.
     assert_eq!(
-        reader.multi_get(&keys).unwrap(),
+        reader
+            .multi_get(&keys)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>(),
         [v("1"), v("2"), None, v("1")]
     );
     store.delete(b"a").unwrap();
     store.put(b"c", b"3").unwrap();
     assert_eq!(
-        reader.multi_get(&keys).unwrap(),
+        reader
+            .multi_get(&keys)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>(),
         [None, v("2"), v("3"), None]
     );
     store.flush().unwrap();
     assert_eq!(
-        reader.multi_get(&keys).unwrap(),
+        reader
+            .multi_get(&keys)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>(),
         [None, v("2"), v("3"), None]
     );
     store.compact().unwrap();
     assert_eq!(
-        reader.multi_get(&keys).unwrap(),
+        reader
+            .multi_get(&keys)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.map(Vec::from))
+            .collect::<Vec<_>>(),
         [None, v("2"), v("3"), None]
     );
     assert_eq!(store.stats().lookups, 4 * 6);

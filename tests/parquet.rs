@@ -33,7 +33,11 @@ fn opts() -> Options {
 }
 
 fn contents(store: &Store) -> Model {
-    store.scan::<&[u8]>(..).map(|r| r.unwrap()).collect()
+    store
+        .scan::<&[u8]>(..)
+        .map(|r| r.unwrap())
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
 }
 
 fn export(store: &Store, dir: &Path, o: &ParquetOptions) -> ExportSummary {

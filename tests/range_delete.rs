@@ -14,7 +14,12 @@ use std::sync::Arc;
 
 use common::model::{self, key};
 use common::{NoSyncFs, Rng};
-use filterstore::{FilterKind, Options, Store, WriteBatch};
+use filterstore::{FilterKind, Options, Slice, Store, WriteBatch};
+
+/// The model's bytes as the store returns them.
+fn sl(v: &[u8]) -> Slice {
+    Slice::from(v)
+}
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -60,7 +65,7 @@ fn check_all(store: &Store, model: &Model, what: &str) {
         .scan::<&[u8]>(..)
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
-    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let want: Vec<_> = model.iter().map(|(k, v)| (sl(k), sl(v))).collect();
     assert_eq!(got, want, "{what}: full scan");
 }
 
@@ -129,13 +134,13 @@ fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
                 let k = key(&mut rng, space + 20);
                 assert_eq!(
                     store.get(&k).unwrap(),
-                    model.get(&k).cloned(),
+                    model.get(&k).map(|v| sl(v)),
                     "{at} get {k:?}"
                 );
             }
             65..=67 => {
                 let keys: Vec<Vec<u8>> = (0..8).map(|_| key(&mut rng, space)).collect();
-                let want: Vec<_> = keys.iter().map(|k| model.get(k).cloned()).collect();
+                let want: Vec<_> = keys.iter().map(|k| model.get(k).map(|v| sl(v))).collect();
                 assert_eq!(store.multi_get(&keys).unwrap(), want, "{at} multi_get");
                 let r = store.reader();
                 assert_eq!(r.multi_get(&keys).unwrap(), want, "{at} reader");
@@ -150,7 +155,7 @@ fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 let want: Vec<_> = model
                     .range(lo.clone()..hi.clone())
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (sl(k), sl(v)))
                     .collect();
                 let got: Vec<_> = store
                     .scan(lo.clone()..hi.clone())
@@ -169,7 +174,7 @@ fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
                 let mid = key(&mut rng, space);
                 s.seek(&mid).unwrap();
                 let got: Vec<_> = s.collect::<Result<Vec<_>, _>>().unwrap();
-                let want: Vec<_> = want.into_iter().filter(|(k, _)| *k >= mid).collect();
+                let want: Vec<_> = want.into_iter().filter(|(k, _)| k[..] >= mid[..]).collect();
                 assert_eq!(got, want, "{at} seek {mid:?}");
             }
             73..=75 => {
@@ -178,11 +183,15 @@ fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
                 } else {
                     let (s, m) = snaps.remove(rng.below(3) as usize);
                     let got: Vec<_> = s.scan::<&[u8]>(..).collect::<Result<Vec<_>, _>>().unwrap();
-                    let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let want: Vec<_> = m.iter().map(|(k, v)| (sl(k), sl(v))).collect();
                     assert_eq!(got, want, "{at} snapshot scan");
                     for _ in 0..10 {
                         let k = key(&mut rng, space);
-                        assert_eq!(s.get(&k).unwrap(), m.get(&k).cloned(), "{at} snapshot get");
+                        assert_eq!(
+                            s.get(&k).unwrap(),
+                            m.get(&k).map(|v| sl(v)),
+                            "{at} snapshot get"
+                        );
                     }
                 }
             }
@@ -208,7 +217,7 @@ fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
     dropped += store.stats().lifecycle.tables_dropped_whole;
     for (s, m) in &snaps {
         let got: Vec<_> = s.scan::<&[u8]>(..).collect::<Result<Vec<_>, _>>().unwrap();
-        let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let want: Vec<_> = m.iter().map(|(k, v)| (sl(k), sl(v))).collect();
         assert_eq!(got, want, "seed {seed}: snapshot at the end");
     }
     snaps.clear();
@@ -219,7 +228,7 @@ fn run(seed: u64, steps: usize, global: bool) -> (u64, u64) {
         let k = format!("k{k:05}").into_bytes();
         assert_eq!(
             store.get(&k).unwrap(),
-            model.get(&k).cloned(),
+            model.get(&k).map(|v| sl(v)),
             "seed {seed} final {k:?}"
         );
     }

@@ -73,7 +73,7 @@ fn damaged_tombstones_are_an_error_naming_file_and_offset() {
     std::fs::write(path, &good).unwrap();
     let s = Store::open(dir.path(), Options::default()).unwrap();
     assert_eq!(s.get(key(15)).unwrap(), None);
-    assert_eq!(s.get(key(20)).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(s.get(key(20)).unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(s.scan::<&[u8]>(..).count(), 100 - 10 - 40);
 }
 
@@ -137,7 +137,10 @@ fn range_deletes_survive_power_cuts_at_every_sync_point() {
             std::fs::create_dir_all(&img).unwrap();
             fs.crash_image(&img, applied).unwrap();
             let s = Store::open(&img, Options::default()).unwrap();
-            let got: BTreeMap<Vec<u8>, Vec<u8>> = s.scan::<&[u8]>(..).map(|r| r.unwrap()).collect();
+            let got: BTreeMap<Vec<u8>, Vec<u8>> = s
+                .scan::<&[u8]>(..)
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                .collect();
             assert!(
                 got == model || after.as_ref() == Some(&got),
                 "cut {cut} applied {applied}: {} keys, {} acknowledged",
@@ -223,7 +226,10 @@ fn compact_range_reclaims_a_deleted_range() {
         "tombstones left at the bottom"
     );
     assert_eq!(s.scan::<&[u8]>(..).count(), 10_000);
-    assert_eq!(s.get(key(90_000)).unwrap(), Some(vec![b'v'; 100]));
+    assert_eq!(
+        s.get(key(90_000)).unwrap().as_deref(),
+        Some(&[b'v'; 100][..])
+    );
     assert_eq!(s.get(key(1)).unwrap(), None);
 }
 
@@ -255,6 +261,6 @@ fn compaction_outputs_do_not_cut_inside_a_kept_range_tombstone() {
     let s = Store::open(dir.path(), opts()).unwrap();
     assert_eq!(s.scan::<&[u8]>(..).count(), 4000 - 2000 + 1000);
     assert_eq!(s.get(key(1200)).unwrap(), None);
-    assert_eq!(s.get(key(2000)).unwrap(), Some(vec![b'n'; 60]));
-    assert_eq!(s.get(key(3000)).unwrap(), Some(vec![b'o'; 60]));
+    assert_eq!(s.get(key(2000)).unwrap().as_deref(), Some(&[b'n'; 60][..]));
+    assert_eq!(s.get(key(3000)).unwrap().as_deref(), Some(&[b'o'; 60][..]));
 }

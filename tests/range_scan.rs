@@ -79,6 +79,7 @@ fn check(store: &Store, model: &Model, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) {
     };
     let got: Vec<_> = store
         .scan::<Vec<u8>>((lo.clone(), hi.clone()))
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(got, want, "scan {lo:?}..{hi:?}");
@@ -130,7 +131,7 @@ proptest! {
                 .filter(|(k, _)| k.starts_with(p))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let got: Vec<_> = store.scan_prefix(p).collect::<Result<_, _>>().unwrap();
+            let got: Vec<_> = store.scan_prefix(p).map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_, _>>().unwrap();
             prop_assert_eq!(got, want, "prefix {:?}", p);
         }
         let s = store.stats();
@@ -214,14 +215,14 @@ fn present_keys_are_found_and_counted() {
     let store = random_tables(dir.path(), 16.0, 3, 5_000);
     let keys: Vec<Vec<u8>> = store
         .scan::<&[u8]>(..)
-        .map(|r| r.unwrap().0)
+        .map(|r| r.unwrap().0.to_vec())
         .step_by(97)
         .collect();
     let before = store.stats();
     for k in &keys {
         let got: Vec<_> = store
             .scan(k.as_slice()..=k.as_slice())
-            .map(|r| r.unwrap().0)
+            .map(|r| r.unwrap().0.to_vec())
             .collect();
         assert_eq!(got, std::slice::from_ref(k));
     }

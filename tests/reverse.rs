@@ -75,7 +75,9 @@ fn drain(scan: &mut Scan, mut want: Items, rng: &mut Rng, back: u64, what: &str)
         } else {
             (scan.next(), want.pop_front())
         };
-        let got = got.map(|r| r.unwrap_or_else(|e| panic!("{what}: {e}")));
+        let got = got
+            .map(|r| r.unwrap_or_else(|e| panic!("{what}: {e}")))
+            .map(|(k, v)| (k.to_vec(), v.to_vec()));
         assert_eq!(got, expect, "{what}: from the back {from_back}");
         if expect.is_none() {
             assert!(
@@ -232,9 +234,18 @@ fn tombstones_shadow_deeper_levels_backward() {
         .rev()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let got: Vec<_> = store.scan::<&[u8]>(..).rev().map(Result::unwrap).collect();
+    let got: Vec<_> = store
+        .scan::<&[u8]>(..)
+        .rev()
+        .map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
     assert!(got == want, "reverse scan differs from the model");
-    let fwd: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let fwd: Vec<_> = store
+        .scan::<&[u8]>(..)
+        .map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
     assert!(
         fwd.iter().rev().eq(got.iter()),
         "forward and reverse differ"
@@ -242,11 +253,17 @@ fn tombstones_shadow_deeper_levels_backward() {
     let mut rng = Rng::new(3);
     check_scans(&store, &model, &mut rng, 200, "shadowed");
     assert_eq!(
-        store.first_key_value().unwrap(),
+        store
+            .first_key_value()
+            .unwrap()
+            .map(|(k, v)| (k.to_vec(), v.to_vec())),
         model.first_key_value().map(|(k, v)| (k.clone(), v.clone()))
     );
     assert_eq!(
-        store.last_key_value().unwrap(),
+        store
+            .last_key_value()
+            .unwrap()
+            .map(|(k, v)| (k.to_vec(), v.to_vec())),
         model.last_key_value().map(|(k, v)| (k.clone(), v.clone()))
     );
 }
@@ -341,13 +358,16 @@ fn seek_moves_either_end() {
     for _ in 0..200 {
         let (a, b) = (key(&mut rng), key(&mut rng));
         let mut scan = store.scan::<&[u8]>(..);
-        let first = scan.next().unwrap().unwrap().0;
+        let first = scan.next().unwrap().unwrap().0.to_vec();
         scan.seek(&a).unwrap();
         let want = model
             .range((Bound::Excluded(first.clone()), Bound::Unbounded))
             .find(|(k, _)| **k >= a)
             .map(|(k, v)| (k.clone(), v.clone()));
-        let got = scan.next().map(Result::unwrap);
+        let got = scan
+            .next()
+            .map(Result::unwrap)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()));
         assert_eq!(got, want, "seek {a:?}");
         let Some((front, _)) = got else { continue };
         scan.seek_back(&b).unwrap();
@@ -357,7 +377,9 @@ fn seek_moves_either_end() {
             .filter(|(k, _)| **k > front)
             .map(|(k, v)| (k.clone(), v.clone()));
         assert_eq!(
-            scan.next_back().map(Result::unwrap),
+            scan.next_back()
+                .map(Result::unwrap)
+                .map(|(k, v)| (k.to_vec(), v.to_vec())),
             want,
             "seek_back {b:?} after {a:?}"
         );

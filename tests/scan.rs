@@ -65,7 +65,11 @@ impl Open {
     /// Reads `n` entries (or to the end); false once the scan is done.
     fn read(&mut self, n: usize, what: &str) -> bool {
         for _ in 0..n {
-            let got = self.scan.next().map(|r| r.expect("scan"));
+            let got = self
+                .scan
+                .next()
+                .map(|r| r.expect("scan"))
+                .map(|(k, v)| (k.to_vec(), v.to_vec()));
             let want = self.want.next();
             assert_eq!(got, want, "{what}");
             if got.is_none() {
@@ -199,7 +203,12 @@ fn a_scan_outlives_the_switch_and_flush_of_its_memtable() {
         store.put(format!("k{i:04}").as_bytes(), b"old").unwrap();
     }
     let mut scan = store.scan::<&[u8]>(..);
-    let first: Vec<_> = scan.by_ref().take(10).map(Result::unwrap).collect();
+    let first: Vec<_> = scan
+        .by_ref()
+        .take(10)
+        .map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
     assert_eq!(first[0], (b"k0000".to_vec(), b"old".to_vec()));
     // Overwrites, deletes and new keys after the start; then the memtable is sealed, and
     // the resulting table merged with the next ones.
@@ -215,13 +224,23 @@ fn a_scan_outlives_the_switch_and_flush_of_its_memtable() {
     store.flush().unwrap();
     store.compact().unwrap();
     assert_eq!(store.stats().tables.len(), 1);
-    let rest: Vec<_> = scan.map(Result::unwrap).collect();
+    let rest: Vec<_> = scan
+        .map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
     assert_eq!(rest.len(), 990);
     assert!(rest.iter().all(|(k, v)| k.len() == 5 && v == b"old"));
     // A new scan sees the new state.
-    let now: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let now: Vec<_> = store
+        .scan::<&[u8]>(..)
+        .map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
     assert_eq!(now.len(), 334 + 333 + 333);
-    assert_eq!(store.get(b"k0500").unwrap(), Some(b"newer".to_vec()));
+    assert_eq!(
+        store.get(b"k0500").unwrap().map(Vec::from),
+        Some(b"newer".to_vec())
+    );
 }
 
 /// A scan started before a compaction keeps reading the tables it started with after the
@@ -264,7 +283,11 @@ fn a_scan_reads_tables_a_compaction_removed() {
         before.iter().all(|t| during.contains(t)),
         "{before:?} {during:?}"
     );
-    let rest: Vec<_> = scan.by_ref().map(Result::unwrap).collect();
+    let rest: Vec<_> = scan
+        .by_ref()
+        .map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
     assert_eq!(rest.len(), 19_999);
     for (i, (k, v)) in rest.iter().enumerate() {
         let n = i as u32 + 1;
@@ -320,6 +343,7 @@ fn a_short_scan_reads_a_block_per_source_not_the_table() {
             .scan::<&[u8]>(from.as_bytes()..)
             .take(limit)
             .map(Result::unwrap)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
             .collect();
         let read = reads() - before;
         assert_eq!(got.len(), limit);
@@ -399,6 +423,7 @@ fn scans_of_blocks_the_cache_does_not_hold() {
                 .scan::<&[u8]>(from.as_slice()..)
                 .take(limit)
                 .map(Result::unwrap)
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
                 .collect();
             let want: Vec<_> = model
                 .range(from.clone()..)
@@ -408,7 +433,10 @@ fn scans_of_blocks_the_cache_does_not_hold() {
             assert_eq!(got, want, "cache {cache} mmap {mmap_reads} scan {i}");
             returned += got.len();
             let k = format!("k{:06}", rng.below(18_000)).into_bytes();
-            assert_eq!(store.get(&k).unwrap().as_ref(), model.get(&k));
+            assert_eq!(
+                store.get(&k).unwrap().map(Vec::from).as_ref(),
+                model.get(&k)
+            );
         }
         let after = store.stats();
         let read = after.data_block_reads - before.data_block_reads;
@@ -437,6 +465,7 @@ fn writing_while_iterating_from_the_same_thread() {
     let mut seen = 0;
     for item in store.scan::<&[u8]>(..) {
         let (k, v) = item.unwrap();
+        let (k, v) = (k.to_vec(), v.to_vec());
         assert_eq!(v, b"1");
         // Overwrite what was read, delete what comes next, add keys in between: memtables
         // fill and switch while the scan goes on.
@@ -485,7 +514,11 @@ fn a_scan_that_misses_reads_the_next_block_with_it() {
         let opts = Options::default().mmap_reads(mmap_reads);
         // Reopened: the cache starts empty.
         let store = Store::open(dir.path(), opts).unwrap();
-        let got: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let got: Vec<_> = store
+            .scan::<&[u8]>(..)
+            .map(Result::unwrap)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
         assert!(got.iter().map(|(k, v)| (k, v)).eq(model.iter()));
         let s = store.stats();
         let (reads, misses) = (s.data_block_reads, s.block_cache_misses);
@@ -521,7 +554,7 @@ fn a_damaged_block_read_ahead_is_an_error_at_its_offset() {
     let err = loop {
         match scan.next() {
             Some(Ok((k, v))) => {
-                assert_eq!(model.get(&k), Some(&v));
+                assert_eq!(model.get(&*k), Some(&v.to_vec()));
                 ok += 1;
             }
             Some(Err(e)) => break e,
@@ -605,7 +638,11 @@ fn scans_agree_with_the_model_on_every_block_path() {
             }
             let whole = |store: &Store, what: &str| {
                 let before = store.stats();
-                let got: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+                let got: Vec<_> = store
+                    .scan::<&[u8]>(..)
+                    .map(Result::unwrap)
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                    .collect();
                 assert!(got.iter().map(|(k, v)| (k, v)).eq(model.iter()), "{what}");
                 let s = store.stats();
                 let used = s.data_block_reads + s.block_cache_hits
@@ -616,11 +653,18 @@ fn scans_agree_with_the_model_on_every_block_path() {
             assert!(store.stats().tables.len() >= 3, "{what}");
             // Held across a compaction that removes every table it reads.
             let mut held = store.scan::<&[u8]>(..);
-            let head: Vec<_> = held.by_ref().take(10).map(Result::unwrap).collect();
+            let head: Vec<_> = held
+                .by_ref()
+                .take(10)
+                .map(Result::unwrap)
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect();
             whole(&store, &format!("{what}, cold"));
             whole(&store, &format!("{what}, warm"));
             store.compact().unwrap();
-            let rest = held.map(Result::unwrap);
+            let rest = held
+                .map(Result::unwrap)
+                .map(|(k, v)| (k.to_vec(), v.to_vec()));
             let all: Vec<_> = head.into_iter().chain(rest).collect();
             assert!(
                 all.iter().map(|(k, v)| (k, v)).eq(model.iter()),
@@ -638,6 +682,7 @@ fn scans_agree_with_the_model_on_every_block_path() {
                     .scan::<&[u8]>((Bound::Included(start.as_bytes()), Bound::Unbounded))
                     .take(limit)
                     .map(Result::unwrap)
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
                     .collect();
                 let want: Vec<_> = model
                     .range(start.clone().into_bytes()..)
@@ -650,6 +695,7 @@ fn scans_agree_with_the_model_on_every_block_path() {
                 let got: Vec<_> = store
                     .scan_prefix(p.as_bytes())
                     .map(Result::unwrap)
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
                     .collect();
                 let want: Vec<_> = model
                     .range(p.as_bytes().to_vec()..)

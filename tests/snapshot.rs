@@ -414,7 +414,7 @@ fn a_snapshot_outlives_the_compaction_that_removes_its_tables() {
             // The snapshot reads the replaced tables; the store the new one.
             check_all(&snap, &old, 3000, &format!("{kind} cache {cache}"));
             for (k, v) in new.iter().step_by(97) {
-                assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+                assert_eq!(store.get(k).unwrap().map(Vec::from).as_ref(), Some(v));
             }
             drop(snap);
             let s = store.stats();
@@ -500,7 +500,7 @@ fn a_snapshot_taken_during_batches_sees_each_batch_whole_or_not_at_all() {
         // Every key from the same batch, and that batch is the snapshot's last commit.
         assert!(vals.windows(2).all(|w| w[0] == w[1]), "{vals:?}");
         if let Some(v) = vals.first() {
-            let round = u32::from_be_bytes(v.as_slice().try_into().unwrap());
+            let round = u32::from_be_bytes(v[..].try_into().unwrap());
             assert_eq!(snap.seq(), u64::from(round) + 1);
             assert_eq!(snap.get(b"k3").unwrap().as_ref(), Some(v));
         }

@@ -58,7 +58,7 @@ impl Readers {
                             false => store.get(key(i)),
                         };
                         assert_eq!(
-                            got.unwrap(),
+                            got.unwrap().map(Vec::from),
                             Some(format!("v{i}").into_bytes()),
                             "reader {r} missed key {i} of {n}"
                         );
@@ -96,7 +96,7 @@ impl Readers {
 fn assert_values(store: &Store, keys: impl Iterator<Item = u64>) {
     for i in keys {
         assert_eq!(
-            store.get(key(i)).unwrap(),
+            store.get(key(i)).unwrap().map(Vec::from),
             Some(format!("v{i}").into_bytes())
         );
     }
@@ -332,7 +332,7 @@ fn compaction_drops_tombstones_and_old_files() {
     assert_eq!(files, 7);
     for i in 0..1000u64 {
         let want = (i % 2 == 1).then(|| b"v2".to_vec());
-        assert_eq!(store.get(key(i)).unwrap(), want);
+        assert_eq!(store.get(key(i)).unwrap().map(Vec::from), want);
     }
 }
 
@@ -379,6 +379,7 @@ fn a_scan_keeps_the_files_of_tables_a_compaction_replaced() {
     let mut n = 1;
     for (i, item) in scan.by_ref().enumerate() {
         let (k, v) = item.unwrap();
+        let (k, v) = (k.to_vec(), v.to_vec());
         let i = i as u64 + 1;
         assert_eq!((k, v), (key(i), format!("v2-{i}").into_bytes()));
         n += 1;
@@ -387,10 +388,16 @@ fn a_scan_keeps_the_files_of_tables_a_compaction_replaced() {
     drop(scan);
     // The pinned reader still holds the old tables, and reads them.
     assert_eq!(table_files(dir.path()), [4, 4, 4]);
-    assert_eq!(pinned.get(key(7)).unwrap(), Some(b"v2-7".to_vec()));
+    assert_eq!(
+        pinned.get(key(7)).unwrap().map(Vec::from),
+        Some(b"v2-7".to_vec())
+    );
     drop(pinned);
     assert_eq!(table_files(dir.path()), [1, 1, 1]);
-    assert_eq!(store.get(key(7)).unwrap(), Some(b"v2-7".to_vec()));
+    assert_eq!(
+        store.get(key(7)).unwrap().map(Vec::from),
+        Some(b"v2-7".to_vec())
+    );
 }
 
 #[test]
@@ -434,7 +441,7 @@ fn sizes_past_the_limits_are_clear_errors() {
         Err(Error::TooLarge { what: "value", .. })
     ));
     store.put(b"", b"").unwrap();
-    assert_eq!(store.get(b"").unwrap(), Some(Vec::new()));
+    assert_eq!(store.get(b"").unwrap().map(Vec::from), Some(Vec::new()));
 }
 
 #[test]
@@ -468,7 +475,7 @@ fn unflushed_writes_survive_reopen_and_torn_wal_tail_is_dropped() {
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for i in 0..99u64 {
         assert_eq!(
-            store.get(key(i)).unwrap(),
+            store.get(key(i)).unwrap().map(Vec::from),
             Some(format!("v{i}").into_bytes())
         );
     }
@@ -627,7 +634,7 @@ fn a_long_lived_reader_sees_every_completed_change() {
             let j = next() % 320;
             let before = store.stats().lookups;
             assert_eq!(
-                reader.get(key(j)).unwrap(),
+                reader.get(key(j)).unwrap().map(Vec::from),
                 model.get(&j).cloned(),
                 "step {step}: key {j}"
             );

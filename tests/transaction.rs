@@ -13,7 +13,13 @@ use std::sync::Arc;
 
 use common::Rng;
 use filterstore::io::FaultFs;
-use filterstore::{Error, Options, Store, SyncPolicy};
+use filterstore::{Error, Options, Slice, Store, SyncPolicy};
+
+/// A scan item as owned bytes (the models' type).
+fn own(r: filterstore::Result<(Slice, Slice)>) -> (Vec<u8>, Vec<u8>) {
+    let (k, v) = r.unwrap();
+    (k.to_vec(), v.to_vec())
+}
 
 fn open(dir: &Path) -> Store {
     Store::open(dir, Options::default()).unwrap()
@@ -22,8 +28,8 @@ fn open(dir: &Path) -> Store {
 /// The store's (or a model's) contents.
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn num(v: Option<Vec<u8>>) -> i64 {
-    v.map_or(0, |v| String::from_utf8(v).unwrap().parse().unwrap())
+fn num(v: Option<Slice>) -> i64 {
+    v.map_or(0, |v| std::str::from_utf8(&v).unwrap().parse().unwrap())
 }
 
 #[test]
@@ -148,29 +154,34 @@ fn own_writes_are_read_in_scans_both_ways() {
     .iter()
     .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
     .collect();
-    let rev: Vec<_> = t.scan::<&[u8]>(..).rev().map(Result::unwrap).collect();
+    let rev: Vec<_> = t.scan::<&[u8]>(..).rev().map(own).collect();
     let mut back = want.clone();
     back.reverse();
     assert_eq!(rev, back);
-    let fwd: Vec<_> = t.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let fwd: Vec<_> = t.scan::<&[u8]>(..).map(own).collect();
     assert_eq!(fwd, want);
     // Both ends of one scan meet without overlap or gap.
     let mut s = t.scan::<&[u8]>(..);
-    let mut got = vec![s.next().unwrap().unwrap(), s.next_back().unwrap().unwrap()];
-    got.extend(s.by_ref().map(Result::unwrap));
+    let mut got = vec![own(s.next().unwrap()), own(s.next_back().unwrap())];
+    got.extend(s.by_ref().map(own));
     assert!(s.next_back().is_none());
     got.sort();
     assert_eq!(got, want);
     assert_eq!(t.get("c").unwrap(), None);
-    assert_eq!(t.get("e").unwrap(), Some(b"tx-e".to_vec()));
+    assert_eq!(t.get("e").unwrap(), Some(Slice::from(b"tx-e")));
     assert_eq!(
         t.multi_get(&["a", "b", "c", "x"]).unwrap(),
-        vec![Some(b"old-a".to_vec()), Some(b"tx-b".to_vec()), None, None]
+        vec![
+            Some(Slice::from(b"old-a")),
+            Some(Slice::from(b"tx-b")),
+            None,
+            None
+        ]
     );
     // Nothing is visible outside it before the commit.
     assert_eq!(store.get("b").unwrap(), None);
     t.commit().unwrap();
-    let all: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let all: Vec<_> = store.scan::<&[u8]>(..).map(own).collect();
     assert_eq!(all, want);
 }
 
@@ -180,7 +191,7 @@ fn reads_without_writes_and_rollbacks_change_nothing() {
     let store = open(tmp.path());
     store.put("k", "1").unwrap();
     let mut r = store.transaction();
-    assert_eq!(r.get("k").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(r.get("k").unwrap(), Some(Slice::from(b"1")));
     store.put("k", "2").unwrap();
     // A read-only transaction commits: it read one consistent snapshot.
     r.commit().unwrap();
@@ -190,13 +201,13 @@ fn reads_without_writes_and_rollbacks_change_nothing() {
     let mut t = store.transaction();
     t.put("k", "4");
     drop(t);
-    assert_eq!(store.get("k").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(store.get("k").unwrap(), Some(Slice::from(b"2")));
     // Blind writes (nothing read) never conflict.
     let mut a = store.transaction();
     a.put("k", "5");
     store.put("k", "6").unwrap();
     a.commit().unwrap();
-    assert_eq!(store.get("k").unwrap(), Some(b"5".to_vec()));
+    assert_eq!(store.get("k").unwrap(), Some(Slice::from(b"5")));
 }
 
 #[test]
@@ -209,7 +220,7 @@ fn compare_and_swap_sets_only_the_expected_value() {
     );
     assert_eq!(
         store.compare_and_swap("k", None, Some(b"2")).unwrap(),
-        Err(Some(b"1".to_vec()))
+        Err(Some(Slice::from(b"1")))
     );
     assert_eq!(
         store.compare_and_swap("k", Some(b"1"), None).unwrap(),
@@ -267,7 +278,7 @@ fn a_transaction_open_past_the_window_is_too_old() {
     ));
     young.unwrap().commit().unwrap();
     assert_eq!(store.get("b").unwrap(), None);
-    assert_eq!(store.get("c").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.get("c").unwrap(), Some(Slice::from(b"1")));
 }
 
 /// One open transaction of the model run: the store's and the model's.
@@ -350,7 +361,11 @@ fn random_interleaved_transactions_match_a_serial_model() {
                     match rng.below(10) {
                         0..=3 => {
                             let got = o.tx.get(&k).unwrap();
-                            assert_eq!(got.as_ref(), o.view.get(&k), "seed {seed}");
+                            assert_eq!(
+                                got.as_deref(),
+                                o.view.get(&k).map(Vec::as_slice),
+                                "seed {seed}"
+                            );
                             if !o.writes.contains_key(&k) {
                                 o.reads.push(k);
                             }
@@ -361,9 +376,9 @@ fn random_interleaved_transactions_match_a_serial_model() {
                             let rev = rng.below(2) == 0;
                             let s = o.tx.scan(a.clone()..b.clone());
                             let mut got: Vec<_> = if rev {
-                                s.rev().map(Result::unwrap).collect()
+                                s.rev().map(own).collect()
                             } else {
-                                s.map(Result::unwrap).collect()
+                                s.map(own).collect()
                             };
                             if rev {
                                 got.reverse();
@@ -393,11 +408,11 @@ fn random_interleaved_transactions_match_a_serial_model() {
             }
         }
         drop(open);
-        let all: BTreeMap<_, _> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let all: BTreeMap<_, _> = store.scan::<&[u8]>(..).map(own).collect();
         assert_eq!(all, model, "seed {seed}");
         drop(store);
         let store = Store::open(&dir, opts).unwrap();
-        let all: BTreeMap<_, _> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let all: BTreeMap<_, _> = store.scan::<&[u8]>(..).map(own).collect();
         assert_eq!(all, model, "seed {seed} after reopen");
     }
     assert!(
@@ -437,7 +452,7 @@ fn transfer(store: &Store, rng: &mut Rng) -> filterstore::Result<u64> {
     }
 }
 
-fn total(pairs: impl Iterator<Item = filterstore::Result<(Vec<u8>, Vec<u8>)>>) -> (i64, u64) {
+fn total(pairs: impl Iterator<Item = filterstore::Result<(Slice, Slice)>>) -> (i64, u64) {
     let mut n = 0;
     let sum = pairs
         .map(|r| {
@@ -525,7 +540,7 @@ fn power_cut_at_every_sync_point_of_transactional_commits() {
         if store.write(b).is_err() {
             return (states, 0);
         }
-        let snap = |s: &Store| s.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let snap = |s: &Store| s.scan::<&[u8]>(..).map(own).collect();
         states.push(snap(&store));
         let mut rng = Rng::new(7);
         let mut acked = 1;
@@ -561,7 +576,7 @@ fn power_cut_at_every_sync_point_of_transactional_commits() {
         std::fs::create_dir(&img).unwrap();
         fs.crash_image(&img, fs.pending_dir_ops()).unwrap();
         let store = Store::open(&img, Options::default()).unwrap();
-        let got: BTreeMap<Vec<u8>, Vec<u8>> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = store.scan::<&[u8]>(..).map(own).collect();
         // How many of the writes the image holds: every acknowledged one, and at most the
         // one in flight.
         let held = if got.is_empty() {
@@ -668,44 +683,41 @@ fn a_transactions_own_range_deletion_is_read_at_once_and_committed_whole() {
     for k in ["b", "bb", "c", "e", "p1", "p2"] {
         assert_eq!(t.get(k).unwrap(), None, "{k}");
     }
-    assert_eq!(t.get("d").unwrap(), Some(b"tx-d".to_vec()));
-    assert_eq!(t.get("f").unwrap(), Some(b"old-f".to_vec()));
+    assert_eq!(t.get("d").unwrap(), Some(Slice::from(b"tx-d")));
+    assert_eq!(t.get("f").unwrap(), Some(Slice::from(b"old-f")));
     assert_eq!(
         t.multi_get(&["a", "c", "d", "e", "p2", "p3"]).unwrap(),
         vec![
-            Some(b"old-a".to_vec()),
+            Some(Slice::from(b"old-a")),
             None,
-            Some(b"tx-d".to_vec()),
+            Some(Slice::from(b"tx-d")),
             None,
             None,
-            Some(b"tx-p3".to_vec())
+            Some(Slice::from(b"tx-p3"))
         ]
     );
-    let fwd: Vec<_> = t.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let fwd: Vec<_> = t.scan::<&[u8]>(..).map(own).collect();
     assert_eq!(fwd, want);
-    let mut rev: Vec<_> = t.scan::<&[u8]>(..).rev().map(Result::unwrap).collect();
+    let mut rev: Vec<_> = t.scan::<&[u8]>(..).rev().map(own).collect();
     rev.reverse();
     assert_eq!(rev, want);
     let mut s = t.scan("c".."q");
-    let mut got = vec![s.next_back().unwrap().unwrap(), s.next().unwrap().unwrap()];
-    got.extend(s.by_ref().map(Result::unwrap));
+    let mut got = vec![own(s.next_back().unwrap()), own(s.next().unwrap())];
+    got.extend(s.by_ref().map(own));
     assert!(s.next_back().is_none() && s.next().is_none());
     got.sort();
     assert_eq!(got, want[1..4]);
-    assert_eq!(
-        t.scan_prefix("p").map(Result::unwrap).collect::<Vec<_>>(),
-        want[3..4]
-    );
+    assert_eq!(t.scan_prefix("p").map(own).collect::<Vec<_>>(), want[3..4]);
     // Nothing is visible outside it before the commit.
-    assert_eq!(store.get("c").unwrap(), Some(b"old-c".to_vec()));
+    assert_eq!(store.get("c").unwrap(), Some(Slice::from(b"old-c")));
     let writes = store.stats().commit_writes;
     t.commit().unwrap();
     assert_eq!(store.stats().commit_writes, writes + 1, "one write");
-    let all: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let all: Vec<_> = store.scan::<&[u8]>(..).map(own).collect();
     assert_eq!(all, want);
     drop(store);
     let store = open(tmp.path());
-    let all: Vec<_> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let all: Vec<_> = store.scan::<&[u8]>(..).map(own).collect();
     assert_eq!(all, want, "reopened");
 }
 
@@ -758,7 +770,7 @@ fn a_transactions_range_deletion_conflicts_with_readers_of_its_range() {
     assert!(matches!(t.commit(), Err(Error::Conflict)));
     assert_eq!(
         store.get("c").unwrap(),
-        Some(b"1".to_vec()),
+        Some(Slice::from(b"1")),
         "nothing written"
     );
 }
@@ -776,7 +788,7 @@ fn power_cut_at_every_sync_point_of_transactional_range_deletions() {
         let Ok(store) = Store::open(dir, opts(fs)) else {
             return (states, 0);
         };
-        let snap = |s: &Store| s.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let snap = |s: &Store| s.scan::<&[u8]>(..).map(own).collect();
         let mut rng = Rng::new(11);
         let mut acked = 0;
         for step in 0..STEPS {
@@ -810,7 +822,7 @@ fn power_cut_at_every_sync_point_of_transactional_range_deletions() {
         std::fs::create_dir(&img).unwrap();
         fs.crash_image(&img, fs.pending_dir_ops()).unwrap();
         let store = Store::open(&img, Options::default()).unwrap();
-        let got: Contents = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+        let got: Contents = store.scan::<&[u8]>(..).map(own).collect();
         let held = if got.is_empty() {
             0
         } else {

@@ -8,7 +8,18 @@ use std::time::Duration;
 
 use filterstore::expiry::{CompactionFilter, Decision, ManualClock};
 use filterstore::io::FaultFs;
-use filterstore::{Options, Store, SyncPolicy, WriteBatch, WriteOptions};
+use filterstore::{Options, Slice, Store, SyncPolicy, WriteBatch, WriteOptions};
+
+/// `multi_get`'s answers as owned bytes.
+fn owned(vs: Vec<Option<Slice>>) -> Vec<Option<Vec<u8>>> {
+    vs.into_iter().map(|v| v.map(Vec::from)).collect()
+}
+
+/// A scan item as owned bytes (the models' type).
+fn own(r: filterstore::Result<(Slice, Slice)>) -> (Vec<u8>, Vec<u8>) {
+    let (k, v) = r.unwrap();
+    (k.to_vec(), v.to_vec())
+}
 
 const T0: u64 = 1_700_000_000_000;
 
@@ -25,22 +36,21 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 fn check_all(store: &Store, model: &Model, keys: &[Vec<u8>], what: &str) {
     for k in keys {
         assert_eq!(
-            store.get(k).unwrap().as_ref(),
-            model.get(k),
+            store.get(k).unwrap().as_deref(),
+            model.get(k).map(Vec::as_slice),
             "{what}: get {k:?}"
         );
     }
-    let many = store.multi_get(keys).unwrap();
+    let many = owned(store.multi_get(keys).unwrap());
     let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.get(k).cloned()).collect();
     assert_eq!(many, want, "{what}: multi_get");
-    let fwd: Vec<(Vec<u8>, Vec<u8>)> = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let fwd: Vec<(Vec<u8>, Vec<u8>)> = store.scan::<&[u8]>(..).map(own).collect();
     let all: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(fwd, all, "{what}: scan");
-    let mut back: Vec<(Vec<u8>, Vec<u8>)> =
-        store.scan::<&[u8]>(..).rev().map(Result::unwrap).collect();
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = store.scan::<&[u8]>(..).rev().map(own).collect();
     back.reverse();
     assert_eq!(back, all, "{what}: reverse scan");
-    let pre: Vec<_> = store.scan_prefix(b"k").map(Result::unwrap).collect();
+    let pre: Vec<_> = store.scan_prefix(b"k").map(own).collect();
     let want_pre: Vec<_> = all
         .iter()
         .filter(|(k, _)| k.starts_with(b"k"))
@@ -50,34 +60,34 @@ fn check_all(store: &Store, model: &Model, keys: &[Vec<u8>], what: &str) {
     let snap = store.snapshot();
     for k in keys {
         assert_eq!(
-            snap.get(k).unwrap().as_ref(),
-            model.get(k),
+            snap.get(k).unwrap().as_deref(),
+            model.get(k).map(Vec::as_slice),
             "{what}: snapshot get"
         );
     }
     assert_eq!(
-        snap.multi_get(keys).unwrap(),
+        owned(snap.multi_get(keys).unwrap()),
         want,
         "{what}: snapshot multi_get"
     );
-    let sfwd: Vec<_> = snap.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let sfwd: Vec<_> = snap.scan::<&[u8]>(..).map(own).collect();
     assert_eq!(sfwd, all, "{what}: snapshot scan");
     let pinned = store.pinned_reader().unwrap();
     let reader = store.reader();
     for k in keys {
         assert_eq!(
-            pinned.get(k).unwrap().as_ref(),
-            model.get(k),
+            pinned.get(k).unwrap().as_deref(),
+            model.get(k).map(Vec::as_slice),
             "{what}: pinned"
         );
         assert_eq!(
-            reader.get(k).unwrap().as_ref(),
-            model.get(k),
+            reader.get(k).unwrap().as_deref(),
+            model.get(k).map(Vec::as_slice),
             "{what}: reader"
         );
     }
     assert_eq!(
-        reader.multi_get(keys).unwrap(),
+        owned(reader.multi_get(keys).unwrap()),
         want,
         "{what}: reader multi_get"
     );
@@ -147,7 +157,7 @@ fn expiry_is_seen_at_once_by_every_read_path_in_every_place() {
         // The snapshot taken before judges at its own time.
         assert_eq!(
             early.get("k1").unwrap(),
-            Some(b"v1".to_vec()),
+            Some(Slice::from(b"v1")),
             "{stage}: snapshot"
         );
         assert_eq!(early.scan::<&[u8]>(..).count(), 6, "{stage}: snapshot scan");
@@ -262,7 +272,7 @@ fn compaction_filter_keeps_removes_and_changes_against_a_model() {
     store.flush().unwrap();
     // Flushed, not compacted: the filter has not run.
     for (k, v) in &model {
-        assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+        assert_eq!(store.get(k).unwrap().as_deref(), Some(v.as_slice()));
     }
     store.compact().unwrap();
     let apply = |m: &Model| -> Model {
@@ -271,7 +281,7 @@ fn compaction_filter_keeps_removes_and_changes_against_a_model() {
             .collect()
     };
     model = apply(&model);
-    let got: Model = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let got: Model = store.scan::<&[u8]>(..).map(own).collect();
     assert!(
         got == model,
         "after the first compaction: {} entries, {} expected",
@@ -299,7 +309,7 @@ fn compaction_filter_keeps_removes_and_changes_against_a_model() {
     }
     store.compact().unwrap();
     model = apply(&model);
-    let got: Model = store.scan::<&[u8]>(..).map(Result::unwrap).collect();
+    let got: Model = store.scan::<&[u8]>(..).map(own).collect();
     assert!(
         got == model,
         "after the second compaction: {} entries, {} expected",
@@ -307,7 +317,7 @@ fn compaction_filter_keeps_removes_and_changes_against_a_model() {
         model.len()
     );
     for (k, v) in &model {
-        assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+        assert_eq!(store.get(k).unwrap().as_deref(), Some(v.as_slice()));
     }
     for i in (0..2_000u32).filter(|i| i % 10 == 0) {
         assert_eq!(store.get(key(i)).unwrap(), None);
@@ -423,7 +433,12 @@ fn a_checked_in_log_of_expiring_puts_replays_with_its_expiries() {
     let clock = ManualClock::new(E - 1);
     let store = Store::open(dir.path(), opts(&clock)).unwrap();
     assert_eq!(store.last_seq(), 13);
-    let get = |k: &str| store.get(k).unwrap().map(|v| String::from_utf8(v).unwrap());
+    let get = |k: &str| {
+        store
+            .get(k)
+            .unwrap()
+            .map(|v| String::from_utf8(v.to_vec()).unwrap())
+    };
     assert_eq!(get("session-a").as_deref(), Some("alice"));
     assert_eq!(get("session-b").as_deref(), Some("bob"));
     clock.set(E);
@@ -465,12 +480,13 @@ fn expiry_with_range_deletion_and_transactions() {
         if flush {
             store.flush().unwrap();
         }
-        let keys =
-            |s: &Store| -> Vec<Vec<u8>> { s.scan::<&[u8]>(..).map(|r| r.unwrap().0).collect() };
+        let keys = |s: &Store| -> Vec<Vec<u8>> {
+            s.scan::<&[u8]>(..).map(|r| r.unwrap().0.to_vec()).collect()
+        };
         assert_eq!(store.get("b1").unwrap(), None);
         assert_eq!(store.get("b2").unwrap(), None);
-        assert_eq!(store.get("b3").unwrap(), Some(b"w".to_vec()));
-        assert_eq!(store.get("t1").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(store.get("b3").unwrap(), Some(Slice::from(b"w")));
+        assert_eq!(store.get("t1").unwrap(), Some(Slice::from(b"v")));
         assert_eq!(
             keys(&store),
             [b"b3".to_vec(), b"c1".to_vec(), b"t1".to_vec()]

@@ -190,7 +190,7 @@ impl Exporter<'_> {
             let (k, v) = item?;
             // A table boundary between the previous key and this one ends the group.
             let mut crosses = false;
-            while next_cut < self.plan.cuts.len() && self.plan.cuts[next_cut] <= k {
+            while next_cut < self.plan.cuts.len() && self.plan.cuts[next_cut].as_slice() <= &*k {
                 crosses = true;
                 next_cut += 1;
             }

@@ -62,6 +62,7 @@ use crate::codec::prefix8;
 use crate::expiry::Now;
 use crate::hash::key_hash;
 use crate::table::SortedEntries;
+use crate::Slice;
 
 use arena::Arena;
 pub(crate) use cursor::{EntryBuf, MemCursor, ReaderGuard};
@@ -176,7 +177,7 @@ impl Memtable {
     }
 
     /// The version as a read at `now` sees it: an expired one as a tombstone.
-    #[inline]
+    #[cfg(test)]
     fn version_at(&self, at: u64, vlen: u32, now: &Now) -> Option<&[u8]> {
         if vlen & !OLDER & EXPIRES != 0 && now.expired(self.expiry(at, vlen)) {
             return None;
@@ -192,6 +193,24 @@ impl Memtable {
 
     fn value(&self, s: &Slot) -> Option<&[u8]> {
         self.version(s.val_at, s.vlen)
+    }
+
+    /// [`version_at`](Self::version_at) as a [`Slice`]: inline when short, else a view of
+    /// its arena chunk (no allocation, no copy; keeps the chunk alive after this memtable
+    /// drops).
+    #[inline]
+    fn shared_version_at(&self, at: u64, vlen: u32, now: &Now) -> Option<Slice> {
+        let len = vlen & !OLDER;
+        if len == TOMBSTONE {
+            None
+        } else if len & EXPIRES != 0 {
+            if now.expired(self.expiry(at, vlen)) {
+                return None;
+            }
+            Some(self.arena.share(at + 8, len & !EXPIRES))
+        } else {
+            Some(self.arena.share(at, len))
+        }
     }
 
     /// The version that the one at `at` (whose `vlen` has [`OLDER`]) replaced: its
@@ -285,12 +304,7 @@ impl Memtable {
     /// The entry for `key`: `None` when absent, `Some(None)` for a tombstone.
     #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.get_hashed(key, key_hash(key), &Now::fixed(0))
-    }
-
-    /// [`Memtable::get`] with the key's precomputed [`key_hash`], as a read at `now` sees
-    /// it (an expired entry is a tombstone).
-    pub fn get_hashed(&self, key: &[u8], hash: u64, now: &Now) -> Option<Option<&[u8]>> {
+        let hash = key_hash(key);
         let i = self.index.find(hash, |&i| {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
@@ -299,7 +313,22 @@ impl Memtable {
         if self.covered(key, s.val_at, u64::MAX) {
             return Some(None);
         }
-        Some(self.version_at(s.val_at, s.vlen, now))
+        Some(self.version_at(s.val_at, s.vlen, &Now::fixed(0)))
+    }
+
+    /// [`Memtable::get`] with the key's precomputed [`key_hash`], as a read at `now` sees
+    /// it (an expired entry is a tombstone). The value is a view of the arena (see
+    /// [`Slice`]), or inline when short.
+    pub fn get_hashed(&self, key: &[u8], hash: u64, now: &Now) -> Option<Option<Slice>> {
+        let i = self.index.find(hash, |&i| {
+            let s = &self.slots[i as usize];
+            s.hash == hash && self.key(s) == key
+        })?;
+        let s = &self.slots[*i as usize];
+        if self.covered(key, s.val_at, u64::MAX) {
+            return Some(None);
+        }
+        Some(self.shared_version_at(s.val_at, s.vlen, now))
     }
 
     /// The entry for `key` as it was when writes had reached arena position `snap` (a
@@ -312,7 +341,7 @@ impl Memtable {
         hash: u64,
         snap: u64,
         now: &Now,
-    ) -> Option<Option<&[u8]>> {
+    ) -> Option<Option<Slice>> {
         let i = self.index.find(hash, |&i| {
             let s = &self.slots[i as usize];
             s.hash == hash && self.key(s) == key
@@ -329,7 +358,7 @@ impl Memtable {
         if at < snap && self.covered(key, at, snap) {
             return Some(None);
         }
-        (at < snap).then(|| self.version_at(at, vlen, now))
+        (at < snap).then(|| self.shared_version_at(at, vlen, now))
     }
 
     /// Every entry in key order, read in place (for sealing); the order is sorted on the

@@ -24,20 +24,21 @@ pub(super) fn scan_cover(sources: &[ScanSource]) -> Option<Box<Cover>> {
 pub(super) fn next_visible<const REV: bool>(
     merge: &mut Merge<ScanSource, REV>,
     cover: Option<&Cover>,
-) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+) -> Option<Result<(Slice, Slice)>> {
     let Some(cover) = cover else {
         return merge.next_item();
     };
     loop {
         let mut item = None;
         let mut skip: Option<(u32, Vec<u8>)> = None;
-        let r = merge.next_entry_from(|src, k, v| {
-            let Some(v) = v else { return };
+        let r = merge.next_source_entry(|src, s| {
+            let Some(v) = s.value_slice() else { return };
+            let k = s.key();
             match cover.fragment_at(k) {
                 Some(f) if f.rank < src => {
                     skip = Some((f.rank, if REV { f.start.clone() } else { f.end.clone() }));
                 }
-                _ => item = Some((k.to_vec(), v.to_vec())),
+                _ => item = Some((Slice::from(k), v)),
             }
         });
         match r {

@@ -258,6 +258,17 @@ impl Source for TableRun {
         let (v, exp) = crate::expiry::split_checked(v);
         (!crate::expiry::expired_at(exp, self.now)).then_some(v)
     }
+    /// A view of the block the cursor holds (a refcount; inline when short), past the
+    /// value's expiry tag in a table that has them.
+    #[inline]
+    fn value_slice(&self) -> Option<Slice> {
+        let c = self.cursor.as_ref()?;
+        if !self.tagged {
+            return c.value_range().map(|r| c.bytes().share(r));
+        }
+        let v = self.value()?;
+        Some(c.bytes().share_part(v, c.bytes()))
+    }
     /// Opens the table from the scan's bound, or from where a skip asked
     /// ([`open_filtered`](TableRun::open_filtered)).
     fn open(&mut self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<()> {

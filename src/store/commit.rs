@@ -778,8 +778,11 @@ mod tests {
                 "an unsynced writer waited for the fsync"
             );
             unsynced.join().unwrap().unwrap();
-            assert_eq!(store.get(99u32.to_be_bytes()).unwrap(), Some(b"u".to_vec()));
-            assert_eq!(store.get("b1").unwrap(), Some(b"x".to_vec()));
+            assert_eq!(
+                store.get(99u32.to_be_bytes()).unwrap().map(Vec::from),
+                Some(b"u".to_vec())
+            );
+            assert_eq!(store.get("b1").unwrap().map(Vec::from), Some(b"x".to_vec()));
             assert!(!a.is_finished(), "a synced write returned before its fsync");
             assert_eq!(fs.held_log_syncs(), 1);
             fs.release_log_syncs();
@@ -912,7 +915,7 @@ mod tests {
         let after = Store::open(image.path(), Options::default()).unwrap();
         let mut got: Vec<Vec<u8>> = Vec::new();
         for e in after.scan::<&[u8]>(..) {
-            got.push(e.unwrap().0);
+            got.push(e.unwrap().0.into());
         }
         assert_eq!(got, [b"a".to_vec(), b"warm".to_vec()]);
         // The store itself (nothing lost by a power cut) reopens with every acknowledged

@@ -33,7 +33,7 @@ impl Store {
     /// store.refilter(FilterKind::BinaryFuse, 0.001)?;
     /// let t = &store.stats().tables[0];
     /// assert_eq!((t.filter_kind, t.target_fpr), (FilterKind::BinaryFuse, 0.001));
-    /// assert_eq!(store.get(b"k")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get(b"k")?.unwrap(), b"v");
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn refilter(&self, kind: FilterKind, fpr: f64) -> Result<()> {

@@ -606,7 +606,7 @@ mod tests {
         assert!(store.check_global_filter().unwrap().is_some());
         for i in 0..40_000u64 {
             assert_eq!(
-                store.get(key(i)).unwrap(),
+                store.get(key(i)).unwrap().map(Vec::from),
                 model.get(&key(i)).cloned(),
                 "{i}"
             );

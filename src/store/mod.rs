@@ -239,7 +239,7 @@ pub(crate) struct Inner {
 /// let store = filterstore::Store::open(dir.path(), Default::default())?;
 /// let writer = store.clone();
 /// std::thread::spawn(move || writer.put("k", "v")).join().unwrap()?;
-/// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+/// assert_eq!(store.get("k")?.unwrap(), b"v");
 /// store.close()?; // the last clone: the store is closed and its logs fsynced
 /// # Ok::<(), filterstore::Error>(())
 /// ```

@@ -14,10 +14,11 @@ use crate::hash::key_hash;
 pub use crate::scan::Scan;
 use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
+use crate::Slice;
 
 impl Store {
     /// Looks `key` up (anything that is bytes: `&[u8]`, `Vec<u8>`, `&str`, arrays).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
@@ -26,7 +27,7 @@ impl Store {
     ///
     /// `hash` must be `key_hash(key)`: the memtable's index and the filters are searched
     /// with it, so any other value can miss a key that is there.
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         self.inner.get_with_hash(key, hash)
     }
 
@@ -52,13 +53,14 @@ impl Store {
     /// store.delete(b"kiwi")?;
     /// let keys: [&[u8]; 4] = [b"apple", b"kiwi", b"pear", b"apple"];
     /// let values = store.multi_get(&keys)?;
-    /// assert_eq!(values, [Some(b"red".to_vec()), None, None, Some(b"red".to_vec())]);
+    /// let red = Some(filterstore::Slice::from("red"));
+    /// assert_eq!(values, [red.clone(), None, None, red.clone()]);
     /// // Anything that derefs to bytes will do: `Vec<u8>`, `String`, arrays.
-    /// assert_eq!(store.multi_get(&[b"apple".to_vec()])?, [Some(b"red".to_vec())]);
+    /// assert_eq!(store.multi_get(&[b"apple".to_vec()])?, [red]);
     /// assert_eq!(store.stats().lookups, 5);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         self.inner.multi_get(keys)
     }
 
@@ -74,7 +76,7 @@ impl Store {
     /// store.put(b"apple", b"red")?;
     /// store.flush()?;
     /// let reader = store.reader();
-    /// assert_eq!(reader.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(reader.get(b"apple")?.unwrap(), b"red");
     /// assert_eq!(reader.get(b"pear")?, None);
     /// store.delete(b"apple")?; // seen by the same reader
     /// assert_eq!(reader.get(b"apple")?, None);
@@ -115,9 +117,9 @@ impl Store {
     /// let pinned = store.pinned_reader()?; // "apple" is still in the memtable
     /// store.put(b"pear", b"green")?;       // after the pin: not seen
     /// store.flush()?;
-    /// assert_eq!(pinned.get(b"apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(pinned.get(b"apple")?.unwrap(), b"red");
     /// assert_eq!(pinned.get(b"pear")?, None);
-    /// assert_eq!(store.get(b"pear")?, Some(b"green".to_vec()));
+    /// assert_eq!(store.get(b"pear")?.unwrap(), b"green");
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn pinned_reader(&self) -> Result<PinnedReader> {
@@ -155,7 +157,7 @@ impl Store {
     /// let scan = store.scan(b"b".as_slice()..b"z".as_slice());
     /// store.put(b"e", b"v")?; // after the scan started: not seen by it
     /// let keys: Vec<Vec<u8>> = scan
-    ///     .map(|item| item.map(|(k, _)| k))
+    ///     .map(|item| item.map(|(k, _)| k.to_vec()))
     ///     .collect::<Result<_, _>>()?;
     /// assert_eq!(keys, [b"b".to_vec(), b"d".to_vec()]);
     /// # Ok::<(), filterstore::Error>(())
@@ -172,14 +174,14 @@ impl Store {
 
     /// The first key and its value (the smallest key), as `BTreeMap::first_key_value`: the
     /// first item of a scan of everything.
-    pub fn first_key_value(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn first_key_value(&self) -> Result<Option<(Slice, Slice)>> {
         self.scan::<&[u8]>(..).next().transpose()
     }
 
     /// The last key and its value (the largest key), as `BTreeMap::last_key_value`: the
     /// first item of a reverse scan of everything (which reads about one block per table
     /// source, from the end).
-    pub fn last_key_value(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn last_key_value(&self) -> Result<Option<(Slice, Slice)>> {
         self.scan::<&[u8]>(..).next_back().transpose()
     }
 
@@ -192,13 +194,13 @@ impl Store {
 }
 
 impl Inner {
-    pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub(super) fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         self.counters.lookups.add(0, 1);
         self.lookup(key, hash)
     }
 
     /// [`get_with_hash`](Self::get_with_hash) without counting the lookup.
-    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let now = Now::lazy(&*self.opts.clock);
         loop {
             // Read before the table set (see `global.rs`): a change that removed global
@@ -213,7 +215,7 @@ impl Inner {
                     g.prefetch(hash);
                 }
                 if let Some(v) = st.mem.get_hashed(key, hash, &now) {
-                    return Ok(v.map(<[u8]>::to_vec));
+                    return Ok(v);
                 }
                 // A memtable's range tombstone hides every older version (one test of an
                 // empty list without any).
@@ -222,7 +224,7 @@ impl Inner {
                 }
                 if let Some(imm) = &st.imm {
                     if let Some(v) = imm.mem.get_hashed(key, hash, &now) {
-                        return Ok(v.map(<[u8]>::to_vec));
+                        return Ok(v);
                     }
                     if imm.mem.range_covers(key, u64::MAX) {
                         return Ok(None);
@@ -250,7 +252,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub(super) fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -259,7 +261,7 @@ impl Inner {
     }
 
     /// [`multi_get`](Self::multi_get) of a non-empty `keys` without counting the lookups.
-    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let now = Now::lazy(&*self.opts.clock);
         loop {
             let removals = self.tree.global_removals.load(SeqCst);
@@ -267,18 +269,17 @@ impl Inner {
             let version = {
                 let st = self.read_state();
                 let st = st.tree(self.tree.slot);
-                let copy = |v: Option<&[u8]>| v.map(<[u8]>::to_vec);
                 if !st.mem.is_empty() {
                     let mem = &st.mem;
                     batch.answer_from(|k, h| {
-                        let v = mem.get_hashed(k, h, &now).map(copy);
+                        let v = mem.get_hashed(k, h, &now);
                         v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
                     });
                 }
                 if let Some(imm) = &st.imm {
                     let mem = &imm.mem;
                     batch.answer_from(|k, h| {
-                        let v = mem.get_hashed(k, h, &now).map(copy);
+                        let v = mem.get_hashed(k, h, &now);
                         v.or_else(|| mem.range_covers(k, u64::MAX).then_some(None))
                     });
                 }
@@ -354,14 +355,14 @@ impl std::fmt::Debug for Reader {
 
 impl Reader {
     /// Looks `key` up (see [`Store::get`]).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
 
     /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
     /// [`Store::get_with_hash`]).
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let inner = &*self.inner;
         // The global filter's cache misses overlap the checks below (as `Inner::lookup`
         // overlaps them with the memtables' search). A stale snapshot's filter is at worst
@@ -400,10 +401,11 @@ impl Reader {
     /// store.flush()?;
     /// let reader = store.reader();
     /// let values = reader.multi_get(&["lime", "plum", "fig"])?;
-    /// assert_eq!(values, [Some(b"green".to_vec()), None, Some(b"purple".to_vec())]);
+    /// let v = |s: &str| Some(filterstore::Slice::from(s));
+    /// assert_eq!(values, [v("green"), None, v("purple")]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let inner = &*self.inner;
         // Before the snapshot is checked, as in `get_with_hash`.
         let removals = inner.tree.global_removals.load(SeqCst);
@@ -479,7 +481,7 @@ impl std::fmt::Debug for PinnedReader {
 
 impl PinnedReader {
     /// Looks `key` up in the pinned tables (see [`Store::pinned_reader`]).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
@@ -487,7 +489,7 @@ impl PinnedReader {
     /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
     /// [`Store::get_with_hash`]).
     #[inline]
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let counters = &self.inner.counters;
         match &self.pin {
             Pin::One(t) => {

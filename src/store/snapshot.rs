@@ -40,6 +40,7 @@ use crate::memtable::{Memtable, ReaderGuard};
 use crate::scan::Scan;
 use crate::scan::{MemSource, ScanInput};
 use crate::version::{Batch, Version};
+use crate::Slice;
 
 /// The store as of one point in its commit order (see [`Store::snapshot`]).
 ///
@@ -168,9 +169,9 @@ impl Store {
     /// store.flush()?;
     /// store.compact()?;
     /// // The snapshot still reads both balances from before the transfer.
-    /// assert_eq!(snap.get(b"balance/alice")?, Some(b"100".to_vec()));
+    /// assert_eq!(snap.get(b"balance/alice")?.unwrap(), b"100");
     /// let all: Vec<_> = snap.scan_prefix(b"balance/").collect::<Result<_, _>>()?;
-    /// assert_eq!(all[1], (b"balance/bob".to_vec(), b"0".to_vec()));
+    /// assert_eq!((&*all[1].0, &*all[1].1), (&b"balance/bob"[..], &b"0"[..]));
     /// assert_eq!(store.last_seq(), snap.seq() + 1);
     /// # Ok::<(), filterstore::Error>(())
     /// ```
@@ -284,14 +285,14 @@ impl Snapshot {
 
     /// Looks `key` up as the store was when the snapshot was taken (counted in
     /// [`Stats`](super::Stats) as a [`Store::get`] is).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         self.get_with_hash(key, key_hash(key))
     }
 
     /// Looks `key` up with its precomputed [`key_hash`] (which `hash` must be; see
     /// [`Store::get_with_hash`]).
-    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    pub fn get_with_hash(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         self.pinned.inner.counters.lookups.add(0, 1);
         self.pinned.lookup(key, hash)
     }
@@ -316,7 +317,7 @@ impl Snapshot {
 
     /// Looks up every key of `keys` in the snapshot (see [`Store::multi_get`]): the values
     /// in the order of `keys`, as a loop of [`get`](Self::get) would return and count them.
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -354,15 +355,13 @@ impl Snapshot {
 
 impl Pinned {
     /// [`Snapshot::get`] without counting the lookup.
-    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
+    fn lookup(&self, key: &[u8], hash: u64) -> Result<Option<Slice>> {
         let t = &self.tree;
         let now = Now::fixed(self.now);
         if let Some(m) = &t.mem {
             if let Some(v) = m.with(|mem| {
                 // A range tombstone the snapshot sees hides every older version.
-                let v = mem
-                    .get_at(key, hash, m.pos, &now)
-                    .map(|v| v.map(<[u8]>::to_vec));
+                let v = mem.get_at(key, hash, m.pos, &now);
                 v.or_else(|| mem.range_covers(key, m.pos).then_some(None))
             }) {
                 return Ok(v);
@@ -370,7 +369,7 @@ impl Pinned {
         }
         if let Some(imm) = &t.imm {
             if let Some(v) = imm.get_hashed(key, hash, &now) {
-                return Ok(v.map(<[u8]>::to_vec));
+                return Ok(v);
             }
             if imm.range_covers(key, u64::MAX) {
                 return Ok(None);
@@ -386,7 +385,7 @@ impl Pinned {
     }
 
     /// [`Snapshot::multi_get`] of a non-empty `keys` without counting the lookups.
-    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn multi_lookup<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let t = &self.tree;
         let now = Now::fixed(self.now);
         let batch = || {
@@ -394,14 +393,14 @@ impl Pinned {
             if let Some(m) = &t.mem {
                 m.with(|mem| {
                     batch.answer_from(|k, h| {
-                        let v = mem.get_at(k, h, m.pos, &now).map(|v| v.map(<[u8]>::to_vec));
+                        let v = mem.get_at(k, h, m.pos, &now);
                         v.or_else(|| mem.range_covers(k, m.pos).then_some(None))
                     })
                 });
             }
             if let Some(imm) = &t.imm {
                 batch.answer_from(|k, h| {
-                    let v = imm.get_hashed(k, h, &now).map(|v| v.map(<[u8]>::to_vec));
+                    let v = imm.get_hashed(k, h, &now);
                     v.or_else(|| imm.range_covers(k, u64::MAX).then_some(None))
                 });
             }

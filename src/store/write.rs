@@ -33,7 +33,7 @@ impl Store {
     /// let store = filterstore::Store::open(dir.path(), Default::default())?;
     /// store.put("k", "v")?;
     /// store.put(b"bytes", vec![1, 2, 3])?;
-    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get("k")?.unwrap(), b"v");
     /// store.delete(String::from("k"))?;
     /// assert_eq!(store.get(b"k")?, None);
     /// # Ok::<(), filterstore::Error>(())
@@ -95,7 +95,7 @@ impl Store {
     /// let keys: Vec<_> = store.scan::<&[u8]>(..).map(|r| r.unwrap().0).collect();
     /// assert_eq!(keys, [b"a1".to_vec(), b"c1".to_vec()]);
     /// store.put("b3", "v")?; // a later write survives
-    /// assert_eq!(store.get("b3")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get("b3")?.unwrap(), b"v");
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {

@@ -321,7 +321,13 @@ impl<'a> Block<'a> {
     }
 
     /// Looks `key` up: `None` when the block does not hold it, `Some(None)` for a tombstone.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn get(&self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+        Ok(self.get_ref(key)?.map(|v| v.map(<[u8]>::to_vec)))
+    }
+
+    /// [`get`](Self::get), the value borrowed from the block's bytes.
+    pub fn get_ref(&self, key: &[u8]) -> Result<Option<Option<&'a [u8]>>> {
         if self.restart_count() == 0 {
             return Ok(None);
         }
@@ -353,7 +359,7 @@ impl<'a> Block<'a> {
             let (common, order) = lcp_cmp(e.suffix, key.get(e.shared..).unwrap_or_default());
             match order {
                 Ordering::Less => matched = e.shared + common,
-                Ordering::Equal => return Ok(Some(e.value.map(<[u8]>::to_vec))),
+                Ordering::Equal => return Ok(Some(e.value)),
                 Ordering::Greater => return Ok(None),
             }
         }

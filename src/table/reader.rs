@@ -20,52 +20,23 @@ use super::{page_pad, TableCounters, TableMeta};
 use crate::cache::BlockKey;
 use crate::codec::{check_crc, le_u32, le_u64, prefix8, Cursor};
 use crate::error::{Error, Result};
+use crate::Slice;
 
 mod ahead;
 mod cursor;
 mod expiring;
 mod lookup;
+mod shared;
 
 pub(crate) use ahead::ReadAhead;
 pub use cursor::TableCursor;
+pub(crate) use shared::BlockBytes;
 
 thread_local! {
     /// Each thread's buffer for point-lookup block reads (no allocation or zeroing per read).
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Each thread's buffer for decompressed blocks.
     static PLAIN_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A data block's verified bytes (entries and restart array, decompressed), shared by the
-/// block cache and the lookups and scans that hold it. Cheap to clone.
-#[derive(Clone)]
-pub(crate) struct BlockBytes(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    /// A copy on the heap (read with `pread`, or decompressed).
-    Heap(Arc<[u8]>),
-    /// In place in a table opened with `mmap_reads`: `map[start..start + len]`, checked to
-    /// lie inside the map when made.
-    Mapped(Arc<Mmap>, usize, usize),
-}
-
-impl std::ops::Deref for BlockBytes {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Heap(b) => b,
-            // Checked when made; an empty slice is never reached.
-            Repr::Mapped(m, start, len) => m.get(*start..*start + *len).unwrap_or_default(),
-        }
-    }
-}
-
-impl std::fmt::Debug for BlockBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BlockBytes({} bytes)", self.len())
-    }
 }
 
 /// An open table file: the meta and the index's search structure stay in memory (a
@@ -84,6 +55,8 @@ pub struct Table {
     cache: Option<(Arc<BlockCache>, u64)>,
     /// The whole file, mapped read-only (for a version 3 index, or `mmap_reads`).
     map: Option<Arc<Mmap>>,
+    /// The same map, shared (with `mmap_reads`): a raw block read in place is a view of it.
+    map_bytes: Option<BlockBytes>,
     /// Data blocks are read from `map` rather than with `pread`.
     map_data: bool,
     /// Where the data blocks (and their padding) end.
@@ -115,6 +88,9 @@ impl Table {
             if let Some(restarts) = restarts {
                 let block = table.index_offset as usize;
                 table.index.use_map(map.clone(), block, restarts);
+            }
+            if mmap_reads {
+                table.map_bytes = Some(BlockBytes::mapped(map.clone()));
             }
             table.map = Some(map);
             table.map_data = mmap_reads;
@@ -323,6 +299,7 @@ impl Table {
                 version,
                 cache: None,
                 map: None,
+                map_bytes: None,
                 map_data: false,
                 index_offset: index_off,
                 index,
@@ -434,7 +411,7 @@ impl Table {
     fn heap_block(&self, stored: &[u8], offset: u64) -> Result<BlockBytes> {
         scratch::with(&PLAIN_BUF, |plain| {
             let data = self.decode(stored, offset, plain)?;
-            Ok(BlockBytes(Repr::Heap(Arc::from(data))))
+            Ok(BlockBytes::copied(data))
         })
     }
 
@@ -534,13 +511,15 @@ impl Table {
     fn read_block(&self, i: usize, counters: &TableCounters, owned: bool) -> Result<BlockBytes> {
         scratch::with(&READ_BUF, |buf| {
             let (stored, offset) = self.read_stored(i, counters, buf)?;
-            if let Some(map) = self.map.as_ref().filter(|_| self.map_data && !owned) {
+            if let Some(map) = self.map_bytes.as_ref().filter(|_| self.map_data && !owned) {
                 let raw = match self.version {
                     ..4 => Some(stored.len()),
                     _ => (stored.last() == Some(&compress::CODEC_NONE)).then(|| stored.len() - 1),
                 };
                 if let Some(len) = raw {
-                    return Ok(BlockBytes(Repr::Mapped(map.clone(), offset as usize, len)));
+                    // `read_stored` took the block from `map[offset..offset + len + 4]`.
+                    let at = offset as usize;
+                    return Ok(map.slice(at..at + len));
                 }
             }
             self.heap_block(stored, offset)
@@ -813,7 +792,7 @@ mod thread_buffer_tests {
                     };
                     // Twice: a miss, then (with a cache that admits it) a hit.
                     for _ in 0..2 {
-                        let got = t.get(&keys[77], &c).unwrap();
+                        let got = t.get(&keys[77], &c).unwrap().map(|v| v.map(Vec::from));
                         assert_eq!(got, Some(Some(big.clone())), "{case}");
                         check("get");
                     }
@@ -827,7 +806,10 @@ mod thread_buffer_tests {
                     assert_eq!(all.len(), keys.len(), "{case}");
                     check("scan");
                     // A block of small entries: the buffer it was read into stays.
-                    assert_eq!(t.get(&keys[3], &c).unwrap(), Some(Some(vec![b'v'; 100])));
+                    assert_eq!(
+                        t.get(&keys[3], &c).unwrap().map(|v| v.map(Vec::from)),
+                        Some(Some(vec![b'v'; 100]))
+                    );
                     check("a small get");
                     if !mmap_reads && cache == 0 {
                         assert!(held(&READ_BUF) > 0, "{case}: the read buffer was dropped");

@@ -4,6 +4,7 @@
 use super::{prefix8, TableHandle, Version};
 use crate::error::Result;
 use crate::expiry::Now;
+use crate::Slice;
 
 impl TableHandle {
     /// [`probe`](Self::probe) for several keys of `batch` (`cands`, indices into it, all in
@@ -63,7 +64,7 @@ pub(crate) struct Batch<'k> {
     pending: Vec<u32>,
     /// Answered (a value or a tombstone) by a source already searched.
     done: Vec<bool>,
-    out: Vec<Option<Vec<u8>>>,
+    out: Vec<Option<Slice>>,
 }
 
 impl<'k> Batch<'k> {
@@ -94,7 +95,7 @@ impl<'k> Batch<'k> {
     /// tombstone), given each key and its hash.
     pub(crate) fn answer_from(
         &mut self,
-        mut source: impl FnMut(&[u8], u64) -> Option<Option<Vec<u8>>>,
+        mut source: impl FnMut(&[u8], u64) -> Option<Option<Slice>>,
     ) {
         let mut found = 0;
         for &i in &self.pending {
@@ -118,7 +119,7 @@ impl<'k> Batch<'k> {
 
     /// Each key's value: `None` when no source holds it or its newest version is a
     /// tombstone.
-    pub(crate) fn into_values(self) -> Vec<Option<Vec<u8>>> {
+    pub(crate) fn into_values(self) -> Vec<Option<Slice>> {
         self.out
     }
 }

@@ -30,6 +30,7 @@ use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::files::TableFiles;
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
 use crate::tombstone::{Cover, RangeTombstone};
+use crate::Slice;
 
 mod batch;
 mod set;
@@ -88,7 +89,7 @@ enum Probe {
     /// The table cannot hold the key, or does not.
     Skip,
     /// The table holds the key: its value, or `None` for a tombstone.
-    Found(Option<Vec<u8>>),
+    Found(Option<Slice>),
 }
 
 impl TableHandle {
@@ -253,7 +254,7 @@ impl TableHandle {
     /// one table: the key range, then the filter, then (on "maybe") the table's block.
     /// Inlined up to the filter's answer, as [`probe`](Self::probe) is meant to be.
     #[inline(always)]
-    pub(crate) fn get(&self, key: &[u8], hash: u64, now: &Now) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8], hash: u64, now: &Now) -> Result<Option<Slice>> {
         if !self.in_range(key, prefix8(key)) {
             return Ok(None);
         }
@@ -267,7 +268,8 @@ impl TableHandle {
     }
 
     /// Whether the filter rules the key out (counted): then the table is not read. Kept
-    /// apart from [`read`](Self::read) so that most probes pass no `Result<Probe>`.
+    /// apart from [`read`](Self::read) so that most probes pass no `Result<Probe>` (48
+    /// bytes with a `Slice`: +1.7 % instructions per absent lookup when it was returned).
     #[inline]
     fn rules_out(&self, hash: u64) -> bool {
         let out = self.filter.as_ref().is_some_and(|f| !f.may_contain(hash));
@@ -491,7 +493,7 @@ impl Version {
         key: &[u8],
         hash: u64,
         now: &Now,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Slice>> {
         self.get_in_runs(g, g.query(hash), key, now)
     }
 
@@ -504,12 +506,12 @@ impl Version {
         set: RunSet,
         key: &[u8],
         now: &Now,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Slice>> {
         if set.is_empty() {
             return Ok(None);
         }
         let p = prefix8(key);
-        let read = |t: &TableHandle| -> Result<Option<Option<Vec<u8>>>> {
+        let read = |t: &TableHandle| -> Result<Option<Option<Slice>>> {
             let got = t.table.get_at(key, &t.counters, now)?;
             g.count_read(got.is_some());
             Ok(got)
@@ -540,7 +542,7 @@ impl Version {
     /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table
     /// holds it, or its newest version is a tombstone.
     #[inline]
-    pub(crate) fn get(&self, key: &[u8], hash: u64, now: &Now) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8], hash: u64, now: &Now) -> Result<Option<Slice>> {
         if let Some(g) = &self.global {
             return self.get_global(g, key, hash, now);
         }

@@ -73,7 +73,7 @@ const RESERVED_AT: usize = 5;
 /// batch.put(b"to".to_vec(), b"100".to_vec()).delete(b"from".to_vec());
 /// store.write(batch)?;
 /// assert_eq!(store.get(b"from")?, None);
-/// assert_eq!(store.get(b"to")?, Some(b"100".to_vec()));
+/// assert_eq!(store.get(b"to")?.unwrap(), b"100");
 /// # Ok::<(), filterstore::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -54,7 +54,7 @@ impl StableReaders {
                     let mut reads = 0u64;
                     while !done.load(Relaxed) || reads < min_reads {
                         let i = rng.below(count);
-                        let got = store.get(key(i)).unwrap();
+                        let got = store.get(key(i)).unwrap().map(Vec::from);
                         assert_eq!(got, Some(i.to_le_bytes().to_vec()), "stable key {i}");
                         reads += 1;
                     }

@@ -210,7 +210,12 @@ fn concurrent_durable_writers_lose_nothing() {
     let check = |store: &Store| {
         for (model, _) in &models {
             for (k, v) in model {
-                assert_eq!(&store.get(k).unwrap(), v, "{}", String::from_utf8_lossy(k));
+                assert_eq!(
+                    &store.get(k).unwrap().map(Vec::from),
+                    v,
+                    "{}",
+                    String::from_utf8_lossy(k)
+                );
             }
         }
     };

@@ -243,6 +243,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         let mut seen = Model::new();
         for e in store.scan::<&[u8]>(..) {
             let (k, v) = e.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+            let (k, v) = (k.to_vec(), v.to_vec());
             seen.insert(k, Some(v));
         }
         for (k, want) in &must {
@@ -278,7 +279,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
                 .iter(),
         ) {
             assert_eq!(
-                store.get(k).unwrap(),
+                store.get(k).unwrap().map(Vec::from),
                 seen.get(k).cloned().flatten(),
                 "{what}: get disagrees with scan"
             );
@@ -368,7 +369,7 @@ fn a_second_process_is_refused_while_the_first_holds_the_store() {
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
     let s = Store::open(&dir, Options::default()).unwrap();
-    assert_eq!(s.get(b"held").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(s.get(b"held").unwrap().map(Vec::from), Some(b"1".to_vec()));
     drop(s);
     // ...and by SIGKILL.
     let mut child = spawn_child(

@@ -31,6 +31,7 @@ fn check_image(image: &Path, cut: u64, writes: &[Acked], what: &str) -> usize {
     let mut present = BTreeMap::new();
     for item in store.scan::<&[u8]>(..) {
         let (k, v) = item.unwrap();
+        let (k, v) = (k.to_vec(), v.to_vec());
         present.insert(k, v);
     }
     let mut known = BTreeSet::new();
@@ -237,7 +238,10 @@ fn clones_share_one_store_and_readers_outlive_it() {
         .join()
         .unwrap()
         .unwrap();
-    assert_eq!(store.get("from").unwrap(), Some(b"thread".to_vec()));
+    assert_eq!(
+        store.get("from").unwrap().map(Vec::from),
+        Some(b"thread".to_vec())
+    );
     let synced = fs.syncs();
     let clone = store.clone();
     clone.close().unwrap();
@@ -257,7 +261,7 @@ fn clones_share_one_store_and_readers_outlive_it() {
     ));
     let service = std::thread::spawn(move || {
         assert_eq!(
-            service.reader.get("after").unwrap(),
+            service.reader.get("after").unwrap().map(Vec::from),
             Some(b"clone closed".to_vec())
         );
         service
@@ -266,5 +270,8 @@ fn clones_share_one_store_and_readers_outlive_it() {
     .unwrap();
     drop(service);
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    assert_eq!(store.get("from").unwrap(), Some(b"thread".to_vec()));
+    assert_eq!(
+        store.get("from").unwrap().map(Vec::from),
+        Some(b"thread".to_vec())
+    );
 }

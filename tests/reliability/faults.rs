@@ -142,7 +142,7 @@ fn check_recovery(dir: &Path, must: &Model, may: &Model, what: &str) -> u64 {
     // What the recovered store shows is now its truth; new writes must land beside it.
     let mut seen = Model::new();
     for k in must.keys().chain(may.keys()) {
-        seen.insert(k.clone(), store.get(k).unwrap());
+        seen.insert(k.clone(), store.get(k).unwrap().map(Vec::from));
     }
     for i in 0..3u64 {
         let k = format!("after{i}").into_bytes();

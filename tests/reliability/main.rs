@@ -73,7 +73,8 @@ pub fn check_store(
     for k in must.keys().chain(may.keys()) {
         let got = store
             .get(k)
-            .unwrap_or_else(|e| panic!("{what}: get {:?}: {e}", String::from_utf8_lossy(k)));
+            .unwrap_or_else(|e| panic!("{what}: get {:?}: {e}", String::from_utf8_lossy(k)))
+            .map(Vec::from);
         assert!(
             ok(k, got.as_ref()),
             "{what}: key {:?} reads {:?}, acknowledged {:?}",
@@ -88,6 +89,7 @@ pub fn check_store(
     }
     for e in store.scan::<&[u8]>(..) {
         let (k, v) = e.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+        let (k, v) = (k.to_vec(), v.to_vec());
         assert!(
             must.contains_key(&k) || may.contains_key(&k),
             "{what}: key {:?} was never written",

@@ -163,7 +163,7 @@ impl ExceptionDict {
             for e in store.scan::<&[u8]>(..) {
                 let (k, v) = e?;
                 if !k.starts_with(b"#") {
-                    have.push((k, v));
+                    have.push((k.into(), v.into()));
                 }
             }
             report.built = have.is_empty() && stored_digest.is_none();
@@ -256,14 +256,14 @@ impl ExceptionDict {
 impl ExceptionLookup for ExceptionDict {
     /// One [`Store::get_with_hash`] with the hyphenator's hash (no second hashing).
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        self.store.get_with_hash(lower_word, hash)
+        Ok(self.store.get_with_hash(lower_word, hash)?.map(Vec::from))
     }
 }
 
 impl ExceptionLookup for Reader {
     /// One [`Reader::get_with_hash`] with the hyphenator's hash.
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        self.get_with_hash(lower_word, hash)
+        Ok(self.get_with_hash(lower_word, hash)?.map(Vec::from))
     }
 }
 
@@ -271,6 +271,6 @@ impl ExceptionLookup for PinnedReader {
     /// One [`PinnedReader::get_with_hash`] with the hyphenator's hash.
     #[inline]
     fn lookup(&self, lower_word: &[u8], hash: u64) -> Result<Option<Vec<u8>>> {
-        self.get_with_hash(lower_word, hash)
+        Ok(self.get_with_hash(lower_word, hash)?.map(Vec::from))
     }
 }

@@ -24,6 +24,7 @@ pub(crate) use self::window::{Registry, TxCheck, Window};
 use super::live::prefix_successor;
 use super::{Snapshot, Store, WriteOptions};
 use crate::error::{Error, Result};
+use crate::Slice;
 
 /// An optimistic, serializable transaction (see [`Store::transaction`]).
 ///
@@ -68,13 +69,13 @@ impl Store {
     /// let store = filterstore::Store::open(dir.path(), Default::default())?;
     /// store.put("alice", "100")?;
     /// let mut tx = store.transaction();
-    /// let a: u64 = String::from_utf8(tx.get("alice")?.unwrap()).unwrap().parse().unwrap();
+    /// let a: u64 = std::str::from_utf8(&tx.get("alice")?.unwrap()).unwrap().parse().unwrap();
     /// tx.put("alice", (a - 30).to_string());
     /// tx.put("bob", "30");
-    /// assert_eq!(tx.get("bob")?, Some(b"30".to_vec())); // its own write
+    /// assert_eq!(tx.get("bob")?.unwrap(), b"30"); // its own write
     /// assert_eq!(store.get("bob")?, None); // not committed yet
     /// tx.commit()?; // Err(Error::Conflict) had another commit written "alice" since
-    /// assert_eq!(store.get("alice")?, Some(b"70".to_vec()));
+    /// assert_eq!(store.get("alice")?.unwrap(), b"70");
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn transaction(&self) -> Transaction {
@@ -108,7 +109,7 @@ impl Store {
         key: impl AsRef<[u8]>,
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
-    ) -> Result<std::result::Result<(), Option<Vec<u8>>>> {
+    ) -> Result<std::result::Result<(), Option<Slice>>> {
         let key = key.as_ref();
         self.retry(|tx| {
             let cur = tx.get(key)?;
@@ -126,7 +127,7 @@ impl Store {
     /// Replaces the value of `key` with `f` of it (`None`: absent; `f` returning `None`
     /// deletes it), atomically: `f` runs again on the newer value when another commit wrote
     /// the key in between. Returns the value `f` was last given (fjall's `fetch_update`).
-    pub fn update<F>(&self, key: impl AsRef<[u8]>, mut f: F) -> Result<Option<Vec<u8>>>
+    pub fn update<F>(&self, key: impl AsRef<[u8]>, mut f: F) -> Result<Option<Slice>>
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
     {
@@ -162,10 +163,10 @@ impl Transaction {
 
     /// Looks `key` up: its own write if it made one, else the snapshot's value (the key is
     /// then noted as read, present or absent).
-    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
         let key = key.as_ref();
         if let Some(v) = self.writes.get(key) {
-            return Ok(v.clone());
+            return Ok(v.as_deref().map(Slice::from));
         }
         if self.in_deleted(key) {
             return Ok(None);
@@ -180,7 +181,7 @@ impl Transaction {
     }
 
     /// Looks up every key of `keys` (as a loop of [`get`](Self::get) would).
-    pub fn multi_get<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
         let missing: Vec<&[u8]> = keys
             .iter()
             .map(AsRef::as_ref)
@@ -191,7 +192,7 @@ impl Transaction {
         Ok(keys
             .iter()
             .map(|k| match self.writes.get(k.as_ref()) {
-                Some(v) => v.clone(),
+                Some(v) => v.as_deref().map(Slice::from),
                 None if self.in_deleted(k.as_ref()) => None,
                 None => found.next().flatten(),
             })
@@ -231,7 +232,7 @@ impl Transaction {
         // them come from `own`).
         let deleted = self.deleted.clone();
         let base = base.filter(move |item| match item {
-            Ok((k, _)) => !deleted.iter().any(|(a, b)| a <= k && k < b),
+            Ok((k, _)) => !deleted.iter().any(|(a, b)| a[..] <= k[..] && k[..] < b[..]),
             Err(_) => true,
         });
         TransactionScan::new(base, own)

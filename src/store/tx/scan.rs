@@ -2,8 +2,9 @@
 //! buffered writes in the range, both ways.
 
 use crate::error::Result;
+use crate::Slice;
 
-type Item = Result<(Vec<u8>, Vec<u8>)>;
+type Item = Result<(Slice, Slice)>;
 
 /// An iterator over a key range as a [`Transaction`](super::Transaction) sees it: its
 /// snapshot (less its own range deletions) with its own puts and deletes laid over, in key order (or from the back, in
@@ -92,12 +93,12 @@ impl Iterator for TransactionScan {
             let (k, v) = self.own.front.take()?;
             // The transaction's write replaces the snapshot's entry of the same key.
             if let Some(Ok((bk, _))) = self.base.peek_front() {
-                if *bk == k {
+                if bk[..] == k[..] {
                     self.base.front = None;
                 }
             }
             if let Some(v) = v {
-                return Some(Ok((k, v)));
+                return Some(Ok((Slice::from(k), Slice::from(v))));
             }
         }
     }
@@ -112,12 +113,12 @@ impl DoubleEndedIterator for TransactionScan {
             }
             let (k, v) = self.own.back.take()?;
             if let Some(Ok((bk, _))) = self.base.peek_back() {
-                if *bk == k {
+                if bk[..] == k[..] {
                     self.base.back = None;
                 }
             }
             if let Some(v) = v {
-                return Some(Ok((k, v)));
+                return Some(Ok((Slice::from(k), Slice::from(v))));
             }
         }
     }

@@ -59,9 +59,9 @@ fn conflicts_are_found_within_one_group() {
             assert_eq!((ok, conflicts), (1, 1), "{results:?}");
         } else {
             assert_eq!(ok, 2, "{results:?}");
-            assert_eq!(store.get("y").unwrap(), Some(b"tx".to_vec()));
+            assert_eq!(store.get("y").unwrap(), Some(crate::Slice::from(b"tx")));
         }
-        assert_eq!(store.get("x").unwrap(), Some(b"tx".to_vec()));
+        assert_eq!(store.get("x").unwrap(), Some(crate::Slice::from(b"tx")));
         assert_eq!(store.last_seq(), 3 + u64::from(!overlap));
     }
 }

@@ -119,6 +119,19 @@ impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
         self.value.map(|(a, b)| &self.bytes[a..b])
     }
 
+    /// The current value's place in [`bytes`](Self::bytes) (`None`: a tombstone; valid
+    /// cursors only): a scan shares it out of the block instead of copying it.
+    #[inline]
+    pub(crate) fn value_range(&self) -> Option<std::ops::Range<usize>> {
+        self.value.map(|(a, b)| a..b)
+    }
+
+    /// The block's bytes.
+    #[inline]
+    pub(crate) fn bytes(&self) -> &B {
+        &self.bytes
+    }
+
     /// Decodes the entry at `pos`, after the key in `self.key`, and stands on it.
     #[inline]
     fn read_at(&mut self, pos: usize) -> Result<()> {

@@ -241,7 +241,7 @@ fn dirs(args: &[String]) -> filterstore::Result<Setup> {
     );
     let keys: Vec<Vec<u8>> = a
         .scan::<&[u8]>(..)
-        .map(|item| item.map(|(k, _)| k))
+        .map(|item| item.map(|(k, _)| k.to_vec()))
         .collect::<Result<_, _>>()?;
     if keys.is_empty() {
         eprintln!("{} holds no keys", args[1]);

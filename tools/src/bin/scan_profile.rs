@@ -120,10 +120,11 @@ fn main() {
                     };
                     let limit = 1 + (r >> 32) as usize % 100;
                     let t0 = Instant::now();
-                    let mut count = |item: filterstore::Result<(Vec<u8>, Vec<u8>)>| {
-                        let (k, _) = item.unwrap();
-                        entries += k.len() as u64 / 16;
-                    };
+                    let mut count =
+                        |item: filterstore::Result<(filterstore::Slice, filterstore::Slice)>| {
+                            let (k, _) = item.unwrap();
+                            entries += k.len() as u64 / 16;
+                        };
                     if rev {
                         let scan = store.scan::<&[u8]>(..=start.as_slice());
                         scan.rev().take(limit).for_each(&mut count);

@@ -54,7 +54,7 @@ fn create(dir: &Path) -> Result<(), CliError> {
 
 /// Sum and count of the balances in `pairs`; a value that does not parse is a problem.
 fn sum(
-    pairs: impl Iterator<Item = filterstore::Result<(Vec<u8>, Vec<u8>)>>,
+    pairs: impl Iterator<Item = filterstore::Result<(filterstore::Slice, filterstore::Slice)>>,
 ) -> filterstore::Result<Result<(i64, u64), String>> {
     let (mut s, mut n) = (0i64, 0u64);
     for r in pairs {

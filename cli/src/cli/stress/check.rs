@@ -40,7 +40,7 @@ pub(super) fn check_reopened(
     };
     let may = in_flight.iter().flat_map(BTreeMap::keys);
     for k in must.keys().chain(may) {
-        let got = s.get(k)?;
+        let got = s.get(k)?.map(Vec::from);
         if !fine(k, got.as_ref()) {
             t.problem(format!(
                 "after reopen, {} reads {} but {} was acknowledged",
@@ -57,7 +57,7 @@ pub(super) fn check_reopened(
         let changes: Vec<_> = w.iter().filter(|(k, v)| v.as_ref() != acked(k)).collect();
         let mut applied = 0;
         for (k, v) in &changes {
-            applied += usize::from(s.get(k)? == **v);
+            applied += usize::from(s.get(k)?.as_deref() == v.as_deref());
         }
         if applied != 0 && applied != changes.len() {
             t.problem(format!(
@@ -68,6 +68,7 @@ pub(super) fn check_reopened(
     }
     for e in s.scan::<&[u8]>(..) {
         let (k, v) = e?;
+        let (k, v) = (k.to_vec(), v.to_vec());
         if !fine(&k, Some(&v)) {
             t.problem(format!(
                 "after reopen, a scan shows {} = {} (acknowledged: {})",

@@ -122,7 +122,7 @@ impl Stress {
             if !in_flight.is_empty() {
                 let s = Store::open(dir, options(SyncPolicy::EveryWrite))?;
                 for k in in_flight.iter().flat_map(BTreeMap::keys) {
-                    must.insert(k.clone(), s.get(k)?);
+                    must.insert(k.clone(), s.get(k)?.map(Vec::from));
                 }
             }
         }

@@ -156,7 +156,7 @@ impl Workload {
                 let k = self.key();
                 let got = s.get(&k)?;
                 match self.model.get(&k) {
-                    Some(want) if &got != want => t.problem(format!(
+                    Some(want) if got.as_deref() != want.as_deref() => t.problem(format!(
                         "get {}: {} but {} was acknowledged",
                         String::from_utf8_lossy(&k),
                         show(got.as_deref()),
@@ -176,7 +176,7 @@ impl Workload {
                 let mut seen = BTreeMap::new();
                 for e in s.scan(lo.as_slice()..hi.as_slice()) {
                     let (k, v) = e?;
-                    seen.insert(k, v);
+                    seen.insert(k.to_vec(), v.to_vec());
                 }
                 for (k, want) in self.model.range(lo.clone()..hi.clone()) {
                     if seen.get(k) != want.as_ref() {
