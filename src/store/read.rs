@@ -186,7 +186,8 @@ impl Store {
     }
 
     /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
-    pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Scan {
+        let prefix = prefix.as_ref();
         let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
         self.inner
             .scan_bounds(Bound::Included(prefix.to_vec()), end)
