@@ -10,6 +10,8 @@ use crate::lifetime::Lifetime;
 use crate::verify::Warning;
 use crate::version::Version;
 
+mod bits;
+
 /// Counters and sizes of the whole store.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
