@@ -266,7 +266,7 @@ fn file_number(mut c: Cursor, what: &str) -> Result<u64> {
         return Err(Error::corrupt(at, format!("{what} file number 0")));
     }
     if !c.is_empty() {
-        return Err(c.err(&format!("trailing bytes in the {what} property")));
+        return Err(c.err(format!("trailing bytes in the {what} property")));
     }
     Ok(n)
 }

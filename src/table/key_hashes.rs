@@ -90,7 +90,7 @@ pub fn check_header(head: &[u8], file_len: u64) -> Result<u64> {
     }
     let count = le_u64(head, off::COUNT);
     let body = file_len - HEADER_LEN as u64;
-    if body % 8 != 0 || count.checked_mul(8) != Some(body) {
+    if count.checked_mul(8) != Some(body) {
         return Err(Error::corrupt(
             off::COUNT as u64,
             format!("key hashes file claims {count} hashes, its body holds {body} bytes"),
