@@ -17,7 +17,6 @@ use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::global::{GlobalFilter, Layout, MergeKey, RunId, RunSet, Writer, DESIGN_LOAD};
 use crate::table::{key_hashes, Table, TableCounters, TableCursor};
-use crate::version::TableHandle;
 
 /// A table's run id when it has none (a table of a store without a global filter, or a
 /// level's table, whose id is its level's).
@@ -335,37 +334,45 @@ pub(crate) fn level_run(level: usize) -> Option<RunId> {
     u8::try_from(level).ok().and_then(RunId::level)
 }
 
-/// The key hashes of table `t`, in key order: its key hashes file, when it has one (a table
-/// written under the global filter), else read from its data blocks ([`table_hashes`],
-/// counted in `counters`). Either way their number is the table's entries (else an error
-/// naming the file).
-pub(crate) fn handle_hashes(t: &TableHandle, counters: &Sharded<8>) -> Result<Vec<u64>> {
-    let Some(f) = &t.files.hashes else {
+/// The key hashes of `table`, in key order: its key hashes file `file`, when it has one (a
+/// table written under the global filter), else read from its data blocks
+/// ([`table_hashes`], counted in `counters`). Either way their number is the table's
+/// entries (else an error naming the file).
+pub(crate) fn handle_hashes(
+    table: &Arc<Table>,
+    file: Option<&std::path::Path>,
+    counters: &Sharded<8>,
+) -> Result<Vec<u64>> {
+    let Some(f) = file else {
         let scratch = Arc::new(TableCounters::default());
-        let h = read_table_hashes(&t.table, &scratch)?;
+        let h = read_table_hashes(table, &scratch)?;
         counters.add_all([
             (KEY_TABLES_READ, 1),
             (KEY_BLOCKS_READ, scratch.block_reads()),
         ]);
         return Ok(h);
     };
-    let h = key_hashes::read(f.path())?;
-    check_count(f.path(), h.len() as u64, t.table.meta.entries)?;
+    let h = key_hashes::read(f)?;
+    check_count(f, h.len() as u64, table.meta.entries)?;
     Ok(h)
 }
 
-/// The number of key hashes of table `t`, counted (what a filter over it is sized by, never
+/// The number of key hashes of `table`, counted (what a filter over it is sized by, never
 /// the entry count its meta claims): from its key hashes file's length, else by reading its
 /// keys (counted in `counters`). An error names the file when the count is not the table's
 /// entries.
-pub(crate) fn handle_count(t: &TableHandle, counters: &Sharded<8>) -> Result<u64> {
-    match &t.files.hashes {
+pub(crate) fn handle_count(
+    table: &Arc<Table>,
+    file: Option<&std::path::Path>,
+    counters: &Sharded<8>,
+) -> Result<u64> {
+    match file {
         Some(f) => {
-            let n = key_hashes::count(f.path())?;
-            check_count(f.path(), n, t.table.meta.entries)?;
+            let n = key_hashes::count(f)?;
+            check_count(f, n, table.meta.entries)?;
             Ok(n)
         }
-        None => Ok(handle_hashes(t, counters)?.len() as u64),
+        None => Ok(handle_hashes(table, None, counters)?.len() as u64),
     }
 }
 

@@ -23,11 +23,10 @@ use std::sync::Arc;
 
 use super::Inner;
 use crate::compaction::run::Runs;
+use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::global::{MergeKey, RunId, RunSet, Writer};
-use crate::global_index::{
-    handle_count, handle_hashes, level_run, Change, GlobalIndex, Move, GROWTH, HEADROOM,
-};
+use crate::global_index::{level_run, Change, GlobalIndex, Move, GROWTH, HEADROOM};
 use crate::version::{TableHandle, Version, VersionEdit};
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
@@ -476,6 +475,19 @@ impl Inner {
             }
         }
     }
+}
+
+/// The key hashes of table `t`, from its key hashes file when it has one
+/// ([`crate::global_index::handle_hashes`]).
+fn handle_hashes(t: &TableHandle, counters: &Sharded<8>) -> Result<Vec<u64>> {
+    let file = t.files.hashes.as_deref().map(|f| f.path());
+    crate::global_index::handle_hashes(&t.table, file, counters)
+}
+
+/// The key hashes table `t` holds, counted ([`crate::global_index::handle_count`]).
+fn handle_count(t: &TableHandle, counters: &Sharded<8>) -> Result<u64> {
+    let file = t.files.hashes.as_deref().map(|f| f.path());
+    crate::global_index::handle_count(&t.table, file, counters)
 }
 
 /// A free L0 id, or (all 26 in use) the newest one in use: two tables then share it.
