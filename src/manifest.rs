@@ -704,13 +704,22 @@ mod tests {
             "{e}"
         );
         // A table property this version does not know (tag 1 is the range filter, 2 the
-        // range tombstones file, 3 the keyspace).
-        let body = body_v3(&[(4, b"\x07")], &[(1, &monkey10())]);
+        // range tombstones file, 3 the keyspace, 4 the key hashes file).
+        let body = body_v3(&[(5, b"\x07")], &[(1, &monkey10())]);
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains("offset 41") && e.contains("unknown table property tag 4"),
+            e.contains("offset 41") && e.contains("unknown table property tag 5"),
             "{e}"
         );
+        // Tag 4: the key hashes file, its number not 0, nothing after it.
+        let body = body_v3(&[(4, b"\x07")], &[(1, &monkey10())]);
+        let m = Manifest::decode(&framed(3, &body)).unwrap();
+        assert_eq!(m.tables[0].key_hashes, Some(7));
+        assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+        for bad in [&b"\x00"[..], b"\x07\x00", b"\x80"] {
+            let body = body_v3(&[(4, bad)], &[(1, &monkey10())]);
+            assert!(Manifest::decode(&framed(3, &body)).is_err(), "{bad:?}");
+        }
         // Tag 2: the range tombstones file, its number not 0, nothing after it.
         let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
         let m = Manifest::decode(&framed(3, &body)).unwrap();
