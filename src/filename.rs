@@ -6,6 +6,7 @@
 //! NNNNNN.filter  a table's filter                        │ (the manifest's next_file),
 //! NNNNNN.range   a table's range filter                  │
 //! NNNNNN.rdel    a table's range tombstones              │
+//! NNNNNN.khash   a table's key hashes (global filter)    │
 //! NNNNNN.wal     a write-ahead log                       ┘ six or more decimal digits
 //! MANIFEST       the live tables, levels and filter files
 //! MANIFEST.tmp   the next MANIFEST, until it is renamed over it
@@ -64,6 +65,7 @@ numbered_kinds! {
     Filter   "filter"   true       "`NNNNNN.filter`: one filter block, for one table.";
     Range    "range"    true       "`NNNNNN.range`: one range filter block, for one table.";
     Tombstones "rdel"   true       "`NNNNNN.rdel`: the range tombstones of one table.";
+    KeyHashes "khash"   true       "`NNNNNN.khash`: the key hashes of one table (global filter).";
     Wal      "wal"      false      "`NNNNNN.wal`: a write-ahead log.";
 }
 
@@ -189,6 +191,11 @@ pub(crate) fn range_path(dir: &Path, n: u64) -> PathBuf {
 /// `dir/NNNNNN.rdel`.
 pub(crate) fn tombstones_path(dir: &Path, n: u64) -> PathBuf {
     Numbered::Tombstones.path(dir, n)
+}
+
+/// `dir/NNNNNN.khash`.
+pub(crate) fn key_hashes_path(dir: &Path, n: u64) -> PathBuf {
+    Numbered::KeyHashes.path(dir, n)
 }
 
 /// `dir/NNNNNN.wal`.
@@ -322,9 +329,9 @@ mod tests {
             ]
         );
         let exts: Vec<&str> = Numbered::ALL.iter().map(|k| k.extension()).collect();
-        assert_eq!(exts, ["sst", "filter", "range", "rdel", "wal"]);
+        assert_eq!(exts, ["sst", "filter", "range", "rdel", "khash", "wal"]);
         let per_table: Vec<bool> = Numbered::ALL.iter().map(|k| k.per_table()).collect();
-        assert_eq!(per_table, [true, true, true, true, false]);
+        assert_eq!(per_table, [true, true, true, true, true, false]);
     }
 
     #[test]

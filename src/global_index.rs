@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::global::{GlobalFilter, Layout, MergeKey, RunId, RunSet, Writer, DESIGN_LOAD};
-use crate::table::{Table, TableCounters, TableCursor};
+use crate::table::{key_hashes, Table, TableCounters, TableCursor};
 
 /// A table's run id when it has none (a table of a store without a global filter, or a
 /// level's table, whose id is its level's).
@@ -45,6 +45,11 @@ const NEGATIVES: usize = 1;
 const POSITIVES: usize = 2;
 const FALSE_POSITIVES: usize = 3;
 const LINES: usize = 4;
+/// Reads of a table's keys from its data blocks by a build or change of the filter (a
+/// table without a key hashes file; a build reads one twice: to count, then to insert),
+/// and the data blocks they read.
+const KEY_TABLES_READ: usize = 5;
+const KEY_BLOCKS_READ: usize = 6;
 
 /// A store's global filter and its lookup counters.
 #[derive(Debug)]
@@ -149,6 +154,10 @@ pub(crate) struct GlobalCounts {
     pub false_positives: u64,
     /// Cache lines of the filter's table the probes read.
     pub lines: u64,
+    /// Tables whose keys were read from their data blocks (no key hashes file).
+    pub key_tables_read: u64,
+    /// Data blocks read for them.
+    pub key_blocks_read: u64,
 }
 
 impl GlobalIndex {
@@ -297,6 +306,8 @@ pub(crate) fn counts(c: &Sharded<8>) -> GlobalCounts {
         positives: c.get(POSITIVES),
         false_positives: c.get(FALSE_POSITIVES),
         lines: c.get(LINES),
+        key_tables_read: c.get(KEY_TABLES_READ),
+        key_blocks_read: c.get(KEY_BLOCKS_READ),
     }
 }
 
@@ -323,12 +334,73 @@ pub(crate) fn level_run(level: usize) -> Option<RunId> {
     u8::try_from(level).ok().and_then(RunId::level)
 }
 
-/// The key hashes of `table`, in key order. A table whose blocks hold another number of
+/// The key hashes of `table`, in key order: its key hashes file `file`, when it has one (a
+/// table written under the global filter), else read from its data blocks
+/// ([`table_hashes`], counted in `counters`). Either way their number is the table's
+/// entries (else an error naming the file).
+pub(crate) fn handle_hashes(
+    table: &Arc<Table>,
+    file: Option<&std::path::Path>,
+    counters: &Sharded<8>,
+) -> Result<Vec<u64>> {
+    let Some(f) = file else {
+        let scratch = Arc::new(TableCounters::default());
+        let h = read_table_hashes(table, &scratch)?;
+        counters.add_all([
+            (KEY_TABLES_READ, 1),
+            (KEY_BLOCKS_READ, scratch.block_reads()),
+        ]);
+        return Ok(h);
+    };
+    let h = key_hashes::read(f)?;
+    check_count(f, h.len() as u64, table.meta.entries)?;
+    Ok(h)
+}
+
+/// The number of key hashes of `table`, counted (what a filter over it is sized by, never
+/// the entry count its meta claims): from its key hashes file's length, else by reading its
+/// keys (counted in `counters`). An error names the file when the count is not the table's
+/// entries.
+pub(crate) fn handle_count(
+    table: &Arc<Table>,
+    file: Option<&std::path::Path>,
+    counters: &Sharded<8>,
+) -> Result<u64> {
+    match file {
+        Some(f) => {
+            let n = key_hashes::count(f)?;
+            check_count(f, n, table.meta.entries)?;
+            Ok(n)
+        }
+        None => Ok(handle_hashes(table, None, counters)?.len() as u64),
+    }
+}
+
+/// A key hashes file of `n` hashes for a table whose meta claims `entries`: corrupt unless
+/// equal.
+fn check_count(path: &std::path::Path, n: u64, entries: u64) -> Result<()> {
+    if n == entries {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        key_hashes::HEADER_LEN as u64,
+        format!("the key hashes file holds {n} hashes, the table meta claims {entries}"),
+    )
+    .in_file(path, 0))
+}
+
+/// The key hashes of `table`, in key order (read from its data blocks). A table whose blocks hold another number of
 /// keys than its meta claims is corrupt (the global filter is sized by those claims): an
 /// error naming the table.
 pub(crate) fn table_hashes(table: &Arc<Table>) -> Result<Vec<u64>> {
-    let scratch = Arc::new(TableCounters::default());
-    let mut hashes = Vec::with_capacity(table.meta.entries.min(1 << 24) as usize);
+    read_table_hashes(table, &Arc::new(TableCounters::default()))
+}
+
+/// [`table_hashes`], its reads counted in `scratch`.
+fn read_table_hashes(table: &Arc<Table>, scratch: &Arc<TableCounters>) -> Result<Vec<u64>> {
+    let scratch = scratch.clone();
+    // Grown as keys are read: the claim sizes nothing.
+    let mut hashes = Vec::with_capacity(table.meta.entries.min(1 << 12) as usize);
     let mut c = TableCursor::new(table.clone(), scratch)?;
     while c.valid() {
         hashes.push(crate::hash::key_hash(c.key()));
@@ -373,4 +445,32 @@ pub struct GlobalFilterStats {
     pub lines_touched: u64,
     /// The false-positive rate its fingerprints give per probe, in theory.
     pub theoretical_fpr: f64,
+    /// Reads of a table's keys from its data blocks by its builds and changes, for tables
+    /// without a key hashes file (written before them, or under another filter; a build
+    /// reads such a table twice: to count its keys, then to insert them).
+    pub key_tables_read: u64,
+    /// Data blocks read for them (0 while every table has a key hashes file).
+    pub key_blocks_read: u64,
+}
+
+impl GlobalIndex {
+    /// Its size and what its lookups did, with `growths` as the store counted them.
+    pub(crate) fn stats(&self, growths: u64) -> GlobalFilterStats {
+        let st = self.filter.writer().stats();
+        let counts = self.counts();
+        GlobalFilterStats {
+            layout: st.layout,
+            memory_bytes: st.memory_bytes,
+            entries: st.in_table + st.stashed,
+            capacity: self.capacity,
+            buckets: st.buckets,
+            stashed: st.stashed,
+            growths,
+            probes: counts.probes,
+            lines_touched: counts.lines,
+            theoretical_fpr: self.filter.theoretical_fpr(),
+            key_tables_read: counts.key_tables_read,
+            key_blocks_read: counts.key_blocks_read,
+        }
+    }
 }

@@ -72,6 +72,9 @@ pub struct TableRecord {
     /// The keyspace the table belongs to (table property 3; 0, the default keyspace, when
     /// absent).
     pub keyspace: u32,
+    /// File number of the table's key hashes file `NNNNNN.khash` (table property 4), if it
+    /// has one (tables written under the global filter).
+    pub key_hashes: Option<u64>,
 }
 
 /// A table's range filter file, as the manifest records it (table property 1).
@@ -110,6 +113,7 @@ impl TableRecord {
             range: None,
             range_tombstones: None,
             keyspace: 0,
+            key_hashes: None,
         }
     }
 }
@@ -151,6 +155,8 @@ const PROP_KEYSPACES: u64 = 3;
 const PROP_KEYSPACE: u64 = 3;
 /// Table property tag: the table's range tombstones file (`| file varint |`, not 0).
 const PROP_RANGE_TOMBSTONES: u64 = 2;
+/// Table property tag: the table's key hashes file (`| file varint |`, not 0).
+const PROP_KEY_HASHES: u64 = 4;
 /// Table property tag: the table's range filter (`| file varint | bits_per_key f64 |`).
 const PROP_RANGE_FILTER: u64 = 1;
 /// `allocation` byte of the filter policy: every table at the rate `value`.
@@ -252,6 +258,19 @@ fn decode_policy(mut c: Cursor) -> Result<FilterPolicy> {
     }
 }
 
+/// A table property that names one of the table's files (`| file varint |`, not 0).
+fn file_number(mut c: Cursor, what: &str) -> Result<u64> {
+    let at = c.offset();
+    let n = c.varint(&format!("{what} file number"))?;
+    if n == 0 {
+        return Err(Error::corrupt(at, format!("{what} file number 0")));
+    }
+    if !c.is_empty() {
+        return Err(c.err(format!("trailing bytes in the {what} property")));
+    }
+    Ok(n)
+}
+
 fn decode_range(mut c: Cursor) -> Result<RangeRecord> {
     let at = c.offset();
     let file = c.varint("range filter file number")?;
@@ -328,7 +347,8 @@ impl Manifest {
                 &mut b,
                 u64::from(t.range.is_some())
                     + u64::from(t.range_tombstones.is_some())
-                    + u64::from(t.keyspace != 0),
+                    + u64::from(t.keyspace != 0)
+                    + u64::from(t.key_hashes.is_some()),
             );
             if let Some(r) = &t.range {
                 let mut p = Vec::with_capacity(18);
@@ -345,6 +365,11 @@ impl Manifest {
                 let mut p = Vec::with_capacity(5);
                 put_varint(&mut p, u64::from(t.keyspace));
                 put_tagged(&mut b, PROP_KEYSPACE, &p);
+            }
+            if let Some(n) = t.key_hashes {
+                let mut p = Vec::with_capacity(10);
+                put_varint(&mut p, n);
+                put_tagged(&mut b, PROP_KEY_HASHES, &p);
             }
         }
         put_varint(&mut b, self.cursors.len() as u64);
@@ -457,25 +482,16 @@ impl Manifest {
             let max_key = key()?;
             let mut range = None;
             let mut range_tombstones = None;
+            let mut key_hashes = None;
             let mut keyspace = (0, 0);
             if version >= 3 {
                 for p in read_tagged(&mut c, body.len(), "table properties")? {
                     match p.tag {
                         PROP_RANGE_FILTER => range = Some(decode_range(p.payload)?),
                         PROP_RANGE_TOMBSTONES => {
-                            let mut pc = p.payload;
-                            let at = pc.offset();
-                            let n = pc.varint("range tombstones file number")?;
-                            if n == 0 {
-                                return Err(Error::corrupt(at, "range tombstones file number 0"));
-                            }
-                            if !pc.is_empty() {
-                                return Err(
-                                    pc.err("trailing bytes in the range tombstones property")
-                                );
-                            }
-                            range_tombstones = Some(n);
+                            range_tombstones = Some(file_number(p.payload, "range tombstones")?)
                         }
+                        PROP_KEY_HASHES => key_hashes = Some(file_number(p.payload, "key hashes")?),
                         PROP_KEYSPACE => keyspace = decode_keyspace_id(p.payload)?,
                         _ => return Err(unknown_tag(&p, "table property")),
                     }
@@ -495,6 +511,7 @@ impl Manifest {
                 range,
                 range_tombstones,
                 keyspace: keyspace.0,
+                key_hashes,
             });
             table_keyspaces.push(keyspace.1);
         }
@@ -687,13 +704,22 @@ mod tests {
             "{e}"
         );
         // A table property this version does not know (tag 1 is the range filter, 2 the
-        // range tombstones file, 3 the keyspace).
-        let body = body_v3(&[(4, b"\x07")], &[(1, &monkey10())]);
+        // range tombstones file, 3 the keyspace, 4 the key hashes file).
+        let body = body_v3(&[(5, b"\x07")], &[(1, &monkey10())]);
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains("offset 41") && e.contains("unknown table property tag 4"),
+            e.contains("offset 41") && e.contains("unknown table property tag 5"),
             "{e}"
         );
+        // Tag 4: the key hashes file, its number not 0, nothing after it.
+        let body = body_v3(&[(4, b"\x07")], &[(1, &monkey10())]);
+        let m = Manifest::decode(&framed(3, &body)).unwrap();
+        assert_eq!(m.tables[0].key_hashes, Some(7));
+        assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+        for bad in [&b"\x00"[..], b"\x07\x00", b"\x80"] {
+            let body = body_v3(&[(4, bad)], &[(1, &monkey10())]);
+            assert!(Manifest::decode(&framed(3, &body)).is_err(), "{bad:?}");
+        }
         // Tag 2: the range tombstones file, its number not 0, nothing after it.
         let body = body_v3(&[(2, b"\x07")], &[(1, &monkey10())]);
         let m = Manifest::decode(&framed(3, &body)).unwrap();

@@ -123,6 +123,25 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
                 Err(e) => r.problems.push(Error::io(&fpath, e)),
             }
         }
+        if let Some(n) = t.key_hashes {
+            r.files += 1;
+            let hpath = crate::filename::key_hashes_path(dir, n);
+            match crate::table::key_hashes::read(&hpath) {
+                Ok(h) if h.len() as u64 == t.entries => {}
+                Ok(h) => r.problems.push(
+                    Error::corrupt(
+                        0,
+                        format!(
+                            "{} key hashes for a table of {} entries",
+                            h.len(),
+                            t.entries
+                        ),
+                    )
+                    .in_file(&hpath, 0),
+                ),
+                Err(e) => r.problems.push(e),
+            }
+        }
         if let Some(n) = t.range_tombstones {
             r.files += 1;
             let tpath = crate::filename::tombstones_path(dir, n);

@@ -1,7 +1,7 @@
 //! The data's life, counted: tables wholly under a newer range tombstone leave the table set
 //! without being read (`Stats::lifecycle.tables_dropped_whole`, the compactions' bytes read,
-//! the files left), except under the global filter; expiry's and range deletion's counters
-//! (`Stats::lifecycle`).
+//! the files left), under the global filter too (their keys leave it by their key hashes
+//! files); expiry's and range deletion's counters (`Stats::lifecycle`).
 
 mod common;
 
@@ -72,8 +72,14 @@ fn check(s: &Store, gone: std::ops::Range<u32>) {
 /// are gone.
 #[test]
 fn compact_range_drops_tables_under_a_newer_tombstone_unread() {
+    for kind in [FilterKind::BlockedBloom, FilterKind::Global] {
+        drops_unread(kind);
+    }
+}
+
+fn drops_unread(kind: FilterKind) {
     let dir = tempfile::tempdir().unwrap();
-    let s = loaded(dir.path(), opts(FilterKind::BlockedBloom));
+    let s = loaded(dir.path(), opts(kind));
     let gone = 1000..3000;
     let (a, b) = (key(gone.start), key(gone.end));
     let before = s.stats();
@@ -112,23 +118,42 @@ fn compact_range_drops_tables_under_a_newer_tombstone_unread() {
         "gone at the bottom"
     );
     check(&s, gone.clone());
+    check_global(&s, kind);
     drop(s);
-    let s = Store::open(dir.path(), opts(FilterKind::BlockedBloom)).unwrap();
+    let s = Store::open(dir.path(), opts(kind)).unwrap();
     check(&s, gone);
+    check_global(&s, kind);
+}
+
+/// Under the global filter: it holds exactly the live tables' entries (the dropped tables'
+/// left with them), every one under its run, and no table's keys were read from its data
+/// blocks (they all have key hashes files).
+fn check_global(s: &Store, kind: FilterKind) {
+    let st = s.stats();
+    let Some(g) = st.global_filter.as_ref() else {
+        assert_ne!(kind, FilterKind::Global);
+        return;
+    };
+    let live: u64 = st.tables.iter().map(|t| t.keys).sum();
+    assert_eq!(g.entries, live, "the filter's entries are the live tables'");
+    assert_eq!(s.check_global_filter().unwrap(), Some(live));
+    assert_eq!(g.key_blocks_read, 0, "{g:?}");
 }
 
 /// The compaction thread drops them too, after the flush that brings the tombstone into a
 /// table; a table newer than the tombstone is never dropped.
 #[test]
 fn background_compaction_drops_covered_tables_and_keeps_newer_ones() {
+    for kind in [FilterKind::BlockedBloom, FilterKind::Global] {
+        background_drops(kind);
+    }
+}
+
+fn background_drops(kind: FilterKind) {
     let dir = tempfile::tempdir().unwrap();
-    let s = loaded(dir.path(), opts(FilterKind::BlockedBloom));
+    let s = loaded(dir.path(), opts(kind));
     drop(s);
-    let s = Store::open(
-        dir.path(),
-        opts(FilterKind::BlockedBloom).compaction_trigger(Some(8)),
-    )
-    .unwrap();
+    let s = Store::open(dir.path(), opts(kind).compaction_trigger(Some(8))).unwrap();
     s.delete_range(key(500), key(3500)).unwrap();
     s.flush().unwrap();
     s.wait_for_compaction().unwrap();
@@ -146,20 +171,7 @@ fn background_compaction_drops_covered_tables_and_keeps_newer_ones() {
         assert_eq!(s.get(key(i)).unwrap().map(Vec::from), want, "key {i}");
     }
     assert_eq!(s.scan::<&[u8]>(..).count(), 1000 + 10);
-}
-
-/// Under the global filter the covered tables are read and rewritten as before (dropping
-/// them unread would leave their keys in the filter): nothing is dropped whole, and the
-/// answers are the same.
-#[test]
-fn the_global_filter_keeps_reading_covered_tables() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = loaded(dir.path(), opts(FilterKind::Global));
-    let gone = 1000..3000;
-    s.delete_range(key(gone.start), key(gone.end)).unwrap();
-    s.compact_range(key(gone.start), key(gone.end)).unwrap();
-    assert_eq!(s.stats().lifecycle.tables_dropped_whole, 0);
-    check(&s, gone);
+    check_global(&s, kind);
 }
 
 /// Expired entries a compaction removes are counted with their bytes: at the bottom, key and

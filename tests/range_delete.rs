@@ -258,9 +258,13 @@ fn range_deletes_match_a_btreemap_per_table_filters() {
     assert!(dropped > 5, "only {dropped} tables dropped whole");
 }
 
+/// Under the global filter too, covered tables leave whole, their keys leave the filter by
+/// their key hashes, and the reads (snapshots' too) stay right.
 #[test]
 fn range_deletes_match_a_btreemap_global_filter() {
+    let mut dropped = 0;
     for seed in 100..100 + seeds().div_ceil(2) {
-        assert_eq!(run(seed, 2500, true).1, 0, "never under the global filter");
+        dropped += run(seed, 2500, true).1;
     }
+    assert!(dropped > 2, "only {dropped} tables dropped whole");
 }

@@ -209,6 +209,7 @@ mod tests {
                     compression: Compression::None,
                     range_bits: 0.0,
                     alloc: &alloc,
+                    key_hashes: false,
                 },
                 table_bytes: u64::MAX,
                 ranges: Default::default(),

@@ -526,6 +526,7 @@ mod tests {
                     compression: Compression::Lz4,
                     range_bits: 16.0,
                     alloc: &alloc,
+                    key_hashes: false,
                 },
                 table_bytes: 1 << 20,
                 ranges: Default::default(),

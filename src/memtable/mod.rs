@@ -403,6 +403,17 @@ pub struct Sorted<'a> {
     order: Run,
 }
 
+impl Sorted<'_> {
+    /// The entries' key hashes, in key order.
+    pub fn hashes(&self) -> Vec<u64> {
+        use rayon::prelude::*;
+        self.order
+            .par_iter()
+            .map(|&(_, i)| self.mem.slots[i as usize].hash)
+            .collect()
+    }
+}
+
 impl SortedEntries for Sorted<'_> {
     fn len(&self) -> usize {
         self.order.len()

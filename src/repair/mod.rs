@@ -233,6 +233,7 @@ impl Repair<'_> {
                     range: None,
                     range_tombstones: None,
                     keyspace: 0,
+                    key_hashes: None,
                 })
                 .collect(),
         };
@@ -261,6 +262,9 @@ impl Repair<'_> {
             if let Some(r) = &c.range {
                 named.insert((r.file, Numbered::Range));
             }
+            if let Some(n) = c.key_hashes {
+                named.insert((n, Numbered::KeyHashes));
+            }
             if let Some(t) = self.table(c, rebuild_all_filters)? {
                 tables.push(t);
             }
@@ -271,7 +275,7 @@ impl Repair<'_> {
             let Some(kind) = kind else { continue };
             let orphan = match kind {
                 Numbered::Table => old.is_some() && !named.contains(&(n, kind)),
-                Numbered::Filter | Numbered::Range | Numbered::Tombstones => {
+                Numbered::Filter | Numbered::Range | Numbered::Tombstones | Numbered::KeyHashes => {
                     !named.contains(&(n, kind))
                 }
                 Numbered::Wal => false,

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::{Kept, KeyGap, Repair};
 use crate::error::{Error, Result};
-use crate::filename::{filter_path, range_path, table_path};
+use crate::filename::{filter_path, key_hashes_path, range_path, table_path};
 use crate::filter::range::RangeFilter;
 use crate::filter::{Filter, FilterKind};
 use crate::manifest::TableRecord;
-use crate::table::{write_filter_file, write_table, Table, TableCounters};
+use crate::table::{key_hashes, write_filter_file, write_table, Table, TableCounters};
 
 /// The entries of a table's good blocks, and whether anything was wrong with it.
 struct Salvaged {
@@ -160,12 +160,14 @@ impl Repair<'_> {
         let dir = self.dir;
         let path = table_path(dir, c.number);
         let range_file = c.range.map(|r| range_path(dir, r.file));
+        let hashes_file = c.key_hashes.map(|n| key_hashes_path(dir, n));
         if !path.exists() {
             self.drop_file(&path, 0, None, "table file missing".to_string());
             if c.filter_file != 0 && filter_path(dir, c.filter_file).exists() {
                 self.lose(&filter_path(dir, c.filter_file))?;
             }
             self.keep_range(range_file.as_deref(), false)?;
+            self.keep_hashes(hashes_file.as_deref(), None)?;
             return Ok(None);
         }
         let Some(s) = self.read_table(&path)? else {
@@ -174,6 +176,7 @@ impl Repair<'_> {
                 self.lose(&filter_path(dir, c.filter_file))?;
             }
             self.keep_range(range_file.as_deref(), false)?;
+            self.keep_hashes(hashes_file.as_deref(), None)?;
             return Ok(None);
         };
         let hashes = || -> Vec<u64> {
@@ -187,6 +190,12 @@ impl Repair<'_> {
         // table is read without one (`store refilter --range-bits` builds a new one).
         if !self.keep_range(range_file.as_deref(), !s.damaged)? {
             record.range = None;
+        }
+        // The key hashes: kept when they decode and are the kept table's, one per entry in
+        // key order; else the table goes without (the global filter then reads its keys).
+        let keep = (!s.damaged).then(hashes);
+        if !self.keep_hashes(hashes_file.as_deref(), keep.as_deref())? {
+            record.key_hashes = None;
         }
         let old_filter = (c.filter_file != 0).then(|| filter_path(dir, c.filter_file));
         if s.damaged {
@@ -281,6 +290,39 @@ impl Repair<'_> {
             }
         }
         Ok(Some(record))
+    }
+
+    /// Keeps the key hashes file `file` (true) when it decodes to exactly `want` (the kept
+    /// table's key hashes; `None`: the table is not kept as it was); else reports why (if
+    /// the table was kept) and moves it to `lost/`.
+    fn keep_hashes(&mut self, file: Option<&Path>, want: Option<&[u64]>) -> Result<bool> {
+        let Some(f) = file else {
+            return Ok(false);
+        };
+        if !f.exists() {
+            if want.is_some() {
+                self.drop_file(f, 0, None, "key hashes file missing".to_string());
+            }
+            return Ok(false);
+        }
+        if let Some(want) = want {
+            let problem = match key_hashes::read(f) {
+                Ok(h) if h == want => return Ok(true),
+                Ok(h) => Error::corrupt(
+                    0,
+                    format!(
+                        "{} key hashes that are not the table's {} keys'",
+                        h.len(),
+                        want.len()
+                    ),
+                )
+                .in_file(f, 0),
+                Err(e) => e,
+            };
+            self.drop_err(f, &problem);
+        }
+        self.lose(f)?;
+        Ok(false)
     }
 
     /// Keeps the range filter file `file` (true) when `keep` and it decodes; else reports

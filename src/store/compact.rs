@@ -98,25 +98,22 @@ impl Store {
 impl Inner {
     /// Removes the tables of `v` that range tombstones of newer tables cover whole
     /// ([`Version::covered_tables`]) through one edit, without reading them; the caller
-    /// holds the compaction lock. Under the global filter nothing is dropped: the keys
-    /// would have to leave the filter, which needs their hashes, and only a merge that
-    /// reads the table has them (docs/engine.md, "Range deletion"). `Ok(false)`: none.
+    /// holds the compaction lock. Under the global filter the tables' keys leave the
+    /// filter too, by their key hashes ([`Inner::global_drop`]). `Ok(false)`: none.
     pub(super) fn drop_covered(&self, v: &Version) -> Result<bool> {
-        if v.global().is_some() {
-            return Ok(false);
-        }
         let covered = v.covered_tables();
         if covered.is_empty() {
             return Ok(false);
         }
+        let numbers: Vec<u64> = covered.iter().map(|t| t.0).collect();
         let edit = VersionEdit {
             tables: crate::compaction::plan::Edit {
-                remove: covered.iter().map(|t| t.0).collect(),
+                remove: numbers.clone(),
                 ..Default::default()
             },
             ..VersionEdit::default()
         };
-        self.log_and_apply(edit)?;
+        self.global_drop(v, &numbers, || self.log_and_apply(edit).map(drop))?;
         let n = covered.len() as u64;
         self.counters.tables_dropped_whole.fetch_add(n, Relaxed);
         Ok(true)
@@ -236,6 +233,7 @@ impl Inner {
                 compression: self.opts.compression,
                 range_bits: self.range_bits(),
                 alloc: &alloc,
+                key_hashes: v.global().is_some(),
             },
             // An L0 merge writes one table (at most `Shape::l0_merge_bytes` of input): cut
             // into several it could leave L0 as many tables as before.

@@ -23,10 +23,13 @@ use std::sync::Arc;
 
 use super::Inner;
 use crate::compaction::run::Runs;
+use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::global::{MergeKey, RunId, RunSet, Writer};
-use crate::global_index::{level_run, table_hashes, Change, GlobalIndex, Move, GROWTH, HEADROOM};
+use crate::global_index::{level_run, Change, GlobalIndex, Move, GROWTH, HEADROOM};
 use crate::version::{TableHandle, Version, VersionEdit};
+
+mod drop;
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
 const BUILD_BATCH: usize = 8;
@@ -51,11 +54,10 @@ impl Inner {
         v: &Version,
         extra: u64,
     ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
-        let capacity = headroom_capacity(v, extra);
         build_global(
             &self.dir,
             v,
-            capacity,
+            &|keys| headroom_capacity(keys, extra),
             self.tree.global_counters.clone(),
             &AtomicBool::new(false),
             true,
@@ -107,12 +109,11 @@ impl Inner {
         let Some(g) = v.global().filter(|g| g.full_after(more)) else {
             return Ok(());
         };
-        let capacity = grown_capacity(g, &v, more);
         let stop = AtomicBool::new(false);
         let (g, fresh) = build_global(
             &self.dir,
             &v,
-            capacity,
+            &|keys| grown_capacity(g, keys, more),
             self.tree.global_counters.clone(),
             &stop,
             true,
@@ -166,12 +167,11 @@ impl Inner {
         if v.levels()[0].tables().iter().any(|t| t.run().is_none()) {
             return None;
         }
-        let capacity = grown_capacity(&g, &v, more);
         g.start_log();
         Some(Growth {
             old: g,
             tables: v,
-            capacity,
+            more,
         })
     }
 
@@ -184,11 +184,7 @@ impl Inner {
     /// they were. Abandoned (no error) when the store shuts down or the filter in use was
     /// replaced meanwhile (a refilter).
     pub(super) fn finish_growth(&self, growth: Growth) -> Result<()> {
-        let Growth {
-            old,
-            tables,
-            capacity,
-        } = growth;
+        let Growth { old, tables, more } = growth;
         // The log stops however this ends.
         struct StopLog<'a>(&'a GlobalIndex);
         impl Drop for StopLog<'_> {
@@ -203,7 +199,7 @@ impl Inner {
         let (new, _) = build_global(
             &self.dir,
             &tables,
-            capacity,
+            &|keys| grown_capacity(&old, keys, more),
             counters,
             &self.shutdown,
             false,
@@ -336,7 +332,7 @@ impl Inner {
                 t.record.number
             )));
         };
-        let mut hashes = table_hashes(&t.table)?;
+        let mut hashes = handle_hashes(t, &self.tree.global_counters)?;
         let l0: &[RunId] = if from == 0 { &[from_run] } else { &[] };
         self.global_change(
             Move {
@@ -424,6 +420,19 @@ impl Inner {
     }
 }
 
+/// The key hashes of table `t`, from its key hashes file when it has one
+/// ([`crate::global_index::handle_hashes`]).
+fn handle_hashes(t: &TableHandle, counters: &Sharded<8>) -> Result<Vec<u64>> {
+    let file = t.files.hashes.as_deref().map(|f| f.path());
+    crate::global_index::handle_hashes(&t.table, file, counters)
+}
+
+/// The key hashes table `t` holds, counted ([`crate::global_index::handle_count`]).
+fn handle_count(t: &TableHandle, counters: &Sharded<8>) -> Result<u64> {
+    let file = t.files.hashes.as_deref().map(|f| f.path());
+    crate::global_index::handle_count(&t.table, file, counters)
+}
+
 /// A free L0 id, or (all 26 in use) the newest one in use: two tables then share it.
 fn l0_id(w: &mut Writer<'_>) -> RunId {
     w.new_l0_run()
@@ -432,31 +441,59 @@ fn l0_id(w: &mut Writer<'_>) -> RunId {
         .expect("id 6 is an L0 id")
 }
 
-/// A global filter for `capacity` entries over the tables of `v`, with fresh L0 handles
-/// carrying their run ids (for an edit's `replace`; the handles of `v` are left alone, as
-/// lookups may be using them). Tables are read [`BUILD_BATCH`] at a time in parallel on the
-/// rayon pool the caller runs in, or one by one on the calling thread when not `parallel`.
-/// Stops early, with the filter unfinished, when `stop` is set.
+/// A global filter over the tables of `v`, sized for `size(keys)` entries where `keys` are
+/// the key hashes the tables hold, counted, with fresh L0 handles carrying their run ids
+/// (for an edit's `replace`; the handles of `v` are left alone, as lookups may be using
+/// them). Each table's hashes come from its key hashes file (its data blocks are not read),
+/// or, for a table without one, from its keys ([`handle_hashes`]). Tables are read
+/// [`BUILD_BATCH`] at a time in parallel on the rayon pool the caller runs in, or one by one
+/// on the calling thread when not `parallel`. Stops early, with the filter unfinished, when
+/// `stop` is set.
 ///
-/// The capacity comes from the entry counts the tables' metas claim, which a reader bounds
-/// by the blocks that hold them (`format.md`, "Meta"): a filter the allocator cannot give is
-/// an error naming the store (`dir`), and a table whose keys are not as many as its meta
-/// claims is an error naming the table ([`table_hashes`]), found before any of its keys
-/// are inserted.
+/// Nothing is sized by a count a table claims: the hashes are counted first (a key hashes
+/// file's length, checked against its header; a table without one, by reading its keys),
+/// and a count that disagrees with the table's meta is an error naming the file, found
+/// before the filter is made. A filter the allocator cannot give is an error naming the
+/// store (`dir`).
 pub(super) fn build_global(
     dir: &Path,
     v: &Version,
-    capacity: u64,
+    size: &dyn Fn(u64) -> u64,
     counters: Arc<crate::counters::Sharded<8>>,
     stop: &AtomicBool,
     parallel: bool,
 ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
     use rayon::prelude::*;
-    let g = GlobalIndex::new(capacity, counters).map_err(|e| match e {
+    // L0 oldest first, so the newest table takes the newest id; then the levels.
+    let l0: Vec<&Arc<TableHandle>> = v.levels()[0].tables().iter().rev().collect();
+    let deeper: Vec<(&Arc<TableHandle>, Option<RunId>)> = v
+        .levels()
+        .iter()
+        .enumerate()
+        .skip(1)
+        .flat_map(|(l, level)| level.tables().iter().map(move |t| (t, level_run(l))))
+        .collect();
+    let count = |t: &&Arc<TableHandle>| handle_count(t, &counters);
+    let all: Vec<&Arc<TableHandle>> = l0
+        .iter()
+        .copied()
+        .chain(deeper.iter().map(|j| j.0))
+        .collect();
+    let counts: Vec<Result<u64>> = if parallel {
+        all.par_iter().map(count).collect()
+    } else {
+        all.iter().map(count).collect()
+    };
+    let mut keys = 0u64;
+    for c in counts {
+        keys = keys.saturating_add(c?);
+    }
+    let capacity = size(keys);
+    let g = GlobalIndex::new(capacity, counters.clone()).map_err(|e| match e {
         Error::OutOfMemory { bytes, .. } => Error::OutOfMemory {
             what: format!(
-                "the global filter of the store at {} (sized for {capacity} entries, from \
-                 the entry counts its tables claim)",
+                "the global filter of the store at {} (sized for {capacity} entries, \
+                 {keys} of them counted in its tables)",
                 dir.display()
             ),
             bytes,
@@ -464,11 +501,10 @@ pub(super) fn build_global(
         e => e,
     })?;
     let mut fresh = Vec::new();
-    // L0 oldest first, so the newest table takes the newest id.
     let mut jobs: Vec<(Arc<TableHandle>, Option<RunId>)> = Vec::new();
     {
         let mut w = g.filter.writer();
-        for t in v.levels()[0].tables().iter().rev() {
+        for t in l0 {
             // A table keeps its id (a compaction under way knows the tables by it).
             let run = match t.run() {
                 Some(r) => {
@@ -482,16 +518,12 @@ pub(super) fn build_global(
             jobs.push((h, Some(run)));
         }
     }
-    for (l, level) in v.levels().iter().enumerate().skip(1) {
-        for t in level.tables() {
-            jobs.push((t.clone(), level_run(l)));
-        }
-    }
+    jobs.extend(deeper.into_iter().map(|(t, r)| (t.clone(), r)));
     for batch in jobs.chunks(BUILD_BATCH) {
         if stop.load(SeqCst) {
             break;
         }
-        let read = |(t, _): &(Arc<TableHandle>, Option<RunId>)| table_hashes(&t.table);
+        let read = |(t, _): &(Arc<TableHandle>, Option<RunId>)| handle_hashes(t, &counters);
         let hashes: Vec<Result<Vec<u64>>> = if parallel {
             batch.par_iter().map(read).collect()
         } else {
@@ -506,24 +538,17 @@ pub(super) fn build_global(
     Ok((Arc::new(g), fresh))
 }
 
-/// The capacity a filter is built for over the tables of `v` (plus `extra` entries) at
-/// open, a refilter or a switch: [`HEADROOM`] times their entries.
-pub(super) fn headroom_capacity(v: &Version, extra: u64) -> u64 {
-    (claimed_entries(v).saturating_add(extra) as f64 * HEADROOM) as u64
+/// The capacity a filter is built for over tables holding `keys` key hashes (plus `extra`
+/// entries) at open, a refilter or a switch: [`HEADROOM`] times their entries.
+pub(super) fn headroom_capacity(keys: u64, extra: u64) -> u64 {
+    (keys.saturating_add(extra) as f64 * HEADROOM) as u64
 }
 
-/// The entries the metas of the tables of `v` claim, summed (saturating: each is bounded by
-/// its table's blocks, not their sum by anything).
-fn claimed_entries(v: &Version) -> u64 {
-    v.tables()
-        .map(|t| t.table.meta.entries)
-        .fold(0, u64::saturating_add)
-}
-
-/// The capacity the successor of `g` (over the tables of `v`, with `more` entries about to
-/// be added) is built for: [`GROWTH`] times `g`'s, or times the entries if more.
-fn grown_capacity(g: &GlobalIndex, v: &Version, more: u64) -> u64 {
-    let by_keys = (claimed_entries(v).saturating_add(more) as f64 * GROWTH) as u64;
+/// The capacity the successor of `g` (over tables holding `keys` key hashes, with `more`
+/// entries about to be added) is built for: [`GROWTH`] times `g`'s, or times the entries if
+/// more.
+fn grown_capacity(g: &GlobalIndex, keys: u64, more: u64) -> u64 {
+    let by_keys = (keys.saturating_add(more) as f64 * GROWTH) as u64;
     by_keys.max((g.capacity as f64 * GROWTH) as u64)
 }
 
@@ -541,8 +566,8 @@ pub(super) struct Growth {
     old: Arc<GlobalIndex>,
     /// The table set whose entries `old` held when its log started.
     tables: Arc<Version>,
-    /// Entries the new filter is built for.
-    capacity: u64,
+    /// Entries the flush that asked for the growth was about to add.
+    more: u64,
 }
 
 #[cfg(test)]
@@ -602,6 +627,8 @@ mod tests {
         inner.finish_growth(growth).unwrap();
         let g = store.stats().global_filter.unwrap();
         assert_eq!(g.growths, 1, "{g:?}");
+        // Built from the tables' key hashes files: no data block read.
+        assert_eq!((g.key_tables_read, g.key_blocks_read), (0, 0), "{g:?}");
         assert!(g.capacity > first, "{g:?}");
         assert!(store.check_global_filter().unwrap().is_some());
         for i in 0..40_000u64 {
@@ -617,6 +644,44 @@ mod tests {
         }
         store.flush().unwrap();
         store.wait_for_compaction().unwrap();
+        assert!(store.check_global_filter().unwrap().is_some());
+    }
+
+    /// Tables written under another filter have no key hashes files: switching to the
+    /// global filter and growing it read their data blocks (the counter the growth test
+    /// above finds at 0 counts them), and the tables written after the switch have files.
+    #[test]
+    fn tables_without_key_hashes_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Options {
+            filter: Some(FilterKind::BlockedBloom),
+            compaction_trigger: None,
+            fs: Arc::new(crate::io::NoSyncFs),
+            ..Options::default()
+        };
+        let store = Store::open(dir.path(), o).unwrap();
+        for i in 0..5_000u64 {
+            store.put(key(i), i.to_le_bytes()).unwrap();
+        }
+        store.flush().unwrap();
+        store.refilter(FilterKind::Global, 0.01).unwrap();
+        let g = store.stats().global_filter.unwrap();
+        // Twice: counted, then inserted.
+        assert_eq!(g.key_tables_read, 2, "{g:?}");
+        assert!(g.key_blocks_read > 0, "{g:?}");
+        for i in 5_000..6_000u64 {
+            store.put(key(i), i.to_le_bytes()).unwrap();
+        }
+        store.flush().unwrap();
+        let v = store.inner.current();
+        let with_files = v.tables().filter(|t| t.files.hashes.is_some()).count();
+        assert_eq!(with_files, 1);
+        let before = store.stats().global_filter.unwrap().key_blocks_read;
+        let growth = store.inner.begin_growth(1 << 30).expect("a growth starts");
+        store.inner.finish_growth(growth).unwrap();
+        let g = store.stats().global_filter.unwrap();
+        assert_eq!(g.key_tables_read, 4, "only the old table read again: {g:?}");
+        assert!(g.key_blocks_read > before, "{g:?}");
         assert!(store.check_global_filter().unwrap().is_some());
     }
 }

@@ -27,8 +27,14 @@ pub(super) fn open_global(
     if let Some(opened) = load_checkpoint(dir, &v, counters.clone()) {
         return Ok(opened);
     }
-    let capacity = headroom_capacity(&v, 0);
-    let (g, fresh) = build_global(dir, &v, capacity, counters, &AtomicBool::new(false), true)?;
+    let (g, fresh) = build_global(
+        dir,
+        &v,
+        &|keys| headroom_capacity(keys, 0),
+        counters,
+        &AtomicBool::new(false),
+        true,
+    )?;
     Ok(v.apply(&Edit {
         replace: fresh,
         ..Edit::default()

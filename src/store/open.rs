@@ -206,6 +206,7 @@ impl Store {
                     t.filter_file,
                     t.range.map_or(0, |r| r.file),
                     t.range_tombstones.unwrap_or(0),
+                    t.key_hashes.unwrap_or(0),
                 ]
             })
             .collect();

@@ -10,6 +10,8 @@ use crate::lifetime::Lifetime;
 use crate::verify::Warning;
 use crate::version::Version;
 
+mod bits;
+
 /// Counters and sizes of the whole store.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -492,22 +494,9 @@ impl super::Inner {
                     Warning::TornTail { tail, .. } => tail.len,
                 })
                 .sum(),
-            global_filter: version.global().map(|g| {
-                let st = g.filter.writer().stats();
-                let counts = g.counts();
-                GlobalFilterStats {
-                    layout: st.layout,
-                    memory_bytes: st.memory_bytes,
-                    entries: st.in_table + st.stashed,
-                    capacity: g.capacity,
-                    buckets: st.buckets,
-                    stashed: st.stashed,
-                    growths: inner.counters.global_growths.load(Relaxed),
-                    probes: counts.probes,
-                    lines_touched: counts.lines,
-                    theoretical_fpr: g.filter.theoretical_fpr(),
-                }
-            }),
+            global_filter: version
+                .global()
+                .map(|g| g.stats(inner.counters.global_growths.load(Relaxed))),
             snapshots: inner.snapshot_stats(&version),
             lifecycle: inner.lifecycle_stats(&version),
         };

@@ -23,8 +23,7 @@ pub struct LifecycleStats {
     /// it is sealed or compacted into, until a compaction drops it.
     pub range_tombstones_live: u64,
     /// Tables that left the table set unread because range tombstones of newer tables
-    /// covered their whole key range (per-table filters only; docs/engine.md, "Range
-    /// deletion").
+    /// covered their whole key range (docs/engine.md, "Range deletion").
     pub tables_dropped_whole: u64,
 }
 

@@ -263,7 +263,12 @@ impl Inner {
         let range_bits = self.range_bits();
         let range_no = (range_bits > 0.0).then(|| self.alloc_file()).transpose()?;
         let sorted = imm.mem.sorted();
-        let hashes = imm.mem.hashes();
+        // In key order under the global filter: they go to the table's key hashes file.
+        let hashes = if global.is_some() {
+            sorted.hashes()
+        } else {
+            imm.mem.hashes()
+        };
         let alloc = || self.alloc_file();
         let spec = TableSpec {
             fs: &self.fs,
@@ -273,6 +278,7 @@ impl Inner {
             compression: self.opts.compression,
             range_bits,
             alloc: &alloc,
+            key_hashes: global.is_some(),
         };
         let files = (table_no, filter_no, range_no);
         // The global filter takes the keys while the table is written: its entries may

@@ -1,5 +1,6 @@
-//! A table's files: the table (`NNNNNN.sst`), its filter (`.filter`) and its range filter
-//! (`.range`), written by one builder and removed in one place.
+//! A table's files: the table (`NNNNNN.sst`), its filter (`.filter`), its range filter
+//! (`.range`) and, under the global filter, its key hashes (`.khash`), written by one
+//! builder and removed in one place.
 //!
 //! **Writing.** [`TableWriter`] makes the three files of a new table, whether its entries come
 //! whole (a sealed memtable: [`TableWriter::write_whole`], table and filters in parallel) or
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use super::writer::{write_table, Part, TableBuilder};
 use super::{write_filter_file, write_range_file, Compression, SortedEntries};
 use crate::error::Result;
-use crate::filename::{filter_path, range_path, table_path, tombstones_path};
+use crate::filename::{filter_path, key_hashes_path, range_path, table_path, tombstones_path};
 use crate::filter::range::RangeFilterBuilder;
 use crate::filter::FilterKind;
 use crate::io::Fs;
@@ -101,6 +102,8 @@ pub(crate) struct TableFiles {
     pub range: Option<Arc<TableFile>>,
     /// The range tombstones file (`NNNNNN.rdel`), when the table has range tombstones.
     pub tombstones: Option<Arc<TableFile>>,
+    /// The key hashes file (`NNNNNN.khash`), when the table has one (`key_hashes`).
+    pub hashes: Option<Arc<TableFile>>,
 }
 
 impl TableFiles {
@@ -118,6 +121,9 @@ impl TableFiles {
             tombstones: record
                 .range_tombstones
                 .map(|n| TableFile::named(fs, tombstones_path(dir, n), n)),
+            hashes: record
+                .key_hashes
+                .map(|n| TableFile::named(fs, key_hashes_path(dir, n), n)),
         }
     }
 
@@ -127,6 +133,7 @@ impl TableFiles {
             .chain(&self.filter)
             .chain(&self.range)
             .chain(&self.tombstones)
+            .chain(&self.hashes)
     }
 }
 
@@ -146,6 +153,8 @@ pub(crate) struct TableSpec<'a> {
     pub range_bits: f64,
     /// Hands out unused file numbers.
     pub alloc: &'a (dyn Fn() -> Result<u64> + Sync),
+    /// Whether each new table gets a key hashes file (a store under the global filter).
+    pub key_hashes: bool,
 }
 
 impl TableSpec<'_> {
@@ -223,6 +232,7 @@ impl TableWriter {
             filter,
             range,
             tombstones: None,
+            hashes: write_hashes(spec, hashes)?,
         };
         let meta = meta?;
         let record = record(spec, number, meta, filter_no, &files);
@@ -278,6 +288,7 @@ impl TableWriter {
             filter,
             range,
             tombstones: None,
+            hashes: write_hashes(spec, &self.hashes)?,
         };
         let record = record(spec, self.number, meta, filter_no, &files);
         Ok(NewTable {
@@ -329,6 +340,19 @@ fn write_filters(
     Ok((filter, range, fb + rb))
 }
 
+/// The key hashes file of a new table whose entries' key hashes are `hashes` (in key
+/// order), when `spec` asks for one: written and fsynced under a new number.
+fn write_hashes(spec: &TableSpec<'_>, hashes: &[u64]) -> Result<Option<Arc<TableFile>>> {
+    if !spec.key_hashes {
+        return Ok(None);
+    }
+    let n = (spec.alloc)()?;
+    let path = key_hashes_path(spec.dir, n);
+    let file = TableFile::created(spec.fs, path.clone(), n);
+    super::key_hashes::write(&**spec.fs, &path, hashes)?;
+    Ok(Some(file))
+}
+
 /// The manifest record of table `number` with `meta`, written as `spec` says with the
 /// filter files `files`.
 fn record(
@@ -352,6 +376,7 @@ fn record(
         file: f.number(),
         bits_per_key: spec.range_bits,
     });
+    record.key_hashes = files.hashes.as_ref().map(|f| f.number());
     record
 }
 

@@ -15,6 +15,7 @@ pub mod compress;
 pub(crate) mod files;
 mod footer;
 mod index;
+pub mod key_hashes;
 pub mod lz4;
 mod range_file;
 mod reader;

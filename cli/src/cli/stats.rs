@@ -89,6 +89,14 @@ fn text(store: &Store, g: &Global) -> String {
     }
     let _ = writeln!(
         o,
+        "filters:        {:.2} bits per key ({} point filter bytes, global and per table, \
+         over {} keys in tables)",
+        s.filter_bits_per_key(),
+        s.point_filter_bytes(),
+        s.table_keys()
+    );
+    let _ = writeln!(
+        o,
         "tables:         {} ({} keys incl. {} tombstones, {} table bytes, {} filter bytes)",
         s.tables.len(),
         s.table_keys(),
@@ -389,7 +397,7 @@ fn json(store: &Store, g: &Global) -> String {
             })
         })
         .collect();
-    let v = json!({
+    let mut v = json!({
         "dir": g.dir().to_string_lossy(),
         "default_filter": {
             "kind": policy.kind().name(),
@@ -483,6 +491,9 @@ fn json(store: &Store, g: &Global) -> String {
         "levels": levels,
         "tables": tables,
     });
+    // Beside the macro's object (its recursion limit is reached above).
+    v["point_filter_bytes"] = json!(s.point_filter_bytes());
+    v["filter_bits_per_key"] = json!(num(s.filter_bits_per_key()));
     let mut out = serde_json::to_string_pretty(&v).unwrap_or_default();
     out.push('\n');
     out
