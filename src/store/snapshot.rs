@@ -49,6 +49,9 @@ use crate::Slice;
 #[derive(Clone)]
 pub struct Snapshot {
     pinned: Arc<Pinned>,
+    /// The store's other keyspaces at the same instant, by id (a store's snapshot only;
+    /// `None` when it has none).
+    keyspaces: Option<Arc<Vec<(u32, Snapshot)>>>,
 }
 
 /// What a snapshot holds (shared by its clones).
@@ -189,8 +192,21 @@ impl Store {
 
 impl Inner {
     pub(super) fn snapshot(self: &Arc<Inner>) -> Snapshot {
+        let sibs = self.root_spaces().clone();
+        if sibs.is_empty() {
+            return self.pin(&self.read_state());
+        }
+        // One state lock: every tree as of one commit.
+        let guard = self.read_state();
+        let mut snap = self.pin(&guard);
+        let others = sibs.iter().map(|s| (s.tree.id, s.pin(&guard))).collect();
+        snap.keyspaces = Some(Arc::new(others));
+        snap
+    }
+
+    /// This tree as of the state `guard` (held by the caller).
+    fn pin(self: &Arc<Inner>, guard: &State) -> Snapshot {
         let (tree, seq, removals, mem_bytes) = {
-            let guard = self.read_state();
             let slot = self.tree.slot;
             let st = guard.tree(slot);
             let mem = (!st.mem.is_empty()).then(|| MemView {
@@ -231,6 +247,7 @@ impl Inner {
                 tree,
                 now: self.opts.clock.now_millis(),
             }),
+            keyspaces: None,
         }
     }
 
@@ -277,6 +294,25 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
+    /// Keyspace `ks` as of this snapshot's instant: a store's snapshot covers every
+    /// keyspace at one commit ([`Keyspace`](super::Keyspace)). An error for a keyspace
+    /// created after it, or of another store.
+    pub fn keyspace(&self, ks: &super::Keyspace) -> Result<Snapshot> {
+        if ks.id() == self.pinned.inner.tree.id {
+            return Ok(self.clone());
+        }
+        let found = self.keyspaces.as_ref().and_then(|all| {
+            let (_, s) = all.iter().find(|(id, _)| *id == ks.id())?;
+            Arc::ptr_eq(&s.pinned.inner.manifest, &ks.as_store().inner.manifest).then(|| s.clone())
+        });
+        found.ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "the snapshot does not hold keyspace {:?} (created after it, or of another store)",
+                ks.name()
+            ))
+        })
+    }
+
     /// The commit sequence number of the last write it sees: it sees every write numbered
     /// at most this, and none after (see [`Store::last_seq`]).
     pub fn seq(&self) -> u64 {
