@@ -117,46 +117,8 @@ fn watch_for_lead(leading: &AtomicBool, waiting: &AtomicUsize) -> bool {
     }
 }
 
-/// One write: its operations, each in a keyspace (by id), applied atomically.
-#[derive(Clone, Copy)]
-pub(super) struct Ops<'a> {
-    pub ops: &'a [wal::Op<'a>],
-    pub ids: Ids<'a>,
-}
-
-/// The keyspace ids of a write's operations.
-#[derive(Clone, Copy)]
-pub(super) enum Ids<'a> {
-    /// Every op's.
-    One(u32),
-    /// Each op's (as many as the ops).
-    Each(&'a [u32]),
-}
-
-impl<'a> Ops<'a> {
-    /// The ops `ops`, all in keyspace `id`.
-    pub(super) fn one(id: u32, ops: &'a [wal::Op<'a>]) -> Ops<'a> {
-        Ops {
-            ops,
-            ids: Ids::One(id),
-        }
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    /// Each op with its keyspace id.
-    pub(super) fn iter(self) -> impl Iterator<Item = (u32, wal::Op<'a>)> {
-        self.ops.iter().enumerate().map(move |(i, op)| {
-            let id = match self.ids {
-                Ids::One(id) => id,
-                Ids::Each(ids) => ids.get(i).copied().unwrap_or(0),
-            };
-            (id, *op)
-        })
-    }
-}
+mod ops;
+pub(super) use self::ops::{Ids, Ops};
 
 /// The writers queue (see the module docs), with its counters.
 #[derive(Default)]

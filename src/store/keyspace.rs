@@ -98,7 +98,7 @@ impl KeyspaceOptions {
 /// ```
 #[derive(Clone)]
 pub struct Keyspace {
-    store: Store,
+    pub(super) store: Store,
 }
 
 impl std::fmt::Debug for Keyspace {
@@ -200,49 +200,6 @@ impl Keyspace {
     /// This keyspace's figures ([`KeyspaceStats`](super::KeyspaceStats)).
     pub fn stats(&self) -> super::KeyspaceStats {
         self.store.inner.keyspace_stats()
-    }
-}
-
-impl WriteBatch {
-    /// Adds a put into keyspace `ks` (the batch stays one atomic log record across
-    /// keyspaces).
-    pub fn put_in(
-        &mut self,
-        ks: &Keyspace,
-        key: impl Into<Vec<u8>>,
-        value: impl Into<Vec<u8>>,
-    ) -> &mut Self {
-        self.put(key, value);
-        self.tag_last(ks)
-    }
-    /// Adds a delete from keyspace `ks`.
-    pub fn delete_in(&mut self, ks: &Keyspace, key: impl Into<Vec<u8>>) -> &mut Self {
-        self.delete(key);
-        self.tag_last(ks)
-    }
-    /// Adds the removal of every key `k` of keyspace `ks` with `start <= k < end`.
-    pub fn delete_range_in(
-        &mut self,
-        ks: &Keyspace,
-        start: impl Into<Vec<u8>>,
-        end: impl Into<Vec<u8>>,
-    ) -> &mut Self {
-        let n = self.len();
-        self.delete_range(start, end);
-        if self.len() > n {
-            self.tag_last(ks);
-        }
-        self
-    }
-
-    /// Gives the last op keyspace `ks` (earlier ops without one keep none: the keyspace of
-    /// the handle that writes the batch).
-    fn tag_last(&mut self, ks: &Keyspace) -> &mut Self {
-        let n = self.ops.len();
-        self.ids.resize(n, None);
-        let store = Arc::as_ptr(&ks.store.inner.manifest) as usize;
-        self.ids[n - 1] = Some((ks.id(), store));
-        self
     }
 }
 

@@ -7,8 +7,8 @@
 //! get ─► memtable ─► immutable ─► L0 newest..oldest ─► one table per level (filter first)
 //! ```
 //! One `impl Store` spread over files by job: the shared state here (`Inner`, its locks
-//! and counters), `tree.rs` (one tree's memtables, table set and locks: the default
-//! keyspace's today), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
+//! and counters), `tree.rs` (one tree's memtables, table set and locks),
+//! `keyspace.rs` (keyspaces: a sibling `Inner` per tree), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
 //! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
 //! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing),
 //! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
@@ -26,6 +26,7 @@ mod filters;
 mod global;
 mod global_save;
 mod keyspace;
+mod keyspace_span;
 mod keyspace_stats;
 mod live;
 mod open;

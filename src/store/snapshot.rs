@@ -48,15 +48,15 @@ use crate::Slice;
 /// to another thread. Dropping the last clone releases the memtables and tables it holds.
 #[derive(Clone)]
 pub struct Snapshot {
-    pinned: Arc<Pinned>,
+    pub(super) pinned: Arc<Pinned>,
     /// The store's other keyspaces at the same instant, by id (a store's snapshot only;
     /// `None` when it has none).
-    keyspaces: Option<Arc<Vec<(u32, Snapshot)>>>,
+    pub(super) keyspaces: Option<Arc<Vec<(u32, Snapshot)>>>,
 }
 
 /// What a snapshot holds (shared by its clones).
-struct Pinned {
-    inner: Arc<Inner>,
+pub(super) struct Pinned {
+    pub(super) inner: Arc<Inner>,
     /// Its number in the store's registry of open snapshots.
     id: u64,
     /// The last commit it sees.
@@ -294,25 +294,6 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    /// Keyspace `ks` as of this snapshot's instant: a store's snapshot covers every
-    /// keyspace at one commit ([`Keyspace`](super::Keyspace)). An error for a keyspace
-    /// created after it, or of another store.
-    pub fn keyspace(&self, ks: &super::Keyspace) -> Result<Snapshot> {
-        if ks.id() == self.pinned.inner.tree.id {
-            return Ok(self.clone());
-        }
-        let found = self.keyspaces.as_ref().and_then(|all| {
-            let (_, s) = all.iter().find(|(id, _)| *id == ks.id())?;
-            Arc::ptr_eq(&s.pinned.inner.manifest, &ks.as_store().inner.manifest).then(|| s.clone())
-        });
-        found.ok_or_else(|| {
-            crate::Error::InvalidArgument(format!(
-                "the snapshot does not hold keyspace {:?} (created after it, or of another store)",
-                ks.name()
-            ))
-        })
-    }
-
     /// The commit sequence number of the last write it sees: it sees every write numbered
     /// at most this, and none after (see [`Store::last_seq`]).
     pub fn seq(&self) -> u64 {

@@ -1,13 +1,14 @@
 //! One tree of the store: a memtable, an immutable memtable waiting to be sealed, a table
-//! set and what works on it. Today the store holds one, the default keyspace's (slot 0);
-//! keyspaces (issue 38) give each keyspace its own.
+//! set and what works on it: the default keyspace's in slot 0, each other keyspace's in a
+//! slot of its own (`keyspace.rs`; a dropped keyspace's slot is not reused).
 //!
 //! ```text
 //! Inner ─┬─ state: RwLock<State> ─┬─ seq                    store-wide: one commit order
-//!        │                        └─ trees: [TreeState]     by slot: memtables, table set
-//!        ├─ tree: Tree (slot 0)  ── versions, compaction and global-filter locks,
+//!  (the  │                        └─ trees: [TreeState]     by slot: memtables, table set
+//! store's)─ tree: Tree (slot 0)  ── versions, compaction and global-filter locks,
 //!        │                           range-filter bits, range-probe counters
-//!        └─ writer, commit queue, bg, counters, block cache   store-wide
+//!        ├─ spaces: [Inner]       ── one per keyspace: its own Tree, the rest shared
+//!        └─ writer, commit queue, bg, counters, block cache, manifest   store-wide
 //! ```
 //!
 //! Every tree's memtable state lives under the one state lock, so that a snapshot (or a
