@@ -603,10 +603,7 @@ fn a_manifest_with_keyspaces_decodes_and_opens() {
     store.close().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let by_email = store.keyspace("by-email").unwrap();
-    assert_eq!(
-        by_email.get("ann@example.com").unwrap(),
-        Some(b"u1".to_vec())
-    );
+    assert_eq!(by_email.get("ann@example.com").unwrap().unwrap(), b"u1"[..]);
 }
 
 /// A store whose keyspaces were all dropped (next id 3, none live) opens, takes writes,

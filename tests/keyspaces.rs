@@ -11,7 +11,9 @@ use filterstore::{FilterKind, KeyspaceOptions, Options, Store, SyncPolicy, Write
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn contents(scan: filterstore::Scan) -> Contents {
-    scan.map(Result::unwrap).collect()
+    scan.map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
 }
 
 fn logs_in(dir: &Path) -> usize {
@@ -41,11 +43,14 @@ fn keyspaces_are_separate_trees_that_survive_reopen() {
         a.put("k", "a").unwrap();
         b.put("k", "b").unwrap();
         a.put("only-a", "1").unwrap();
-        assert_eq!(store.get("k").unwrap(), Some(b"default".to_vec()));
-        assert_eq!(a.get("k").unwrap(), Some(b"a".to_vec()));
-        assert_eq!(b.get("k").unwrap(), Some(b"b".to_vec()));
-        assert_eq!(b.get("only-a").unwrap(), None);
-        assert_eq!(store.get("only-a").unwrap(), None);
+        assert_eq!(
+            store.get("k").unwrap().map(|s| s.to_vec()),
+            Some(b"default".to_vec())
+        );
+        assert_eq!(a.get("k").unwrap().map(|s| s.to_vec()), Some(b"a".to_vec()));
+        assert_eq!(b.get("k").unwrap().map(|s| s.to_vec()), Some(b"b".to_vec()));
+        assert_eq!(b.get("only-a").unwrap().map(|s| s.to_vec()), None);
+        assert_eq!(store.get("only-a").unwrap().map(|s| s.to_vec()), None);
         assert_eq!(contents(a.scan::<&[u8]>(..)).len(), 2);
         assert_eq!(a.scan::<&[u8]>(..).rev().count(), 2);
         assert_eq!(store.keyspaces(), ["a", "b"]);
@@ -54,7 +59,10 @@ fn keyspaces_are_separate_trees_that_survive_reopen() {
             .keyspace_with("a", KeyspaceOptions::default().filter(FilterKind::None))
             .unwrap();
         assert_eq!(again.id(), a.id());
-        assert_eq!(again.get("only-a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(
+            again.get("only-a").unwrap().map(|s| s.to_vec()),
+            Some(b"1".to_vec())
+        );
         a.flush().unwrap(); // a's writes in a table, b's and the default's in the log
         assert_eq!(a.stats().tables, 1);
         assert_eq!(b.stats().tables, 0);
@@ -65,11 +73,17 @@ fn keyspaces_are_separate_trees_that_survive_reopen() {
         assert_eq!(store.keyspaces(), ["a", "b"], "round {round}");
         let a = store.keyspace("a").unwrap();
         let b = store.keyspace("b").unwrap();
-        assert_eq!(store.get("k").unwrap(), Some(b"default".to_vec()));
-        assert_eq!(a.get("k").unwrap(), Some(b"a".to_vec()));
-        assert_eq!(b.get("k").unwrap(), Some(b"b".to_vec()));
-        assert_eq!(a.get("only-a").unwrap(), Some(b"1".to_vec()));
-        assert_eq!(b.get("only-a").unwrap(), None);
+        assert_eq!(
+            store.get("k").unwrap().map(|s| s.to_vec()),
+            Some(b"default".to_vec())
+        );
+        assert_eq!(a.get("k").unwrap().map(|s| s.to_vec()), Some(b"a".to_vec()));
+        assert_eq!(b.get("k").unwrap().map(|s| s.to_vec()), Some(b"b".to_vec()));
+        assert_eq!(
+            a.get("only-a").unwrap().map(|s| s.to_vec()),
+            Some(b"1".to_vec())
+        );
+        assert_eq!(b.get("only-a").unwrap().map(|s| s.to_vec()), None);
         let stats = store.keyspace_stats();
         assert_eq!(stats.len(), 3);
         store.flush().unwrap();
@@ -100,9 +114,17 @@ fn replay_skips_logs_a_keyspace_has_flushed() {
     }
     let store = Store::open(dir, Options::default()).unwrap();
     let a = store.keyspace("a").unwrap();
-    assert_eq!(a.get("k").unwrap(), Some(b"new".to_vec()));
     assert_eq!(
-        store.keyspace("b").unwrap().get("held").unwrap(),
+        a.get("k").unwrap().map(|s| s.to_vec()),
+        Some(b"new".to_vec())
+    );
+    assert_eq!(
+        store
+            .keyspace("b")
+            .unwrap()
+            .get("held")
+            .unwrap()
+            .map(|s| s.to_vec()),
         Some(b"1".to_vec())
     );
 }
@@ -130,18 +152,28 @@ fn a_batch_across_keyspaces_and_a_snapshot_across_them() {
     let then = snap.keyspace(&postings).unwrap();
     assert_eq!(contents(then.scan::<&[u8]>(..)).len(), 2);
     assert_eq!(
-        snap.keyspace(&docs).unwrap().get("d1").unwrap(),
+        snap.keyspace(&docs)
+            .unwrap()
+            .get("d1")
+            .unwrap()
+            .map(|s| s.to_vec()),
         Some(b"hello world".to_vec())
     );
-    assert_eq!(snap.get("count").unwrap(), Some(b"1".to_vec()));
-    assert_eq!(docs.get("d1").unwrap(), None);
+    assert_eq!(
+        snap.get("count").unwrap().map(|s| s.to_vec()),
+        Some(b"1".to_vec())
+    );
+    assert_eq!(docs.get("d1").unwrap().map(|s| s.to_vec()), None);
     assert_eq!(contents(postings.scan::<&[u8]>(..)).len(), 1);
     // Ops of a batch given no keyspace go to the keyspace that writes it.
     let mut b = WriteBatch::new();
     b.put("d2", "x");
     docs.write(b).unwrap();
-    assert_eq!(docs.get("d2").unwrap(), Some(b"x".to_vec()));
-    assert_eq!(store.get("d2").unwrap(), None);
+    assert_eq!(
+        docs.get("d2").unwrap().map(|s| s.to_vec()),
+        Some(b"x".to_vec())
+    );
+    assert_eq!(store.get("d2").unwrap().map(|s| s.to_vec()), None);
     // A keyspace created after the snapshot is not in it.
     let later = store.keyspace("later").unwrap();
     assert!(snap.keyspace(&later).is_err());
@@ -166,7 +198,7 @@ fn drop_keyspace_removes_it_and_a_new_one_of_the_name_is_empty() {
     assert!(files() > before);
     store.drop_keyspace("a").unwrap();
     assert!(store.keyspaces().is_empty());
-    assert_eq!(a.get("k1").unwrap(), None);
+    assert_eq!(a.get("k1").unwrap().map(|s| s.to_vec()), None);
     assert!(a.put("k", "v").is_err());
     let mut b = WriteBatch::new();
     b.put_in(&a, "k", "v");
@@ -175,15 +207,15 @@ fn drop_keyspace_removes_it_and_a_new_one_of_the_name_is_empty() {
     drop(a);
     let a2 = store.keyspace("a").unwrap();
     assert!(a2.id() > old_id);
-    assert_eq!(a2.get("k1").unwrap(), None);
-    assert_eq!(a2.get("in-log").unwrap(), None);
+    assert_eq!(a2.get("k1").unwrap().map(|s| s.to_vec()), None);
+    assert_eq!(a2.get("in-log").unwrap().map(|s| s.to_vec()), None);
     a2.put("fresh", "1").unwrap();
     drop(a2);
     store.close().unwrap();
     let store = Store::open(dir, Options::default()).unwrap();
     let a = store.keyspace("a").unwrap();
     assert_eq!(contents(a.scan::<&[u8]>(..)).len(), 1);
-    assert_eq!(a.get("in-log").unwrap(), None);
+    assert_eq!(a.get("in-log").unwrap().map(|s| s.to_vec()), None);
     // The dropped keyspace's tables are gone from the directory.
     let tables = std::fs::read_dir(dir)
         .unwrap()
@@ -220,7 +252,10 @@ fn an_idle_keyspace_does_not_hold_the_logs() {
         }
     }
     assert!(most <= 6, "{most} logs at most");
-    assert_eq!(b.get("early").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(
+        b.get("early").unwrap().map(|s| s.to_vec()),
+        Some(b"1".to_vec())
+    );
     drop((a, b));
     // Closing waits for the seals in progress (and the log removals after them).
     store.close().unwrap();
@@ -229,7 +264,12 @@ fn an_idle_keyspace_does_not_hold_the_logs() {
     let a = store.keyspace("a").unwrap();
     assert_eq!(contents(a.scan::<&[u8]>(..)).len(), 300);
     assert_eq!(
-        store.keyspace("b").unwrap().get("early").unwrap(),
+        store
+            .keyspace("b")
+            .unwrap()
+            .get("early")
+            .unwrap()
+            .map(|s| s.to_vec()),
         Some(b"1".to_vec())
     );
 }
@@ -499,19 +539,22 @@ fn a_keyspace_transaction_stays_in_its_keyspace() {
     a.put("x", "1").unwrap();
     store.put("x", "default").unwrap();
     let mut t = a.transaction();
-    assert_eq!(t.get("x").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(t.get("x").unwrap().map(|s| s.to_vec()), Some(b"1".to_vec()));
     t.put("x", "2");
     t.commit().unwrap();
-    assert_eq!(a.get("x").unwrap(), Some(b"2".to_vec()));
-    assert_eq!(store.get("x").unwrap(), Some(b"default".to_vec()));
+    assert_eq!(a.get("x").unwrap().map(|s| s.to_vec()), Some(b"2".to_vec()));
+    assert_eq!(
+        store.get("x").unwrap().map(|s| s.to_vec()),
+        Some(b"default".to_vec())
+    );
     // Lost update: two transactions read x, both write it; the second commit fails.
     let mut t1 = a.transaction();
     let mut t2 = a.transaction();
-    t1.get("x").unwrap();
-    t2.get("x").unwrap();
+    t1.get("x").unwrap().map(|s| s.to_vec());
+    t2.get("x").unwrap().map(|s| s.to_vec());
     t1.put("x", "3");
     t2.put("x", "4");
     t1.commit().unwrap();
     assert!(matches!(t2.commit(), Err(filterstore::Error::Conflict)));
-    assert_eq!(a.get("x").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(a.get("x").unwrap().map(|s| s.to_vec()), Some(b"3".to_vec()));
 }

@@ -92,7 +92,7 @@ impl KeyspaceOptions {
 /// let mut batch = filterstore::WriteBatch::new();
 /// batch.put_in(&users, "u1", "ann").put_in(&by_email, "ann@example.com", "u1");
 /// store.write(batch)?; // one log record: both or neither after a crash
-/// assert_eq!(by_email.get("ann@example.com")?, Some(b"u1".to_vec()));
+/// assert_eq!(by_email.get("ann@example.com")?.unwrap(), "u1");
 /// assert_eq!(store.get("u1")?, None); // the default keyspace is another tree
 /// # Ok::<(), filterstore::Error>(())
 /// ```
@@ -129,11 +129,11 @@ impl Keyspace {
     }
 
     /// See [`Store::get`].
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<crate::Slice>> {
         self.store.get(key)
     }
     /// See [`Store::multi_get`].
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<crate::Slice>>> {
         self.store.multi_get(keys)
     }
     /// Whether `key` holds a value.
