@@ -93,9 +93,9 @@ pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use slice::Slice;
 pub use store::{
-    LevelStats, LifecycleStats, Lifetime, Options, PinnedReader, Reader, Scan, Snapshot,
-    SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,
-    WriteOptions,
+    Keyspace, KeyspaceOptions, KeyspaceStats, LevelStats, LifecycleStats, Lifetime, Options,
+    PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats, Store, SyncPolicy, TableStats,
+    Transaction, TransactionScan, WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -529,11 +529,11 @@ fn a_version_3_log_replays_with_its_sequence_numbers() {
 /// `tests/fixtures/manifest-v3-keyspaces.bin` (made from `format.md`, "Manifest",
 /// "Keyspaces", by `scripts/make-keyspaces-fixture.py`, not by the writer): keyspaces in the
 /// manifest (store property 3, table property 3). It decodes to what the script wrote, the
-/// encoder reproduces it byte for byte, and a store whose manifest it is refuses to open
-/// (this build does not serve keyspaces other than the default) with an error naming the
-/// MANIFEST, never reading keyspace 3's table as the default keyspace's.
+/// encoder reproduces it byte for byte; a read-only open refuses it naming the MANIFEST;
+/// a writer opens it (without its tables, whose files the fixture lacks) with both live
+/// keyspaces, under their ids, and hands out the next id.
 #[test]
-fn a_manifest_with_keyspaces_decodes_and_is_refused_by_open() {
+fn a_manifest_with_keyspaces_decodes_and_opens() {
     use filterstore::manifest::{KeyspaceRecord, Keyspaces};
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifest-v3-keyspaces.bin");
@@ -580,12 +580,30 @@ fn a_manifest_with_keyspaces_decodes_and_is_refused_by_open() {
     assert_eq!(m.encode(), bytes, "the encoder writes what format.md says");
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(&path, dir.path().join("MANIFEST")).unwrap();
-    for read_only in [false, true] {
-        let mut opts = Options::default();
-        opts.read_only = read_only;
-        let e = Store::open(dir.path(), opts).unwrap_err().to_string();
-        assert!(e.contains("MANIFEST") && e.contains("by-email"), "{e}");
-    }
+    // Read-only handles do not serve keyspaces yet.
+    let mut opts = Options::default();
+    opts.read_only = true;
+    let e = Store::open(dir.path(), opts).unwrap_err().to_string();
+    assert!(e.contains("MANIFEST") && e.contains("by-email"), "{e}");
+    // A writer serves them (the fixture's tables have no files: opened without them).
+    let mut m = m;
+    m.tables.clear();
+    std::fs::write(dir.path().join("MANIFEST"), m.encode()).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.keyspaces(), ["users", "by-email"]);
+    let by_email = store.keyspace("by-email").unwrap();
+    assert_eq!(by_email.id(), 3);
+    by_email.put("ann@example.com", "u1").unwrap();
+    assert_eq!(
+        store.keyspace("new").unwrap().id(),
+        4,
+        "ids 1 to 3 were handed out"
+    );
+    drop(by_email);
+    store.close().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let by_email = store.keyspace("by-email").unwrap();
+    assert_eq!(by_email.get("ann@example.com").unwrap().unwrap(), b"u1"[..]);
 }
 
 /// A store whose keyspaces were all dropped (next id 3, none live) opens, takes writes,

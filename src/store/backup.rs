@@ -80,6 +80,13 @@ impl Store {
         let dest = dest.as_ref();
         let inner = &self.inner;
         inner.check_writable()?;
+        if inner.tree.id != 0 || !inner.root_spaces().is_empty() {
+            return Err(Error::Unsupported {
+                file: inner.dir.clone(),
+                offset: 0,
+                reason: "a checkpoint of a store with keyspaces (not yet supported)".into(),
+            });
+        }
         match std::fs::symlink_metadata(dest) {
             Ok(_) => {
                 return Err(Error::InvalidArgument(format!(

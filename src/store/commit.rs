@@ -82,7 +82,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::tx::TxCheck;
-use super::{Inner, SyncPolicy, Writer, DEFAULT_SLOT};
+use super::{Inner, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::wal;
@@ -117,8 +117,8 @@ fn watch_for_lead(leading: &AtomicBool, waiting: &AtomicUsize) -> bool {
     }
 }
 
-/// One write: key and value (`None` for a delete) pairs, applied atomically.
-pub(super) type Ops<'a> = [wal::Op<'a>];
+mod ops;
+pub(super) use self::ops::{Ids, Ops};
 
 /// The writers queue (see the module docs), with its counters.
 #[derive(Default)]
@@ -220,7 +220,7 @@ impl CommitQueue {
 #[derive(Clone, Copy)]
 enum Own<'a> {
     /// The ops, and a transaction's check of them.
-    Ops(&'a Ops<'a>, Option<&'a TxCheck>),
+    Ops(Ops<'a>, Option<&'a TxCheck>),
     Queued,
 }
 
@@ -242,7 +242,7 @@ impl Inner {
     /// and this returns its error, when the check fails).
     pub(super) fn commit(
         &self,
-        ops: &Ops<'_>,
+        ops: Ops<'_>,
         bytes: usize,
         record_len: usize,
         sync: bool,
@@ -261,7 +261,7 @@ impl Inner {
         }
         let mut record = Vec::with_capacity(record_len);
         // Numbered by the leader that takes it into its group.
-        wal::encode_record(&mut record, 0, ops.len(), ops.iter().copied())?;
+        wal::encode_record_in(&mut record, 0, ops.len(), ops.iter())?;
         let ticket = {
             let mut q = c.lock();
             let t = q.next;
@@ -423,11 +423,11 @@ impl Inner {
         let mut own_in = false;
         if let Own::Ops(ops, check) = own {
             if check.is_none_or(|c| window.admit(c)) {
-                wal::encode_record(record, first, ops.len(), ops.iter().copied())?;
+                wal::encode_record_in(record, first, ops.len(), ops.iter())?;
                 last = first;
                 own_in = true;
                 if recording {
-                    ops.iter().for_each(|op| window.record_op(*op, first));
+                    ops.iter().for_each(|(_, op)| window.record_op(op, first));
                 }
             }
         }
@@ -499,15 +499,14 @@ impl Inner {
         c.wal_bytes.fetch_add(out.len() as u64, Relaxed);
         c.user_bytes.fetch_add(user_bytes as u64, Relaxed);
         let mut st = self.state_mut();
-        let mem = &mut st.tree_mut(DEFAULT_SLOT).mem;
         if let (Own::Ops(ops, _), true) = (own, own_in) {
-            for op in ops {
-                mem.apply(*op);
+            for (id, op) in ops.iter() {
+                st.apply(id, op);
             }
         }
         for t in in_group() {
             // Decoded above: cannot fail.
-            wal::for_each_op(&t.record, |op| mem.apply(op))?;
+            wal::for_each_op_in(&t.record, |id, op| st.apply(id, op))?;
         }
         st.seq = last;
         // Read under the state lock, after the group became visible: a transaction counted
@@ -517,7 +516,7 @@ impl Inner {
         drop(st);
         if open && !recording {
             if let (Own::Ops(ops, _), true) = (own, own_in) {
-                ops.iter().for_each(|op| window.record_op(*op, first));
+                ops.iter().for_each(|(_, op)| window.record_op(op, first));
             }
             for t in in_group() {
                 wal::for_each_op(&t.record, |op| window.record_op(op, t.seq))?;

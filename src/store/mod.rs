@@ -7,8 +7,8 @@
 //! get ─► memtable ─► immutable ─► L0 newest..oldest ─► one table per level (filter first)
 //! ```
 //! One `impl Store` spread over files by job: the shared state here (`Inner`, its locks
-//! and counters), `tree.rs` (one tree's memtables, table set and locks: the default
-//! keyspace's today), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
+//! and counters), `tree.rs` (one tree's memtables, table set and locks),
+//! `keyspace.rs` (keyspaces: a sibling `Inner` per tree), `options.rs` ([`Options`] and defaults), `open.rs` (opening and
 //! recovery), `write.rs` (write path and backpressure), `commit.rs` (group commit),
 //! `read.rs` (lookups, [`Reader`], scans), `worker.rs` (background threads, sealing),
 //! `compact.rs` (the compaction driver), `filters.rs` (which filter a table gets; refilter
@@ -25,6 +25,9 @@ mod durable;
 mod filters;
 mod global;
 mod global_save;
+mod keyspace;
+mod keyspace_span;
+mod keyspace_stats;
 mod live;
 mod open;
 mod options;
@@ -59,6 +62,8 @@ use crate::wal::WalWriter;
 
 pub use self::backup::CheckpointReport;
 pub use self::filters::Rebalanced;
+pub use self::keyspace::{Keyspace, KeyspaceOptions};
+pub use self::keyspace_stats::KeyspaceStats;
 pub use self::live::prefix_successor;
 pub(crate) use self::open::lock_dir;
 pub use self::open::{stored_default_filter, stored_policy};
@@ -71,7 +76,7 @@ pub use self::readonly::MAX_TRIES as READ_ONLY_TRIES;
 pub use self::snapshot::{Snapshot, SnapshotStats};
 pub use self::stats::{GlobalFilterStats, LevelStats, Stats, TableStats};
 pub use self::stats_life::LifecycleStats;
-use self::tree::{Tree, TreeState, DEFAULT_SLOT};
+use self::tree::{Tree, TreeState};
 pub use self::tx::{Transaction, TransactionScan};
 pub use crate::filename::MANIFEST_NAME;
 pub use crate::lifetime::Lifetime;
@@ -96,26 +101,6 @@ pub(crate) struct State {
     /// snapshot taken under this lock sees exactly the writes numbered up to it, in every
     /// tree.
     seq: u64,
-}
-
-impl State {
-    /// The state of a store whose one tree has empty memtables over `current`.
-    fn new(current: Arc<Version>, seq: u64) -> State {
-        State {
-            trees: vec![TreeState::new(current)],
-            seq,
-        }
-    }
-
-    /// The memtables and table set of the tree in `slot`.
-    #[inline]
-    fn tree(&self, slot: usize) -> &TreeState {
-        &self.trees[slot]
-    }
-
-    fn tree_mut(&mut self, slot: usize) -> &mut TreeState {
-        &mut self.trees[slot]
-    }
 }
 
 /// The write path's own state, under `Inner::writer` (`Default`: no log open yet).
@@ -187,31 +172,41 @@ pub(crate) struct Inner {
     /// Shared with scans, which take it briefly to copy memtable entries (see `scan.rs`).
     state: Arc<RwLock<State>>,
     /// Bumped (with the state write lock held) by every change to `state`; see [`Reader`].
-    epoch: AtomicU64,
-    writer: Mutex<Writer>,
+    epoch: Arc<AtomicU64>,
+    writer: Arc<Mutex<Writer>>,
     /// Writers waiting for the writer lock, committed in groups (`commit.rs`).
-    commit: commit::CommitQueue,
+    commit: Arc<commit::CommitQueue>,
     /// The last commit sequence number handed out (by the commit leader, under the writer
     /// lock; raised at open above every one the manifest and the logs hold). Every manifest
     /// records it, so numbers never go backwards, even once every log is removed.
-    last_seq: AtomicU64,
+    last_seq: Arc<AtomicU64>,
     /// The open snapshots (`snapshot.rs`).
-    snapshots: snapshot::Registry,
+    snapshots: Arc<snapshot::Registry>,
     /// The open transactions (`tx/window.rs`).
-    txs: tx::Registry,
-    /// The default keyspace's tree (`tree.rs`): its table set, locks and range filters.
+    txs: Arc<tx::Registry>,
+    /// This handle's tree (`tree.rs`): its table set, locks and range filters. The store's
+    /// `Inner` holds the default keyspace's; each other keyspace has an `Inner` of its own
+    /// (`keyspace.rs`) sharing everything else with it.
     tree: Tree,
-    bg: Mutex<Bg>,
-    bg_cv: Condvar,
+    /// The other keyspaces' handles, by slot order (in the store's `Inner` only; empty in
+    /// theirs).
+    spaces: Mutex<Vec<Arc<Inner>>>,
+    /// The manifest every tree writes (`version/set.rs`).
+    manifest: Arc<crate::version::SharedManifest>,
+    /// The numbers of the logs on disk this handle made or replayed and has not removed
+    /// (`keyspace.rs`: a log goes once every tree flushed it).
+    logs: Arc<Mutex<Vec<u64>>>,
+    bg: Arc<Mutex<Bg>>,
+    bg_cv: Arc<Condvar>,
     /// The block cache every table of this store reads through (`None`: turned off).
     block_cache: Option<Arc<BlockCache>>,
-    poisoned: AtomicBool,
-    shutdown: AtomicBool,
-    counters: EngineCounters,
+    poisoned: Arc<AtomicBool>,
+    shutdown: Arc<AtomicBool>,
+    counters: Arc<EngineCounters>,
     /// The lifetime counters read from `COUNTERS` at open (zero when there was none).
     lifetime_base: Lifetime,
     /// Why `COUNTERS` could not be read at open, or the last failure to save it.
-    lifetime_problem: Mutex<Option<String>>,
+    lifetime_problem: Arc<Mutex<Option<String>>>,
     /// The torn log tails this open dropped (see [`Store::dropped_at_open`]).
     dropped_at_open: Vec<Warning>,
     /// A read-only handle's view of the logs (`readonly.rs`); `None` for a writer.
@@ -434,9 +429,9 @@ impl Inner {
         }
     }
 
-    /// The live table set (of the default keyspace's tree).
+    /// The live table set of this handle.s tree.
     fn current(&self) -> Arc<Version> {
-        self.read_state().tree(DEFAULT_SLOT).current.clone()
+        self.read_state().tree(self.tree.slot).current.clone()
     }
 
     /// An unused file number (see [`VersionSet::alloc_file`]).
@@ -468,7 +463,12 @@ impl Inner {
             t.current = next.clone();
             also(t);
         });
-        let next = self.poison_on_err(r)?;
+        // A dropped keyspace's change fails without harm to the store (its record is gone).
+        let next = if self.tree.dropped.load(SeqCst) {
+            r?
+        } else {
+            self.poison_on_err(r)?
+        };
         let _bg = self.lock_bg();
         self.bg_cv.notify_all();
         Ok(next)
@@ -531,8 +531,13 @@ impl Inner {
     }
 
     fn sync_logs(&self, w: &mut Writer) -> Result<()> {
-        let imm = self.read_state().tree(DEFAULT_SLOT).imm.clone();
-        if let Some(imm) = imm {
+        let imms: Vec<Arc<Imm>> = self
+            .read_state()
+            .trees
+            .iter()
+            .filter_map(|t| t.imm.clone())
+            .collect();
+        for imm in imms {
             if let Some(wal) = imm.wal.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                 wal.sync()?;
             }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
 use super::tree::{Tree, DEFAULT_SLOT};
-use super::{worker, Bg, EngineCounters, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
+use super::{worker, Bg, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{number_after, numbered_files, wal_path, FileName, Numbered};
@@ -21,8 +21,8 @@ use crate::memtable::Memtable;
 use crate::table::files::TableFiles;
 use crate::table::BlockCache;
 use crate::verify::Warning;
-use crate::version::{SetState, TableHandle, Version, VersionEdit, VersionSet};
-use crate::wal::{replay_file_ops_in, WalWriter};
+use crate::version::{SetState, SharedManifest, TableHandle, Version, VersionEdit, VersionSet};
+use crate::wal::{replay_file_ops_by, WalWriter};
 
 /// The filter kind the store in `dir` was created with (kept in its manifest, see
 /// [`Options::filter`]), read without opening the store: no lock is taken and nothing is
@@ -144,7 +144,6 @@ impl Store {
                 m
             }
         };
-        super::tree::refuse_keyspaces(&dir, &manifest)?;
         let (policy, kind, fpr) = handle_policy(&opts, manifest.policy);
         check_policy(&policy)?;
         check_fpr(fpr)?;
@@ -152,29 +151,44 @@ impl Store {
         let next_file = manifest.next_file.max(number_after(&dir, &files)?);
 
         let block_cache = BlockCache::new(opts.block_cache_bytes).map(Arc::new);
-        let mut handles = Vec::with_capacity(manifest.tables.len());
-        for r in &manifest.tables {
-            handles.push(Arc::new(TableHandle::open(
-                &dir,
-                r.clone(),
-                TableFiles::named(&fs, &dir, r),
-                opts.mmap_reads,
-                block_cache.as_ref(),
-            )?));
+        // Each tree's table set: the default keyspace's (id 0), then each live keyspace's.
+        let ids: Vec<u32> = std::iter::once(0)
+            .chain(manifest.keyspaces.live.iter().map(|k| k.id))
+            .collect();
+        let mut versions = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let mut handles = Vec::new();
+            for r in manifest.tables.iter().filter(|t| t.keyspace == id) {
+                handles.push(Arc::new(TableHandle::open(
+                    &dir,
+                    r.clone(),
+                    TableFiles::named(&fs, &dir, r),
+                    opts.mmap_reads,
+                    block_cache.as_ref(),
+                )?));
+            }
+            let version = Version::new(handles);
+            if let Some((level, a, b)) = version.check_sorted() {
+                return Err(Error::corrupt(
+                    0,
+                    format!("tables {a} and {b} of level {level} of keyspace {id} overlap"),
+                )
+                .in_file(FileName::Manifest.path(&dir), 0));
+            }
+            versions.push(version);
         }
-        let mut version = Version::new(handles);
-        if let Some((level, a, b)) = version.check_sorted() {
-            return Err(
-                Error::corrupt(0, format!("tables {a} and {b} of level {level} overlap"))
-                    .in_file(FileName::Manifest.path(&dir), 0),
-            );
-        }
+        let mut version = versions.remove(0);
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
             version = super::global_save::open_global(&dir, version, global_counters.clone())?;
         }
-        let mut mem = Memtable::new();
+        // Each tree's memtable, and the log number below which its writes are in tables.
+        let mut mems: Vec<Memtable> = ids.iter().map(|_| Memtable::new()).collect();
+        let flushed: Vec<u64> = std::iter::once(manifest.log_number)
+            .chain(manifest.keyspaces.live.iter().map(|k| k.log_number))
+            .collect();
+        let min_log = flushed.iter().copied().min().unwrap_or(0);
         let mut replayed = Vec::new();
         let mut dropped_at_open = Vec::new();
         // The last commit sequence number: the manifest's, raised by the logs' records
@@ -182,10 +196,18 @@ impl Store {
         let mut seq = manifest.last_seq;
         let live_ids: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
         for (n, kind) in &files {
-            if *kind == Some(Numbered::Wal) && *n >= manifest.log_number {
+            if *kind == Some(Numbered::Wal) && *n >= min_log {
                 let path = wal_path(&dir, *n);
-                let ids = super::tree::keyspace_ids(&manifest, &live_ids);
-                let end = replay_file_ops_in(&path, ids, |op| mem.apply(op.as_op()))?;
+                let judge = super::tree::keyspace_ids(&manifest, &live_ids);
+                let end = replay_file_ops_by(&path, judge, |id, op| {
+                    // A tree takes the logs it has not flushed (ids are live here).
+                    let Some(i) = ids.iter().position(|&k| k == id) else {
+                        return;
+                    };
+                    if *n >= flushed[i] {
+                        mems[i].apply(op.as_op());
+                    }
+                })?;
                 seq = match end.last_seq {
                     Some(last) => seq.max(last),
                     None => seq.saturating_add(end.records),
@@ -213,7 +235,7 @@ impl Store {
         for &(n, kind) in &files {
             let Some(kind) = kind else { continue };
             let dead = match kind {
-                Numbered::Wal => n < manifest.log_number,
+                Numbered::Wal => n < min_log,
                 k => k.per_table() && !live.contains(&n),
             };
             if dead {
@@ -235,7 +257,8 @@ impl Store {
             }
         }
         let version = Arc::new(version);
-        let versions = VersionSet::new(
+        let shared = SharedManifest::new(manifest.clone(), next_file);
+        let set = VersionSet::new(
             dir.clone(),
             fs.clone(),
             SetState::new(
@@ -244,9 +267,8 @@ impl Store {
                 manifest.policy,
                 cursors,
                 (policy, kind, fpr),
-            )
-            .with_keyspaces(manifest.keyspaces.clone()),
-            next_file,
+            ),
+            (0, shared.clone()),
             block_cache.clone(),
         );
         let inner = Arc::new(Inner {
@@ -254,31 +276,38 @@ impl Store {
             fs,
             _lock: Some(lock),
             state: Arc::new(RwLock::new(State::new(version, seq))),
-            epoch: AtomicU64::new(0),
-            commit: Default::default(),
-            last_seq: AtomicU64::new(seq),
-            snapshots: Default::default(),
-            txs: Default::default(),
-            writer: Mutex::new(Writer::default()),
+            epoch: Arc::default(),
+            commit: Arc::default(),
+            last_seq: Arc::new(AtomicU64::new(seq)),
+            snapshots: Arc::default(),
+            txs: Arc::default(),
+            writer: Arc::new(Mutex::new(Writer::default())),
             tree: Tree::new(
-                DEFAULT_SLOT,
-                versions,
+                (DEFAULT_SLOT, 0, String::new()),
+                set,
                 global_counters,
                 opts.range_filter_bits,
             ),
-            bg: Mutex::new(Bg::default()),
-            bg_cv: Condvar::new(),
+            spaces: Mutex::default(),
+            manifest: shared,
+            logs: Arc::default(),
+            bg: Arc::new(Mutex::new(Bg::default())),
+            bg_cv: Arc::new(Condvar::new()),
             block_cache,
-            poisoned: AtomicBool::new(false),
-            shutdown: AtomicBool::new(false),
-            counters: EngineCounters::default(),
+            poisoned: Arc::new(AtomicBool::new(false)),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            counters: Arc::default(),
             lifetime_base,
-            lifetime_problem: Mutex::new(lifetime_problem),
+            lifetime_problem: Arc::new(Mutex::new(lifetime_problem)),
             dropped_at_open,
             read_only: None,
             opts,
         });
-        inner.recover(mem, &replayed, seq > manifest.last_seq)?;
+        inner.state_mut().tree_mut(DEFAULT_SLOT).log_number = manifest.log_number;
+        for (rec, v) in manifest.keyspaces.live.iter().zip(versions) {
+            inner.add_sibling(rec, Arc::new(v));
+        }
+        inner.recover(mems, &replayed, seq > manifest.last_seq)?;
         let threads = worker::spawn(&inner)?;
         inner.want_compaction();
         Ok(Store::from_parts(inner, threads))
@@ -288,8 +317,8 @@ impl Store {
 impl Inner {
     /// Puts what the logs held back into the store (see [`Store::open`]). `seq_moved`: the
     /// logs raised the last commit sequence number above the manifest's.
-    fn recover(&self, mem: Memtable, replayed: &[u64], seq_moved: bool) -> Result<()> {
-        if mem.is_empty() {
+    fn recover(&self, mut mems: Vec<Memtable>, replayed: &[u64], seq_moved: bool) -> Result<()> {
+        if mems.iter().all(Memtable::is_empty) {
             // The logs held no write: nothing to keep but their sequence numbers.
             if seq_moved {
                 self.log_and_apply(VersionEdit::default())?;
@@ -299,11 +328,12 @@ impl Inner {
             }
             return Ok(());
         }
-        if mem.approximate_bytes() >= self.opts.memtable_bytes / 2 {
-            // Enough for a table of its own: seal it now, behind every replayed log.
+        if mems.len() == 1 && mems[0].approximate_bytes() >= self.opts.memtable_bytes / 2 {
+            // Enough for a table of its own: seal it now, behind every replayed log. (With
+            // keyspaces, every tree's writes are copied into one new log instead.)
             let log = replayed.last().copied().unwrap_or(0);
             let imm = Imm {
-                mem: Arc::new(mem),
+                mem: Arc::new(mems.remove(0)),
                 log,
                 wal: Mutex::new(None),
                 seq: 0,
@@ -322,46 +352,38 @@ impl Inner {
         // Each record holds the recovered writes' last state of some keys: all carry the last
         // sequence number recovered.
         let seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
-        // The range tombstones first: the entries kept after them are the ones they did not
-        // hide (the values they hid are not copied).
-        let ranges: Vec<crate::wal::Op<'_>> = mem
-            .ranges_at(u64::MAX)
-            .map(|r| crate::wal::Op::DeleteRange(&r.start, &r.end))
-            .collect();
-        if !ranges.is_empty() {
-            crate::wal::encode_record(&mut record, seq, ranges.len(), ranges.iter())?;
-            wal.append(&record, false)?;
+        let ids: Vec<u32> = {
+            let st = self.read_state();
+            st.trees.iter().map(|t| t.id.unwrap_or(0)).collect()
+        };
+        for (mem, &id) in mems.iter().zip(&ids) {
+            copy_into(&mut wal, &mut record, seq, id, mem)?;
         }
-        let sorted = mem.sorted();
-        let mut at = 0;
-        use crate::table::SortedEntries;
-        while at < sorted.len() {
-            // Records of about 1 MiB.
-            let mut end = at;
-            let mut bytes = 0;
-            while end < sorted.len() && (end == at || bytes < 1 << 20) {
-                let (k, v) = sorted.entry(end);
-                bytes += k.len() + v.map_or(0, <[u8]>::len);
-                end += 1;
-            }
-            let entries = (at..end).map(|i| match sorted.entry(i) {
-                (k, Some(v)) => crate::wal::Op::put(k, v, sorted.expires(i)),
-                (k, None) => crate::wal::Op::Delete(k),
-            });
-            crate::wal::encode_record(&mut record, seq, end - at, entries)?;
-            wal.append(&record, false)?;
-            at = end;
-        }
-        drop(sorted);
         wal.sync()?;
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
-        let edit = VersionEdit {
-            log_number: Some(n),
-            ..VersionEdit::default()
-        };
-        self.log_and_apply(edit)?;
+        if mems.len() == 1 {
+            let edit = VersionEdit {
+                log_number: Some(n),
+                ..VersionEdit::default()
+            };
+            self.log_and_apply(edit)?;
+        } else {
+            // Every tree's writes are in the new log: one manifest lets the old ones go.
+            let r = self.manifest.store_with(&*self.fs, &self.dir, |m| {
+                m.log_number = n;
+                m.last_seq = m.last_seq.max(seq);
+                m.keyspaces.live.iter_mut().for_each(|k| k.log_number = n);
+                Ok(())
+            });
+            self.poison_on_err(r)?;
+            self.lock_versions().log_number = n;
+            for s in self.root_spaces().iter() {
+                s.lock_versions().log_number = n;
+            }
+        }
+        self.lock_logs().push(n);
         for &old in replayed {
             let _ = self.fs.remove(&wal_path(&self.dir, old));
         }
@@ -372,7 +394,53 @@ impl Inner {
         w.wal_dir_synced = true;
         drop(w);
         let mut st = self.state_mut();
-        st.tree_mut(DEFAULT_SLOT).mem = mem;
+        for (slot, mem) in mems.into_iter().enumerate() {
+            let t = st.tree_mut(slot);
+            t.mem = mem;
+            t.log_number = n;
+        }
         Ok(())
     }
+}
+
+/// Appends the writes of `mem` (keyspace `id`'s) to `wal` as records numbered `seq`, in
+/// `record`: its range tombstones first (the entries kept after them are the ones they did
+/// not hide; the values they hid are not copied), then its entries in records of about
+/// 1 MiB, each holding the last state of some keys.
+fn copy_into(
+    wal: &mut WalWriter,
+    record: &mut Vec<u8>,
+    seq: u64,
+    id: u32,
+    mem: &Memtable,
+) -> Result<()> {
+    use crate::wal::{encode_record_in, Op};
+    let ranges: Vec<(u32, Op<'_>)> = mem
+        .ranges_at(u64::MAX)
+        .map(|r| (id, Op::DeleteRange(&r.start, &r.end)))
+        .collect();
+    if !ranges.is_empty() {
+        encode_record_in(record, seq, ranges.len(), ranges.into_iter())?;
+        wal.append(record, false)?;
+    }
+    let sorted = mem.sorted();
+    let mut at = 0;
+    use crate::table::SortedEntries;
+    while at < sorted.len() {
+        let mut end = at;
+        let mut bytes = 0;
+        while end < sorted.len() && (end == at || bytes < 1 << 20) {
+            let (k, v) = sorted.entry(end);
+            bytes += k.len() + v.map_or(0, <[u8]>::len);
+            end += 1;
+        }
+        let entries = (at..end).map(|i| match sorted.entry(i) {
+            (k, Some(v)) => (id, Op::put(k, v, sorted.expires(i))),
+            (k, None) => (id, Op::Delete(k)),
+        });
+        encode_record_in(record, seq, end - at, entries)?;
+        wal.append(record, false)?;
+        at = end;
+    }
+    Ok(())
 }

@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::global_save::load_checkpoint;
 use super::tree::{Tree, TreeState, DEFAULT_SLOT};
-use super::{Bg, EngineCounters, Imm, Inner, Options, State, Store, Writer};
+use super::{Bg, Imm, Inner, Options, State, Store, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{numbered_files, wal_path, FileName, Numbered};
@@ -35,7 +35,7 @@ use crate::manifest::{Manifest, MAX_LEVELS};
 use crate::memtable::Memtable;
 use crate::table::files::TableFiles;
 use crate::table::BlockCache;
-use crate::version::{SetState, TableHandle, Version, VersionSet};
+use crate::version::{SetState, SharedManifest, TableHandle, Version, VersionSet};
 use crate::wal::{replay_ops_in, KeyspaceIds, WAL_HEADER_LEN};
 
 /// How often opening or refreshing starts over (the manifest changed under it, or a file it
@@ -183,7 +183,10 @@ impl Store {
                 cursors,
                 (policy, kind, fpr),
             ),
-            r.manifest.next_file,
+            (
+                0,
+                SharedManifest::new(r.manifest.clone(), r.manifest.next_file),
+            ),
             block_cache.clone(),
         );
         let view = LogView {
@@ -199,6 +202,8 @@ impl Store {
             _lock: None,
             state: Arc::new(RwLock::new(State {
                 trees: vec![TreeState {
+                    id: Some(0),
+                    log_number: r.manifest.log_number,
                     mem,
                     mem_frozen: Arc::default(),
                     imm,
@@ -206,26 +211,29 @@ impl Store {
                 }],
                 seq: r.last_seq,
             })),
-            epoch: AtomicU64::new(0),
-            commit: Default::default(),
-            last_seq: AtomicU64::new(r.last_seq),
-            snapshots: Default::default(),
-            txs: Default::default(),
-            writer: Mutex::new(Writer::default()),
+            epoch: Arc::default(),
+            commit: Arc::default(),
+            last_seq: Arc::new(AtomicU64::new(r.last_seq)),
+            snapshots: Arc::default(),
+            txs: Arc::default(),
+            writer: Arc::new(Mutex::new(Writer::default())),
+            spaces: Mutex::default(),
+            manifest: SharedManifest::new(r.manifest.clone(), r.manifest.next_file),
+            logs: Arc::default(),
             tree: Tree::new(
-                DEFAULT_SLOT,
+                (DEFAULT_SLOT, 0, String::new()),
                 versions,
                 global_counters,
                 opts.range_filter_bits,
             ),
-            bg: Mutex::new(Bg::default()),
-            bg_cv: Condvar::new(),
+            bg: Arc::new(Mutex::new(Bg::default())),
+            bg_cv: Arc::new(Condvar::new()),
             block_cache,
-            poisoned: AtomicBool::new(false),
-            shutdown: AtomicBool::new(true),
-            counters: EngineCounters::default(),
+            poisoned: Arc::new(AtomicBool::new(false)),
+            shutdown: Arc::new(AtomicBool::new(true)),
+            counters: Arc::default(),
             lifetime_base: Lifetime::default(),
-            lifetime_problem: Mutex::new(None),
+            lifetime_problem: Arc::default(),
             dropped_at_open: Vec::new(),
             read_only: Some(Mutex::new(view)),
             opts,

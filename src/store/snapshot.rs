@@ -48,12 +48,15 @@ use crate::Slice;
 /// to another thread. Dropping the last clone releases the memtables and tables it holds.
 #[derive(Clone)]
 pub struct Snapshot {
-    pinned: Arc<Pinned>,
+    pub(super) pinned: Arc<Pinned>,
+    /// The store's other keyspaces at the same instant, by id (a store's snapshot only;
+    /// `None` when it has none).
+    pub(super) keyspaces: Option<Arc<Vec<(u32, Snapshot)>>>,
 }
 
 /// What a snapshot holds (shared by its clones).
-struct Pinned {
-    inner: Arc<Inner>,
+pub(super) struct Pinned {
+    pub(super) inner: Arc<Inner>,
     /// Its number in the store's registry of open snapshots.
     id: u64,
     /// The last commit it sees.
@@ -189,8 +192,21 @@ impl Store {
 
 impl Inner {
     pub(super) fn snapshot(self: &Arc<Inner>) -> Snapshot {
+        let sibs = self.root_spaces().clone();
+        if sibs.is_empty() {
+            return self.pin(&self.read_state());
+        }
+        // One state lock: every tree as of one commit.
+        let guard = self.read_state();
+        let mut snap = self.pin(&guard);
+        let others = sibs.iter().map(|s| (s.tree.id, s.pin(&guard))).collect();
+        snap.keyspaces = Some(Arc::new(others));
+        snap
+    }
+
+    /// This tree as of the state `guard` (held by the caller).
+    fn pin(self: &Arc<Inner>, guard: &State) -> Snapshot {
         let (tree, seq, removals, mem_bytes) = {
-            let guard = self.read_state();
             let slot = self.tree.slot;
             let st = guard.tree(slot);
             let mem = (!st.mem.is_empty()).then(|| MemView {
@@ -231,6 +247,7 @@ impl Inner {
                 tree,
                 now: self.opts.clock.now_millis(),
             }),
+            keyspaces: None,
         }
     }
 

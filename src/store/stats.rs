@@ -433,7 +433,7 @@ impl super::Inner {
         let inner = self;
         let (version, mem_entries, mem_bytes) = {
             let st = inner.read_state();
-            let st = st.tree(super::DEFAULT_SLOT);
+            let st = st.tree(inner.tree.slot);
             let imm = st.imm.as_ref().map_or(0, |m| m.mem.len() as u64);
             (
                 st.current.clone(),

@@ -32,7 +32,7 @@ impl Inner {
     pub(super) fn lifecycle_stats(&self, version: &Version) -> LifecycleStats {
         let in_mem = {
             let st = self.read_state();
-            let st = st.tree(super::DEFAULT_SLOT);
+            let st = st.tree(self.tree.slot);
             let imm = st
                 .imm
                 .as_ref()

@@ -18,9 +18,8 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Imm, Inner, DEFAULT_SLOT, IDLE_DRAIN_PROBES};
+use super::{Imm, Inner, IDLE_DRAIN_PROBES};
 use crate::error::{Error, Result};
-use crate::filename::wal_path;
 use crate::filter::FilterKind;
 use crate::table::files::{TableSpec, TableWriter};
 use crate::table::SortedEntries;
@@ -114,10 +113,18 @@ fn growth_loop(inner: Arc<Inner>) {
 
 fn flush_loop(inner: Arc<Inner>) {
     loop {
-        let imm = {
+        let (slot, imm) = {
             let mut bg = inner.lock_bg();
             loop {
-                let imm = inner.read_state().tree(DEFAULT_SLOT).imm.clone();
+                // The oldest waiting memtable of any tree: seals go in queue order, so
+                // `Bg::sealed` counts every memtable up to it.
+                let imm = inner
+                    .read_state()
+                    .trees
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(slot, t)| t.imm.clone().map(|i| (slot, i)))
+                    .min_by_key(|(_, i)| i.seq);
                 match imm {
                     Some(imm) if bg.error.is_none() => break imm,
                     _ if inner.shutdown.load(SeqCst) => return,
@@ -125,7 +132,10 @@ fn flush_loop(inner: Arc<Inner>) {
                 }
             }
         };
-        if let Err(e) = inner.seal(&imm) {
+        let Some(tree) = inner.tree_at(slot) else {
+            continue;
+        };
+        if let Err(e) = tree.seal(&imm) {
             inner.poison(&e);
         }
     }
@@ -187,15 +197,18 @@ fn compaction_loop(inner: Arc<Inner>) {
                 inner.poison(&e);
             }
         }
-        while !inner.shutdown.load(SeqCst) && !inner.poisoned.load(SeqCst) {
-            match inner.compact_once() {
-                Ok(true) => {}
-                Ok(false) => break,
+        // Every tree in turn, one compaction each, until none is due in any (a dropped
+        // keyspace's tree is left alone: its changes fail once its record is gone).
+        let mut trees = inner.all_trees();
+        while !trees.is_empty() && !inner.shutdown.load(SeqCst) && !inner.poisoned.load(SeqCst) {
+            trees.retain(|t| match t.compact_once() {
+                Ok(more) => more && !t.tree.dropped.load(SeqCst),
+                Err(_) if t.tree.dropped.load(SeqCst) => false,
                 Err(e) => {
                     inner.poison(&e);
-                    break;
+                    false
                 }
-            }
+            });
         }
     }
 }
@@ -345,19 +358,28 @@ impl Inner {
             if st.imm.as_ref().is_some_and(|i| i.seq == imm.seq) {
                 st.imm = None;
             }
+            st.log_number = log_number;
         })?;
         self.counters.flushes.fetch_add(1, Relaxed);
-        // Before the flush is announced, so that a caller of `flush()` sees them saved.
-        self.save_lifetime();
+        // Before the flush is announced, so that a caller of `flush()` sees them saved (by
+        // the default keyspace's handle, whose table counters they hold; see `stats.rs`).
+        if self.tree.id == 0 {
+            self.save_lifetime();
+        }
         {
             let mut bg = self.lock_bg();
             bg.sealed = bg.sealed.max(imm.seq);
             self.bg_cv.notify_all();
         }
-        if imm.log != 0 {
-            *imm.wal.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            let _ = self.fs.remove(&wal_path(&self.dir, imm.log));
+        let wal = imm.wal.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut wal) = wal {
+            // Another keyspace still needs the log: its writes there stay durable by `sync`.
+            if imm.log >= self.manifest.min_log_number() {
+                let r = wal.sync();
+                self.poison_on_err(r)?;
+            }
         }
+        self.remove_obsolete_logs();
         self.want_compaction();
         Ok(())
     }

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer, DEFAULT_SLOT};
+use super::{wal_path, Imm, Inner, Store, SyncPolicy, WriteOptions, Writer};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::wal::{Op, OwnedOp, WalWriter, WriteBatch};
@@ -138,6 +138,7 @@ impl Store {
 
     /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        let ids = self.inner.batch_ids(&batch)?;
         let ops: Vec<Op<'_>> = batch
             .ops
             .iter()
@@ -151,7 +152,12 @@ impl Store {
             })
             .collect();
         let sync = self.inner.synced(opts);
-        self.inner.apply(&ops, sync)
+        let ids = match &ids {
+            Some(ids) => super::commit::Ids::Each(ids),
+            None => super::commit::Ids::One(self.inner.tree.id),
+        };
+        let ops = super::commit::Ops { ops: &ops, ids };
+        self.inner.apply_checked(ops, sync, None)
     }
 
     /// fsyncs the logs: every write so far becomes durable.
@@ -163,18 +169,30 @@ impl Store {
     }
 
     /// Seals the memtable into an L0 table (its filter built in parallel) and waits until
-    /// that table is durable. Compactions it may call for run in the background.
+    /// that table is durable. Compactions it may call for run in the background. On the
+    /// store, every keyspace's memtable is sealed; on a [`Keyspace`](super::Keyspace), its
+    /// own.
     pub fn flush(&self) -> Result<()> {
         let inner = &self.inner;
         inner.check_writable()?;
         let target = {
             let mut w = inner.lock_writer();
             inner.check_writable()?;
-            let empty = inner.read_state().tree(DEFAULT_SLOT).mem.is_empty();
-            if !empty {
-                inner.wait_for_imm_slot()?;
-                let r = inner.switch_memtable(&mut w);
-                inner.poison_on_err(r)?;
+            let slots: Vec<usize> = if inner.tree.id == 0 {
+                let st = inner.read_state();
+                (0..st.trees.len())
+                    .filter(|&s| st.trees[s].id.is_some())
+                    .collect()
+            } else {
+                vec![inner.tree.slot]
+            };
+            for slot in slots {
+                let empty = inner.read_state().tree(slot).mem.is_empty();
+                if !empty {
+                    inner.wait_for_imm_slot(slot)?;
+                    let r = inner.switch_memtable(&mut w, slot);
+                    inner.poison_on_err(r)?;
+                }
             }
             inner.lock_bg().queued
         };
@@ -209,20 +227,21 @@ impl Inner {
     /// is in the log (fsynced with `sync`) and its operations in the memtable when this
     /// returns `Ok`.
     pub(super) fn apply(&self, ops: &[Op<'_>], sync: bool) -> Result<()> {
-        self.apply_checked(ops, sync, None)
+        self.apply_checked(super::commit::Ops::one(self.tree.id, ops), sync, None)
     }
 
     /// [`apply`](Self::apply), with a transaction's check made by the commit leader before
     /// the write is numbered (`tx/window.rs`).
     pub(super) fn apply_checked(
         &self,
-        ops: &[Op<'_>],
+        ops: super::commit::Ops<'_>,
         sync: bool,
         tx: Option<&Arc<super::tx::TxCheck>>,
     ) -> Result<()> {
         self.check_writable()?;
+        self.check_live()?;
         let mut bytes = 0;
-        for op in ops {
+        for op in ops.ops {
             let (k, v) = match *op {
                 Op::Put(k, v) | Op::PutExpiring(k, v, _) => (k, Some(v)),
                 Op::Delete(k) => (k, None),
@@ -256,7 +275,7 @@ impl Inner {
             }
             bytes += op.bytes();
         }
-        if ops.is_empty() {
+        if ops.ops.is_empty() {
             return Ok(());
         }
         // A bound on the record's payload (an op adds a tag and two length varints of at
@@ -264,7 +283,7 @@ impl Inner {
         // only near the limit.
         let mut len = bytes + 16 * ops.len() + 10;
         if len > crate::wal::MAX_RECORD_LEN {
-            len = crate::wal::payload_len(ops.iter().copied());
+            len = crate::wal::payload_len(ops.iter());
             if len > crate::wal::MAX_RECORD_LEN {
                 return Err(Error::TooLarge {
                     what: "write batch",
@@ -285,6 +304,7 @@ impl Inner {
         w.wal = Some(wal);
         w.wal_dir_synced = false;
         w.wal_number = n;
+        self.lock_logs().push(n);
         Ok(())
     }
 
@@ -296,11 +316,8 @@ impl Inner {
             self.check_writable()?;
             let (l0, full) = {
                 let st = self.read_state();
-                let st = st.tree(DEFAULT_SLOT);
-                (
-                    st.current.l0_count(),
-                    st.mem.approximate_bytes() >= self.opts.memtable_bytes,
-                )
+                let l0 = st.tree(self.tree.slot).current.l0_count();
+                (l0, self.switch_due(&st, w))
             };
             if auto && l0 >= self.opts.l0_stop {
                 let t = Instant::now();
@@ -328,11 +345,15 @@ impl Inner {
                 }
                 continue;
             }
-            if !full {
+            let Some(slot) = full else {
                 return Ok(());
+            };
+            if self.read_state().tree(slot).imm.is_some() {
+                // Its seal may settle what was due (a keyspace holding the oldest log).
+                self.wait_for_imm_slot(slot)?;
+                continue;
             }
-            self.wait_for_imm_slot()?;
-            let r = self.switch_memtable(w);
+            let r = self.switch_memtable(w, slot);
             return self.poison_on_err(r);
         }
     }
@@ -347,13 +368,13 @@ impl Inner {
     }
 
     /// Waits (counting the time) until no immutable memtable waits to be sealed.
-    pub(super) fn wait_for_imm_slot(&self) -> Result<()> {
-        if self.read_state().tree(DEFAULT_SLOT).imm.is_none() {
+    pub(super) fn wait_for_imm_slot(&self, slot: usize) -> Result<()> {
+        if self.read_state().tree(slot).imm.is_none() {
             return Ok(());
         }
         let t = Instant::now();
         let mut bg = self.lock_bg();
-        while bg.error.is_none() && self.read_state().tree(DEFAULT_SLOT).imm.is_some() {
+        while bg.error.is_none() && self.read_state().tree(slot).imm.is_some() {
             bg = self.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
         }
         drop(bg);
@@ -376,9 +397,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Makes the (non-empty) memtable immutable, starts a new log and wakes the flush thread.
-    /// The caller made sure no immutable memtable is waiting.
-    pub(super) fn switch_memtable(&self, w: &mut Writer) -> Result<()> {
+    /// Starts a new log; returns the old one (its writes out of the buffer) and its number.
+    fn rotate_log(&self, w: &mut Writer) -> Result<(Option<WalWriter>, u64)> {
         // The old log must hold every write of its memtable before that is sealed.
         if let Some(wal) = &mut w.wal {
             wal.write_out()?;
@@ -395,6 +415,21 @@ impl Inner {
                 .map_err(|e| Error::io(&self.dir, e))?;
             w.wal_dir_synced = true;
         }
+        Ok((old_wal, old_no))
+    }
+
+    /// Makes the memtable of the tree in `slot` immutable, starts a new log and wakes the
+    /// flush thread. The caller made sure no immutable memtable of that tree is waiting.
+    pub(super) fn switch_memtable(&self, w: &mut Writer, slot: usize) -> Result<()> {
+        // An empty memtable (a keyspace holding the oldest log with nothing in memory)
+        // needs no new log: its seal only moves its flushed-log number up to the current
+        // log, which holds every write to it from here on.
+        let empty = self.read_state().tree(slot).mem.is_empty();
+        let (old_wal, old_no) = if empty && w.wal.is_some() {
+            (None, w.wal_number - 1)
+        } else {
+            self.rotate_log(w)?
+        };
         let seq = {
             let mut bg = self.lock_bg();
             bg.queued += 1;
@@ -402,7 +437,7 @@ impl Inner {
         };
         {
             let mut st = self.state_mut();
-            let st = st.tree_mut(DEFAULT_SLOT);
+            let st = st.tree_mut(slot);
             // The next memtable will likely hold as many entries as this one: room for them
             // up front (plus an eighth), so no put pays for a growth.
             let room = st.mem.len() + st.mem.len() / 8;

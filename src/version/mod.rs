@@ -36,7 +36,7 @@ mod batch;
 mod set;
 mod tombstones;
 pub(crate) use batch::Batch;
-pub(crate) use set::{SetState, VersionEdit, VersionSet};
+pub(crate) use set::{SetState, SharedManifest, VersionEdit, VersionSet};
 
 /// A live table with its current filter and counters.
 #[derive(Debug)]

@@ -46,7 +46,7 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::global_index::GlobalIndex;
 use crate::io::Fs;
-use crate::manifest::{Keyspaces, Manifest};
+use crate::manifest::Manifest;
 use crate::table::BlockCache;
 
 /// A change to the table set (see the module documentation).
@@ -100,8 +100,6 @@ pub(crate) struct SetState {
     /// The kind and rate of this handle.
     pub kind: FilterKind,
     pub fpr: f64,
-    /// The store's keyspaces besides the default one, as the manifest records them.
-    pub keyspaces: Keyspaces,
 }
 
 impl SetState {
@@ -121,14 +119,7 @@ impl SetState {
             policy,
             kind,
             fpr,
-            keyspaces: Keyspaces::default(),
         }
-    }
-
-    /// This state, with the keyspaces `keyspaces` recorded.
-    pub(crate) fn with_keyspaces(mut self, keyspaces: Keyspaces) -> SetState {
-        self.keyspaces = keyspaces;
-        self
     }
 
     /// This handle's new tables follow `policy` from now on.
@@ -168,13 +159,70 @@ impl Retired {
     }
 }
 
-/// A store's table set: its current version, the durable state around it, and the file
-/// numbers it hands out.
+/// What the table sets of a store's trees (its keyspaces) share: the file numbers they hand
+/// out and the manifest, which records every tree. Each tree's [`VersionSet::log_and_apply`]
+/// writes the last manifest stored with its own part replaced, under this lock (taken
+/// after the tree's version-set lock).
+pub(crate) struct SharedManifest {
+    next_file: AtomicU64,
+    written: Mutex<Manifest>,
+}
+
+impl SharedManifest {
+    /// The shared part of a store whose manifest on disk is `m`, handing out file numbers
+    /// from `next_file`.
+    pub(crate) fn new(m: Manifest, next_file: u64) -> Arc<SharedManifest> {
+        Arc::new(SharedManifest {
+            next_file: AtomicU64::new(next_file),
+            written: Mutex::new(m),
+        })
+    }
+
+    /// The manifest last stored (its tables are every tree's).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Manifest> {
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores `edit` applied to the manifest last stored (the directory fsynced first, so
+    /// that the entries of files it names are durable), and keeps it as the last stored.
+    /// Nothing changes when storing fails.
+    pub(crate) fn store_with(
+        &self,
+        fs: &dyn Fs,
+        dir: &std::path::Path,
+        edit: impl FnOnce(&mut Manifest) -> Result<()>,
+    ) -> Result<()> {
+        let mut written = self.lock();
+        let mut m = written.clone();
+        edit(&mut m)?;
+        m.next_file = self.next_file.load(SeqCst);
+        fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        m.store(fs, dir)?;
+        *written = m;
+        Ok(())
+    }
+
+    /// The lowest log number any tree still needs: logs below it hold no write that is not
+    /// in a table.
+    pub(crate) fn min_log_number(&self) -> u64 {
+        let m = self.lock();
+        m.keyspaces
+            .live
+            .iter()
+            .map(|k| k.log_number)
+            .fold(m.log_number, u64::min)
+    }
+}
+
+/// A tree's table set: its current version, the durable state around it, and the file
+/// numbers it hands out (shared with the store's other trees).
 pub(crate) struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn Fs>,
     state: Mutex<SetState>,
-    next_file: AtomicU64,
+    /// The keyspace whose tree this is (0: the default keyspace).
+    keyspace: u32,
+    shared: Arc<SharedManifest>,
     /// The block cache the tables read through, if any.
     cache: Option<Arc<BlockCache>>,
     /// Counters of the handles that left.
@@ -182,20 +230,21 @@ pub(crate) struct VersionSet {
 }
 
 impl VersionSet {
-    /// The set of a store in `dir` opened with `state`, the next unused file number
-    /// `next_file`.
+    /// The set of keyspace `keyspace`'s tree of a store in `dir` opened with `state`,
+    /// sharing file numbers and the manifest through `shared`.
     pub(crate) fn new(
         dir: PathBuf,
         fs: Arc<dyn Fs>,
         state: SetState,
-        next_file: u64,
+        (keyspace, shared): (u32, Arc<SharedManifest>),
         cache: Option<Arc<BlockCache>>,
     ) -> VersionSet {
         VersionSet {
             dir,
             fs,
             state: Mutex::new(state),
-            next_file: AtomicU64::new(next_file),
+            keyspace,
+            shared,
             cache,
             retired: Retired::default(),
         }
@@ -209,7 +258,8 @@ impl VersionSet {
     /// An unused file number; an error when none is left (the store opened with a
     /// MANIFEST whose next file number is near `u64::MAX`: numbers are never reused).
     pub(crate) fn alloc_file(&self) -> Result<u64> {
-        self.next_file
+        self.shared
+            .next_file
             .fetch_update(SeqCst, SeqCst, |n| n.checked_add(1))
             .map_err(|n| crate::filename::numbers_exhausted(&self.dir, n))
     }
@@ -220,8 +270,9 @@ impl VersionSet {
     pub(crate) fn snapshot_manifest(&self) -> (Arc<Version>, Manifest) {
         let st = self.lock();
         let v = st.current.clone();
+        let keyspaces = self.shared.lock().keyspaces.clone();
         let manifest = Manifest {
-            next_file: self.next_file.load(SeqCst),
+            next_file: self.shared.next_file.load(SeqCst),
             log_number: st.log_number,
             last_seq: 0,
             policy: st.recorded,
@@ -232,7 +283,7 @@ impl VersionSet {
                 .enumerate()
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
-            keyspaces: st.keyspaces.clone(),
+            keyspaces,
         };
         (v, manifest)
     }
@@ -274,24 +325,38 @@ impl VersionSet {
                 *slot = Some(c);
             }
         }
-        let manifest = Manifest {
-            next_file: self.next_file.load(SeqCst),
-            log_number,
-            last_seq,
-            policy: edit.policy.unwrap_or(st.recorded),
-            tables: next.tables().map(|t| t.record.clone()).collect(),
-            cursors: cursors
-                .iter()
-                .enumerate()
-                .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
-                .collect(),
-            keyspaces: st.keyspaces.clone(),
-        };
-        // 2. Durable: the new files' directory entries, then the manifest.
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| Error::io(&self.dir, e))?;
-        manifest.store(&*self.fs, &self.dir)?;
+        let policy = edit.policy.unwrap_or(st.recorded);
+        let cursor_list: Vec<(u32, Vec<u8>)> = cursors
+            .iter()
+            .enumerate()
+            .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
+            .collect();
+        let id = self.keyspace;
+        // 2. Durable: the new files' directory entries, then the manifest (this tree's part
+        // of the one the store last stored replaced).
+        self.shared.store_with(&*self.fs, &self.dir, |m| {
+            m.last_seq = m.last_seq.max(last_seq);
+            m.tables.retain(|t| t.keyspace != id);
+            m.tables.extend(next.tables().map(|t| {
+                let mut r = t.record.clone();
+                r.keyspace = id;
+                r
+            }));
+            if id == 0 {
+                m.log_number = log_number;
+                m.policy = policy;
+                m.cursors = cursor_list;
+                return Ok(());
+            }
+            let k = m.keyspaces.live.iter_mut().find(|k| k.id == id);
+            let k = k.ok_or_else(|| {
+                Error::Internal(format!("keyspace {id} changed after it was dropped"))
+            })?;
+            k.log_number = log_number;
+            k.policy = policy;
+            k.cursors = cursor_list;
+            Ok(())
+        })?;
         // 3. Published.
         st.current = next.clone();
         st.log_number = log_number;
@@ -302,6 +367,21 @@ impl VersionSet {
         }
         publish(&next);
         drop(st);
+        self.retire_left(&old, &next);
+        Ok(next)
+    }
+
+    /// Retires every file of the tree (its keyspace was dropped; the manifest no longer
+    /// names them): each goes when the last version naming it is dropped.
+    pub(crate) fn retire_all(&self) {
+        let old = self.lock().current.clone();
+        let empty = Arc::new(Version::new(Vec::new()));
+        self.lock().current = empty.clone();
+        self.retire_left(&old, &empty);
+    }
+
+    /// Step 4 of `log_and_apply`: the files of `old` that `next` does not name.
+    fn retire_left(&self, old: &Arc<Version>, next: &Arc<Version>) {
         // 4. Retired: what left the set. The files go when the last version naming them
         // (`old` here, or a reader's) is dropped.
         let named: HashSet<u64> = next
@@ -323,7 +403,5 @@ impl VersionSet {
                 cache.forget_file(t.record.number, t.table.block_count() as u64);
             }
         }
-        drop(old);
-        Ok(next)
     }
 }

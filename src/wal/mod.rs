@@ -32,14 +32,16 @@ mod writer;
 
 #[cfg(any(test, feature = "internals"))]
 pub use record::record_at;
-pub(crate) use record::{encode_record, for_each_op, payload_len, stamp_seqs};
+pub(crate) use record::{
+    encode_record, encode_record_in, for_each_op, for_each_op_in, payload_len, stamp_seqs,
+};
 pub use record::{KeyspaceIds, Op, OwnedOp};
 // The reader's whole API is public with `internals` (tests, fuzz targets); the engine uses
 // part of it.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use replay::{
-    replay_bytes, replay_file, replay_file_ops, replay_file_ops_in, replay_ops, replay_ops_in,
-    salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
+    replay_bytes, replay_file, replay_file_ops, replay_file_ops_by, replay_file_ops_in, replay_ops,
+    replay_ops_by, replay_ops_in, salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
 };
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use writer::{WalWriter, WAL_BUFFER};
@@ -81,6 +83,9 @@ pub struct WriteBatch {
     /// The ops; until the batch is written, an [`OwnedOp::PutExpiring`]'s third field is
     /// its time to live in milliseconds (`Store::write_opt` makes it an `expires_at`).
     pub(crate) ops: Vec<OwnedOp>,
+    /// The keyspace of each op given one (`WriteBatch::put_in`, `store/keyspace.rs`), with
+    /// its store's identity; shorter than `ops` when the last ops were given none.
+    pub(crate) ids: Vec<Option<(u32, usize)>>,
 }
 
 impl WriteBatch {

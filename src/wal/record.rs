@@ -21,7 +21,7 @@ const OP_PUT_EXPIRING: u8 = 4;
 /// Bytes of the commit sequence number that starts a version-3 payload.
 pub(crate) const SEQ_LEN: usize = 8;
 
-/// The keyspace id of every op this version writes (the default keyspace).
+/// The default keyspace's id.
 const DEFAULT_KEYSPACE: u64 = 0;
 
 /// Which keyspace ids a replay takes (format.md, "Write-ahead log" and "Keyspaces").
@@ -32,14 +32,15 @@ pub enum KeyspaceIds<'a> {
     DefaultOnly,
     /// A store's, as its manifest records them: id 0 is taken; an id below `next_id` that
     /// is not in `live` belongs to a dropped keyspace and its ops are skipped; an id at or
-    /// above `next_id` was never allocated (corruption); a live keyspace's id is
-    /// unsupported (this version serves only the default keyspace).
+    /// above `next_id` was never allocated (corruption); a live keyspace's ops are taken.
     Store {
         /// The manifest's next keyspace id.
         next_id: u64,
         /// The ids of its live keyspaces.
         live: &'a [u32],
     },
+    /// Every id (the store's own records, decoded again in memory).
+    Any,
 }
 
 impl KeyspaceIds<'_> {
@@ -51,16 +52,15 @@ impl KeyspaceIds<'_> {
             return Ok(true);
         }
         match *self {
+            KeyspaceIds::Any => Ok(true),
             KeyspaceIds::Store { next_id, .. } if id >= next_id => Err(Error::corrupt(
                 at,
                 format!(
                     "keyspace id {id} was never allocated (the manifest's next id is {next_id})"
                 ),
             )),
-            KeyspaceIds::Store { live, .. } if !live.iter().any(|&k| u64::from(k) == id) => {
-                Ok(false)
-            }
-            _ => Err(unsupported(
+            KeyspaceIds::Store { live, .. } => Ok(live.iter().any(|&k| u64::from(k) == id)),
+            KeyspaceIds::DefaultOnly => Err(unsupported(
                 at,
                 format!("keyspace id {id}: this version reads only keyspace 0"),
             )),
@@ -174,19 +174,29 @@ pub(crate) fn encode_record<'a, O: Into<Op<'a>>>(
     count: usize,
     ops: impl Iterator<Item = O>,
 ) -> Result<()> {
+    encode_record_in(out, seq, count, ops.map(|op| (0, op.into())))
+}
+
+/// [`encode_record`] of operations each in its keyspace (by id).
+pub(crate) fn encode_record_in<'a>(
+    out: &mut Vec<u8>,
+    seq: u64,
+    count: usize,
+    ops: impl Iterator<Item = (u32, Op<'a>)>,
+) -> Result<()> {
     out.clear();
     out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
     out.extend_from_slice(&seq.to_le_bytes());
     put_varint(out, count as u64);
-    for op in ops {
-        let (code, k, v, exp) = match op.into() {
+    for (id, op) in ops {
+        let (code, k, v, exp) = match op {
             Op::Put(k, v) => (OP_PUT, k, Some(v), 0),
             Op::Delete(k) => (OP_DELETE, k, None, 0),
             Op::DeleteRange(s, e) => (OP_DELETE_RANGE, s, Some(e), 0),
             Op::PutExpiring(k, v, exp) => (OP_PUT_EXPIRING, k, Some(v), exp),
         };
         out.push(code);
-        put_varint(out, DEFAULT_KEYSPACE);
+        put_varint(out, u64::from(id));
         if code == OP_PUT_EXPIRING {
             out.extend_from_slice(&exp.to_le_bytes());
         }
@@ -242,12 +252,13 @@ pub(crate) fn stamp_seqs(records: &mut [u8], first: u64) -> u64 {
 
 /// The exact payload length [`encode_record`] gives `ops` (checked against
 /// [`MAX_RECORD_LEN`] before a write is queued, so that encoding it cannot fail later).
-pub(crate) fn payload_len<'a, O: Into<Op<'a>>>(ops: impl Iterator<Item = O>) -> usize {
+pub(crate) fn payload_len<'a>(ops: impl Iterator<Item = (u32, Op<'a>)>) -> usize {
     let varint_len = |v: usize| (usize::BITS - (v | 1).leading_zeros()).div_ceil(7) as usize;
     let mut count = 0;
     let mut len = 0;
-    for op in ops {
-        let (k, v) = match op.into() {
+    for (id, op) in ops {
+        len += varint_len(id as usize) - 1; // beyond the one byte counted below
+        let (k, v) = match op {
             Op::Put(k, v) | Op::DeleteRange(k, v) => (k, Some(v)),
             Op::PutExpiring(k, v, _) => {
                 len += 8; // its expiry
@@ -277,7 +288,7 @@ pub(super) fn decode_ops<'a>(
     base: u64,
     version: u8,
     ids: KeyspaceIds,
-    mut f: impl FnMut(Op<'a>),
+    mut f: impl FnMut(u32, Op<'a>),
 ) -> Result<Option<u64>> {
     let mut c = Cursor::new(payload, base);
     let seq = if version >= 3 {
@@ -297,14 +308,17 @@ pub(super) fn decode_ops<'a>(
             return Err(Error::corrupt(at, format!("unknown WAL op tag {op}")));
         }
         let mut take = true;
+        let mut id = 0;
         if version >= 3 {
             let ks_at = c.offset();
             let keyspace = c.varint("keyspace id")?;
             take = ids.take(keyspace, ks_at)?;
+            // Taken ids are below the manifest's next id, a u32 (or any, in memory).
+            id = u32::try_from(keyspace).unwrap_or(u32::MAX);
         }
         let mut f = |op: Op<'a>| {
             if take {
-                f(op)
+                f(id, op)
             }
         };
         let mut exp = 0;
@@ -357,9 +371,14 @@ fn unsupported(offset: u64, reason: String) -> Error {
 /// Calls `f` with each operation of a record made by [`encode_record`] (header included),
 /// borrowing the keys and values from it. An error (and no call after it) when the record
 /// does not decode.
-pub(crate) fn for_each_op<'a>(record: &'a [u8], f: impl FnMut(Op<'a>)) -> Result<()> {
+pub(crate) fn for_each_op<'a>(record: &'a [u8], mut f: impl FnMut(Op<'a>)) -> Result<()> {
+    for_each_op_in(record, |_, op| f(op))
+}
+
+/// [`for_each_op`], with each op's keyspace id (any id is taken).
+pub(crate) fn for_each_op_in<'a>(record: &'a [u8], f: impl FnMut(u32, Op<'a>)) -> Result<()> {
     let payload = record.get(RECORD_HEADER_LEN..).unwrap_or_default();
-    let ids = KeyspaceIds::DefaultOnly;
+    let ids = KeyspaceIds::Any;
     decode_ops(payload, RECORD_HEADER_LEN as u64, WAL_VERSION, ids, f).map(|_| ())
 }
 
@@ -371,13 +390,15 @@ pub(super) fn decode_batch(
     base: u64,
     version: u8,
     ids: KeyspaceIds,
-    apply: &mut impl FnMut(OwnedOp),
+    apply: &mut impl FnMut(u32, OwnedOp),
 ) -> Result<Option<u64>> {
     let mut ops = Vec::new();
-    let seq = decode_ops(payload, base, version, ids, |op| ops.push(op.to_owned()))?;
+    let seq = decode_ops(payload, base, version, ids, |id, op| {
+        ops.push((id, op.to_owned()))
+    })?;
     // Applied only once the whole record decoded: a batch is all or nothing.
-    for op in ops {
-        apply(op);
+    for (id, op) in ops {
+        apply(id, op);
     }
     Ok(seq)
 }

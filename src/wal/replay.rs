@@ -80,6 +80,15 @@ pub fn replay_ops_in(
     ids: KeyspaceIds,
     mut apply: impl FnMut(OwnedOp),
 ) -> Result<ReplayEnd> {
+    replay_ops_by(bytes, ids, |_, op| apply(op))
+}
+
+/// [`replay_ops_in`], each op passed with its keyspace id.
+pub fn replay_ops_by(
+    bytes: &[u8],
+    ids: KeyspaceIds,
+    mut apply: impl FnMut(u32, OwnedOp),
+) -> Result<ReplayEnd> {
     let file_len = bytes.len() as u64;
     let torn = |offset: u64, records, reason, version, last_seq| ReplayEnd {
         records,
@@ -239,7 +248,7 @@ pub fn salvage_bytes(bytes: &[u8], mut batch: impl FnMut(Option<u64>, Vec<OwnedO
                 let decode = |version| {
                     let mut ops = Vec::new();
                     let ids = KeyspaceIds::DefaultOnly;
-                    decode_batch(payload, base, version, ids, &mut |op| ops.push(op))
+                    decode_batch(payload, base, version, ids, &mut |_, op| ops.push(op))
                         .map(|seq| (seq, ops))
                 };
                 let decoded = match head_version {
@@ -299,8 +308,17 @@ pub fn replay_file_ops(path: &Path, apply: impl FnMut(OwnedOp)) -> Result<Replay
 pub fn replay_file_ops_in(
     path: &Path,
     ids: KeyspaceIds,
-    apply: impl FnMut(OwnedOp),
+    mut apply: impl FnMut(OwnedOp),
+) -> Result<ReplayEnd> {
+    replay_file_ops_by(path, ids, |_, op| apply(op))
+}
+
+/// [`replay_file_ops_in`], each op passed with its keyspace id.
+pub fn replay_file_ops_by(
+    path: &Path,
+    ids: KeyspaceIds,
+    apply: impl FnMut(u32, OwnedOp),
 ) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    replay_ops_in(&bytes, ids, apply).map_err(|e| e.in_file(path, 0))
+    replay_ops_by(&bytes, ids, apply).map_err(|e| e.in_file(path, 0))
 }

@@ -64,7 +64,10 @@ fn encoded_records_decode_in_place() {
         };
         let mut out = Vec::new();
         encode_record(&mut out, round as u64, ops.len(), refs()).unwrap();
-        assert_eq!(payload_len(refs()), out.len() - RECORD_HEADER_LEN);
+        assert_eq!(
+            payload_len(refs().map(|op| (0, op))),
+            out.len() - RECORD_HEADER_LEN
+        );
         let payload = &out[RECORD_HEADER_LEN..];
         assert_eq!(le_u32(&out, PAYLOAD_CRC_AT), crc32fast::hash(payload));
         assert_eq!(
@@ -347,7 +350,10 @@ fn delete_range_is_one_op_of_its_two_keys() {
     let mut back = Vec::new();
     for_each_op(&out, |op| back.push(op.to_owned())).unwrap();
     assert_eq!(back, ops.iter().map(|o| o.to_owned()).collect::<Vec<_>>());
-    assert_eq!(payload_len(ops.iter()), out.len() - RECORD_HEADER_LEN);
+    assert_eq!(
+        payload_len(ops.iter().map(|op| (0, *op))),
+        out.len() - RECORD_HEADER_LEN
+    );
     let one = [super::Op::DeleteRange(b"k000", b"k999")];
     encode_record(&mut out, 3, 1, one.iter()).unwrap();
     assert_eq!(out.len() - RECORD_HEADER_LEN, 13 + 8);
@@ -438,7 +444,7 @@ fn puts_with_expiry_round_trip_and_hostile_ones_name_the_offset() {
     p.extend_from_slice(&1234u64.to_le_bytes());
     p.extend_from_slice(&[1, b'a', 1, b'x', 1, 0, 1, b'b', 0, 2, 0, 1, b'c']);
     assert_eq!(r, framed(&p), "the encoder writes format.md's bytes");
-    assert_eq!(payload_len(ops.iter().copied()), p.len());
+    assert_eq!(payload_len(ops.iter().map(|op| (0, *op))), p.len());
     let mut got = Vec::new();
     crate::wal::replay_ops(&log_v3(&[r.clone()]), |op| got.push(op)).unwrap();
     assert_eq!(got, ops.map(|op| op.to_owned()));
@@ -471,4 +477,30 @@ fn puts_with_expiry_round_trip_and_hostile_ones_name_the_offset() {
             other => panic!("{what}: {other:?}"),
         }
     }
+}
+
+/// Ops of keyspaces other than the default carry their ids (a varint, so an id of 128 or
+/// more takes two bytes and more): the length bound counts them, and they decode back.
+#[test]
+fn ops_carry_their_keyspace_ids() {
+    let ops = [
+        (0, super::Op::Put(b"a", b"1")),
+        (5, super::Op::Delete(b"b")),
+        (300, super::Op::DeleteRange(b"c", b"d")),
+        (70_000, super::Op::PutExpiring(b"e", b"2", 9)),
+    ];
+    let mut out = Vec::new();
+    crate::wal::encode_record_in(&mut out, 1, ops.len(), ops.iter().copied()).unwrap();
+    assert_eq!(
+        payload_len(ops.iter().copied()),
+        out.len() - RECORD_HEADER_LEN
+    );
+    let mut back = Vec::new();
+    crate::wal::for_each_op_in(&out, |id, op| back.push((id, op))).unwrap();
+    assert_eq!(back, ops);
+    // Without a manifest, an id other than 0 is refused.
+    assert!(
+        for_each_op(&out, |_| {}).is_ok(),
+        "the store's own records: any id"
+    );
 }

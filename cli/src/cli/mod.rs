@@ -17,6 +17,7 @@ mod export;
 mod hyphenate;
 #[cfg(feature = "parquet")]
 mod import;
+mod keyspace;
 mod kv;
 mod latency;
 mod load;
@@ -36,7 +37,8 @@ use clap::{Args, Parser, Subcommand};
 use filterstore::filename::has_data_files;
 use filterstore::store::{stored_default_filter, stored_policy, MANIFEST_NAME};
 use filterstore::{
-    filter::check_fpr, Compression, FilterKind, FilterPolicy, Options, Store, SyncPolicy,
+    filter::check_fpr, Compression, FilterKind, FilterPolicy, KeyspaceOptions, Options, Store,
+    SyncPolicy,
 };
 
 const LONG_ABOUT: &str = "\
@@ -98,7 +100,7 @@ pub struct Cli {
 }
 
 /// Options accepted before or after any subcommand.
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Store options (before or after the command)")]
 pub struct Global {
     /// Store directory [default: $FILTERSTORE_DIR, else ./filterstore-data]
@@ -142,6 +144,10 @@ pub struct Global {
     /// buffer). Commands that write fail with exit 2
     #[arg(long, global = true)]
     pub read_only: bool,
+    /// The keyspace every data command reads and writes (created by a command that writes,
+    /// with the options given; `keyspaces` lists them) [default: the default keyspace]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub keyspace: Option<String>,
 }
 
 /// How a bits-per-key budget is split across levels.
@@ -276,6 +282,8 @@ commands! {
     Compact(maintain::Compact),
     Refilter(maintain::Refilter),
     Checkpoint(maintain::Checkpoint),
+    Keyspaces(keyspace::Keyspaces),
+    DropKeyspace(keyspace::DropKeyspace),
     Stats(stats::Stats),
     Verify(verify::Verify),
     Repair(repair::Repair),
@@ -471,7 +479,30 @@ impl Global {
         for w in store.dropped_at_open() {
             eprintln!("store: warning: {w} at open");
         }
-        Ok(store)
+        let Some(name) = &self.keyspace else {
+            return Ok(store);
+        };
+        let ks = match access {
+            Access::Write | Access::BulkWrite => {
+                let o = KeyspaceOptions::default();
+                let o = match self.filter {
+                    Some(k) => o.filter(k),
+                    None => o,
+                };
+                let o = match self.fpr {
+                    Some(f) => o.fpr(f),
+                    None => o,
+                };
+                store.keyspace_with(name, o)?
+            }
+            _ => store.existing_keyspace(name).ok_or_else(|| {
+                CliError::usage(format_args!(
+                    "no keyspace named {name:?} in {}",
+                    dir.display()
+                ))
+            })?,
+        };
+        Ok(ks.as_store().clone())
     }
 }
 

@@ -318,7 +318,9 @@ impl Transaction {
         ));
         let inner = &self.store.inner;
         let sync = inner.synced(&self.opts);
-        inner.apply_checked(&ops, sync, Some(&check))
+        // Its keyspace's (the store's default, or a `Keyspace`'s own).
+        let ops = super::commit::Ops::one(inner.tree.id, &ops);
+        inner.apply_checked(ops, sync, Some(&check))
     }
 
     /// Discards the transaction (as dropping it does).

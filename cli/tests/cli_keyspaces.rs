@@ -1,0 +1,79 @@
+//! End-to-end tests of `store --keyspace`, `store keyspaces` and `store drop-keyspace`.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::Output as Out;
+
+fn store(dir: &Path, args: &[&str]) -> Out {
+    let d = dir.to_str().unwrap();
+    let mut all = vec!["--dir", d];
+    all.extend_from_slice(args);
+    common::run_store(&all, b"", None, None, Duration::from_secs(30))
+}
+
+#[track_caller]
+fn ok(o: Out) -> String {
+    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
+    o.text()
+}
+
+fn logs(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "wal")
+        })
+        .count()
+}
+
+#[test]
+fn keyspaces_from_the_command_line() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db");
+    ok(store(&d, &["put", "k", "default"]));
+    ok(store(&d, &["--keyspace", "a", "put", "k", "in-a"]));
+    ok(store(&d, &["put", "k", "in-b", "--keyspace", "b"]));
+    assert_eq!(ok(store(&d, &["get", "k"])), "default\n");
+    assert_eq!(ok(store(&d, &["--keyspace", "a", "get", "k"])), "in-a\n");
+    assert_eq!(ok(store(&d, &["--keyspace", "b", "get", "k"])), "in-b\n");
+    // Reading a keyspace that does not exist creates nothing: exit 2.
+    let none = store(&d, &["--keyspace", "c", "get", "k"]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    ok(store(&d, &["--keyspace", "a", "flush"]));
+    let scan = ok(store(&d, &["--keyspace", "a", "scan"]));
+    assert!(scan.contains("in-a") && !scan.contains("default"), "{scan}");
+    let list = ok(store(&d, &["keyspaces"]));
+    let names: Vec<&str> = list
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(names, ["(default)", "a", "b"], "{list}");
+    assert!(list.lines().nth(1).unwrap().contains("tables 1"), "{list}");
+    // 300 writes into a, one process each, while b holds one early write: few logs.
+    for i in 0..300 {
+        ok(store(
+            &d,
+            &["--keyspace", "a", "put", &format!("key{i}"), "v"],
+        ));
+    }
+    assert!(logs(&d) <= 4, "{} logs", logs(&d));
+    assert_eq!(ok(store(&d, &["--keyspace", "b", "get", "k"])), "in-b\n");
+    ok(store(&d, &["drop-keyspace", "a"]));
+    let list = ok(store(&d, &["keyspaces"]));
+    assert_eq!(list.lines().count(), 2, "{list}");
+    let gone = store(&d, &["--keyspace", "a", "get", "k"]);
+    assert_eq!(gone.code, 2, "{}", gone.stderr);
+    let again = store(&d, &["drop-keyspace", "a"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    // Re-created under the same name: empty.
+    ok(store(&d, &["--keyspace", "a", "put", "new", "1"]));
+    assert_eq!(store(&d, &["--keyspace", "a", "get", "k"]).code, 1);
+    assert_eq!(ok(store(&d, &["get", "k"])), "default\n");
+}
