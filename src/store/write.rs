@@ -138,6 +138,17 @@ impl Store {
 
     /// Applies a batch atomically, durable as `opts` says (see [`WriteOptions`]).
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.write_checked(batch, opts, None)
+    }
+
+    /// [`write_opt`](Self::write_opt), checked for conflicts as a transaction's commit
+    /// (`tx`) when given.
+    pub(super) fn write_checked(
+        &self,
+        batch: WriteBatch,
+        opts: &WriteOptions,
+        tx: Option<&std::sync::Arc<super::tx::TxCheck>>,
+    ) -> Result<()> {
         let ids = self.inner.batch_ids(&batch)?;
         let ops: Vec<Op<'_>> = batch
             .ops
@@ -157,7 +168,7 @@ impl Store {
             None => super::commit::Ids::One(self.inner.tree.id),
         };
         let ops = super::commit::Ops { ops: &ops, ids };
-        self.inner.apply_checked(ops, sync, None)
+        self.inner.apply_checked(ops, sync, tx)
     }
 
     /// fsyncs the logs: every write so far becomes durable.

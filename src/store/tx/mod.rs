@@ -22,8 +22,9 @@ use std::sync::Arc;
 pub use self::scan::TransactionScan;
 pub(crate) use self::window::{Registry, TxCheck, Window};
 use super::live::prefix_successor;
-use super::{Snapshot, Store, WriteOptions};
+use super::{Keyspace, Snapshot, Store, WriteOptions};
 use crate::error::{Error, Result};
+use crate::wal::WriteBatch;
 use crate::Slice;
 
 /// An optimistic, serializable transaction (see [`Store::transaction`]).
@@ -39,23 +40,37 @@ use crate::Slice;
 /// it keeps the store open while it lives, as a [`Store`] clone does.
 pub struct Transaction {
     store: Store,
-    snap: Snapshot,
     opts: WriteOptions,
+    /// What it reads and writes in the keyspace it began on.
+    own: Part,
+    /// What it reads and writes in other keyspaces of the store (the `*_in` methods), in
+    /// the order it first named them.
+    others: Vec<(Keyspace, Part)>,
+    /// Keys read from a snapshot (not from its own writes), in any keyspace: conflicts are
+    /// found by user key across keyspaces.
+    reads: Vec<Vec<u8>>,
+    /// Ranges scanned, in any keyspace.
+    ranges: Vec<window::KeyRange>,
+}
+
+/// A transaction's view of one keyspace: the snapshot it reads there, and its buffered
+/// writes.
+struct Part {
+    /// The keyspace at the transaction's snapshot (taken on first read for another
+    /// keyspace: a keyspace only written needs none).
+    snap: Option<Snapshot>,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Ranges it deleted (`start..end`), in order. A write it made before one, inside it,
     /// left `writes` then; one made after is in `writes`, and wins over every range.
     deleted: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Keys read from the snapshot (not from its own writes).
-    reads: Vec<Vec<u8>>,
-    /// Ranges scanned.
-    ranges: Vec<window::KeyRange>,
 }
 
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transaction")
-            .field("seq", &self.snap.seq())
-            .field("writes", &self.writes.len())
+            .field("seq", &self.seq())
+            .field("keyspaces", &(1 + self.others.len()))
+            .field("writes", &self.own.writes.len())
             .finish_non_exhaustive()
     }
 }
@@ -92,10 +107,9 @@ impl Store {
         });
         Transaction {
             store: self.clone(),
-            snap,
             opts: *opts,
-            writes: BTreeMap::new(),
-            deleted: Vec::new(),
+            own: Part::new(Some(snap)),
+            others: Vec::new(),
             reads: Vec::new(),
             ranges: Vec::new(),
         }
@@ -158,21 +172,21 @@ impl Store {
 impl Transaction {
     /// The commit sequence number of the snapshot it reads.
     pub fn seq(&self) -> u64 {
-        self.snap.seq()
+        self.snap().seq()
+    }
+
+    /// The snapshot it began at (of the keyspace it began on).
+    fn snap(&self) -> &Snapshot {
+        self.own
+            .snap
+            .as_ref()
+            .expect("the own keyspace's snapshot is taken at the start")
     }
 
     /// Looks `key` up: its own write if it made one, else the snapshot's value (the key is
     /// then noted as read, present or absent).
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
-        let key = key.as_ref();
-        if let Some(v) = self.writes.get(key) {
-            return Ok(v.as_deref().map(Slice::from));
-        }
-        if self.in_deleted(key) {
-            return Ok(None);
-        }
-        self.reads.push(key.to_vec());
-        self.snap.get(key)
+        self.own.get(key.as_ref(), &mut self.reads)
     }
 
     /// Whether `key` holds a value (a [`get`](Self::get) without the value).
@@ -182,13 +196,240 @@ impl Transaction {
 
     /// Looks up every key of `keys` (as a loop of [`get`](Self::get) would).
     pub fn multi_get<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Slice>>> {
+        self.own.multi_get(keys, &mut self.reads)
+    }
+
+    /// Iterates over `range` as the transaction sees it (its snapshot with its own writes
+    /// laid over), both ways; the whole range is noted as read, however far the scan goes.
+    pub fn scan<K: AsRef<[u8]>>(&mut self, range: impl RangeBounds<K>) -> TransactionScan {
+        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
+        let range = (own(range.start_bound()), own(range.end_bound()));
+        self.own.scan(range, &mut self.ranges)
+    }
+
+    /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
+    pub fn scan_prefix(&mut self, prefix: impl AsRef<[u8]>) -> TransactionScan {
+        self.own
+            .scan(prefix_range(prefix.as_ref()), &mut self.ranges)
+    }
+
+    /// Buffers a put of `value` under `key` (written at the commit).
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.own.put(key.as_ref(), value.as_ref());
+    }
+
+    /// Buffers a delete of `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.own.delete(key.as_ref());
+    }
+
+    /// Buffers the removal of every key from `start` up to `end` (not included), as
+    /// [`Store::delete_range`] does: committed as one range tombstone in the transaction's
+    /// one log record. Its own reads and scans see the range empty at once, but for the
+    /// writes it makes afterwards; other transactions that read a key in the range or
+    /// scanned over it since their snapshot conflict with it.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        self.own.delete_range(start.as_ref(), end.as_ref());
+    }
+
+    /// Buffers the removal of every key that starts with `prefix` (a
+    /// [`delete_range`](Self::delete_range) of them).
+    pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) {
+        let prefix = prefix.as_ref();
+        let end =
+            crate::tombstone::prefix_end(prefix).unwrap_or_else(crate::tombstone::key_space_end);
+        self.delete_range(prefix, end);
+    }
+
+    /// [`get`](Self::get) in keyspace `ks` of the same store, read at the same instant as
+    /// every other keyspace the transaction reads. An error for a keyspace created after the
+    /// transaction began, or of another store.
+    pub fn get_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
+        let mut reads = std::mem::take(&mut self.reads);
+        let r = (self.read_part(ks)).and_then(|p| p.get(key.as_ref(), &mut reads));
+        self.reads = reads;
+        r
+    }
+
+    /// [`contains_key`](Self::contains_key) in keyspace `ks`.
+    pub fn contains_key_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get_in(ks, key)?.is_some())
+    }
+
+    /// [`scan`](Self::scan) in keyspace `ks` (an error as [`get_in`](Self::get_in)).
+    pub fn scan_in<K: AsRef<[u8]>>(
+        &mut self,
+        ks: &Keyspace,
+        range: impl RangeBounds<K>,
+    ) -> Result<TransactionScan> {
+        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
+        let range = (own(range.start_bound()), own(range.end_bound()));
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let r = (self.read_part(ks)).map(|p| p.scan(range, &mut ranges));
+        self.ranges = ranges;
+        r
+    }
+
+    /// [`scan_prefix`](Self::scan_prefix) in keyspace `ks`.
+    pub fn scan_prefix_in(
+        &mut self,
+        ks: &Keyspace,
+        prefix: impl AsRef<[u8]>,
+    ) -> Result<TransactionScan> {
+        let range = prefix_range(prefix.as_ref());
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let r = (self.read_part(ks)).map(|p| p.scan(range, &mut ranges));
+        self.ranges = ranges;
+        r
+    }
+
+    /// [`put`](Self::put) in keyspace `ks`: committed in the same log record as every other
+    /// write of the transaction, whatever keyspace it is in. A keyspace of another store,
+    /// or one dropped before the commit, fails the commit.
+    pub fn put_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.part(ks).put(key.as_ref(), value.as_ref());
+    }
+
+    /// [`delete`](Self::delete) in keyspace `ks`.
+    pub fn delete_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) {
+        self.part(ks).delete(key.as_ref());
+    }
+
+    /// [`delete_range`](Self::delete_range) in keyspace `ks`.
+    pub fn delete_range_in(
+        &mut self,
+        ks: &Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) {
+        self.part(ks).delete_range(start.as_ref(), end.as_ref());
+    }
+
+    /// Whether `ks` is the keyspace the transaction began on.
+    fn is_own(&self, ks: &Keyspace) -> bool {
+        let inner = &self.store.inner;
+        let other = &ks.as_store().inner;
+        other.tree.id == inner.tree.id && Arc::ptr_eq(&other.manifest, &inner.manifest)
+    }
+
+    /// Its part for keyspace `ks` (made empty when first named).
+    fn part(&mut self, ks: &Keyspace) -> &mut Part {
+        if self.is_own(ks) {
+            return &mut self.own;
+        }
+        let at = match self.others.iter().position(|(k, _)| same(k, ks)) {
+            Some(at) => at,
+            None => {
+                self.others.push((ks.clone(), Part::new(None)));
+                self.others.len() - 1
+            }
+        };
+        &mut self.others[at].1
+    }
+
+    /// [`part`](Self::part), with the keyspace's snapshot at the transaction's instant.
+    fn read_part(&mut self, ks: &Keyspace) -> Result<&mut Part> {
+        let snap = self.snap().clone();
+        let part = self.part(ks);
+        if part.snap.is_none() {
+            part.snap = Some(snap.keyspace(ks)?);
+        }
+        Ok(part)
+    }
+
+    /// Commits: writes its buffered writes as one atomic batch, durable as its write
+    /// options say, unless a key it read or a range it scanned was written by another
+    /// commit after its snapshot ([`Error::Conflict`]) or it stayed open too long
+    /// ([`Error::TransactionTooOld`]); then nothing is written. A transaction that wrote
+    /// nothing commits at once.
+    pub fn commit(mut self) -> Result<()> {
+        let parts = std::iter::once(&self.own).chain(self.others.iter().map(|(_, p)| p));
+        if parts.clone().all(Part::is_empty) {
+            return Ok(());
+        }
+        // In each keyspace its range deletions first: each of its writes came after every
+        // deletion over it (one before it left `writes`). A put expires as a plain put
+        // written with the transaction's write options would (`WriteOptions::ttl`, else the
+        // store's default time to live), counted from now.
+        let mut batch = WriteBatch::new();
+        self.own.move_into(&mut batch, None);
+        for (ks, part) in &mut self.others {
+            part.move_into(&mut batch, Some(ks));
+        }
+        let check = Arc::new(TxCheck::new(
+            self.seq(),
+            std::mem::take(&mut self.reads),
+            std::mem::take(&mut self.ranges),
+            self.store.inner.opts.transaction_window_bytes,
+        ));
+        self.store.write_checked(batch, &self.opts, Some(&check))
+    }
+
+    /// Discards the transaction (as dropping it does).
+    pub fn rollback(self) {}
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.store.inner.txs.end(self.seq());
+    }
+}
+
+/// Whether two handles are of the same keyspace of the same store.
+fn same(a: &Keyspace, b: &Keyspace) -> bool {
+    let (a, b) = (&a.as_store().inner, &b.as_store().inner);
+    a.tree.id == b.tree.id && Arc::ptr_eq(&a.manifest, &b.manifest)
+}
+
+/// The range of the keys that start with `prefix`.
+fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    (Bound::Included(prefix.to_vec()), end)
+}
+
+impl Part {
+    fn new(snap: Option<Snapshot>) -> Part {
+        Part {
+            snap,
+            writes: BTreeMap::new(),
+            deleted: Vec::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.deleted.is_empty()
+    }
+
+    /// The snapshot it reads (taken by `Transaction::read_part` before any read).
+    fn snap(&self) -> &Snapshot {
+        self.snap
+            .as_ref()
+            .expect("a part is given its snapshot before it is read")
+    }
+
+    fn get(&self, key: &[u8], reads: &mut Vec<Vec<u8>>) -> Result<Option<Slice>> {
+        if let Some(v) = self.writes.get(key) {
+            return Ok(v.as_deref().map(Slice::from));
+        }
+        if self.in_deleted(key) {
+            return Ok(None);
+        }
+        reads.push(key.to_vec());
+        self.snap().get(key)
+    }
+
+    fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        reads: &mut Vec<Vec<u8>>,
+    ) -> Result<Vec<Option<Slice>>> {
         let missing: Vec<&[u8]> = keys
             .iter()
             .map(AsRef::as_ref)
             .filter(|k| !self.writes.contains_key(*k) && !self.in_deleted(k))
             .collect();
-        let mut found = self.snap.multi_get(&missing)?.into_iter();
-        self.reads.extend(missing.iter().map(|k| k.to_vec()));
+        let mut found = self.snap().multi_get(&missing)?.into_iter();
+        reads.extend(missing.iter().map(|k| k.to_vec()));
         Ok(keys
             .iter()
             .map(|k| match self.writes.get(k.as_ref()) {
@@ -199,23 +440,12 @@ impl Transaction {
             .collect())
     }
 
-    /// Iterates over `range` as the transaction sees it (its snapshot with its own writes
-    /// laid over), both ways; the whole range is noted as read, however far the scan goes.
-    pub fn scan<K: AsRef<[u8]>>(&mut self, range: impl RangeBounds<K>) -> TransactionScan {
-        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
-        self.scan_bounds(own(range.start_bound()), own(range.end_bound()))
-    }
-
-    /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
-    pub fn scan_prefix(&mut self, prefix: impl AsRef<[u8]>) -> TransactionScan {
-        let prefix = prefix.as_ref();
-        let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-        self.scan_bounds(Bound::Included(prefix.to_vec()), end)
-    }
-
-    fn scan_bounds(&mut self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> TransactionScan {
-        let range = (start, end);
-        let base = self.snap.scan::<Vec<u8>>(range.clone());
+    fn scan(
+        &self,
+        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        ranges: &mut Vec<window::KeyRange>,
+    ) -> TransactionScan {
+        let base = self.snap().scan::<Vec<u8>>(range.clone());
         let own = if super::live::range_is_empty(&range.0, &range.1) {
             Vec::new()
         } else {
@@ -224,7 +454,7 @@ impl Transaction {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         };
-        self.ranges.push(range);
+        ranges.push(range);
         if self.deleted.is_empty() {
             return TransactionScan::new(base, own);
         }
@@ -245,24 +475,15 @@ impl Transaction {
             .any(|(a, b)| a.as_slice() <= key && key < b.as_slice())
     }
 
-    /// Buffers a put of `value` under `key` (written at the commit).
-    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        let (k, v) = (key.as_ref(), value.as_ref());
-        self.writes.insert(k.to_vec(), Some(v.to_vec()));
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.writes.insert(key.to_vec(), Some(value.to_vec()));
     }
 
-    /// Buffers a delete of `key`.
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        self.writes.insert(key.as_ref().to_vec(), None);
+    fn delete(&mut self, key: &[u8]) {
+        self.writes.insert(key.to_vec(), None);
     }
 
-    /// Buffers the removal of every key from `start` up to `end` (not included), as
-    /// [`Store::delete_range`] does: committed as one range tombstone in the transaction's
-    /// one log record. Its own reads and scans see the range empty at once, but for the
-    /// writes it makes afterwards; other transactions that read a key in the range or
-    /// scanned over it since their snapshot conflict with it.
-    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
-        let (start, end) = (start.as_ref(), end.as_ref());
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) {
         if start >= end {
             return;
         }
@@ -277,59 +498,23 @@ impl Transaction {
         self.deleted.push((start.to_vec(), end.to_vec()));
     }
 
-    /// Buffers the removal of every key that starts with `prefix` (a
-    /// [`delete_range`](Self::delete_range) of them).
-    pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) {
-        let prefix = prefix.as_ref();
-        let end =
-            crate::tombstone::prefix_end(prefix).unwrap_or_else(crate::tombstone::key_space_end);
-        self.delete_range(prefix, end);
-    }
-
-    /// Commits: writes its buffered writes as one atomic batch, durable as its write
-    /// options say, unless a key it read or a range it scanned was written by another
-    /// commit after its snapshot ([`Error::Conflict`]) or it stayed open too long
-    /// ([`Error::TransactionTooOld`]); then nothing is written. A transaction that wrote
-    /// nothing commits at once.
-    pub fn commit(mut self) -> Result<()> {
-        if self.writes.is_empty() && self.deleted.is_empty() {
-            return Ok(());
+    /// Moves its writes into `batch`, in keyspace `ks` (`None`: the keyspace of the handle
+    /// that writes the batch): its range deletions, then its puts and deletes.
+    fn move_into(&mut self, batch: &mut WriteBatch, ks: Option<&Keyspace>) {
+        for (a, b) in std::mem::take(&mut self.deleted) {
+            match ks {
+                Some(ks) => batch.delete_range_in(ks, a, b),
+                None => batch.delete_range(a, b),
+            };
         }
-        let writes = std::mem::take(&mut self.writes);
-        let deleted = std::mem::take(&mut self.deleted);
-        // Its range deletions first: each of its writes came after every deletion over it
-        // (one before it left `writes`). A put expires as a plain put written with the
-        // transaction's write options would (`WriteOptions::ttl`, else the store's default
-        // time to live), counted from now.
-        let ranges = deleted
-            .iter()
-            .map(|(a, b)| crate::wal::Op::DeleteRange(a, b));
-        let ops: Vec<crate::wal::Op<'_>> = ranges
-            .chain(writes.iter().map(|(k, v)| match v {
-                Some(v) => crate::wal::Op::put(k, v, self.store.inner.expiry(0, &self.opts)),
-                None => crate::wal::Op::Delete(k),
-            }))
-            .collect();
-        let check = Arc::new(TxCheck::new(
-            self.snap.seq(),
-            std::mem::take(&mut self.reads),
-            std::mem::take(&mut self.ranges),
-            self.store.inner.opts.transaction_window_bytes,
-        ));
-        let inner = &self.store.inner;
-        let sync = inner.synced(&self.opts);
-        // Its keyspace's (the store's default, or a `Keyspace`'s own).
-        let ops = super::commit::Ops::one(inner.tree.id, &ops);
-        inner.apply_checked(ops, sync, Some(&check))
-    }
-
-    /// Discards the transaction (as dropping it does).
-    pub fn rollback(self) {}
-}
-
-impl Drop for Transaction {
-    fn drop(&mut self) {
-        self.store.inner.txs.end(self.snap.seq());
+        for (k, v) in std::mem::take(&mut self.writes) {
+            match (ks, v) {
+                (Some(ks), Some(v)) => batch.put_in(ks, k, v),
+                (Some(ks), None) => batch.delete_in(ks, k),
+                (None, Some(v)) => batch.put(k, v),
+                (None, None) => batch.delete(k),
+            };
+        }
     }
 }
 
