@@ -183,9 +183,11 @@ impl Keyspace {
     pub fn snapshot(&self) -> super::Snapshot {
         self.store.snapshot()
     }
-    /// An optimistic transaction over this keyspace (see [`Store::transaction`]): it reads
-    /// and writes this keyspace only. Its conflicts are found by user key across keyspaces,
-    /// so a write of the same key in another keyspace may fail it (never the reverse).
+    /// An optimistic transaction that begins on this keyspace (see [`Store::transaction`]):
+    /// its plain methods read and write this keyspace, its `*_in` methods
+    /// ([`Transaction::put_in`](super::Transaction::put_in) …) any other of the store. Its
+    /// conflicts are found by user key across keyspaces, so a write of the same key in
+    /// another keyspace may fail it (never the reverse).
     pub fn transaction(&self) -> super::Transaction {
         self.store.transaction()
     }
