@@ -89,6 +89,7 @@ mod wal;
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
+pub use filter::choice::AllocationChoice;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use slice::Slice;

@@ -235,6 +235,7 @@ impl Inner {
                 filter,
                 compression: self.opts.compression,
                 range_bits: self.range_bits(),
+                range_clock: Some(&self.tree.range_counters.1),
                 alloc: &alloc,
             },
             // An L0 merge writes one table (at most `Shape::l0_merge_bytes` of input): cut

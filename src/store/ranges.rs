@@ -76,13 +76,16 @@ impl Inner {
         };
         record.range = None;
         if bits > 0.0 {
-            let mut b = RangeFilterBuilder::new(bits)?;
+            let mut b = RangeFilterBuilder::new(bits)?.clocked(Some(&self.tree.range_counters.1));
             b.reserve(t.record.entries as usize);
+            // The table's keys read back count as the build's time.
+            let start = std::time::Instant::now();
             let mut c = TableCursor::new(t.table.clone(), Arc::new(TableCounters::default()))?;
             while c.valid() {
                 b.push(c.key())?;
                 c.advance()?;
             }
+            b.charge(start);
             let file = self.alloc_file()?;
             // The file goes if it is not published (`table/files.rs`).
             let written = new_range_file(&self.fs, &self.dir, file, &b.finish()?)?;

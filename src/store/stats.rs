@@ -100,6 +100,11 @@ pub struct Stats {
     pub range_false_positives: u64,
     /// Bytes of the live tables' range filter files (mapped, like the point filters).
     pub range_filter_bytes: u64,
+    /// Range filter builds and their time (this process's).
+    pub range_build: super::RangeBuildStats,
+    /// The allocation model's predicted wasted reads for the current levels, Monkey's and
+    /// uniform's, beside the observed ones (`None` without per-table filters).
+    pub allocation_model: Option<super::AllocationModel>,
     /// Live tables: L0 newest first, then each level in key order.
     pub tables: Vec<TableStats>,
     /// Per level, L0 first; levels without tables are included up to the deepest one that
@@ -133,7 +138,7 @@ pub struct Stats {
 
 /// Observed false-positive rate: false positives ÷ (false positives + negatives), every
 /// probe for a key the table does not hold; `None` before any.
-fn observed_fpr(false_positives: u64, negatives: u64) -> Option<f64> {
+pub(super) fn observed_fpr(false_positives: u64, negatives: u64) -> Option<f64> {
     let d = false_positives + negatives;
     (d > 0).then(|| false_positives as f64 / d as f64)
 }
@@ -247,18 +252,6 @@ pub struct LevelStats {
     pub expected_reads: f64,
 }
 
-impl LevelStats {
-    /// Filter bits per key.
-    pub fn bits_per_key(&self) -> f64 {
-        let keys = self.keys.max(1) as f64;
-        self.filter_bytes as f64 * 8.0 / keys
-    }
-    /// Observed false-positive rate of the level's filters (see [`Stats::observed_fpr`]).
-    pub fn observed_fpr(&self) -> Option<f64> {
-        observed_fpr(self.false_positives, self.filter_negatives)
-    }
-}
-
 /// Counters and sizes of one table.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -317,21 +310,6 @@ pub struct TableStats {
     pub range_bits_per_key: f64,
     /// Why the recorded range filter is not in use, if it is not.
     pub range_problem: Option<String>,
-}
-
-impl TableStats {
-    /// Filter bits per key.
-    pub fn bits_per_key(&self) -> f64 {
-        if self.keys == 0 {
-            0.0
-        } else {
-            self.filter_bytes as f64 * 8.0 / self.keys as f64
-        }
-    }
-    /// Observed false-positive rate of this table's filter (see [`Stats::observed_fpr`]).
-    pub fn observed_fpr(&self) -> Option<f64> {
-        observed_fpr(self.false_positives, self.filter_negatives)
-    }
 }
 
 impl Store {
@@ -476,6 +454,11 @@ impl super::Inner {
             range_skipped: p.range_skipped,
             range_false_positives: p.range_false_positives,
             range_filter_bytes: 0,
+            range_build: super::RangeBuildStats {
+                built: inner.tree.range_counters.1.built(),
+                nanos: inner.tree.range_counters.1.nanos(),
+            },
+            allocation_model: None,
             tables: Vec::new(),
             levels: Vec::new(),
             lifetime: inner.lifetime_base.plus(&p),
@@ -595,6 +578,7 @@ impl super::Inner {
             }
             s.levels.push(ls);
         }
+        s.allocation_model = s.model(&inner.lock_versions().recorded);
         s
     }
 }

@@ -272,6 +272,7 @@ impl Inner {
             filter,
             compression: self.opts.compression,
             range_bits,
+            range_clock: Some(&self.tree.range_counters.1),
             alloc: &alloc,
         };
         let files = (table_no, filter_no, range_no);

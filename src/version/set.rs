@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{Edit, TableHandle, Version};
 use crate::error::{Error, Result};
 use crate::filter::alloc::FilterPolicy;
+use crate::filter::choice::AllocationChoice;
 use crate::filter::FilterKind;
 use crate::global_index::GlobalIndex;
 use crate::io::Fs;
@@ -60,6 +61,8 @@ pub(crate) struct VersionEdit {
     pub cursor: Option<(usize, Vec<u8>)>,
     /// A filter policy to record for the store (and to use for this handle's new tables).
     pub policy: Option<FilterPolicy>,
+    /// An allocation choice to record (`Some(None)`: none, the policy was given).
+    pub choice: Option<Option<AllocationChoice>>,
     /// A new global filter for lookups to go through (`Some(None)`: none, lookups use the
     /// tables' own filters again).
     pub global: Option<Option<Arc<GlobalIndex>>>,
@@ -102,6 +105,8 @@ pub(crate) struct SetState {
     pub fpr: f64,
     /// The store's keyspaces besides the default one, as the manifest records them.
     pub keyspaces: Keyspaces,
+    /// The store's last allocation choice, as the manifest records it.
+    pub choice: Option<AllocationChoice>,
 }
 
 impl SetState {
@@ -122,12 +127,19 @@ impl SetState {
             kind,
             fpr,
             keyspaces: Keyspaces::default(),
+            choice: None,
         }
     }
 
     /// This state, with the keyspaces `keyspaces` recorded.
     pub(crate) fn with_keyspaces(mut self, keyspaces: Keyspaces) -> SetState {
         self.keyspaces = keyspaces;
+        self
+    }
+
+    /// This state, with the allocation choice `choice` recorded.
+    pub(crate) fn with_choice(mut self, choice: Option<AllocationChoice>) -> SetState {
+        self.choice = choice;
         self
     }
 
@@ -233,6 +245,7 @@ impl VersionSet {
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
             keyspaces: st.keyspaces.clone(),
+            choice: st.choice,
         };
         (v, manifest)
     }
@@ -286,6 +299,7 @@ impl VersionSet {
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
             keyspaces: st.keyspaces.clone(),
+            choice: edit.choice.unwrap_or(st.choice),
         };
         // 2. Durable: the new files' directory entries, then the manifest.
         self.fs
@@ -299,6 +313,9 @@ impl VersionSet {
         if let Some(p) = edit.policy {
             st.recorded = p;
             st.adopt(p);
+        }
+        if let Some(c) = edit.choice {
+            st.choice = c;
         }
         publish(&next);
         drop(st);
