@@ -13,7 +13,7 @@ use crate::filter::range::RangeFilterBuilder;
 use crate::manifest::RangeRecord;
 use crate::table::files::{new_range_file, TableFiles};
 use crate::table::{MappedRangeFilter, TableCounters, TableCursor};
-use crate::version::{TableHandle, VersionEdit};
+use crate::version::{TableHandle, Version, VersionEdit};
 
 impl Store {
     /// Gives every table a range filter of `bits_per_key` bits per key (0: removes them)
@@ -62,9 +62,63 @@ impl Store {
         inner.log_and_apply(VersionEdit::replacing(fresh))?;
         Ok(jobs.len())
     }
+
+    /// Builds now the range filters that tables lack (the deferred ones of
+    /// [`Options::deferred_range_filters`](crate::Options::deferred_range_filters), which
+    /// the compaction thread builds once writes pause), each published in its own manifest
+    /// swap. Returns the number built.
+    pub fn build_deferred_range_filters(&self) -> Result<usize> {
+        self.inner.check_writable()?;
+        let mut n = 0;
+        while self.inner.build_deferred_range()? {
+            n += 1;
+        }
+        Ok(n)
+    }
 }
 
 impl Inner {
+    /// Bits per key of the range filter a compaction output at level `output` of `v` gets
+    /// when written: the store's, but 0 (built later, [`build_deferred_range`]) for a level
+    /// above the deepest that holds tables, with [`Options::deferred_range_filters`].
+    ///
+    /// [`build_deferred_range`]: Self::build_deferred_range
+    /// [`Options::deferred_range_filters`]: super::Options::deferred_range_filters
+    pub(super) fn range_bits_at(&self, v: &Version, output: usize) -> f64 {
+        let deepest = v.levels().iter().rposition(|l| !l.tables().is_empty());
+        match (self.opts.deferred_range_filters, deepest) {
+            (Some(_), Some(d)) if output < d => 0.0,
+            _ => self.range_bits(),
+        }
+    }
+
+    /// Whether a table lacks the range filter this handle's tables get (a deferred one).
+    pub(super) fn range_backlog(&self) -> bool {
+        self.range_bits() > 0.0 && self.current().tables().any(|t| t.record.range.is_none())
+    }
+
+    /// Builds the range filter of one table that lacks it (deepest level first: its data
+    /// stays longest) and publishes it in a manifest swap; `false` when none lacks one.
+    pub(super) fn build_deferred_range(&self) -> Result<bool> {
+        let bits = self.range_bits();
+        if bits == 0.0 {
+            return Ok(false);
+        }
+        let _c = self.lock_compaction();
+        let v = self.current();
+        let lacking = v
+            .levels()
+            .iter()
+            .rev()
+            .find_map(|l| l.tables().iter().find(|t| t.record.range.is_none()));
+        let Some(t) = lacking else {
+            return Ok(false);
+        };
+        let h = in_background(|| self.rebuild_range(t, bits))?;
+        self.log_and_apply(VersionEdit::replacing(vec![h]))?;
+        Ok(true)
+    }
+
     /// A handle for table `t` with a new range filter of `bits` per key built from its keys
     /// (none for 0); its point filter and data stay.
     fn rebuild_range(&self, t: &Arc<TableHandle>, bits: f64) -> Result<Arc<TableHandle>> {

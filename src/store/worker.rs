@@ -143,11 +143,38 @@ fn compaction_loop(inner: Arc<Inner>) {
         .opts
         .idle_drain
         .filter(|_| inner.opts.compaction_trigger.is_some());
+    let ranges_after = inner.opts.deferred_range_filters;
+    let mut quiet = Quiet::new(&inner);
     loop {
         let mut drain = false;
+        let mut ranges = false;
         {
             let mut bg = inner.lock_bg();
             while !bg.compaction_wanted && !inner.shutdown.load(SeqCst) {
+                // Deferred range filters: built once writes pause (`ranges.rs`). The idle
+                // drain is looked for at the same polls.
+                if let Some(after) = ranges_after.filter(|_| inner.range_backlog()) {
+                    let poll = drain_after.map_or(after, |d| d.min(after)).min(IDLE_POLL);
+                    let (g, _) = inner
+                        .bg_cv
+                        .wait_timeout(bg, poll)
+                        .unwrap_or_else(|p| p.into_inner());
+                    bg = g;
+                    if bg.compaction_wanted || bg.error.is_some() {
+                        continue;
+                    }
+                    if drain_after
+                        .is_some_and(|d| inner.current().l0_count() > 0 && idle.due(&inner, d))
+                    {
+                        drain = true;
+                        break;
+                    }
+                    if quiet.for_at_least(&inner, after) {
+                        ranges = true;
+                        break;
+                    }
+                    continue;
+                }
                 match drain_after {
                     Some(after) if inner.current().l0_count() > 0 => {
                         let (g, _) = inner
@@ -187,6 +214,20 @@ fn compaction_loop(inner: Arc<Inner>) {
                 inner.poison(&e);
             }
         }
+        // One table at a time, while writes stay paused and no compaction is wanted.
+        while ranges && !inner.shutdown.load(SeqCst) && !inner.poisoned.load(SeqCst) {
+            if inner.lock_bg().compaction_wanted || !quiet.for_at_least(&inner, Duration::ZERO) {
+                break;
+            }
+            match inner.build_deferred_range() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    inner.poison(&e);
+                    break;
+                }
+            }
+        }
         while !inner.shutdown.load(SeqCst) && !inner.poisoned.load(SeqCst) {
             match inner.compact_once() {
                 Ok(true) => {}
@@ -197,6 +238,35 @@ fn compaction_loop(inner: Arc<Inner>) {
                 }
             }
         }
+    }
+}
+
+/// Watches for writes pausing (deferred range filters are built then).
+struct Quiet {
+    /// The store's count of bytes written when writes were last seen.
+    written: u64,
+    since: Instant,
+}
+
+impl Quiet {
+    fn new(inner: &Inner) -> Quiet {
+        Quiet {
+            written: inner.counters.user_bytes.load(Relaxed),
+            since: Instant::now(),
+        }
+    }
+
+    /// Whether no write arrived for `after`; a write starts the watch again.
+    fn for_at_least(&mut self, inner: &Inner, after: Duration) -> bool {
+        let written = inner.counters.user_bytes.load(Relaxed);
+        if written != self.written {
+            *self = Quiet {
+                written,
+                since: Instant::now(),
+            };
+            return false;
+        }
+        self.since.elapsed() >= after
     }
 }
 
