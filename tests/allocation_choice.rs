@@ -139,7 +139,8 @@ fn the_model_predicts_what_absent_lookups_waste() {
 #[test]
 fn range_filter_builds_are_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), opts()).unwrap();
+    // Built when written (not deferred: `tests/range_deferred.rs`).
+    let store = Store::open(dir.path(), opts().deferred_range_filters(None)).unwrap();
     assert_eq!(store.stats().range_build.built, 0);
     backlog(&store);
     let b = store.stats().range_build;
@@ -157,7 +158,11 @@ fn range_filter_builds_are_counted() {
     assert_eq!(store.stats().range_build.built, 6 + 2 * outputs);
     // Without range filters nothing is built.
     let none = tempfile::tempdir().unwrap();
-    let store = Store::open(none.path(), opts().range_filter_bits(0.0)).unwrap();
+    let store = Store::open(
+        none.path(),
+        opts().range_filter_bits(0.0).deferred_range_filters(None),
+    )
+    .unwrap();
     backlog(&store);
     assert_eq!(store.stats().range_build, Default::default());
 }

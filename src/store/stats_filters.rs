@@ -1,11 +1,11 @@
 //! What the store counts of its filters beyond their probes: the range filters' build time
 //! ([`RangeBuildStats`], `Stats::range_build`) and the allocation model's predictions for
 //! the current levels beside the observed wasted reads ([`AllocationModel`],
-//! `Stats::allocation_model`); and the per-level and per-table rates' helpers.
+//! `Stats::allocation_model`); and each table's counters ([`TableStats`]).
 
-use super::stats::{observed_fpr, LevelStats, Stats, TableStats};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::choice::{self, AllocationChoice};
+use crate::filter::FilterKind;
 
 /// Range filter builds, this process's, since the store was opened: at seals, in
 /// compactions and by `refilter_ranges` (whose time includes reading the table's keys).
@@ -121,18 +121,6 @@ impl AllocationModel {
     }
 }
 
-impl LevelStats {
-    /// Filter bits per key.
-    pub fn bits_per_key(&self) -> f64 {
-        let keys = self.keys.max(1) as f64;
-        self.filter_bytes as f64 * 8.0 / keys
-    }
-    /// Observed false-positive rate of the level's filters (see [`Stats::observed_fpr`]).
-    pub fn observed_fpr(&self) -> Option<f64> {
-        observed_fpr(self.false_positives, self.filter_negatives)
-    }
-}
-
 impl TableStats {
     /// Filter bits per key.
     pub fn bits_per_key(&self) -> f64 {
@@ -142,15 +130,75 @@ impl TableStats {
             self.filter_bytes as f64 * 8.0 / self.keys as f64
         }
     }
-    /// Observed false-positive rate of this table's filter (see [`Stats::observed_fpr`]).
+    /// Observed false-positive rate of this table's filter (see [`Stats::observed_fpr`](super::Stats::observed_fpr)).
     pub fn observed_fpr(&self) -> Option<f64> {
         observed_fpr(self.false_positives, self.filter_negatives)
     }
 }
 
-impl Stats {
-    /// The allocation model for these counters' lookups (see [`AllocationModel`]).
-    pub(super) fn model(&self, policy: &FilterPolicy) -> Option<AllocationModel> {
-        AllocationModel::of(&self.tables, self.lookups, policy)
-    }
+/// Observed false-positive rate: false positives ÷ (false positives + negatives), every
+/// probe for a key the table does not hold; `None` before any.
+pub(super) fn observed_fpr(false_positives: u64, negatives: u64) -> Option<f64> {
+    let d = false_positives + negatives;
+    (d > 0).then(|| false_positives as f64 / d as f64)
+}
+
+/// Counters and sizes of one table.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TableStats {
+    /// Table file number.
+    pub number: u64,
+    /// Its level.
+    pub level: u32,
+    /// Filter kind in use: `global` for every table of a store with the global filter,
+    /// `none` when the table's own filter is absent or damaged.
+    pub filter_kind: FilterKind,
+    /// Target false-positive rate.
+    pub target_fpr: f64,
+    /// Entries, tombstones included.
+    pub keys: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// Table file size.
+    pub file_bytes: u64,
+    /// Bytes of its data blocks before compression.
+    pub data_bytes: u64,
+    /// Bytes of its data blocks as stored (equal to `data_bytes` when no block is
+    /// compressed).
+    pub stored_data_bytes: u64,
+    /// Filter file size.
+    pub filter_bytes: u64,
+    /// Heap memory the table's index takes.
+    pub index_memory_bytes: u64,
+    /// The filter's theoretical false-positive rate.
+    pub theoretical_fpr: f64,
+    /// Smallest key.
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    pub max_key: Vec<u8>,
+    /// Filter "absent" answers.
+    pub filter_negatives: u64,
+    /// Filter "maybe" answers.
+    pub filter_positives: u64,
+    /// False positives.
+    pub false_positives: u64,
+    /// Reads of this table without a filter that found nothing.
+    pub unfiltered_reads: u64,
+    /// Data blocks read from its file (see [`Stats::data_block_reads`](super::Stats::data_block_reads)).
+    pub data_block_reads: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Data blocks found in the block cache.
+    pub block_cache_hits: u64,
+    /// Data blocks looked for in the block cache and not found.
+    pub block_cache_misses: u64,
+    /// Why the recorded filter is not in use, if it is not.
+    pub filter_problem: Option<String>,
+    /// Range filter file size (0: none).
+    pub range_filter_bytes: u64,
+    /// Bits per key the range filter was built for (0: none).
+    pub range_bits_per_key: f64,
+    /// Why the recorded range filter is not in use, if it is not.
+    pub range_problem: Option<String>,
 }

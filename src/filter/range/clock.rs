@@ -3,37 +3,11 @@
 //! built, so that their share of a load is read (`Stats::range_build`), not inferred from two
 //! noisy loads.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::RangeFilterBuilder;
+use super::{BuildClock, RangeFilterBuilder};
 use crate::error::Result;
-
-/// Range filter build time (nanoseconds) and blocks built, summed over the builders that
-/// count into it.
-#[derive(Debug, Default)]
-pub struct BuildClock {
-    nanos: AtomicU64,
-    built: AtomicU64,
-}
-
-impl BuildClock {
-    /// Nanoseconds builders spent pushing keys and building blocks.
-    pub fn nanos(&self) -> u64 {
-        self.nanos.load(Relaxed)
-    }
-
-    /// Blocks built.
-    pub fn built(&self) -> u64 {
-        self.built.load(Relaxed)
-    }
-
-    fn record(&self, nanos: u64) {
-        self.nanos.fetch_add(nanos, Relaxed);
-        self.built.fetch_add(1, Relaxed);
-    }
-}
 
 /// Nanoseconds since `t`.
 fn since(t: Instant) -> u64 {
