@@ -234,7 +234,7 @@ impl Inner {
                 level: output as u32,
                 filter,
                 compression: self.opts.compression,
-                range_bits: self.compaction_range_bits(),
+                range_bits: self.range_bits_at(v, output),
                 range_clock: Some(&self.tree.range_counters.1),
                 alloc: &alloc,
             },

@@ -184,14 +184,14 @@ pub struct Options {
     /// about ℓ / 2^(bits − 2.1) per table (`docs/engine.md`, "Range filters"). Tables
     /// already written keep theirs until a compaction or `refilter_ranges` replaces them.
     pub range_filter_bits: f64,
-    /// Deferred range filters: compaction outputs (data the next compactions merge again
-    /// under a load) are written without a range filter, and the compaction thread builds
-    /// the range filters tables lack once no write has arrived for this long, deepest level
-    /// first (reading each table's keys back; published one table at a time, each in a
-    /// manifest swap, so a crash keeps every one built). Sealed tables get theirs when
-    /// written while L0 holds at least half of the keys in tables (an empty scan right
-    /// after the writes meets L0), and are deferred too once it holds less. `None`: every
-    /// table gets its range filter when written (`docs/engine.md`, "Range filters").
+    /// Deferred range filters: once the tree has a level below L1, new tables (seals and
+    /// compaction outputs, data the next compactions merge again under a load) are written
+    /// without a range filter, and the compaction thread builds the range filters tables
+    /// lack once no write has arrived for this long, deepest level first (reading each
+    /// table's keys back; published one table at a time, each in a manifest swap, so a
+    /// crash keeps every one built). A tree of L0 and L1 only (a small store, whose tables a
+    /// scan right after the writes meets) gets them when written. `None`: every table gets
+    /// its range filter when written (`docs/engine.md`, "Range filters").
     pub deferred_range_filters: Option<Duration>,
     /// Open the store read-only ([`Store::open_read_only`](crate::Store::open_read_only)):
     /// no lock, nothing written; writes return [`Error::ReadOnly`](crate::Error::ReadOnly).

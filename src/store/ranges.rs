@@ -78,37 +78,18 @@ impl Store {
 }
 
 impl Inner {
-    /// Bits per key of the range filter a compaction output gets when written: the store's,
-    /// but 0 (built later, [`build_deferred_range`]) with
-    /// [`Options::deferred_range_filters`]: a compaction output is merged again by the next
-    /// compactions under a load, and built when writes pause it is built once.
-    /// (Sealed tables: [`seal_range_bits`](Self::seal_range_bits).)
-    ///
-    /// [`build_deferred_range`]: Self::build_deferred_range
-    /// [`Options::deferred_range_filters`]: super::Options::deferred_range_filters
-    pub(super) fn compaction_range_bits(&self) -> f64 {
-        match self.opts.deferred_range_filters {
-            Some(_) => 0.0,
-            None => self.range_bits(),
-        }
-    }
-
-    /// Bits per key of the range filter a sealed table gets when written: the store's, but
-    /// with [`Options::deferred_range_filters`] 0 (built later) once L0 holds less than half
-    /// of the keys in `v`'s tables: an L0 table is merged away soon, and while L0 holds most
-    /// of the data (a small store, or one that was just loaded into L0) a scan right after
-    /// the writes meets it.
+    /// Bits per key of the range filter a table written at `level` of `v` (a seal's, or a
+    /// compaction output's) gets when written: the store's while the tree has no level
+    /// below L1 (a small store, whose tables a scan right after the writes meets), else, with
+    /// [`Options::deferred_range_filters`], 0: the table is merged again by the next
+    /// compactions under a load, and is given its range filter once writes pause
+    /// ([`build_deferred_range`](Self::build_deferred_range)), built once.
     ///
     /// [`Options::deferred_range_filters`]: super::Options::deferred_range_filters
-    pub(super) fn seal_range_bits(&self, v: &Version) -> f64 {
-        let l0: u64 = v.levels()[0]
-            .tables()
-            .iter()
-            .map(|t| t.record.entries)
-            .sum();
-        let all: u64 = v.tables().map(|t| t.record.entries).sum();
+    pub(super) fn range_bits_at(&self, v: &Version, level: usize) -> f64 {
+        let deepest = v.levels().iter().rposition(|l| !l.tables().is_empty());
         match self.opts.deferred_range_filters {
-            Some(_) if 2 * l0 < all => 0.0,
+            Some(_) if deepest.unwrap_or(0).max(level) > 1 => 0.0,
             _ => self.range_bits(),
         }
     }

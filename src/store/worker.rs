@@ -330,7 +330,7 @@ impl Inner {
         } else {
             self.alloc_file()?
         };
-        let range_bits = self.seal_range_bits(&self.current());
+        let range_bits = self.range_bits_at(&self.current(), 0);
         let range_no = (range_bits > 0.0).then(|| self.alloc_file()).transpose()?;
         let sorted = imm.mem.sorted();
         let hashes = imm.mem.hashes();
