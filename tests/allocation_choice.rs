@@ -31,7 +31,7 @@ fn backlog(store: &Store) {
     let mut i = 0;
     for n in [40_000u64, 4_000, 4_000, 4_000, 4_000, 4_000] {
         for _ in 0..n {
-            store.put(&key(i, false), b"v").unwrap();
+            store.put(key(i, false), b"v").unwrap();
             i += 1;
         }
         store.flush().unwrap();
@@ -88,7 +88,7 @@ fn one_table_stays_uniform_and_a_given_policy_records_no_choice() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts()).unwrap();
     for i in 0..5000 {
-        store.put(&key(i, false), b"v").unwrap();
+        store.put(key(i, false), b"v").unwrap();
     }
     store.flush().unwrap();
     store.rebalance_auto().unwrap();
@@ -118,7 +118,7 @@ fn the_model_predicts_what_absent_lookups_waste() {
     let store = Store::open(dir.path(), opts()).unwrap();
     let lookups = 40_000;
     for i in 0..lookups {
-        assert_eq!(store.get(&key(i, true)).unwrap(), None);
+        assert_eq!(store.get(key(i, true)).unwrap(), None);
     }
     let m = store.stats().allocation_model.unwrap();
     assert!(m.choice.measured);
