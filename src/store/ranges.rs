@@ -89,14 +89,19 @@ impl Inner {
     pub(super) fn range_bits_at(&self, v: &Version, level: usize) -> f64 {
         let deepest = v.levels().iter().rposition(|l| !l.tables().is_empty());
         match self.opts.deferred_range_filters {
-            Some(_) if deepest.unwrap_or(0).max(level) > 1 => 0.0,
+            // Not under the global filter: its L0 handles carry their runs, which a handle
+            // rebuilt for a range filter would lose (`rebuild_range`).
+            Some(_) if v.global().is_none() && deepest.unwrap_or(0).max(level) > 1 => 0.0,
             _ => self.range_bits(),
         }
     }
 
     /// Whether a table lacks the range filter this handle's tables get (a deferred one).
     pub(super) fn range_backlog(&self) -> bool {
-        self.range_bits() > 0.0 && self.current().tables().any(|t| t.record.range.is_none())
+        let v = self.current();
+        self.range_bits() > 0.0
+            && v.global().is_none()
+            && v.tables().any(|t| t.record.range.is_none())
     }
 
     /// Builds the range filter of one table that lacks it (deepest level first: its data
@@ -108,6 +113,9 @@ impl Inner {
         }
         let _c = self.lock_compaction();
         let v = self.current();
+        if v.global().is_some() {
+            return Ok(false);
+        }
         let lacking = v
             .levels()
             .iter()
