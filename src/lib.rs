@@ -89,13 +89,15 @@ mod wal;
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use error::{ChecksumMismatch, Error, Result};
 pub use filter::alloc::FilterPolicy;
+pub use filter::choice::AllocationChoice;
 pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use slice::Slice;
 pub use store::{
-    Keyspace, KeyspaceOptions, KeyspaceStats, LevelStats, LifecycleStats, Lifetime, Options,
-    PinnedReader, Reader, Scan, Snapshot, SnapshotStats, Stats, Store, SyncPolicy, TableStats,
-    Transaction, TransactionScan, WriteOptions,
+    AllocationModel, Keyspace, KeyspaceOptions, KeyspaceStats, LevelStats, LifecycleStats,
+    Lifetime, Options, PinnedReader, RangeBuildStats, Reader, RunModel, Scan, Snapshot,
+    SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,
+    WriteOptions,
 };
 pub use table::Compression;
 pub use wal::WriteBatch;

@@ -24,6 +24,7 @@ use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
 use crate::io::{replace_file, Fs};
 
+mod choice;
 mod keyspace;
 pub use self::keyspace::Keyspaces;
 // For the tests and the fuzz targets (`internals`); the store names them in `Keyspaces`.
@@ -141,6 +142,9 @@ pub struct Manifest {
     /// The keyspaces besides the default one, and the next id (store property 3; absent
     /// in a store that never had one).
     pub keyspaces: Keyspaces,
+    /// What the store's last choice of allocation saw and predicted (store property 4),
+    /// when it chooses by itself (`filter/choice.rs`); `None`: the policy was given.
+    pub choice: Option<crate::filter::choice::AllocationChoice>,
 }
 
 /// Store property tag: the filter policy (`| kind u8 | allocation u8 | value f64 |`).
@@ -381,7 +385,9 @@ impl Manifest {
         let with_keyspaces = !self.keyspaces.is_empty();
         put_varint(
             &mut b,
-            1 + u64::from(self.last_seq != 0) + u64::from(with_keyspaces),
+            1 + u64::from(self.last_seq != 0)
+                + u64::from(with_keyspaces)
+                + u64::from(self.choice.is_some()),
         );
         put_tagged(&mut b, PROP_FILTER_POLICY, &encode_policy(&self.policy));
         if self.last_seq != 0 {
@@ -389,6 +395,9 @@ impl Manifest {
         }
         if with_keyspaces {
             put_tagged(&mut b, PROP_KEYSPACES, &self.keyspaces.encode());
+        }
+        if let Some(c) = &self.choice {
+            put_tagged(&mut b, choice::PROP_ALLOCATION_CHOICE, &choice::encode(c));
         }
         let mut out = Vec::with_capacity(16 + b.len());
         out.extend_from_slice(&MANIFEST_MAGIC);
@@ -527,6 +536,7 @@ impl Manifest {
         let mut policy = old_policy;
         let mut last_seq = 0;
         let mut keyspaces = Keyspaces::default();
+        let mut allocation_choice = None;
         let properties_at = c.offset();
         if version >= 3 {
             for p in read_tagged(&mut c, body.len(), "store properties")? {
@@ -534,6 +544,9 @@ impl Manifest {
                     PROP_FILTER_POLICY => policy = Some(decode_policy(p.payload)?),
                     PROP_LAST_SEQ => last_seq = decode_last_seq(p.payload)?,
                     PROP_KEYSPACES => keyspaces = Keyspaces::decode(p.payload)?,
+                    choice::PROP_ALLOCATION_CHOICE => {
+                        allocation_choice = Some(choice::decode(p.payload)?);
+                    }
                     _ => return Err(unknown_tag(&p, "store property")),
                 }
             }
@@ -563,6 +576,7 @@ impl Manifest {
             cursors,
             last_seq,
             keyspaces,
+            choice: allocation_choice,
         })
     }
 
@@ -696,11 +710,11 @@ mod tests {
     #[test]
     fn unknown_tags_are_refused_where_they_stand() {
         // A store property this version does not know, after the policy: at its offset.
-        let body = body_v3(&[], &[(1, &monkey10()), (4, b"xyz")]);
+        let body = body_v3(&[], &[(1, &monkey10()), (5, b"xyz")]);
         let at = 16 + body.len() - 5;
         let e = err_of(&framed(3, &body));
         assert!(
-            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 4"),
+            e.contains(&format!("offset {at}")) && e.contains("unknown store property tag 5"),
             "{e}"
         );
         // A table property this version does not know (tag 1 is the range filter, 2 the

@@ -28,6 +28,10 @@ pub struct VerifyReport {
     pub entries: u64,
     /// WAL records checked.
     pub wal_records: u64,
+    /// Tables the manifest records without a range filter (written without one, or whose
+    /// deferred one is not built yet: `Options::deferred_range_filters`). Not damage: scans
+    /// read such a table's blocks.
+    pub tables_without_range_filter: u64,
     /// Every problem found ([`Error::Corruption`] values name file and offset).
     pub problems: Vec<Error>,
     /// Findings that are not damage: the store opens and loses nothing that was durable.
@@ -149,6 +153,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
                 r.problems.push(e);
             }
         }
+        r.tables_without_range_filter += u64::from(t.range.is_none());
         if let Some(rr) = t.range {
             let rpath = range_path(dir, rr.file);
             r.files += 1;

@@ -208,6 +208,7 @@ mod tests {
                     filter: (crate::filter::FilterKind::None, 0.01),
                     compression: Compression::None,
                     range_bits: 0.0,
+                    range_clock: None,
                     alloc: &alloc,
                     key_hashes: false,
                 },

@@ -525,6 +525,7 @@ mod tests {
                     filter: (crate::filter::FilterKind::BlockedBloom, 0.01),
                     compression: Compression::Lz4,
                     range_bits: 16.0,
+                    range_clock: None,
                     alloc: &alloc,
                     key_hashes: false,
                 },

@@ -13,6 +13,7 @@ pub(crate) mod alloc;
 pub(crate) mod blocked;
 mod blocked_layout;
 pub(crate) mod bloom;
+pub(crate) mod choice;
 pub(crate) mod cuckoo;
 pub(crate) mod fuse;
 pub mod global;

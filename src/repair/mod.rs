@@ -323,6 +323,7 @@ impl Repair<'_> {
                 .as_ref()
                 .map(|m| m.keyspaces.clone())
                 .unwrap_or_default(),
+            choice: old.as_ref().and_then(|m| m.choice),
         };
         if manifest_path.exists() {
             self.lose(&manifest_path)?;

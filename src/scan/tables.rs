@@ -2,6 +2,7 @@
 //! read forward or backward, one block at a time, with read-ahead.
 
 use super::*;
+use crate::filter::range::BuildClock;
 
 /// Tables of one level in key order with disjoint ranges (or a single L0 table), read from
 /// the scan's start (backward: from its end): one table open at a time, one block of it
@@ -41,9 +42,10 @@ const SKIPPED: usize = 1;
 const FALSE_POSITIVES: usize = 2;
 
 /// What scans' range filter probes found, over a store handle's life (one set per store,
-/// shared by its scans; see `Stats::range_probes`).
+/// shared by its scans; see `Stats::range_probes`), and what the tree's range filter builds
+/// cost (`Stats::range_build`).
 #[derive(Debug, Default)]
-pub(crate) struct RangeCounters(Sharded<3>);
+pub(crate) struct RangeCounters(Sharded<3>, pub(crate) Arc<BuildClock>);
 
 impl RangeCounters {
     /// Tables whose range filter a scan asked before opening them.

@@ -14,6 +14,7 @@ use crate::counters::Sharded;
 use crate::error::{Error, Result};
 use crate::filename::{number_after, numbered_files, wal_path, FileName, Numbered};
 use crate::filter::alloc::FilterPolicy;
+use crate::filter::choice::AllocationChoice;
 use crate::filter::{check_fpr, FilterKind};
 use crate::lifetime::Lifetime;
 use crate::manifest::{Manifest, MAX_LEVELS};
@@ -131,6 +132,13 @@ impl Store {
                         opts.fpr.unwrap_or(DEFAULT_FPR),
                     )
                 });
+                // Without a given policy the store chooses its allocation by its shape (an
+                // empty tree: uniform), again at each `rebalance_auto`.
+                let choice = opts
+                    .policy
+                    .is_none()
+                    .then(|| AllocationChoice::decide(&[], 0, None, &policy))
+                    .flatten();
                 let m = Manifest {
                     next_file: 1,
                     log_number: 0,
@@ -139,6 +147,7 @@ impl Store {
                     cursors: Vec::new(),
                     last_seq: 0,
                     keyspaces: Default::default(),
+                    choice,
                 };
                 m.store(&*fs, &dir)?;
                 m
@@ -267,7 +276,8 @@ impl Store {
                 manifest.policy,
                 cursors,
                 (policy, kind, fpr),
-            ),
+            )
+            .with_choice(manifest.choice),
             (0, shared.clone()),
             block_cache.clone(),
         );

@@ -184,6 +184,15 @@ pub struct Options {
     /// about ℓ / 2^(bits − 2.1) per table (`docs/engine.md`, "Range filters"). Tables
     /// already written keep theirs until a compaction or `refilter_ranges` replaces them.
     pub range_filter_bits: f64,
+    /// Deferred range filters: once the tree has a level below L1, new tables (seals and
+    /// compaction outputs, data the next compactions merge again under a load) are written
+    /// without a range filter, and the compaction thread builds the range filters tables
+    /// lack once no write has arrived for this long, deepest level first (reading each
+    /// table's keys back; published one table at a time, each in a manifest swap, so a
+    /// crash keeps every one built). A tree of L0 and L1 only (a small store, whose tables a
+    /// scan right after the writes meets) gets them when written. `None`: every table gets
+    /// its range filter when written (`docs/engine.md`, "Range filters").
+    pub deferred_range_filters: Option<Duration>,
     /// Open the store read-only ([`Store::open_read_only`](crate::Store::open_read_only)):
     /// no lock, nothing written; writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
     /// `false` by default.
@@ -229,6 +238,7 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             compression: Compression::Lz4,
             range_filter_bits: DEFAULT_RANGE_BITS,
+            deferred_range_filters: Some(Duration::from_millis(500)),
             read_only: false,
             transaction_window_bytes: 64 << 20,
             fs: Arc::new(RealFs),
@@ -298,6 +308,8 @@ setters! {
     compression: Compression => same;
     /// Sets [`Options::range_filter_bits`].
     range_filter_bits: f64 => same;
+    /// Sets [`Options::deferred_range_filters`] (`None`: built when written).
+    deferred_range_filters: impl Into<Option<Duration>> => Into::into;
     /// Sets [`Options::read_only`].
     read_only: bool => same;
     /// Sets [`Options::fs`].

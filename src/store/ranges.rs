@@ -13,7 +13,7 @@ use crate::filter::range::RangeFilterBuilder;
 use crate::manifest::RangeRecord;
 use crate::table::files::{new_range_file, TableFiles};
 use crate::table::{MappedRangeFilter, TableCounters, TableCursor};
-use crate::version::{TableHandle, VersionEdit};
+use crate::version::{TableHandle, Version, VersionEdit};
 
 impl Store {
     /// Gives every table a range filter of `bits_per_key` bits per key (0: removes them)
@@ -62,9 +62,73 @@ impl Store {
         inner.log_and_apply(VersionEdit::replacing(fresh))?;
         Ok(jobs.len())
     }
+
+    /// Builds now the range filters that tables lack (the deferred ones of
+    /// [`Options::deferred_range_filters`](crate::Options::deferred_range_filters), which
+    /// the compaction thread builds once writes pause), each published in its own manifest
+    /// swap. Returns the number built.
+    pub fn build_deferred_range_filters(&self) -> Result<usize> {
+        self.inner.check_writable()?;
+        let mut n = 0;
+        while self.inner.build_deferred_range()? {
+            n += 1;
+        }
+        Ok(n)
+    }
 }
 
 impl Inner {
+    /// Bits per key of the range filter a table written at `level` of `v` (a seal's, or a
+    /// compaction output's) gets when written: the store's while the tree has no level
+    /// below L1 (a small store, whose tables a scan right after the writes meets), else, with
+    /// [`Options::deferred_range_filters`], 0: the table is merged again by the next
+    /// compactions under a load, and is given its range filter once writes pause
+    /// ([`build_deferred_range`](Self::build_deferred_range)), built once.
+    ///
+    /// [`Options::deferred_range_filters`]: super::Options::deferred_range_filters
+    pub(super) fn range_bits_at(&self, v: &Version, level: usize) -> f64 {
+        let deepest = v.levels().iter().rposition(|l| !l.tables().is_empty());
+        match self.opts.deferred_range_filters {
+            // Not under the global filter: its L0 handles carry their runs, which a handle
+            // rebuilt for a range filter would lose (`rebuild_range`).
+            Some(_) if v.global().is_none() && deepest.unwrap_or(0).max(level) > 1 => 0.0,
+            _ => self.range_bits(),
+        }
+    }
+
+    /// Whether a table lacks the range filter this handle's tables get (a deferred one).
+    pub(super) fn range_backlog(&self) -> bool {
+        let v = self.current();
+        self.range_bits() > 0.0
+            && v.global().is_none()
+            && v.tables().any(|t| t.record.range.is_none())
+    }
+
+    /// Builds the range filter of one table that lacks it (deepest level first: its data
+    /// stays longest) and publishes it in a manifest swap; `false` when none lacks one.
+    pub(super) fn build_deferred_range(&self) -> Result<bool> {
+        let bits = self.range_bits();
+        if bits == 0.0 {
+            return Ok(false);
+        }
+        let _c = self.lock_compaction();
+        let v = self.current();
+        if v.global().is_some() {
+            return Ok(false);
+        }
+        let lacking = v
+            .levels()
+            .iter()
+            .rev()
+            .find_map(|l| l.tables().iter().find(|t| t.record.range.is_none()));
+        let Some(t) = lacking else {
+            return Ok(false);
+        };
+        let h = in_background(|| self.rebuild_range(t, bits))?;
+        self.log_and_apply(VersionEdit::replacing(vec![h]))?;
+        Ok(true)
+    }
+
     /// A handle for table `t` with a new range filter of `bits` per key built from its keys
     /// (none for 0); its point filter and data stay.
     fn rebuild_range(&self, t: &Arc<TableHandle>, bits: f64) -> Result<Arc<TableHandle>> {
@@ -76,13 +140,16 @@ impl Inner {
         };
         record.range = None;
         if bits > 0.0 {
-            let mut b = RangeFilterBuilder::new(bits)?;
+            let mut b = RangeFilterBuilder::new(bits)?.clocked(Some(&self.tree.range_counters.1));
             b.reserve(t.record.entries as usize);
+            // The table's keys read back count as the build's time.
+            let start = std::time::Instant::now();
             let mut c = TableCursor::new(t.table.clone(), Arc::new(TableCounters::default()))?;
             while c.valid() {
                 b.push(c.key())?;
                 c.advance()?;
             }
+            b.charge(start);
             let file = self.alloc_file()?;
             // The file goes if it is not published (`table/files.rs`).
             let written = new_range_file(&self.fs, &self.dir, file, &b.finish()?)?;

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::stats_filters::observed_fpr;
+pub use super::stats_filters::TableStats;
 use super::Store;
 use crate::filter::FilterKind;
 pub use crate::global_index::GlobalFilterStats;
@@ -102,6 +104,11 @@ pub struct Stats {
     pub range_false_positives: u64,
     /// Bytes of the live tables' range filter files (mapped, like the point filters).
     pub range_filter_bytes: u64,
+    /// Range filter builds and their time (this process's).
+    pub range_build: super::RangeBuildStats,
+    /// The allocation model's predicted wasted reads for the current levels, Monkey's and
+    /// uniform's, beside the observed ones (`None` without per-table filters).
+    pub allocation_model: Option<super::AllocationModel>,
     /// Live tables: L0 newest first, then each level in key order.
     pub tables: Vec<TableStats>,
     /// Per level, L0 first; levels without tables are included up to the deepest one that
@@ -131,13 +138,6 @@ pub struct Stats {
     pub snapshots: super::SnapshotStats,
     /// Expiry and range deletion: entries expired, range tombstones, tables dropped whole.
     pub lifecycle: super::LifecycleStats,
-}
-
-/// Observed false-positive rate: false positives ÷ (false positives + negatives), every
-/// probe for a key the table does not hold; `None` before any.
-fn observed_fpr(false_positives: u64, negatives: u64) -> Option<f64> {
-    let d = false_positives + negatives;
-    (d > 0).then(|| false_positives as f64 / d as f64)
 }
 
 impl Stats {
@@ -256,81 +256,6 @@ impl LevelStats {
         self.filter_bytes as f64 * 8.0 / keys
     }
     /// Observed false-positive rate of the level's filters (see [`Stats::observed_fpr`]).
-    pub fn observed_fpr(&self) -> Option<f64> {
-        observed_fpr(self.false_positives, self.filter_negatives)
-    }
-}
-
-/// Counters and sizes of one table.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct TableStats {
-    /// Table file number.
-    pub number: u64,
-    /// Its level.
-    pub level: u32,
-    /// Filter kind in use: `global` for every table of a store with the global filter,
-    /// `none` when the table's own filter is absent or damaged.
-    pub filter_kind: FilterKind,
-    /// Target false-positive rate.
-    pub target_fpr: f64,
-    /// Entries, tombstones included.
-    pub keys: u64,
-    /// Tombstones.
-    pub tombstones: u64,
-    /// Table file size.
-    pub file_bytes: u64,
-    /// Bytes of its data blocks before compression.
-    pub data_bytes: u64,
-    /// Bytes of its data blocks as stored (equal to `data_bytes` when no block is
-    /// compressed).
-    pub stored_data_bytes: u64,
-    /// Filter file size.
-    pub filter_bytes: u64,
-    /// Heap memory the table's index takes.
-    pub index_memory_bytes: u64,
-    /// The filter's theoretical false-positive rate.
-    pub theoretical_fpr: f64,
-    /// Smallest key.
-    pub min_key: Vec<u8>,
-    /// Largest key.
-    pub max_key: Vec<u8>,
-    /// Filter "absent" answers.
-    pub filter_negatives: u64,
-    /// Filter "maybe" answers.
-    pub filter_positives: u64,
-    /// False positives.
-    pub false_positives: u64,
-    /// Reads of this table without a filter that found nothing.
-    pub unfiltered_reads: u64,
-    /// Data blocks read from its file (see [`Stats::data_block_reads`]).
-    pub data_block_reads: u64,
-    /// Bytes read.
-    pub bytes_read: u64,
-    /// Data blocks found in the block cache.
-    pub block_cache_hits: u64,
-    /// Data blocks looked for in the block cache and not found.
-    pub block_cache_misses: u64,
-    /// Why the recorded filter is not in use, if it is not.
-    pub filter_problem: Option<String>,
-    /// Range filter file size (0: none).
-    pub range_filter_bytes: u64,
-    /// Bits per key the range filter was built for (0: none).
-    pub range_bits_per_key: f64,
-    /// Why the recorded range filter is not in use, if it is not.
-    pub range_problem: Option<String>,
-}
-
-impl TableStats {
-    /// Filter bits per key.
-    pub fn bits_per_key(&self) -> f64 {
-        if self.keys == 0 {
-            0.0
-        } else {
-            self.filter_bytes as f64 * 8.0 / self.keys as f64
-        }
-    }
-    /// Observed false-positive rate of this table's filter (see [`Stats::observed_fpr`]).
     pub fn observed_fpr(&self) -> Option<f64> {
         observed_fpr(self.false_positives, self.filter_negatives)
     }
@@ -478,6 +403,11 @@ impl super::Inner {
             range_skipped: p.range_skipped,
             range_false_positives: p.range_false_positives,
             range_filter_bytes: 0,
+            range_build: super::RangeBuildStats {
+                built: inner.tree.range_counters.1.built(),
+                nanos: inner.tree.range_counters.1.nanos(),
+            },
+            allocation_model: None,
             tables: Vec::new(),
             levels: Vec::new(),
             lifetime: inner.lifetime_base.plus(&p),
@@ -584,6 +514,8 @@ impl super::Inner {
             }
             s.levels.push(ls);
         }
+        let policy = inner.lock_versions().recorded;
+        s.allocation_model = super::AllocationModel::of(&s.tables, s.lookups, &policy);
         s
     }
 }

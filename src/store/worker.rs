@@ -153,11 +153,39 @@ fn compaction_loop(inner: Arc<Inner>) {
         .opts
         .idle_drain
         .filter(|_| inner.opts.compaction_trigger.is_some());
+    let ranges_after = inner.opts.deferred_range_filters;
+    let mut quiet = Quiet::new(&inner);
     loop {
         let mut drain = false;
+        let mut ranges = false;
         {
             let mut bg = inner.lock_bg();
             while !bg.compaction_wanted && !inner.shutdown.load(SeqCst) {
+                // Deferred range filters: built once writes pause (`ranges.rs`). The idle
+                // drain is looked for at the same polls.
+                let backlog = || inner.all_trees().iter().any(|t| t.range_backlog());
+                if let Some(after) = ranges_after.filter(|_| backlog()) {
+                    let poll = drain_after.map_or(after, |d| d.min(after)).min(IDLE_POLL);
+                    let (g, _) = inner
+                        .bg_cv
+                        .wait_timeout(bg, poll)
+                        .unwrap_or_else(|p| p.into_inner());
+                    bg = g;
+                    if bg.compaction_wanted || bg.error.is_some() {
+                        continue;
+                    }
+                    if drain_after
+                        .is_some_and(|d| inner.current().l0_count() > 0 && idle.due(&inner, d))
+                    {
+                        drain = true;
+                        break;
+                    }
+                    if quiet.for_at_least(&inner, after) {
+                        ranges = true;
+                        break;
+                    }
+                    continue;
+                }
                 match drain_after {
                     Some(after) if inner.current().l0_count() > 0 => {
                         let (g, _) = inner
@@ -197,6 +225,25 @@ fn compaction_loop(inner: Arc<Inner>) {
                 inner.poison(&e);
             }
         }
+        // Deferred range filters, tree after tree: one table at a time, while writes stay
+        // paused and no compaction is wanted.
+        'ranges: for t in inner.all_trees().iter().filter(|_| ranges) {
+            while !inner.shutdown.load(SeqCst) && !inner.poisoned.load(SeqCst) {
+                if inner.lock_bg().compaction_wanted || !quiet.for_at_least(&inner, Duration::ZERO)
+                {
+                    break 'ranges;
+                }
+                match t.build_deferred_range() {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(_) if t.tree.dropped.load(SeqCst) => break,
+                    Err(e) => {
+                        inner.poison(&e);
+                        break 'ranges;
+                    }
+                }
+            }
+        }
         // Every tree in turn, one compaction each, until none is due in any (a dropped
         // keyspace's tree is left alone: its changes fail once its record is gone).
         let mut trees = inner.all_trees();
@@ -210,6 +257,35 @@ fn compaction_loop(inner: Arc<Inner>) {
                 }
             });
         }
+    }
+}
+
+/// Watches for writes pausing (deferred range filters are built then).
+struct Quiet {
+    /// The store's count of bytes written when writes were last seen.
+    written: u64,
+    since: Instant,
+}
+
+impl Quiet {
+    fn new(inner: &Inner) -> Quiet {
+        Quiet {
+            written: inner.counters.user_bytes.load(Relaxed),
+            since: Instant::now(),
+        }
+    }
+
+    /// Whether no write arrived for `after`; a write starts the watch again.
+    fn for_at_least(&mut self, inner: &Inner, after: Duration) -> bool {
+        let written = inner.counters.user_bytes.load(Relaxed);
+        if written != self.written {
+            *self = Quiet {
+                written,
+                since: Instant::now(),
+            };
+            return false;
+        }
+        self.since.elapsed() >= after
     }
 }
 
@@ -273,7 +349,7 @@ impl Inner {
         } else {
             self.alloc_file()?
         };
-        let range_bits = self.range_bits();
+        let range_bits = self.range_bits_at(&self.current(), 0);
         let range_no = (range_bits > 0.0).then(|| self.alloc_file()).transpose()?;
         let sorted = imm.mem.sorted();
         // In key order under the global filter: they go to the table's key hashes file.
@@ -290,6 +366,7 @@ impl Inner {
             filter,
             compression: self.opts.compression,
             range_bits,
+            range_clock: Some(&self.tree.range_counters.1),
             alloc: &alloc,
             key_hashes: global.is_some(),
         };

@@ -28,7 +28,7 @@ use super::writer::{write_table, Part, TableBuilder};
 use super::{write_filter_file, write_range_file, Compression, SortedEntries};
 use crate::error::Result;
 use crate::filename::{filter_path, key_hashes_path, range_path, table_path, tombstones_path};
-use crate::filter::range::RangeFilterBuilder;
+use crate::filter::range::{BuildClock, RangeFilterBuilder};
 use crate::filter::FilterKind;
 use crate::io::Fs;
 use crate::manifest::{RangeRecord, TableRecord};
@@ -151,6 +151,8 @@ pub(crate) struct TableSpec<'a> {
     pub compression: Compression,
     /// Bits per key of the tables' range filters (0: none).
     pub range_bits: f64,
+    /// Where the range filters' build time is counted (`None`: not counted).
+    pub range_clock: Option<&'a Arc<BuildClock>>,
     /// Hands out unused file numbers.
     pub alloc: &'a (dyn Fn() -> Result<u64> + Sync),
     /// Whether each new table gets a key hashes file (a store under the global filter).
@@ -172,6 +174,7 @@ impl TableSpec<'_> {
         (self.range_bits > 0.0)
             .then(|| RangeFilterBuilder::new(self.range_bits))
             .transpose()
+            .map(|b| b.map(|b| b.clocked(self.range_clock)))
     }
 }
 
@@ -213,11 +216,9 @@ impl TableWriter {
         let table = TableFile::created(spec.fs, tpath.clone(), number);
         let range = range_no.map(|n| {
             let block = move || -> Result<Vec<u8>> {
-                let mut b = RangeFilterBuilder::new(spec.range_bits)?;
+                let mut b = RangeFilterBuilder::new(spec.range_bits)?.clocked(spec.range_clock);
                 b.reserve(keys.len());
-                for k in keys {
-                    b.push(k)?;
-                }
+                b.push_all(keys)?;
                 b.finish()
             };
             (n, block)
@@ -266,9 +267,7 @@ impl TableWriter {
         keys: impl Iterator<Item = &'k [u8]>,
     ) -> Result<Vec<u8>> {
         if let Some(r) = &mut self.range {
-            for k in keys {
-                r.push(k)?;
-            }
+            r.push_all(keys)?;
         }
         self.hashes.append(&mut part.hashes);
         self.builder.add_part(part)

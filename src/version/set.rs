@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{Edit, TableHandle, Version};
 use crate::error::{Error, Result};
 use crate::filter::alloc::FilterPolicy;
+use crate::filter::choice::AllocationChoice;
 use crate::filter::FilterKind;
 use crate::global_index::GlobalIndex;
 use crate::io::Fs;
@@ -60,6 +61,8 @@ pub(crate) struct VersionEdit {
     pub cursor: Option<(usize, Vec<u8>)>,
     /// A filter policy to record for the store (and to use for this handle's new tables).
     pub policy: Option<FilterPolicy>,
+    /// An allocation choice to record (`Some(None)`: none, the policy was given).
+    pub choice: Option<Option<AllocationChoice>>,
     /// A new global filter for lookups to go through (`Some(None)`: none, lookups use the
     /// tables' own filters again).
     pub global: Option<Option<Arc<GlobalIndex>>>,
@@ -100,6 +103,9 @@ pub(crate) struct SetState {
     /// The kind and rate of this handle.
     pub kind: FilterKind,
     pub fpr: f64,
+    /// The store's last allocation choice, as the manifest records it (the default
+    /// keyspace's tree only: a keyspace records none).
+    pub choice: Option<AllocationChoice>,
 }
 
 impl SetState {
@@ -119,7 +125,14 @@ impl SetState {
             policy,
             kind,
             fpr,
+            choice: None,
         }
+    }
+
+    /// This state, with the allocation choice `choice` recorded.
+    pub(crate) fn with_choice(mut self, choice: Option<AllocationChoice>) -> SetState {
+        self.choice = choice;
+        self
     }
 
     /// This handle's new tables follow `policy` from now on.
@@ -284,6 +297,7 @@ impl VersionSet {
                 .filter_map(|(l, c)| c.as_ref().map(|c| (l as u32, c.clone())))
                 .collect(),
             keyspaces,
+            choice: st.choice,
         };
         (v, manifest)
     }
@@ -326,6 +340,7 @@ impl VersionSet {
             }
         }
         let policy = edit.policy.unwrap_or(st.recorded);
+        let choice = edit.choice.unwrap_or(st.choice);
         let cursor_list: Vec<(u32, Vec<u8>)> = cursors
             .iter()
             .enumerate()
@@ -346,6 +361,7 @@ impl VersionSet {
                 m.log_number = log_number;
                 m.policy = policy;
                 m.cursors = cursor_list;
+                m.choice = choice;
                 return Ok(());
             }
             let k = m.keyspaces.live.iter_mut().find(|k| k.id == id);
@@ -364,6 +380,9 @@ impl VersionSet {
         if let Some(p) = edit.policy {
             st.recorded = p;
             st.adopt(p);
+        }
+        if let Some(c) = edit.choice {
+            st.choice = c;
         }
         publish(&next);
         drop(st);

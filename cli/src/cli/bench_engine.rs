@@ -11,6 +11,7 @@ mod allocation;
 mod global;
 mod lookups;
 mod own;
+mod process;
 mod sessions;
 mod snapshot;
 mod sync_mix;
@@ -20,6 +21,7 @@ use self::allocation::allocations;
 use self::global::compare_global;
 use self::lookups::lookups;
 use self::own::{parse_workload, EngineWorkload};
+use self::process::{dir_bytes, peak_rss_kib, process_cpu_s, status_kib};
 use super::bench_data::{fill_value, key};
 use super::latency::Histogram;
 use super::{Allocation, CliError, Exit, Global, Run};
@@ -211,35 +213,6 @@ fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
     }
 }
 
-/// A `/proc/self/status` field in KiB (0 when unknown).
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// Peak resident set of this process in KiB (VmHWM).
-fn peak_rss_kib() -> u64 {
-    status_kib("VmHWM:")
-}
-
-fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 fn levels_line(s: &Stats) -> String {
     s.levels
         .iter()
@@ -415,6 +388,7 @@ impl BenchEngine {
         }
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let store = Store::open(dir, opts.clone())?;
+        let cpu0 = process_cpu_s();
         let mut value = vec![0u8; self.value_bytes];
         let mut hist = Histogram::default();
         let t = Instant::now();
@@ -439,6 +413,7 @@ impl BenchEngine {
         store.flush()?;
         let flush = tf.elapsed();
         let total = t.elapsed();
+        let load_cpu = process_cpu_s() - cpu0;
         let loaded = store.stats();
         let load_rss = peak_rss_kib();
         let (anon, file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
@@ -549,6 +524,13 @@ impl BenchEngine {
             } else {
                 String::new()
             }
+        );
+        let range_s = s.range_build.nanos as f64 / 1e9;
+        let _ = writeln!(
+            o,
+            "range:      {} range filters built in {range_s:.2} s of build time: {:.1} % of the load's {load_cpu:.1} s of process CPU time",
+            s.range_build.built,
+            range_s / load_cpu.max(1e-9) * 100.0
         );
         let _ = writeln!(o, "reopen:     {:.1} ms", reopen.as_secs_f64() * 1e3);
         for (what, l) in [("absent", &absent), ("present", &present)] {

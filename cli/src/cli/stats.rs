@@ -199,6 +199,12 @@ fn text(store: &Store, g: &Global) -> String {
         s.range_skipped,
         s.range_false_positives,
     );
+    let _ = writeln!(
+        o,
+        "range builds:   {} built, {:.3} s of build time (this process)",
+        s.range_build.built,
+        s.range_build.nanos as f64 / 1e9
+    );
     for t in s.tables.iter().filter(|t| t.range_problem.is_some()) {
         let p = t.range_problem.as_deref().unwrap_or_default();
         let _ = writeln!(
@@ -214,6 +220,7 @@ fn text(store: &Store, g: &Global) -> String {
         s.expected_absent_reads(),
         observed_absent(&s)
     );
+    model_lines(&s, &mut o);
     if !s.levels.is_empty() {
         let _ = writeln!(
             o,
@@ -294,6 +301,49 @@ fn text(store: &Store, g: &Global) -> String {
         }
     }
     o
+}
+
+/// The allocation model's lines: predictions for Monkey and uniform beside the observed
+/// figure, the choice they give, and each run's reach.
+fn model_lines(s: &filterstore::Stats, o: &mut String) {
+    let Some(m) = &s.allocation_model else {
+        return;
+    };
+    let c = &m.choice;
+    let observed = m
+        .observed
+        .map_or("- (no lookups in this process)".to_string(), |x| {
+            format!(
+                "{x:.6} ({} predicted {:.6}, {})",
+                m.policy.allocation(),
+                m.predicted(),
+                ratio_of(m.observed_ratio())
+            )
+        });
+    let _ = writeln!(
+        o,
+        "allocation model: predicted wasted reads per absent lookup at the memory of ε = {:.3e} \
+         on every table: monkey {:.6}, uniform {:.6} (reach {}); observed {observed}; \
+         the model chooses {}",
+        m.uniform_fpr,
+        c.monkey,
+        c.uniform,
+        if c.measured { "measured" } else { "assumed 1" },
+        c
+    );
+    for (i, r) in m.runs.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "                run {i} (L{}): {} keys, reach {:.4}, monkey ε {:.3e}, uniform ε {:.3e}, \
+             observed wasted {:.6}",
+            r.level, r.keys, r.reach, r.monkey_fpr, m.uniform_fpr, r.observed
+        );
+    }
+}
+
+/// `0.973×`, or "-".
+fn ratio_of(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |x| format!("{x:.3}× the prediction"))
 }
 
 /// Observed wasted reads per lookup beside the store's prediction for those lookups, or a
@@ -494,9 +544,38 @@ fn json(store: &Store, g: &Global) -> String {
     // Beside the macro's object (its recursion limit is reached above).
     v["point_filter_bytes"] = json!(s.point_filter_bytes());
     v["filter_bits_per_key"] = json!(num(s.filter_bits_per_key()));
+    v["range_build"] = json!({
+        "scope": "this process",
+        "built": s.range_build.built,
+        "nanos": s.range_build.nanos,
+    });
+    v["allocation_model"] = json!(model_json(&s));
     let mut out = serde_json::to_string_pretty(&v).unwrap_or_default();
     out.push('\n');
     out
+}
+
+/// The allocation model as JSON (`null` without per-table filters).
+fn model_json(s: &filterstore::Stats) -> Option<serde_json::Value> {
+    s.allocation_model.as_ref().map(|m| {
+        serde_json::json!({
+                "policy": m.policy.allocation(),
+                "uniform_fpr": num(m.uniform_fpr),
+                "reach_measured": m.choice.measured,
+                "predicted_uniform": num(m.choice.uniform),
+                "predicted_monkey": num(m.choice.monkey),
+                "predicted": num(m.predicted()),
+                "observed": m.observed.and_then(num),
+                "chooses": m.choice.allocation(),
+                "runs": m.runs.iter().map(|r| serde_json::json!({
+                    "level": r.level,
+                    "keys": r.keys,
+                    "reach": num(r.reach),
+                    "monkey_fpr": num(r.monkey_fpr),
+                    "observed": num(r.observed),
+                })).collect::<Vec<_>>(),
+        })
+    })
 }
 
 /// A JSON number, or `None` (null) for NaN and infinities, which JSON cannot express.

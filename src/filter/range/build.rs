@@ -287,6 +287,9 @@ pub struct RangeFilterBuilder {
     announced: u64,
     /// (index of the first key, common prefix length) each time the common prefix shrank.
     runs: Vec<(usize, usize)>,
+    /// Where the build's time is counted, and the time spent so far (`clock.rs`).
+    pub(super) clock: Option<std::sync::Arc<super::BuildClock>>,
+    pub(super) nanos: u64,
 }
 
 impl RangeFilterBuilder {
@@ -311,6 +314,8 @@ impl RangeFilterBuilder {
             cur: Vec::new(),
             announced: 0,
             runs: Vec::new(),
+            clock: None,
+            nanos: 0,
         })
     }
 
@@ -392,8 +397,8 @@ impl RangeFilterBuilder {
         self.keys == 0
     }
 
-    /// Builds the block. Runs on the current rayon pool; the bytes never depend on its size.
-    pub fn finish(mut self) -> Result<Vec<u8>> {
+    /// Builds the block (see [`finish`](Self::finish)).
+    pub(super) fn build_block(mut self) -> Result<Vec<u8>> {
         let p = self.depth;
         let window = (self.max_len - p).min(MAX_WINDOW);
         let first_window = window16(&self.first, p);

@@ -37,10 +37,13 @@
 //! in cache. Neither the order of the keys nor the thread count changes a byte.
 
 mod build;
+mod build_clock;
+mod clock;
 mod read;
 mod select;
 
 pub use build::{build, RangeFilterBuilder};
+pub use build_clock::BuildClock;
 pub use read::RangeFilter;
 
 use crate::codec::MAX_KEY_LEN;

@@ -15,7 +15,29 @@ struct Measured {
     expected: f64,
     wasted: f64,
     predicted: f64,
+    /// The coverage-weighted model's prediction for these lookups (`filter/choice.rs`).
+    model: f64,
     ns: f64,
+}
+
+/// The allocation model for the lookups between `before` and `after` under `policy`: each
+/// table's counters less those it had before.
+fn model_between(before: &Stats, after: &Stats, policy: &FilterPolicy, count: u64) -> f64 {
+    let tables: Vec<_> = after
+        .tables
+        .iter()
+        .map(|t| {
+            let mut d = t.clone();
+            if let Some(t0) = before.tables.iter().find(|t0| t0.number == t.number) {
+                d.filter_negatives -= t0.filter_negatives.min(d.filter_negatives);
+                d.filter_positives -= t0.filter_positives.min(d.filter_positives);
+                d.false_positives -= t0.false_positives.min(d.false_positives);
+                d.unfiltered_reads -= t0.unfiltered_reads.min(d.unfiltered_reads);
+            }
+            d
+        })
+        .collect();
+    filterstore::AllocationModel::of(&tables, count, policy).map_or(f64::NAN, |m| m.predicted())
 }
 
 /// Filter bytes without the 64-byte headers (one per table whatever the allocation), per key.
@@ -57,6 +79,7 @@ fn measure(
         expected: after.expected_absent_reads(),
         wasted: wasted as f64 / count as f64,
         predicted: predicted / count as f64,
+        model: model_between(&before, &after, &policy, count),
         ns: l.ns,
     })
 }
@@ -137,11 +160,13 @@ pub(super) fn allocations(
             let sigma = (m.wasted * count as f64).sqrt() / count as f64;
             let _ = writeln!(
                 o,
-                "  {a}: observed {:.6} vs predicted {:.6} ({:+.1} %, binomial σ {:.1} %)",
+                "  {a}: observed {:.6} vs predicted {:.6} ({:+.1} %, binomial σ {:.1} %); the coverage-weighted model {:.6} ({:+.1} %)",
                 m.wasted,
                 m.predicted,
                 (m.wasted / m.predicted.max(f64::MIN_POSITIVE) - 1.0) * 100.0,
-                sigma / m.predicted.max(f64::MIN_POSITIVE) * 100.0
+                sigma / m.predicted.max(f64::MIN_POSITIVE) * 100.0,
+                m.model,
+                (m.wasted / m.model.max(f64::MIN_POSITIVE) - 1.0) * 100.0
             );
         }
     }
