@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 use crate::filter::alloc::FilterPolicy;
 use crate::table::Compression;
 
-use super::{decode_policy, encode_policy, read_tagged, unknown_tag, MAX_LEVELS};
+use super::policy::{decode_policy, encode_policy};
+use super::{read_tagged, unknown_tag, MAX_LEVELS};
 
 /// The longest keyspace name, in bytes (UTF-8).
 pub const MAX_NAME_BYTES: usize = 255;

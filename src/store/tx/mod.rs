@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub use self::scan::TransactionScan;
 pub(crate) use self::window::{Registry, TxCheck, Window};
 use super::live::prefix_successor;
-use super::{Keyspace, Snapshot, Store, WriteOptions};
+use super::{Snapshot, Store, WriteOptions};
 use crate::error::{Error, Result};
 use crate::wal::WriteBatch;
 use crate::Slice;
@@ -45,7 +45,7 @@ pub struct Transaction {
     own: Part,
     /// What it reads and writes in other keyspaces of the store (the `*_in` methods), in
     /// the order it first named them.
-    others: Vec<(Keyspace, Part)>,
+    others: Vec<(Store, Part)>,
     /// Keys read from a snapshot (not from its own writes), in any keyspace: conflicts are
     /// found by user key across keyspaces.
     reads: Vec<Vec<u8>>,
@@ -55,7 +55,7 @@ pub struct Transaction {
 
 /// A transaction's view of one keyspace: the snapshot it reads there, and its buffered
 /// writes.
-struct Part {
+pub(in crate::store) struct Part {
     /// The keyspace at the transaction's snapshot (taken on first read for another
     /// keyspace: a keyspace only written needs none).
     snap: Option<Snapshot>,
@@ -241,79 +241,13 @@ impl Transaction {
         self.delete_range(prefix, end);
     }
 
-    /// [`get`](Self::get) in keyspace `ks` of the same store, read at the same instant as
-    /// every other keyspace the transaction reads. An error for a keyspace created after the
-    /// transaction began, or of another store.
-    pub fn get_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Slice>> {
-        let mut reads = std::mem::take(&mut self.reads);
-        let r = (self.read_part(ks)).and_then(|p| p.get(key.as_ref(), &mut reads));
-        self.reads = reads;
-        r
+    /// Whether `ks` (a keyspace's handle) is of the keyspace the transaction began on.
+    fn is_own(&self, ks: &Store) -> bool {
+        same(&self.store, ks)
     }
 
-    /// [`contains_key`](Self::contains_key) in keyspace `ks`.
-    pub fn contains_key_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.get_in(ks, key)?.is_some())
-    }
-
-    /// [`scan`](Self::scan) in keyspace `ks` (an error as [`get_in`](Self::get_in)).
-    pub fn scan_in<K: AsRef<[u8]>>(
-        &mut self,
-        ks: &Keyspace,
-        range: impl RangeBounds<K>,
-    ) -> Result<TransactionScan> {
-        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
-        let range = (own(range.start_bound()), own(range.end_bound()));
-        let mut ranges = std::mem::take(&mut self.ranges);
-        let r = (self.read_part(ks)).map(|p| p.scan(range, &mut ranges));
-        self.ranges = ranges;
-        r
-    }
-
-    /// [`scan_prefix`](Self::scan_prefix) in keyspace `ks`.
-    pub fn scan_prefix_in(
-        &mut self,
-        ks: &Keyspace,
-        prefix: impl AsRef<[u8]>,
-    ) -> Result<TransactionScan> {
-        let range = prefix_range(prefix.as_ref());
-        let mut ranges = std::mem::take(&mut self.ranges);
-        let r = (self.read_part(ks)).map(|p| p.scan(range, &mut ranges));
-        self.ranges = ranges;
-        r
-    }
-
-    /// [`put`](Self::put) in keyspace `ks`: committed in the same log record as every other
-    /// write of the transaction, whatever keyspace it is in. A keyspace of another store,
-    /// or one dropped before the commit, fails the commit.
-    pub fn put_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.part(ks).put(key.as_ref(), value.as_ref());
-    }
-
-    /// [`delete`](Self::delete) in keyspace `ks`.
-    pub fn delete_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) {
-        self.part(ks).delete(key.as_ref());
-    }
-
-    /// [`delete_range`](Self::delete_range) in keyspace `ks`.
-    pub fn delete_range_in(
-        &mut self,
-        ks: &Keyspace,
-        start: impl AsRef<[u8]>,
-        end: impl AsRef<[u8]>,
-    ) {
-        self.part(ks).delete_range(start.as_ref(), end.as_ref());
-    }
-
-    /// Whether `ks` is the keyspace the transaction began on.
-    fn is_own(&self, ks: &Keyspace) -> bool {
-        let inner = &self.store.inner;
-        let other = &ks.as_store().inner;
-        other.tree.id == inner.tree.id && Arc::ptr_eq(&other.manifest, &inner.manifest)
-    }
-
-    /// Its part for keyspace `ks` (made empty when first named).
-    fn part(&mut self, ks: &Keyspace) -> &mut Part {
+    /// Its part for the keyspace of handle `ks` (made empty when first named).
+    pub(in crate::store) fn part(&mut self, ks: &Store) -> &mut Part {
         if self.is_own(ks) {
             return &mut self.own;
         }
@@ -328,13 +262,33 @@ impl Transaction {
     }
 
     /// [`part`](Self::part), with the keyspace's snapshot at the transaction's instant.
-    fn read_part(&mut self, ks: &Keyspace) -> Result<&mut Part> {
+    fn read_part(&mut self, ks: &Store) -> Result<&mut Part> {
         let snap = self.snap().clone();
         let part = self.part(ks);
         if part.snap.is_none() {
-            part.snap = Some(snap.keyspace(ks)?);
+            part.snap = Some(snap.keyspace_of(ks)?);
         }
         Ok(part)
+    }
+
+    /// [`get`](Self::get) in the keyspace of handle `ks` (`Transaction::get_in`).
+    pub(in crate::store) fn get_at(&mut self, ks: &Store, key: &[u8]) -> Result<Option<Slice>> {
+        let mut reads = std::mem::take(&mut self.reads);
+        let r = (self.read_part(ks)).and_then(|p| p.get(key, &mut reads));
+        self.reads = reads;
+        r
+    }
+
+    /// A scan of `range` in the keyspace of handle `ks` (`Transaction::scan_in`).
+    pub(in crate::store) fn scan_at(
+        &mut self,
+        ks: &Store,
+        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<TransactionScan> {
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let r = (self.read_part(ks)).map(|p| p.scan(range, &mut ranges));
+        self.ranges = ranges;
+        r
     }
 
     /// Commits: writes its buffered writes as one atomic batch, durable as its write
@@ -376,13 +330,13 @@ impl Drop for Transaction {
 }
 
 /// Whether two handles are of the same keyspace of the same store.
-fn same(a: &Keyspace, b: &Keyspace) -> bool {
-    let (a, b) = (&a.as_store().inner, &b.as_store().inner);
+fn same(a: &Store, b: &Store) -> bool {
+    let (a, b) = (&a.inner, &b.inner);
     a.tree.id == b.tree.id && Arc::ptr_eq(&a.manifest, &b.manifest)
 }
 
 /// The range of the keys that start with `prefix`.
-fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+pub(in crate::store) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
     (Bound::Included(prefix.to_vec()), end)
 }
@@ -475,15 +429,15 @@ impl Part {
             .any(|(a, b)| a.as_slice() <= key && key < b.as_slice())
     }
 
-    fn put(&mut self, key: &[u8], value: &[u8]) {
+    pub(in crate::store) fn put(&mut self, key: &[u8], value: &[u8]) {
         self.writes.insert(key.to_vec(), Some(value.to_vec()));
     }
 
-    fn delete(&mut self, key: &[u8]) {
+    pub(in crate::store) fn delete(&mut self, key: &[u8]) {
         self.writes.insert(key.to_vec(), None);
     }
 
-    fn delete_range(&mut self, start: &[u8], end: &[u8]) {
+    pub(in crate::store) fn delete_range(&mut self, start: &[u8], end: &[u8]) {
         if start >= end {
             return;
         }
@@ -500,20 +454,22 @@ impl Part {
 
     /// Moves its writes into `batch`, in keyspace `ks` (`None`: the keyspace of the handle
     /// that writes the batch): its range deletions, then its puts and deletes.
-    fn move_into(&mut self, batch: &mut WriteBatch, ks: Option<&Keyspace>) {
+    fn move_into(&mut self, batch: &mut WriteBatch, ks: Option<&Store>) {
         for (a, b) in std::mem::take(&mut self.deleted) {
-            match ks {
-                Some(ks) => batch.delete_range_in(ks, a, b),
-                None => batch.delete_range(a, b),
-            };
+            let n = batch.len();
+            batch.delete_range(a, b);
+            if let Some(ks) = ks.filter(|_| batch.len() > n) {
+                batch.tag_last_with(ks);
+            }
         }
         for (k, v) in std::mem::take(&mut self.writes) {
-            match (ks, v) {
-                (Some(ks), Some(v)) => batch.put_in(ks, k, v),
-                (Some(ks), None) => batch.delete_in(ks, k),
-                (None, Some(v)) => batch.put(k, v),
-                (None, None) => batch.delete(k),
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
             };
+            if let Some(ks) = ks {
+                batch.tag_last_with(ks);
+            }
         }
     }
 }

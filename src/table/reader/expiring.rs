@@ -13,6 +13,7 @@ impl Table {
     /// A block's entries as stored: a version 5 table's values still tagged (what a
     /// `TableCursor` and [`scan_entries`](Self::scan_entries) read; the fuzz harness checks
     /// them against it).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn block_entries_raw(&self, i: usize, counters: &TableCounters) -> Result<Vec<Entry>> {
         let off = self.index.handle(i).map_or(0, |h| h.0);
         let data = self.block(i, counters, true)?;
