@@ -92,7 +92,7 @@ impl AllocationChoice {
         })
     }
 
-    /// Whether Monkey is chosen: it saves at least [`SAVING`] of uniform's wasted reads.
+    /// Whether Monkey is chosen: it saves at least `SAVING` (20 %) of uniform's wasted reads.
     pub fn monkey_wins(&self) -> bool {
         self.uniform > 0.0 && self.monkey <= (1.0 - SAVING) * self.uniform
     }
