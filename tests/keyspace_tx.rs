@@ -2,12 +2,14 @@
 //! read every keyspace at the transaction's one instant, see its own writes, and commit
 //! all keyspaces' writes in one log record or none of them.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
+use common::power_cut_options;
 use filterstore::io::FaultFs;
-use filterstore::{Error, Keyspace, Options, Slice, Store, SyncPolicy};
+use filterstore::{Error, Keyspace, Options, Slice, Store};
 
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -154,15 +156,6 @@ fn keyspaces_the_snapshot_lacks_or_of_another_store_are_errors() {
     store.drop_keyspace("gone").unwrap();
     assert!(t.commit().is_err());
     assert_eq!(store.get("mine").unwrap(), None, "nothing written");
-}
-
-fn power_cut_options(fs: &FaultFs) -> Options {
-    let mut o = Options::default()
-        .sync(SyncPolicy::EveryWrite)
-        .memtable_bytes(2 << 10)
-        .compaction_trigger(Some(2));
-    o.fs = Arc::new(fs.clone());
-    o
 }
 
 /// Both keyspaces' contents.

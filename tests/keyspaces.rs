@@ -1,12 +1,14 @@
 //! Keyspaces (issue 38): named trees in one store, their isolation, cross-keyspace batches
 //! and snapshots, drops, the log bound, crash safety and a model test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
+use common::power_cut_options;
 use filterstore::io::FaultFs;
-use filterstore::{FilterKind, KeyspaceOptions, Options, Store, SyncPolicy, WriteBatch};
+use filterstore::{FilterKind, KeyspaceOptions, Options, Store, WriteBatch};
 
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -299,15 +301,6 @@ fn one_memtable_budget_across_keyspaces() {
     }
     // About the budget (a write may cross it before the next one switches).
     assert!(peak <= budget as u64 * 11 / 10, "peak {peak}");
-}
-
-fn power_cut_options(fs: &FaultFs) -> Options {
-    let mut o = Options::default()
-        .sync(SyncPolicy::EveryWrite)
-        .memtable_bytes(2 << 10)
-        .compaction_trigger(Some(2));
-    o.fs = Arc::new(fs.clone());
-    o
 }
 
 /// Every keyspace's contents (the default one as "").

@@ -11,9 +11,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 
+use common::power_cut_options;
 use common::Rng;
 use filterstore::io::FaultFs;
-use filterstore::{Error, Options, Slice, Store, SyncPolicy};
+use filterstore::{Error, Options, Slice, Store};
 
 /// A scan item as owned bytes (the models' type).
 fn own(r: filterstore::Result<(Slice, Slice)>) -> (Vec<u8>, Vec<u8>) {
@@ -508,15 +509,6 @@ fn bank_transfers_keep_every_snapshot_balanced() {
 
 /// Options of the power-cut tests: every write synced, small memtables, compactions on,
 /// files through `fs`.
-fn power_cut_options(fs: &FaultFs) -> Options {
-    let mut o = Options::default()
-        .sync(SyncPolicy::EveryWrite)
-        .memtable_bytes(2 << 10)
-        .compaction_trigger(Some(2));
-    o.fs = Arc::new(fs.clone());
-    o
-}
-
 /// Transfers through a store that syncs every write, with the power cut at every sync point
 /// in turn: after each cut the image reopens balanced, holding every acknowledged transfer
 /// and at most the one in flight.

@@ -3,6 +3,23 @@
 
 pub mod model;
 
+use std::sync::Arc;
+
+use filterstore::io::FaultFs;
+use filterstore::{Options, SyncPolicy};
+
+/// Options for the power-cut tests: every write synced, through the fault-injecting file
+/// system `fs`, with small memtables and an early compaction so that seals and compactions
+/// add sync points.
+pub fn power_cut_options(fs: &FaultFs) -> Options {
+    let mut o = Options::default()
+        .sync(SyncPolicy::EveryWrite)
+        .memtable_bytes(2 << 10)
+        .compaction_trigger(Some(2));
+    o.fs = Arc::new(fs.clone());
+    o
+}
+
 /// A small deterministic PRNG (xorshift64*), so failures replay from their seed.
 pub struct Rng(pub u64);
 
