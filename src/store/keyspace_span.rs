@@ -3,10 +3,11 @@
 //! [`Transaction`]'s reads and writes in keyspaces other than its own (`tx/mod.rs` keeps a
 //! part per keyspace).
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::sync::Arc;
 
-use super::tx::{prefix_range, TransactionScan};
+use super::live::{owned_range, prefix_range};
+use super::tx::TransactionScan;
 use super::{Keyspace, Snapshot, Store, Transaction};
 use crate::error::{Error, Result};
 use crate::wal::WriteBatch;
@@ -106,9 +107,7 @@ impl Transaction {
         ks: &Keyspace,
         range: impl RangeBounds<K>,
     ) -> Result<TransactionScan> {
-        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
-        let range = (own(range.start_bound()), own(range.end_bound()));
-        self.scan_at(ks.as_store(), range)
+        self.scan_at(ks.as_store(), owned_range(range))
     }
 
     /// [`scan_prefix`](Self::scan_prefix) in keyspace `ks`.

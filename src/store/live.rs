@@ -1,7 +1,7 @@
 //! What both the store's scans and its snapshots read through: the live memtable as a scan
 //! reaches it, and the bounds of a range.
 
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use super::State;
@@ -42,6 +42,20 @@ pub(super) fn range_is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bo
         }
         _ => false,
     }
+}
+
+/// A key range as owned bounds (what every scan takes).
+pub(super) fn owned_range<K: AsRef<[u8]>>(
+    range: impl RangeBounds<K>,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The range of the keys that start with `prefix`.
+pub(super) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    (Bound::Included(prefix.to_vec()), end)
 }
 
 /// The smallest key greater than every key starting with `prefix`, if any (`None`: every

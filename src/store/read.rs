@@ -6,7 +6,7 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
-use super::live::{prefix_successor, range_is_empty, LiveMem};
+use super::live::{owned_range, prefix_range, range_is_empty, LiveMem};
 use super::{Inner, Store};
 use crate::error::Result;
 use crate::expiry::Now;
@@ -163,13 +163,8 @@ impl Store {
     /// # Ok::<(), filterstore::Error>(())
     /// ```
     pub fn scan<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Scan {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        self.inner
-            .scan_bounds(own(range.start_bound()), own(range.end_bound()))
+        let (start, end) = owned_range(range);
+        self.inner.scan_bounds(start, end)
     }
 
     /// The first key and its value (the smallest key), as `BTreeMap::first_key_value`: the
@@ -187,10 +182,8 @@ impl Store {
 
     /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Scan {
-        let prefix = prefix.as_ref();
-        let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-        self.inner
-            .scan_bounds(Bound::Included(prefix.to_vec()), end)
+        let (start, end) = prefix_range(prefix.as_ref());
+        self.inner.scan_bounds(start, end)
     }
 }
 

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use super::live::{prefix_successor, range_is_empty, LiveMem};
+use super::live::{owned_range, prefix_range, range_is_empty, LiveMem};
 use super::{Inner, State, Store};
 use crate::error::Result;
 use crate::expiry::Now;
@@ -345,21 +345,14 @@ impl Snapshot {
     /// Iterates over the keys in `range` as the store was when the snapshot was taken, in
     /// order, newest values only, tombstones hidden (see [`Store::scan`]).
     pub fn scan<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Scan {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        self.pinned
-            .scan_bounds(own(range.start_bound()), own(range.end_bound()))
+        let (start, end) = owned_range(range);
+        self.pinned.scan_bounds(start, end)
     }
 
     /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Scan {
-        let prefix = prefix.as_ref();
-        let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-        self.pinned
-            .scan_bounds(Bound::Included(prefix.to_vec()), end)
+        let (start, end) = prefix_range(prefix.as_ref());
+        self.pinned.scan_bounds(start, end)
     }
 
     /// True when the snapshot's tables are read without the global filter (a compaction or

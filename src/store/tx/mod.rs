@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub use self::scan::TransactionScan;
 pub(crate) use self::window::{Registry, TxCheck, Window};
-use super::live::prefix_successor;
+use super::live::{owned_range, prefix_range};
 use super::{Snapshot, Store, WriteOptions};
 use crate::error::{Error, Result};
 use crate::wal::WriteBatch;
@@ -202,9 +202,7 @@ impl Transaction {
     /// Iterates over `range` as the transaction sees it (its snapshot with its own writes
     /// laid over), both ways; the whole range is noted as read, however far the scan goes.
     pub fn scan<K: AsRef<[u8]>>(&mut self, range: impl RangeBounds<K>) -> TransactionScan {
-        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
-        let range = (own(range.start_bound()), own(range.end_bound()));
-        self.own.scan(range, &mut self.ranges)
+        self.own.scan(owned_range(range), &mut self.ranges)
     }
 
     /// Iterates over the keys that start with `prefix` (a [`scan`](Self::scan) of them).
@@ -333,12 +331,6 @@ impl Drop for Transaction {
 fn same(a: &Store, b: &Store) -> bool {
     let (a, b) = (&a.inner, &b.inner);
     a.tree.id == b.tree.id && Arc::ptr_eq(&a.manifest, &b.manifest)
-}
-
-/// The range of the keys that start with `prefix`.
-pub(in crate::store) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    (Bound::Included(prefix.to_vec()), end)
 }
 
 impl Part {
