@@ -218,8 +218,10 @@ impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
         self.read_at(self.next)
     }
 
-    /// Decodes restart interval `r` into [`Back`] (see the module docs).
-    fn load_interval(&mut self, r: usize) -> Result<()> {
+    /// Decodes restart interval `r` into [`Back`] (see the module docs), up to the first
+    /// entry whose key does not `fit` (that one and those after it are left out: a backward
+    /// walk never goes forward from the entry it stands on).
+    fn load_interval(&mut self, r: usize, fit: impl Fn(&[u8]) -> bool) -> Result<()> {
         self.valid = false;
         let (start, end) = {
             let b = self.block();
@@ -234,26 +236,49 @@ impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
         if back.keys.capacity() > KEEP {
             back.keys = Vec::new();
         }
+        if back.entries.capacity() == 0 {
+            // A cursor is made per scan and level: one allocation each for a whole
+            // interval of keys up to 32 bytes, not a growth from empty at every scan.
+            back.entries.reserve(super::RESTART_INTERVAL);
+            back.keys.reserve(super::RESTART_INTERVAL * 32);
+        }
         back.keys.clear();
         back.entries.clear();
         back.restart = r;
-        self.key.clear();
+        // Each key is rebuilt in `keys` from its predecessor there (`prev`) and its suffix,
+        // as `read_at` rebuilds `key`: one copy per entry.
+        let mut prev = 0..0;
         let mut pos = start;
         while pos < end {
-            self.read_at(pos)?;
-            let back = &mut self.back;
-            if back.keys.len() + self.key.len() > MAX_BACK_BYTES {
-                self.valid = false;
+            let (shared, suffix, value, next) = {
+                let b = self.block();
+                let e = b.entry_at(pos, prev.len())?;
+                let at = |s: &[u8]| s.as_ptr() as usize - self.bytes.as_ptr() as usize;
+                (
+                    e.shared,
+                    at(e.suffix)..at(e.suffix) + e.suffix.len(),
+                    e.value.map(|v| (at(v), at(v) + v.len())),
+                    e.end,
+                )
+            };
+            let keys = &mut self.back.keys;
+            let at = keys.len();
+            if at + shared + suffix.len() > MAX_BACK_BYTES {
                 return Err(Error::corrupt(
                     self.base + pos as u64,
                     "restart interval too long to read backward",
                 ));
             }
-            back.keys.extend_from_slice(&self.key);
-            back.entries.push((back.keys.len(), self.value, self.next));
-            pos = self.next;
+            keys.extend_from_within(prev.start..prev.start + shared);
+            keys.extend_from_slice(&self.bytes[suffix]);
+            if !fit(&keys[at..]) {
+                keys.truncate(at);
+                break;
+            }
+            prev = at..keys.len();
+            self.back.entries.push((prev.end, value, next));
+            pos = next;
         }
-        self.valid = false;
         Ok(())
     }
 
@@ -279,7 +304,7 @@ impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
     /// Stands on the last entry of the intervals from `r` down (invalid when they hold none).
     fn last_from(&mut self, mut r: usize) -> Result<()> {
         loop {
-            self.load_interval(r)?;
+            self.load_interval(r, |_| true)?;
             if let Some(last) = self.back.entries.len().checked_sub(1) {
                 self.stand_back(last);
                 return Ok(());
@@ -323,17 +348,10 @@ impl<B: std::ops::Deref<Target = [u8]>> BlockCursor<B> {
         let Some(r) = lo.checked_sub(1) else {
             return Ok(());
         };
-        self.load_interval(r)?;
-        // The last entry of the interval that fits (the first does, in a sorted block).
-        let mut fit = None;
-        for i in 0..self.back.entries.len() {
-            let start = i.checked_sub(1).map_or(0, |j| self.back.entries[j].0);
-            let end = self.back.entries[i].0;
-            if !fits(self.back.keys.get(start..end).unwrap_or_default()) {
-                break;
-            }
-            fit = Some(i);
-        }
+        // The entries of the interval that fit (the first does, in a sorted block): the last
+        // of them is the one.
+        self.load_interval(r, fits)?;
+        let fit = self.back.entries.len().checked_sub(1);
         match fit {
             Some(i) => self.stand_back(i),
             None => match r.checked_sub(1) {
