@@ -60,6 +60,7 @@ impl Default for ImportOptions {
 
 /// How far an import has come (given to the progress callback after every write batch).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Progress {
     /// Rows written so far.
     pub rows: u64,
@@ -69,6 +70,7 @@ pub struct Progress {
 
 /// What an import loaded.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ImportSummary {
     /// Files read.
     pub files: usize,

@@ -19,6 +19,7 @@ use crate::wal::TornTail;
 
 /// What `verify_dir` found.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Files read in full.
     pub files: u64,

@@ -249,15 +249,14 @@ fn time_gets<E: Engine>(store: &E, keys: &[u8], present: bool) -> Res<f64> {
 
 /// `after - before` for the counters this benchmark prints.
 fn delta(before: &Stats, after: &Stats) -> Stats {
-    Stats {
-        lookups: after.lookups - before.lookups,
-        filter_negatives: after.filter_negatives - before.filter_negatives,
-        filter_positives: after.filter_positives - before.filter_positives,
-        false_positives: after.false_positives - before.false_positives,
-        data_block_reads: after.data_block_reads - before.data_block_reads,
-        bytes_read: after.bytes_read - before.bytes_read,
-        ..Stats::default()
-    }
+    let mut d = Stats::default();
+    d.lookups = after.lookups - before.lookups;
+    d.filter_negatives = after.filter_negatives - before.filter_negatives;
+    d.filter_positives = after.filter_positives - before.filter_positives;
+    d.false_positives = after.false_positives - before.false_positives;
+    d.data_block_reads = after.data_block_reads - before.data_block_reads;
+    d.bytes_read = after.bytes_read - before.bytes_read;
+    d
 }
 
 /// One round for one store: load, reopen, warm up, absent gets, present gets.

@@ -110,6 +110,7 @@ impl Default for ParquetOptions {
 
 /// How far an export has come (given to the progress callback after every row group).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Progress {
     /// Rows written.
     pub rows: u64,
@@ -119,6 +120,7 @@ pub struct Progress {
 
 /// What an export wrote.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ExportSummary {
     /// The files, in key order.
     pub files: Vec<FileSummary>,
@@ -145,6 +147,7 @@ impl ExportSummary {
 
 /// One written file.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FileSummary {
     /// Where it is.
     pub path: PathBuf,
@@ -158,6 +161,7 @@ pub struct FileSummary {
 
 /// One written row group.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GroupSummary {
     /// Rows in it.
     pub rows: u64,

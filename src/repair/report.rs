@@ -74,6 +74,7 @@ pub enum Kept {
 
 /// Something [`repair`](super::repair) could not use.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Dropped {
     /// The file.
     pub file: PathBuf,
@@ -90,6 +91,7 @@ pub struct Dropped {
 /// The keys strictly between two bounds: the last good key before a dropped block and the
 /// first good key after it (`None`: no bound on that side).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KeyGap {
     /// The lower bound (exclusive).
     pub after: Option<Vec<u8>>,

@@ -16,6 +16,7 @@ mod bits;
 
 /// Counters and sizes of the whole store.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// `get` calls.
     pub lookups: u64,
