@@ -159,11 +159,21 @@ impl MemSource {
 
     /// Positions a source made by [`back`](Self::back) on the last entry at or before `end`.
     pub(crate) fn start_back(&mut self, end: Bound<&[u8]>) {
+        if let MemRef::Live(l) = &self.mem {
+            // Positioned and first filled under one hold of the lock.
+            self.fill = (self.fill * 2).clamp(FIRST_FILL, MAX_FILL);
+            let (cursor, buf, fill) = (&mut self.cursor, &mut self.buf, self.fill);
+            let mut more = false;
+            l.with(&mut |m| {
+                cursor.seek_back(m, end);
+                more = cursor.fill(m, buf, fill);
+            });
+            self.more = more;
+            self.at = 0;
+            return;
+        }
         if let MemRef::Frozen(m) = &self.mem {
             self.cursor.seek_back(m, end);
-        } else if let MemRef::Live(l) = &self.mem {
-            let cursor = &mut self.cursor;
-            l.with(&mut |m| cursor.seek_back(m, end));
         }
         self.refill();
     }
