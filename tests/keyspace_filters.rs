@@ -134,7 +134,11 @@ fn each_keyspace_compacts_with_its_own_filter() {
     }
     assert_eq!(fa.firsts(), b"a", "drop-1 saw keyspace a's keys only");
     assert_eq!(fb.firsts(), b"b", "drop-2 saw keyspace b's keys only");
-    assert_eq!(fd.firsts(), b"d", "the store's filter saw the default keyspace's only");
+    assert_eq!(
+        fd.firsts(),
+        b"d",
+        "the store's filter saw the default keyspace's only"
+    );
     assert_eq!(fa.seen.lock().unwrap().len(), 100, "every value once");
     assert_eq!(a.compaction_filter().as_deref(), Some("drop-1"));
     assert_eq!(b.compaction_filter().as_deref(), Some("drop-2"));
@@ -217,7 +221,10 @@ fn a_keyspace_opens_only_with_its_filter_registered() {
     // Two filters of one name are refused too.
     let twice = with_a().register_compaction_filter(Drops::new("drop-1", b'9'));
     let e = Store::open(dir.path(), twice).err().unwrap().to_string();
-    assert!(e.contains("two compaction filters") && e.contains("drop-1"), "{e}");
+    assert!(
+        e.contains("two compaction filters") && e.contains("drop-1"),
+        "{e}"
+    );
     let store = Store::open(dir.path(), with_a()).unwrap();
     let a = store.keyspace("a").unwrap();
     assert!(a.get("a011").unwrap().is_some(), "the log was replayed");
@@ -242,7 +249,9 @@ fn a_keyspace_opens_only_with_its_filter_registered() {
 }
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// `tests/fixtures/manifest-v3-keyspace-filter.bin` (made from `format.md`, "Manifest",
@@ -277,7 +286,10 @@ fn the_filter_fixture_decodes_and_opens_only_with_its_filter() {
     m.tables.clear();
     std::fs::write(dir.path().join("MANIFEST"), m.encode()).unwrap();
     let (keyspace, filter, _) = refusal(Store::open(dir.path(), Options::default()));
-    assert_eq!((keyspace.as_str(), filter.as_str()), ("by-email", "expire-sessions"));
+    assert_eq!(
+        (keyspace.as_str(), filter.as_str()),
+        ("by-email", "expire-sessions")
+    );
     let f = Drops::new("expire-sessions", b'0');
     let opts = Options::default().register_compaction_filter(dyn_filter(&f));
     let store = Store::open(dir.path(), opts).unwrap();
@@ -318,7 +330,10 @@ fn a_hostile_keyspace_property_names_the_manifest_and_offset() {
         let e = Store::open(dir.path(), opts).err().unwrap();
         let msg = e.to_string();
         assert!(e.is_corruption(), "{msg}");
-        assert!(msg.contains("MANIFEST") && msg.contains(what), "{what}: {msg}");
+        assert!(
+            msg.contains("MANIFEST") && msg.contains(what),
+            "{what}: {msg}"
+        );
         assert!(msg.contains(&format!("offset {off}:")), "{what}: {msg}");
     }
 }
@@ -401,7 +416,10 @@ fn power_cut_while_creating_keyspaces_with_filters() {
         let store = Store::open(&img, registered(Options::default())).unwrap();
         let got = state(&store);
         let with_filter = got.values().any(|(f, _)| f.is_some());
-        assert_eq!(refuses, with_filter, "cut {cut}: refused without the filters");
+        assert_eq!(
+            refuses, with_filter,
+            "cut {cut}: refused without the filters"
+        );
         refused += usize::from(refuses);
         let at = states
             .iter()

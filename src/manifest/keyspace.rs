@@ -434,7 +434,11 @@ mod tests {
         let mut none = m.clone();
         none.keyspaces.live[0].compaction_filter = None;
         let plain = manifest(&[], Some(&keyspaces(2, &[record(1, b"a", 1, 16.0)]))).0;
-        assert_eq!(none.encode(), plain, "no filter: no property, the bytes of before");
+        assert_eq!(
+            none.encode(),
+            plain,
+            "no filter: no property, the bytes of before"
+        );
         let long = vec![b'f'; MAX_NAME_BYTES + 1];
         let max = vec![b'f'; MAX_NAME_BYTES];
         let (bytes, _) = manifest(&[], Some(&keyspaces(2, &[record_with(&[(1, &max)])])));
@@ -442,12 +446,17 @@ mod tests {
         // The record's property count is 26 bytes into the payload (next_id, count, then
         // 24 bytes of the record); the first tag follows it, its length, its payload.
         let props = 2 + 24;
-        let cases: Vec<(Vec<(u64, &[u8])>, u64, &str)> = vec![
+        type Props<'a> = Vec<(u64, &'a [u8])>;
+        let cases: Vec<(Props, u64, &str)> = vec![
             (vec![(1, b"")], props + 3, "name of 0 bytes"),
             (vec![(1, &long)], props + 4, "name of 256 bytes"),
             (vec![(1, b"\xff")], props + 3, "not UTF-8"),
             (vec![(1, b"f"), (1, b"g")], props + 4, "out of order"),
-            (vec![(1, b"f"), (7, b"g")], props + 4, "unknown keyspace property tag 7"),
+            (
+                vec![(1, b"f"), (7, b"g")],
+                props + 4,
+                "unknown keyspace property tag 7",
+            ),
         ];
         for (p, off, what) in cases {
             let (bytes, at) = manifest(&[], Some(&keyspaces(2, &[record_with(&p)])));

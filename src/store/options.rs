@@ -388,7 +388,10 @@ impl Options {
         self.compression.check_available()?;
         for (i, f) in self.compaction_filters.iter().enumerate() {
             check_filter_name(f.name())?;
-            if self.compaction_filters[..i].iter().any(|g| g.name() == f.name()) {
+            if self.compaction_filters[..i]
+                .iter()
+                .any(|g| g.name() == f.name())
+            {
                 return Err(Error::InvalidArgument(format!(
                     "two compaction filters registered under the name {:?}",
                     f.name()
