@@ -339,6 +339,43 @@ impl Options {
     /// record that name ([`Options::compaction_filters`]). Register every filter a store's
     /// keyspaces were created with at each open, as RocksDB's compaction filter factories
     /// are given at each open.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use filterstore::expiry::{CompactionFilter, Decision};
+    /// use filterstore::{Error, KeyspaceOptions, Options, Store};
+    ///
+    /// /// Drops the sessions marked ended.
+    /// #[derive(Debug)]
+    /// struct EndedSessions;
+    /// impl CompactionFilter for EndedSessions {
+    ///     fn name(&self) -> &str {
+    ///         "ended-sessions"
+    ///     }
+    ///     fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> Decision {
+    ///         if value == b"ended" { Decision::Remove } else { Decision::Keep }
+    ///     }
+    /// }
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let opts = || Options::default().register_compaction_filter(Arc::new(EndedSessions));
+    /// let store = Store::open(dir.path(), opts())?;
+    /// let sessions = store.keyspace_with(
+    ///     "sessions",
+    ///     KeyspaceOptions::default().compaction_filter("ended-sessions"),
+    /// )?;
+    /// sessions.put("s1", "ended")?;
+    /// sessions.flush()?;
+    /// sessions.compact()?; // the keyspace's filter runs; the default keyspace's never would
+    /// assert_eq!(sessions.get("s1")?, None);
+    /// drop(sessions);
+    /// store.close()?;
+    /// // The keyspace recorded the name: the store opens only with the filter registered.
+    /// let e = Store::open(dir.path(), Options::default()).err().unwrap();
+    /// assert!(matches!(e, Error::CompactionFilterNotRegistered { .. }));
+    /// let store = Store::open(dir.path(), opts())?;
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
     #[must_use]
     pub fn register_compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filters.push(filter);
