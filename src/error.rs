@@ -55,6 +55,21 @@ pub enum Error {
     /// An argument the caller passed is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The store has a keyspace created with a compaction filter (its name recorded in the
+    /// manifest) that the options it was opened with do not register
+    /// ([`Options::register_compaction_filter`](crate::Options::register_compaction_filter)):
+    /// a compaction of the keyspace would write what its filter would not, so the store
+    /// does not open. Nothing was written.
+    #[error(
+        "keyspace {keyspace:?} was created with the compaction filter {filter:?}, which is \
+         not registered (Options::register_compaction_filter)"
+    )]
+    CompactionFilterNotRegistered {
+        /// The keyspace's name.
+        keyspace: String,
+        /// The name of its filter.
+        filter: String,
+    },
     /// A key or value is larger than the format allows.
     #[error("{what} of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge {
@@ -229,6 +244,12 @@ impl Error {
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::CompactionFilterNotRegistered { keyspace, filter } => {
+                Error::CompactionFilterNotRegistered {
+                    keyspace: keyspace.clone(),
+                    filter: filter.clone(),
+                }
+            }
             Error::Internal(s) => Error::Internal(s.clone()),
             Error::OutOfMemory { what, bytes } => Error::OutOfMemory {
                 what: what.clone(),

@@ -1,5 +1,5 @@
 //! Expiry (time to live) and compaction filters: the clock reads judge expiry by, the
-//! per-store [`CompactionFilter`] the compaction merge calls, and the tagged value layout
+//! per-keyspace [`CompactionFilter`] the compaction merge calls, and the tagged value layout
 //! that version 5 tables store expiring entries in (format.md, "Table").
 //!
 //! An entry written with a time to live carries `expires_at`, Unix time in milliseconds
@@ -156,10 +156,14 @@ pub enum Decision {
 /// filter). It must be deterministic enough that it does not matter *when* an entry is
 /// compacted: an entry it removes may still be read until a compaction reaches it (flushes
 /// do not call it), and one it keeps may be shown to it again by every later compaction.
-/// Its [`name`](Self::name) is for messages and statistics; the store records nothing
-/// of it (see `docs/engine.md`, "Compaction filters").
+/// Its [`name`](Self::name) is what a keyspace created with it records
+/// ([`Options::register_compaction_filter`](crate::Options::register_compaction_filter)):
+/// the store then opens only with a filter of that name registered. The default keyspace's
+/// ([`Options::compaction_filter`](crate::Options::compaction_filter)) is not recorded
+/// (`docs/engine.md`, "Expiry and compaction filters").
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
-    /// A name for messages.
+    /// Its name: 1 to 255 bytes, unique among the filters an [`Options`](crate::Options)
+    /// registers, and the same at every open for a keyspace that records it.
     fn name(&self) -> &str;
     /// Decides about the value `value` of `key`, being written into level `level`.
     fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> Decision;

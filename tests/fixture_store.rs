@@ -561,6 +561,7 @@ fn a_manifest_with_keyspaces_decodes_and_opens() {
                 compression: Compression::Lz4,
                 range_bits: 16.0,
                 cursors: vec![],
+                compaction_filter: None,
             },
             KeyspaceRecord {
                 id: 3,
@@ -573,6 +574,7 @@ fn a_manifest_with_keyspaces_decodes_and_opens() {
                 compression: Compression::Zstd,
                 range_bits: 0.0,
                 cursors: vec![(1, b"km".to_vec())],
+                compaction_filter: None,
             },
         ],
     };

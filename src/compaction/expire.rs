@@ -1,6 +1,7 @@
 //! What a compaction does to each entry it writes besides merging: an expired entry becomes
 //! a tombstone (which the merge then drops where tombstones may be dropped: at the bottom),
-//! and the store's [`CompactionFilter`] keeps, removes or changes every value.
+//! and the tree's [`CompactionFilter`] (its keyspace's) keeps, removes or changes every
+//! value.
 
 use crate::compaction::plan::{plan_full, Shape, TableInfo, Task};
 use crate::expiry::{expired_at, CompactionFilter, Decision};
@@ -72,7 +73,7 @@ pub(crate) fn plan_full_at<T: TableInfo>(
 pub(crate) struct Rewrite<'a> {
     /// The time expiry is judged at (Unix milliseconds; 0: nothing is expired).
     pub now: u64,
-    /// The store's compaction filter, if any.
+    /// The compaction filter of the tree compacted (its keyspace's), if any.
     pub filter: Option<&'a dyn CompactionFilter>,
     /// The level the output is written to (handed to the filter).
     pub level: usize,

@@ -6,7 +6,8 @@
 //! keyspace:  | id varint | name_len varint | name | log_number varint |
 //!            | policy (10 bytes, as store tag 1) | compression u8 | range_bits f64 |
 //!            | cursor_count varint | cursor × cursor_count |
-//!            | property_count varint | property × property_count |   none known yet
+//!            | property_count varint | property × property_count |
+//! property 1: | name (1 to 255 bytes of UTF-8) |      the keyspace's compaction filter
 //! ```
 //! The default keyspace (id 0) is the store itself: its tables carry no keyspace property,
 //! its log number, policy and cursors are the manifest's own. Every id below `next_id`
@@ -19,7 +20,7 @@ use crate::filter::alloc::FilterPolicy;
 use crate::table::Compression;
 
 use super::policy::{decode_policy, encode_policy};
-use super::{read_tagged, unknown_tag, MAX_LEVELS};
+use super::{put_tagged, read_tagged, unknown_tag, MAX_LEVELS};
 
 /// The longest keyspace name, in bytes (UTF-8).
 pub const MAX_NAME_BYTES: usize = 255;
@@ -59,7 +60,14 @@ pub struct KeyspaceRecord {
     pub range_bits: f64,
     /// Per level, where its round-robin compaction resumes (as the store's cursors).
     pub cursors: Vec<(u32, Vec<u8>)>,
+    /// The name of its compaction filter (keyspace property 1), chosen at creation: the
+    /// store opens only with a filter of that name registered
+    /// ([`Options::register_compaction_filter`](crate::Options::register_compaction_filter)).
+    pub compaction_filter: Option<String>,
 }
+
+/// Keyspace property 1: the name of the keyspace's compaction filter.
+const PROP_COMPACTION_FILTER: u64 = 1;
 
 impl Keyspaces {
     /// True for the store without keyspaces (the property is then left out).
@@ -86,7 +94,13 @@ impl Keyspaces {
                 put_varint(&mut b, key.len() as u64);
                 b.extend_from_slice(key);
             }
-            put_varint(&mut b, 0);
+            match &k.compaction_filter {
+                Some(name) => {
+                    put_varint(&mut b, 1);
+                    put_tagged(&mut b, PROP_COMPACTION_FILTER, name.as_bytes());
+                }
+                None => put_varint(&mut b, 0),
+            }
         }
         b
     }
@@ -163,8 +177,12 @@ impl Keyspaces {
                 let len = c.len(max, "cursor key length")?;
                 cursors.push((level as u32, c.bytes(len, "cursor key")?.to_vec()));
             }
-            if let Some(p) = read_tagged(&mut c, max, "keyspace properties")?.first() {
-                return Err(unknown_tag(p, "keyspace property"));
+            let mut compaction_filter = None;
+            for p in read_tagged(&mut c, max, "keyspace properties")? {
+                match p.tag {
+                    PROP_COMPACTION_FILTER => compaction_filter = Some(filter_name(p.payload)?),
+                    _ => return Err(unknown_tag(&p, "keyspace property")),
+                }
             }
             live.push(KeyspaceRecord {
                 id: id as u32,
@@ -174,6 +192,7 @@ impl Keyspaces {
                 compression,
                 range_bits,
                 cursors,
+                compaction_filter,
             });
         }
         if !c.is_empty() {
@@ -188,6 +207,25 @@ impl Keyspaces {
         }
         Ok(ks)
     }
+}
+
+/// The payload of keyspace property 1: a compaction filter's name, 1 to 255 bytes of
+/// UTF-8 (the whole payload).
+fn filter_name(mut c: Cursor) -> Result<String> {
+    let at = c.offset();
+    let bytes = c.bytes(c.remaining(), "compaction filter name")?;
+    if bytes.is_empty() || bytes.len() > MAX_NAME_BYTES {
+        return Err(Error::corrupt(
+            at,
+            format!(
+                "compaction filter name of {} bytes (1 to {MAX_NAME_BYTES})",
+                bytes.len()
+            ),
+        ));
+    }
+    std::str::from_utf8(bytes)
+        .map(str::to_string)
+        .map_err(|_| Error::corrupt(at, "compaction filter name is not UTF-8"))
 }
 
 /// 0 (no range filters) or a bits-per-key the range filter builder takes.
@@ -345,11 +383,12 @@ mod tests {
             assert!(e.contains(what), "{what}: {e}");
             assert_eq!(offset, at + off, "{what}: {e}");
         }
-        // A keyspace property (none is known yet), a trailing byte, a cut-short record.
+        // A keyspace property this version does not know (1 is the compaction filter), a
+        // trailing byte, a cut-short record.
         let mut p = keyspaces(3, &[r(1, b"a")]);
         let n = p.len();
         p[n - 1] = 1;
-        p.extend_from_slice(&[1, 0]);
+        p.extend_from_slice(&[2, 0]);
         let (bytes, at) = manifest(&[], Some(&p));
         assert_eq!(refused(&bytes).1, at + n as u64, "{}", refused(&bytes).0);
         let mut p = keyspaces(3, &[r(1, b"a")]);
@@ -371,5 +410,64 @@ mod tests {
         }
         let (bytes, _) = manifest(&[(3, &[1])], None);
         assert!(refused(&bytes).0.contains("not live"));
+    }
+
+    /// One keyspace record with the properties `props` (tag, payload).
+    fn record_with(props: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut b = record(1, b"a", 1, 16.0);
+        b.pop();
+        put_varint(&mut b, props.len() as u64);
+        for (tag, p) in props {
+            put_tagged(&mut b, *tag, p);
+        }
+        b
+    }
+
+    #[test]
+    fn a_compaction_filter_name_round_trips_and_hostile_ones_are_refused() {
+        let payload = keyspaces(2, &[record_with(&[(1, b"expire-sessions")])]);
+        let (bytes, _) = manifest(&[], Some(&payload));
+        let m = Manifest::decode(&bytes).unwrap();
+        let name = m.keyspaces.live[0].compaction_filter.as_deref();
+        assert_eq!(name, Some("expire-sessions"));
+        assert_eq!(m.encode(), bytes, "one encoding");
+        let mut none = m.clone();
+        none.keyspaces.live[0].compaction_filter = None;
+        let plain = manifest(&[], Some(&keyspaces(2, &[record(1, b"a", 1, 16.0)]))).0;
+        assert_eq!(
+            none.encode(),
+            plain,
+            "no filter: no property, the bytes of before"
+        );
+        let long = vec![b'f'; MAX_NAME_BYTES + 1];
+        let max = vec![b'f'; MAX_NAME_BYTES];
+        let (bytes, _) = manifest(&[], Some(&keyspaces(2, &[record_with(&[(1, &max)])])));
+        assert!(Manifest::decode(&bytes).is_ok(), "{MAX_NAME_BYTES} bytes");
+        // The record's property count is 26 bytes into the payload (next_id, count, then
+        // 24 bytes of the record); the first tag follows it, its length, its payload.
+        let props = 2 + 24;
+        type Props<'a> = Vec<(u64, &'a [u8])>;
+        let cases: Vec<(Props, u64, &str)> = vec![
+            (vec![(1, b"")], props + 3, "name of 0 bytes"),
+            (vec![(1, &long)], props + 4, "name of 256 bytes"),
+            (vec![(1, b"\xff")], props + 3, "not UTF-8"),
+            (vec![(1, b"f"), (1, b"g")], props + 4, "out of order"),
+            (
+                vec![(1, b"f"), (7, b"g")],
+                props + 4,
+                "unknown keyspace property tag 7",
+            ),
+        ];
+        for (p, off, what) in cases {
+            let (bytes, at) = manifest(&[], Some(&keyspaces(2, &[record_with(&p)])));
+            let (e, offset) = refused(&bytes);
+            assert!(e.contains(what), "{what}: {e}");
+            assert_eq!(offset, at + off, "{what}: {e}");
+        }
+        // Cut anywhere inside the property: refused, never a shorter name.
+        let p = keyspaces(2, &[record_with(&[(1, b"expire-sessions")])]);
+        for cut in props as usize..p.len() {
+            let _ = refused(&manifest(&[], Some(&p[..cut])).0);
+        }
     }
 }

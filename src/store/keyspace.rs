@@ -48,6 +48,12 @@ pub struct KeyspaceOptions {
     pub compression: Option<Compression>,
     /// Bits per key of its tables' range filters (0: none).
     pub range_filter_bits: Option<f64>,
+    /// The name of its compaction filter, one registered in
+    /// [`Options::compaction_filters`](super::Options::compaction_filters): recorded, and
+    /// needed at every later open. `None`: none (the store's
+    /// [`Options::compaction_filter`](super::Options::compaction_filter) is the default
+    /// keyspace's only).
+    pub compaction_filter: Option<String>,
 }
 
 impl KeyspaceOptions {
@@ -74,6 +80,11 @@ impl KeyspaceOptions {
     /// Sets [`KeyspaceOptions::range_filter_bits`].
     pub fn range_filter_bits(mut self, bits: f64) -> Self {
         self.range_filter_bits = Some(bits);
+        self
+    }
+    /// Sets [`KeyspaceOptions::compaction_filter`] (a registered filter's name).
+    pub fn compaction_filter(mut self, name: impl Into<String>) -> Self {
+        self.compaction_filter = Some(name.into());
         self
     }
 }
@@ -119,6 +130,13 @@ impl Keyspace {
     /// Its id in the store (format.md, "Keyspaces"; never reused).
     pub fn id(&self) -> u32 {
         self.store.inner.tree.id
+    }
+
+    /// The name of the compaction filter it was created with, if any (recorded).
+    pub fn compaction_filter(&self) -> Option<String> {
+        let m = self.store.inner.manifest.lock();
+        let rec = m.keyspaces.live.iter().find(|k| k.id == self.id());
+        rec.and_then(|k| k.compaction_filter.clone())
     }
 
     /// The keyspace as a [`Store`] handle: every read and write of that handle reaches
@@ -266,6 +284,14 @@ impl Store {
             .range_filter_bits
             .unwrap_or(inner.opts.range_filter_bits);
         check_range_bits(range_bits)?;
+        if let Some(f) = &opts.compaction_filter {
+            if inner.opts.registered_filter(f).is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "no compaction filter named {f:?} is registered \
+                     (Options::register_compaction_filter)"
+                )));
+            }
+        }
         let w = inner.lock_writer();
         if let Some(s) = found(inner) {
             return Ok(wrap(s));
@@ -279,6 +305,7 @@ impl Store {
             compression,
             range_bits,
             cursors: Vec::new(),
+            compaction_filter: opts.compaction_filter,
         };
         let r = inner.manifest.store_with(&*inner.fs, &inner.dir, |m| {
             rec.id = m.keyspaces.next_id;
@@ -511,6 +538,10 @@ impl Inner {
         opts.policy = Some(p);
         opts.filter = Some(p.kind());
         opts.fpr = Some(p.fpr());
+        // Its own filter, not the default keyspace's (a read-only handle, which never
+        // compacts, may lack it).
+        opts.compaction_filter = (rec.compaction_filter.as_deref())
+            .and_then(|f| self.opts.registered_filter(f).cloned());
         Inner {
             dir: self.dir.clone(),
             fs: self.fs.clone(),

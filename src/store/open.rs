@@ -153,6 +153,7 @@ impl Store {
                 m
             }
         };
+        opts.check_keyspace_filters(&manifest.keyspaces)?;
         let (policy, kind, fpr) = handle_policy(&opts, manifest.policy);
         check_policy(&policy)?;
         check_fpr(fpr)?;

@@ -9,7 +9,7 @@ use crate::expiry::{Clock, CompactionFilter, SystemClock};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
 use crate::io::{Fs, RealFs};
-use crate::manifest::MAX_BITS_PER_KEY;
+use crate::manifest::{Keyspaces, MAX_BITS_PER_KEY, MAX_NAME_BYTES};
 use crate::table::Compression;
 
 /// When WAL appends are fsynced.
@@ -208,9 +208,20 @@ pub struct Options {
     /// Where the time comes from for expiry ([`WriteOptions::ttl`]): the system clock by
     /// default; a [`ManualClock`](crate::expiry::ManualClock) for tests and simulations.
     pub clock: Arc<dyn Clock>,
-    /// Called by every compaction for every value it writes, to keep, remove or change it
-    /// (see [`CompactionFilter`]). Flushes do not call it. `None` by default.
+    /// Called by every compaction **of the default keyspace** for every value it writes,
+    /// to keep, remove or change it (see [`CompactionFilter`]). Flushes do not call it.
+    /// Not recorded: each open chooses it. A named keyspace uses the filter it was created
+    /// with instead ([`compaction_filters`](Self::compaction_filters)). `None` by default.
     pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    /// The compaction filters keyspaces may be created with, each under its
+    /// [`name`](CompactionFilter::name) (unique, 1 to 255 bytes;
+    /// [`register_compaction_filter`](Self::register_compaction_filter)). A keyspace records
+    /// the name of its filter ([`KeyspaceOptions::compaction_filter`]); a store with a
+    /// keyspace whose filter is not registered here refuses to open
+    /// ([`Error::CompactionFilterNotRegistered`]). Empty by default.
+    ///
+    /// [`KeyspaceOptions::compaction_filter`]: super::KeyspaceOptions::compaction_filter
+    pub compaction_filters: Vec<Arc<dyn CompactionFilter>>,
     /// A time to live for every put that is given none ([`WriteOptions::ttl`],
     /// [`Store::put_with_ttl`](super::Store::put_with_ttl)). `None` by default: puts do not
     /// expire.
@@ -244,6 +255,7 @@ impl Default for Options {
             fs: Arc::new(RealFs),
             clock: Arc::new(SystemClock),
             compaction_filter: None,
+            compaction_filters: Vec::new(),
             default_ttl: None,
         }
     }
@@ -323,6 +335,75 @@ setters! {
 }
 
 impl Options {
+    /// Registers `filter` under its [`name`](CompactionFilter::name) for the keyspaces that
+    /// record that name ([`Options::compaction_filters`]). Register every filter a store's
+    /// keyspaces were created with at each open, as RocksDB's compaction filter factories
+    /// are given at each open.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use filterstore::expiry::{CompactionFilter, Decision};
+    /// use filterstore::{Error, KeyspaceOptions, Options, Store};
+    ///
+    /// /// Drops the sessions marked ended.
+    /// #[derive(Debug)]
+    /// struct EndedSessions;
+    /// impl CompactionFilter for EndedSessions {
+    ///     fn name(&self) -> &str {
+    ///         "ended-sessions"
+    ///     }
+    ///     fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> Decision {
+    ///         if value == b"ended" { Decision::Remove } else { Decision::Keep }
+    ///     }
+    /// }
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let opts = || Options::default().register_compaction_filter(Arc::new(EndedSessions));
+    /// let store = Store::open(dir.path(), opts())?;
+    /// let sessions = store.keyspace_with(
+    ///     "sessions",
+    ///     KeyspaceOptions::default().compaction_filter("ended-sessions"),
+    /// )?;
+    /// sessions.put("s1", "ended")?;
+    /// sessions.flush()?;
+    /// sessions.compact()?; // the keyspace's filter runs; the default keyspace's never would
+    /// assert_eq!(sessions.get("s1")?, None);
+    /// drop(sessions);
+    /// store.close()?;
+    /// // The keyspace recorded the name: the store opens only with the filter registered.
+    /// let e = Store::open(dir.path(), Options::default()).err().unwrap();
+    /// assert!(matches!(e, Error::CompactionFilterNotRegistered { .. }));
+    /// let store = Store::open(dir.path(), opts())?;
+    /// # Ok::<(), filterstore::Error>(())
+    /// ```
+    #[must_use]
+    pub fn register_compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filters.push(filter);
+        self
+    }
+
+    /// The registered compaction filter named `name`.
+    pub(crate) fn registered_filter(&self, name: &str) -> Option<&Arc<dyn CompactionFilter>> {
+        self.compaction_filters.iter().find(|f| f.name() == name)
+    }
+
+    /// Refuses to open a store one of whose `keyspaces` records a compaction filter these
+    /// options do not register (a compaction of it would write what its filter forbids).
+    pub(crate) fn check_keyspace_filters(&self, keyspaces: &Keyspaces) -> Result<()> {
+        for k in &keyspaces.live {
+            match &k.compaction_filter {
+                Some(f) if self.registered_filter(f).is_none() => {
+                    return Err(Error::CompactionFilterNotRegistered {
+                        keyspace: k.name.clone(),
+                        filter: f.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// The level tree these options describe.
     pub(crate) fn shape(&self) -> Shape {
         Shape {
@@ -342,6 +423,18 @@ impl Options {
         }
         check_range_bits(self.range_filter_bits)?;
         self.compression.check_available()?;
+        for (i, f) in self.compaction_filters.iter().enumerate() {
+            check_filter_name(f.name())?;
+            if self.compaction_filters[..i]
+                .iter()
+                .any(|g| g.name() == f.name())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "two compaction filters registered under the name {:?}",
+                    f.name()
+                )));
+            }
+        }
         let bad = |what: &str| Err(Error::InvalidArgument(what.to_string()));
         if self.compaction_trigger == Some(0) {
             return bad("compaction_trigger must be at least 1");
@@ -380,6 +473,17 @@ pub(crate) fn check_range_bits(bits: f64) -> Result<()> {
     Err(Error::InvalidArgument(format!(
         "range filter bits per key {bits} must be 0 (none) or from {MIN} to {MAX}"
     )))
+}
+
+/// A compaction filter's name as a keyspace records it: 1 to 255 bytes.
+pub(super) fn check_filter_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "compaction filter name {name:?} of {} bytes (1 to {MAX_NAME_BYTES})",
+            name.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Default filter of a new store.
