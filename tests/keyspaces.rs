@@ -357,29 +357,9 @@ fn power_cut_at_every_sync_point_of_batches_and_drops() {
         }
         (states, acked)
     };
-    let clean = FaultFs::new();
-    let (states, acked) = run(&tmp.path().join("clean"), &clean);
-    assert_eq!(acked, STEPS);
-    let total_syncs = clean.syncs();
-    for cut in 0..total_syncs + 1 {
-        let fs = FaultFs::new();
-        fs.cut_power_at_sync(cut);
-        let (_, acked) = run(&tmp.path().join(format!("live{cut}")), &fs);
-        let img = tmp.path().join(format!("img{cut}"));
-        std::fs::create_dir(&img).unwrap();
-        fs.crash_image(&img, fs.pending_dir_ops()).unwrap();
-        let store = Store::open(&img, Options::default()).unwrap();
-        let got = all(&store);
-        let at = states
-            .iter()
-            .position(|s| *s == got)
-            .unwrap_or_else(|| panic!("cut {cut}: an image between steps: {got:?}"));
-        assert!(
-            at == acked || at == acked + 1,
-            "cut {cut}: {acked} steps acknowledged, the image holds {at}"
-        );
-    }
-    println!("power cuts: {} sync points checked", total_syncs + 1);
+    common::at_every_power_cut(tmp.path(), STEPS, run, |_, img| {
+        all(&Store::open(img, Options::default()).unwrap())
+    });
 }
 
 /// A model test: several keyspaces against one `BTreeMap` each, through random puts,

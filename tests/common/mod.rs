@@ -20,6 +20,44 @@ pub fn power_cut_options(fs: &FaultFs) -> Options {
     o
 }
 
+/// Power cuts at every sync point of a run of `steps` durable steps. `run(dir, fs)` takes the
+/// steps in `dir` through `fs`, stopping at the first error, and returns the state after
+/// each acknowledged step (the first entry: before any) and how many were acknowledged. It
+/// runs once on a clean file system (every step acknowledged, which counts the sync points),
+/// then once per sync point with the power cut there; `read(cut, image)` opens the crash
+/// image left by that cut and reads its state, which must be one of the run's states: every
+/// acknowledged step, and at most the one in flight. Returns the sync points checked.
+pub fn at_every_power_cut<S: PartialEq + std::fmt::Debug>(
+    tmp: &std::path::Path,
+    steps: usize,
+    run: impl Fn(&std::path::Path, &FaultFs) -> (Vec<S>, usize),
+    mut read: impl FnMut(u64, &std::path::Path) -> S,
+) -> u64 {
+    let clean = FaultFs::new();
+    let (states, acked) = run(&tmp.join("clean"), &clean);
+    assert_eq!(acked, steps, "a clean run acknowledges every step");
+    let total_syncs = clean.syncs();
+    for cut in 0..total_syncs + 1 {
+        let fs = FaultFs::new();
+        fs.cut_power_at_sync(cut);
+        let (_, acked) = run(&tmp.join(format!("live{cut}")), &fs);
+        let img = tmp.join(format!("img{cut}"));
+        std::fs::create_dir(&img).unwrap();
+        fs.crash_image(&img, fs.pending_dir_ops()).unwrap();
+        let got = read(cut, &img);
+        let at = states
+            .iter()
+            .position(|s| *s == got)
+            .unwrap_or_else(|| panic!("cut {cut}: an image between steps: {got:?}"));
+        assert!(
+            at == acked || at == acked + 1,
+            "cut {cut}: {acked} steps acknowledged, the image holds {at}"
+        );
+    }
+    println!("power cuts: {} sync points checked", total_syncs + 1);
+    total_syncs + 1
+}
+
 /// A small deterministic PRNG (xorshift64*), so failures replay from their seed.
 pub struct Rng(pub u64);
 
