@@ -9,6 +9,7 @@ use filterstore::{Compression, FilterKind, Options, Stats, Store, SyncPolicy};
 
 mod allocation;
 mod global;
+mod keyspaces;
 mod lookups;
 mod own;
 mod process;
@@ -20,7 +21,7 @@ mod tx;
 use self::allocation::allocations;
 use self::global::compare_global;
 use self::lookups::lookups;
-use self::own::{parse_workload, EngineWorkload};
+use self::own::{parse_compressibility, parse_sync, parse_workload, EngineWorkload};
 use self::process::{dir_bytes, peak_rss_kib, process_cpu_s, status_kib};
 use super::bench_data::{fill_value, key};
 use super::latency::Histogram;
@@ -80,6 +81,14 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// (default 200,000) from --threads threads, each 2 gets and 2 puts of two uniform keys, as
 /// transactions (retried on conflict; conflicts counted) and as plain gets and a batch, in
 /// alternated --rounds (default 3): commits/s of each, medians and the ratio.
+///
+/// --keyspaces K measures keyspaces (issue 38): K keyspaces loaded at once from K threads
+/// (thread i puts its N/K share of the -n keys into keyspace ks<i>) against one keyspace
+/// loaded with the same keys from K threads, each load in its own child process: puts/s and
+/// peak RSS (VmHWM) of each; then absent gets in ks0 against a store holding ks0's keys in
+/// one keyspace (and, shown, the one-keyspace store of all N keys), in --rounds alternating
+/// rounds (default 5) of --lookups gets after compactions settle: medians, and the ratios
+/// against the issue's targets (puts/s ≥ 0.9×, peak RSS ≤ 1.2×, absent get ≤ 1.05×).
 #[derive(Args, Debug)]
 pub struct BenchEngine {
     /// Keys to load
@@ -185,32 +194,25 @@ pub struct BenchEngine {
     /// sync-mix: one write in this many is synced
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     synced_every: u32,
-    /// sync-mix and snapshot: rounds, alternating which mode goes first; medians reported
-    /// [default: sync-mix 3, snapshot 2]
+    /// sync-mix, snapshot, tx and --keyspaces: rounds, alternating which mode goes first;
+    /// medians reported [default: sync-mix 3, snapshot 2, --keyspaces 5]
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
     rounds: Option<u16>,
     /// Threads sharing the store in each workload
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: u64,
-    /// Print the workloads' results as one JSON object
-    #[arg(long, requires = "workload")]
+    /// Print the workloads' (or --keyspaces') results as one JSON object
+    #[arg(long)]
     json: bool,
-}
-
-fn parse_compressibility(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(c) if (0.0..1.0).contains(&c) => Ok(c),
-        _ => Err("give a fraction from 0 (random values) to below 1".into()),
-    }
-}
-
-fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
-    match s {
-        "every-write" => Ok(SyncPolicy::EveryWrite),
-        "on-flush" => Ok(SyncPolicy::OnFlush),
-        "buffered" => Ok(SyncPolicy::Buffered),
-        _ => Err("expected every-write, on-flush or buffered".into()),
-    }
+    /// Compare K keyspaces loaded at once from K threads with one keyspace (see above)
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(2..=64), conflicts_with_all = ["workload", "allocation", "compare_global"])]
+    keyspaces: Option<u64>,
+    /// Internal: load one side of --keyspaces (one or many) into --keyspaces-dir
+    #[arg(long, hide = true, requires = "keyspaces", value_parser = ["one", "many"])]
+    keyspaces_side: Option<String>,
+    /// Internal: the store of --keyspaces-side
+    #[arg(long, hide = true, requires = "keyspaces_side")]
+    keyspaces_dir: Option<PathBuf>,
 }
 
 fn levels_line(s: &Stats) -> String {
@@ -236,6 +238,12 @@ struct RunFigures {
 impl Run for BenchEngine {
     fn run(mut self, g: &Global) -> Result<Exit, CliError> {
         self.range_bits = g.range_bits;
+        if let Some(k) = self.keyspaces {
+            return self.keyspaces_mode(k);
+        }
+        if self.json && self.workload.is_empty() {
+            return Err(CliError::usage("--json needs --workload or --keyspaces"));
+        }
         let tmp;
         let root = match &self.work_dir {
             Some(d) => {

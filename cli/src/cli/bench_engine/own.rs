@@ -1,9 +1,10 @@
 //! `bench engine --workload sync-mix`, `snapshot`, `sessions` and `tx`: the engine's own
-//! workloads beside YCSB's, parsed from the same `--workload` list and run before them.
+//! workloads beside YCSB's, parsed from the same `--workload` list and run before them; and
+//! the parsers of the command's other values.
 
 use std::path::Path;
 
-use filterstore::Compression;
+use filterstore::{Compression, SyncPolicy};
 
 use super::{sessions, snapshot, sync_mix, tx, BenchEngine};
 use crate::cli::CliError;
@@ -16,6 +17,24 @@ pub(super) enum EngineWorkload {
     Snapshot,
     Sessions,
     Tx,
+}
+
+/// `--value-compressibility`: a fraction in [0, 1).
+pub(super) fn parse_compressibility(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if (0.0..1.0).contains(&c) => Ok(c),
+        _ => Err("give a fraction from 0 (random values) to below 1".into()),
+    }
+}
+
+/// `--sync`: a [`SyncPolicy`] by name.
+pub(super) fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
+    match s {
+        "every-write" => Ok(SyncPolicy::EveryWrite),
+        "on-flush" => Ok(SyncPolicy::OnFlush),
+        "buffered" => Ok(SyncPolicy::Buffered),
+        _ => Err("expected every-write, on-flush or buffered".into()),
+    }
 }
 
 pub(super) fn parse_workload(s: &str) -> Result<EngineWorkload, String> {

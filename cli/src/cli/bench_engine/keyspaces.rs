@@ -1,0 +1,354 @@
+//! `bench engine --keyspaces K`: K keyspaces loaded at once against one keyspace holding the
+//! same keys, and absent gets in one of the K against a store of the same keys in one
+//! keyspace (issue 38's targets).
+//!
+//! ```text
+//! parent ── child "one":  fresh store, K threads, thread i puts keys i·N/K .. (i+1)·N/K
+//!        │                 into the default keyspace, final flush  ─► puts/s, VmHWM
+//!        ├─ child "many": fresh store, K threads, thread i puts the same keys into keyspace
+//!        │                 ks<i>, final flush                       ─► puts/s, VmHWM
+//!        ├─ in process:   a store of ks0's keys (0 .. N/K) in its one keyspace, one thread
+//!        └─ the three reopened, compactions settled; --rounds rounds alternating which goes
+//!           first: --lookups absent gets in ks0, in the same-keys store, and in the "one"
+//!           store (all N keys; shown, not a target) ─► medians, ratios
+//! ```
+//! Each load runs in its own child process so that its peak resident set (VmHWM) is its
+//! own. Keys and values are the normal load's (`bench_data::key`, `fill_value`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use filterstore::{Options, Store};
+use filterstore_cli::bench::median;
+
+use super::lookups::lookups;
+use super::process::peak_rss_kib;
+use crate::cli::bench_data::{fill_value, key};
+use crate::cli::{CliError, Exit};
+
+/// Issue 38's targets: many ÷ one puts/s at least, peak RSS at most, absent get time at most.
+const PUTS_TARGET: f64 = 0.9;
+const RSS_TARGET: f64 = 1.2;
+const GET_TARGET: f64 = 1.05;
+
+/// What `--keyspaces` runs.
+pub(super) struct KeyspacesRun<'a> {
+    /// Parent of the stores (`one`, `many`, `same`).
+    pub root: &'a Path,
+    pub opts: Options,
+    pub n: u64,
+    pub k: u64,
+    pub lookups: u64,
+    pub rounds: usize,
+    pub value_bytes: usize,
+    pub compressibility: f64,
+    pub seed: u64,
+    pub json: bool,
+    /// The command line to run a side with (this process's arguments).
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// Keys `lo .. hi` of thread `i` of `k` over `n` keys.
+fn share(n: u64, k: u64, i: u64) -> (u64, u64) {
+    (i * n / k, (i + 1) * n / k)
+}
+
+/// Loads `n` keys into a fresh store in `dir` from `k` threads (thread i into keyspace
+/// `ks<i>` when `many`, else into the default keyspace), flushes, and returns the seconds
+/// it took.
+fn load(dir: &Path, opts: Options, n: u64, k: u64, many: bool, r: &Side) -> Result<f64, CliError> {
+    let store = Store::open(dir, opts)?;
+    let handles: Vec<Store> = (0..k)
+        .map(|i| match many {
+            true => store.keyspace(&format!("ks{i}")).map(|ks| ks.as_store().clone()),
+            false => Ok(store.clone()),
+        })
+        .collect::<Result<_, _>>()?;
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = handles
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                s.spawn(move || -> filterstore::Result<()> {
+                    let mut value = vec![0u8; r.value_bytes];
+                    let (lo, hi) = share(n, k, i as u64);
+                    for j in lo..hi {
+                        fill_value(j, r.compressibility, &mut value);
+                        h.put(key(r.seed, j, false), &value)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("a load thread panicked"))
+    })?;
+    store.flush()?;
+    let secs = t.elapsed().as_secs_f64();
+    drop(handles);
+    store.close()?;
+    Ok(secs)
+}
+
+/// What a side's child needs besides the options.
+struct Side {
+    value_bytes: usize,
+    compressibility: f64,
+    seed: u64,
+}
+
+/// The child of one side: loads and prints `side SECS PEAK_RSS_KIB` on stdout.
+pub(super) fn child(m: &KeyspacesRun, dir: &Path, many: bool) -> Result<Exit, CliError> {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let side = Side {
+        value_bytes: m.value_bytes,
+        compressibility: m.compressibility,
+        seed: m.seed,
+    };
+    let secs = load(dir, m.opts.clone(), m.n, m.k, many, &side)?;
+    crate::cli::println(format_args!(
+        "side {} {secs} {}",
+        if many { "many" } else { "one" },
+        peak_rss_kib()
+    ))?;
+    Ok(Exit::Success)
+}
+
+/// Runs this binary's command line with `--keyspaces-side` and returns (seconds, peak RSS
+/// in KiB) of its load.
+fn run_side(m: &KeyspacesRun, dir: &Path, many: bool) -> Result<(f64, u64), CliError> {
+    let side = if many { "many" } else { "one" };
+    eprintln!("bench engine: loading {} keys from {} threads into {side} keyspace(s) in a child", m.n, m.k);
+    let out = Command::new(std::env::current_exe()?)
+        .args(&m.args)
+        .arg("--keyspaces-side")
+        .arg(side)
+        .arg("--keyspaces-dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let parsed = text.lines().find_map(|l| {
+        let mut w = l.strip_prefix("side ")?.split(' ').skip(1);
+        Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+    });
+    match parsed {
+        Some(p) if out.status.success() => Ok(p),
+        _ => Err(CliError::usage(format_args!(
+            "the {side} side's child failed ({}): {}",
+            out.status,
+            text.trim()
+        ))),
+    }
+}
+
+/// Absent-get figures of one store over the rounds.
+#[derive(Default)]
+struct Gets {
+    ns: Vec<f64>,
+    cpu_ns: Vec<f64>,
+    probes: f64,
+    reads: f64,
+    found: u64,
+}
+
+/// Reopens `dir` quiet (no idle drain) and settles its compactions.
+fn reopen(dir: &Path, opts: &Options) -> Result<Store, CliError> {
+    let s = Store::open(dir, opts.clone().idle_drain(None))?;
+    s.wait_for_compaction()?;
+    Ok(s)
+}
+
+/// The whole comparison; returns the report (text or JSON).
+pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
+    let (n, k) = (m.n, m.k);
+    let dirs: Vec<PathBuf> = ["one", "many", "same"]
+        .iter()
+        .map(|s| m.root.join(s))
+        .collect();
+    let (one_secs, one_rss) = run_side(m, &dirs[0], false)?;
+    let (many_secs, many_rss) = run_side(m, &dirs[1], true)?;
+    let ks_keys = share(n, k, 0).1;
+    eprintln!("bench engine: loading ks0's {ks_keys} keys into a store of one keyspace");
+    let side = Side {
+        value_bytes: m.value_bytes,
+        compressibility: m.compressibility,
+        seed: m.seed,
+    };
+    load(&dirs[2], m.opts.clone(), ks_keys, 1, false, &side)?;
+    let one = reopen(&dirs[0], &m.opts)?;
+    let many = reopen(&dirs[1], &m.opts)?;
+    let same = reopen(&dirs[2], &m.opts)?;
+    let ks0 = many
+        .existing_keyspace("ks0")
+        .ok_or_else(|| CliError::usage("keyspace ks0 is gone after reopen"))?;
+    // Present keys of ks0 read back (a store that loses keys fails its promise: exit 3).
+    let present = lookups(ks0.as_store(), m.seed, ks_keys, m.lookups.min(10_000), false)?;
+    let targets: [&Store; 3] = [ks0.as_store(), &same, &one];
+    let mut gets: Vec<Gets> = (0..3).map(|_| Gets::default()).collect();
+    let rounds = m.rounds.max(1);
+    for r in 0..rounds {
+        eprintln!("bench engine: absent gets, round {} of {rounds}", r + 1);
+        let order: [usize; 3] = if r % 2 == 0 { [0, 1, 2] } else { [1, 0, 2] };
+        for i in order {
+            let l = lookups(targets[i], m.seed, ks_keys, m.lookups.max(1), true)?;
+            let g = &mut gets[i];
+            g.ns.push(l.ns);
+            g.cpu_ns.push(l.cpu_ns);
+            g.probes = l.probes;
+            g.reads = l.reads + l.hits;
+            g.found += l.found;
+        }
+    }
+    let levels = |s: &Store| {
+        s.stats()
+            .levels
+            .iter()
+            .map(|l| format!("L{}:{}", l.level, l.tables))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let shapes = targets.map(levels);
+    drop(ks0);
+    drop((one, many, same));
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let puts = |secs: f64| n as f64 / secs;
+    let puts_ratio = puts(many_secs) / puts(one_secs);
+    let rss_ratio = many_rss as f64 / one_rss.max(1) as f64;
+    let mut med: Vec<(f64, f64)> = gets
+        .iter_mut()
+        .map(|g| (median(&mut g.ns), median(&mut g.cpu_ns)))
+        .collect();
+    let get_ratio = med[0].0 / med[1].0;
+    let get_cpu_ratio = med[0].1 / med[1].1;
+    let absent_found: u64 = gets.iter().map(|g| g.found).sum();
+    if present.found != m.lookups.min(10_000) || absent_found != 0 {
+        return Err(CliError {
+            code: Exit::Corrupt,
+            message: format!(
+                "lookups disagree with the load: {} of {} present keys of ks0 found, {absent_found} absent keys found",
+                present.found,
+                m.lookups.min(10_000)
+            ),
+            quiet: false,
+        });
+    }
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    if m.json {
+        let g = |i: usize, med: &[(f64, f64)]| {
+            serde_json::json!({
+                "ns": med[i].0, "cpu_ns": med[i].1, "filter_probes": gets[i].probes,
+                "block_reads": gets[i].reads, "levels": shapes[i],
+            })
+        };
+        let v = serde_json::json!({
+            "keyspaces": k, "keys": n, "threads": k, "value_bytes": m.value_bytes,
+            "rounds": rounds, "lookups": m.lookups.max(1),
+            "load": {
+                "one": { "puts_per_s": puts(one_secs), "secs": one_secs, "peak_rss_kib": one_rss },
+                "many": { "puts_per_s": puts(many_secs), "secs": many_secs, "peak_rss_kib": many_rss },
+            },
+            "absent_get": { "ks0": g(0, &med), "same_keys": g(1, &med), "all_keys": g(2, &med) },
+            "ratios": {
+                "puts_per_s": puts_ratio, "peak_rss": rss_ratio, "absent_get": get_ratio,
+                "absent_get_cpu": get_cpu_ratio,
+            },
+            "targets_met": {
+                "puts_per_s": puts_ratio >= PUTS_TARGET, "peak_rss": rss_ratio <= RSS_TARGET,
+                "absent_get": get_ratio <= GET_TARGET,
+            },
+        });
+        return Ok(format!("{v}\n"));
+    }
+    med.truncate(3);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "filterstore bench engine --keyspaces {k} — {n} puts of 16-byte keys and {}-byte values from {k} threads (thread i: keys i·N/{k} .. (i+1)·N/{k}), each side loaded in its own process",
+        m.value_bytes
+    );
+    for (name, secs, rss) in [
+        (format!("{k} keyspaces (thread i into ks<i>)"), many_secs, many_rss),
+        ("1 keyspace (the same threads)".to_string(), one_secs, one_rss),
+    ] {
+        let _ = writeln!(
+            o,
+            "load, {name:<34} {:>9.0} puts/s ({secs:.2} s with the final flush), peak RSS {} MiB",
+            puts(secs),
+            rss / 1024
+        );
+    }
+    let _ = writeln!(
+        o,
+        "absent get ({} keys absent from ks0's {ks_keys}, medians of {rounds} rounds, compactions settled):",
+        m.lookups.max(1)
+    );
+    let names = [
+        "ks0 of the K keyspaces",
+        "the same keys in one keyspace",
+        "all N keys in one keyspace",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "  in {name:<31} {:>6.0} ns/get ({:.0} ns of CPU time), {:.3} filter probes, {:.4} block reads per get; levels {}",
+            med[i].0, med[i].1, gets[i].probes, gets[i].reads, shapes[i]
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{k} keyspaces ÷ 1, against issue 38's targets: puts/s {puts_ratio:.3}× (≥ {PUTS_TARGET}×: {}), peak RSS {rss_ratio:.3}× (≤ {RSS_TARGET}×: {}), absent get {get_ratio:.3}× (CPU time {get_cpu_ratio:.3}×; ≤ {GET_TARGET}×: {})",
+        verdict(puts_ratio >= PUTS_TARGET),
+        verdict(rss_ratio <= RSS_TARGET),
+        verdict(get_ratio <= GET_TARGET)
+    );
+    Ok(o)
+}
+
+impl super::BenchEngine {
+    /// `--keyspaces K`: the comparison, or (with `--keyspaces-side`) one side's load.
+    pub(super) fn keyspaces_mode(&self, k: u64) -> Result<Exit, CliError> {
+        let tmp;
+        let root = match (&self.keyspaces_dir, &self.work_dir) {
+            (Some(d), _) => d.clone(),
+            (None, Some(d)) if d.exists() => {
+                return Err(CliError::usage(format!(
+                    "{} exists; give a directory that does not",
+                    d.display()
+                )))
+            }
+            (None, Some(d)) => d.clone(),
+            (None, None) => {
+                tmp = tempfile::tempdir().map_err(filterstore::Error::from)?;
+                tmp.path().join("store")
+            }
+        };
+        let compression = self.compression.first().copied().unwrap_or_default();
+        let run = KeyspacesRun {
+            root: &root,
+            opts: self.options(compression),
+            n: self.count.max(k),
+            k,
+            lookups: self.lookups.max(1),
+            rounds: self.rounds.map_or(5, usize::from),
+            value_bytes: self.value_bytes,
+            compressibility: self.value_compressibility,
+            seed: self.seed,
+            json: self.json,
+            args: std::env::args_os().skip(1).collect(),
+        };
+        if let Some(side) = &self.keyspaces_side {
+            return child(&run, &root, side == "many");
+        }
+        std::fs::create_dir_all(&root).map_err(filterstore::Error::from)?;
+        crate::cli::println(keyspaces(&run)?)?;
+        Ok(Exit::Success)
+    }
+}
