@@ -175,13 +175,23 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
             r.problems.push(e);
         }
     }
+    // The logs a reopen replays: from the oldest any keyspace has not flushed, their
+    // keyspace ids judged by the manifest as a reopen judges them.
+    let min_log = (manifest.keyspaces.live.iter())
+        .map(|k| k.log_number)
+        .fold(manifest.log_number, u64::min);
+    let live: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
+    let ids = crate::wal::KeyspaceIds::Store {
+        next_id: u64::from(manifest.keyspaces.next_id),
+        live: &live,
+    };
     let wals = numbered_files(dir)?
         .into_iter()
-        .filter(|&(n, k)| k == Some(Numbered::Wal) && n >= manifest.log_number)
+        .filter(|&(n, k)| k == Some(Numbered::Wal) && n >= min_log)
         .map(|(n, _)| wal_path(dir, n));
     for p in wals {
         r.files += 1;
-        match crate::wal::replay_file(&p, |_, _| {}) {
+        match crate::wal::replay_file_ops_by(&p, ids, |_, _| {}) {
             Ok(end) => {
                 r.wal_records += end.records;
                 if let Some(tail) = end.torn_tail {
@@ -194,14 +204,20 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     Ok(r)
 }
 
-/// Each level from L1 down is one sorted run: its tables' key ranges must not overlap.
+/// Each level from L1 down of each keyspace is one sorted run: its tables' key ranges must
+/// not overlap.
 fn check_levels(dir: &Path, m: &Manifest, r: &mut VerifyReport) {
-    let mut by_level: std::collections::BTreeMap<u32, Vec<&crate::manifest::TableRecord>> =
+    type Run<'a> = Vec<&'a crate::manifest::TableRecord>;
+    let mut by_level: std::collections::BTreeMap<(u32, u32), Run> =
         std::collections::BTreeMap::new();
     for t in m.tables.iter().filter(|t| t.level > 0) {
-        by_level.entry(t.level).or_default().push(t);
+        by_level.entry((t.keyspace, t.level)).or_default().push(t);
     }
-    for (level, mut tables) in by_level {
+    for ((keyspace, level), mut tables) in by_level {
+        let of = match keyspace {
+            0 => String::new(),
+            k => format!(" of keyspace {k}"),
+        };
         tables.sort_by(|a, b| a.min_key.cmp(&b.min_key));
         for w in tables.windows(2) {
             if w[0].max_key >= w[1].min_key {
@@ -209,7 +225,7 @@ fn check_levels(dir: &Path, m: &Manifest, r: &mut VerifyReport) {
                     Error::corrupt(
                         0,
                         format!(
-                            "tables {} and {} of level {level} overlap",
+                            "tables {} and {} of level {level}{of} overlap",
                             w[0].number, w[1].number
                         ),
                     )
