@@ -55,6 +55,7 @@ pub struct TornTail {
 /// tail, reported in [`ReplayEnd::torn_tail`]; if one does, the damage is mid-log corruption
 /// and an error names the damaged record's offset (and the valid one's). Operations of the
 /// records before the damage have been passed to `apply` either way.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn replay_bytes(
     bytes: &[u8],
     mut apply: impl FnMut(Vec<u8>, Option<Vec<u8>>),
@@ -69,6 +70,7 @@ pub fn replay_bytes(
 
 /// [`replay_bytes`], every operation passed on whole, range deletions and expiring puts
 /// (with their `expires_at`) included.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn replay_ops(bytes: &[u8], apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd> {
     replay_ops_in(bytes, KeyspaceIds::DefaultOnly, apply)
 }
@@ -292,6 +294,7 @@ fn reason_of(e: &Error) -> String {
 /// Reads and replays the WAL file at `path` (range deletions and expiry times are not
 /// passed on: see
 /// [`replay_file_ops`]).
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn replay_file(path: &Path, apply: impl FnMut(Vec<u8>, Option<Vec<u8>>)) -> Result<ReplayEnd> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     replay_bytes(&bytes, apply).map_err(|e| e.in_file(path, 0))

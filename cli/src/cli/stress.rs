@@ -15,6 +15,8 @@
 //! --checkpoints --kill: a child puts, deletes ranges and makes checkpoints; after each
 //!                  kill every checkpoint opens, verifies and holds what was acknowledged
 //!                  before it began, and the store every acknowledged write (`checkpoint`)
+//! --keyspaces K --kill: batches spanning K keyspaces; after each kill no batch torn and
+//!                  no acknowledged write lost in any keyspace (`keyspaces`)
 //! ```
 //!
 //! The files by job: this one runs the command (the single process, or threads on one
@@ -25,6 +27,7 @@
 mod bank;
 mod check;
 mod checkpoint;
+mod keyspaces;
 mod kill;
 mod workload;
 
@@ -80,6 +83,12 @@ pub struct Stress {
     /// the writes), and the store every acknowledged write
     #[arg(long, requires = "kill", conflicts_with = "bank")]
     pub checkpoints: bool,
+    /// With --kill, instead of the random workload: --threads threads write batches that
+    /// each span 2 to K keyspaces (every value carrying its batch id), each fsynced; after
+    /// each kill every acknowledged batch must be there in every keyspace and no batch in
+    /// flight partly there (torn)
+    #[arg(long, value_name = "K", requires = "kill", conflicts_with_all = ["bank", "checkpoints"], value_parser = clap::value_parser!(u64).range(2..=16))]
+    pub keyspaces: Option<u64>,
     /// Internal: run as the child of `stress --kill`
     #[arg(long, hide = true)]
     pub child: bool,
@@ -95,6 +104,9 @@ impl Run for Stress {
         }
         if self.child && self.checkpoints {
             return self.checkpoint_child(g);
+        }
+        if let (true, Some(k)) = (self.child, self.keyspaces) {
+            return self.keyspace_child(g, k);
         }
         if self.child {
             return self.child(g);
@@ -126,10 +138,13 @@ impl Run for Stress {
         let mut t = Tally::default();
         let mut grouped = None;
         let mut checkpoints = None;
+        let mut spanning = None;
         if self.bank {
             self.bank(&dir, deadline, &mut t)?;
         } else if self.checkpoints {
             checkpoints = Some(self.checkpoint_soak(&dir, deadline, &mut t)?);
+        } else if let Some(k) = self.keyspaces {
+            spanning = Some(self.keyspace_soak(&dir, k, deadline, &mut t)?.line(k));
         } else if self.kill {
             grouped = self.parent(&dir, deadline, &mut t)?;
         } else {
@@ -184,6 +199,7 @@ impl Run for Stress {
         if let Some(n) = checkpoints {
             grouped.push_str(&format!(", checkpoints checked {n}"));
         }
+        grouped.push_str(spanning.as_deref().unwrap_or(""));
         println(format_args!(
             "stress: seed {}, {:.0} s, ops {}, kills {}, keys checked {}, problems {}{grouped}",
             self.seed,

@@ -18,6 +18,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use filterstore::{Options, Store};
@@ -62,12 +63,18 @@ fn load(dir: &Path, opts: Options, n: u64, k: u64, many: bool, r: &Side) -> Resu
     let store = Store::open(dir, opts)?;
     let handles: Vec<Store> = (0..k)
         .map(|i| match many {
-            true => store.keyspace(&format!("ks{i}")).map(|ks| ks.as_store().clone()),
+            true => store
+                .keyspace(&format!("ks{i}"))
+                .map(|ks| ks.as_store().clone()),
             false => Ok(store.clone()),
         })
         .collect::<Result<_, _>>()?;
     let t = Instant::now();
+    let done = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
+    let (done, finished) = (&done, &finished);
     std::thread::scope(|s| {
+        s.spawn(|| progress(&store, &handles, n, done, finished, t));
         let workers: Vec<_> = handles
             .iter()
             .enumerate()
@@ -78,20 +85,61 @@ fn load(dir: &Path, opts: Options, n: u64, k: u64, many: bool, r: &Side) -> Resu
                     for j in lo..hi {
                         fill_value(j, r.compressibility, &mut value);
                         h.put(key(r.seed, j, false), &value)?;
+                        if j % 1024 == 0 {
+                            done.fetch_add(1024, Relaxed);
+                        }
                     }
                     Ok(())
                 })
             })
             .collect();
-        workers
+        let r = workers
             .into_iter()
-            .try_for_each(|w| w.join().expect("a load thread panicked"))
+            .try_for_each(|w| w.join().expect("a load thread panicked"));
+        finished.store(true, Relaxed);
+        r
     })?;
     store.flush()?;
     let secs = t.elapsed().as_secs_f64();
     drop(handles);
     store.close()?;
     Ok(secs)
+}
+
+/// Every 5 s until `finished`: puts so far, their rate, the stalls, flushes and compactions,
+/// and the tables of each handle's tree.
+fn progress(
+    store: &Store,
+    handles: &[Store],
+    n: u64,
+    done: &AtomicU64,
+    finished: &AtomicBool,
+    t: Instant,
+) {
+    let mut last = Instant::now();
+    while !finished.load(Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if last.elapsed().as_secs() < 5 {
+            continue;
+        }
+        last = Instant::now();
+        let s = store.stats();
+        let d = done.load(Relaxed);
+        let tables: Vec<String> = handles
+            .iter()
+            .map(|h| h.stats().tables.len().to_string())
+            .collect();
+        eprintln!(
+            "bench engine: {d} of {n} puts, {:.0} puts/s; stalls {:.1} s slowed, {:.1} s stopped, {:.1} s waiting for a seal; {} flushes, {} compactions; tables {}",
+            d as f64 / t.elapsed().as_secs_f64(),
+            s.slowdown_micros as f64 / 1e6,
+            s.stop_micros as f64 / 1e6,
+            s.memtable_wait_micros as f64 / 1e6,
+            s.flushes,
+            s.compactions,
+            tables.join("+")
+        );
+    }
 }
 
 /// What a side's child needs besides the options.
@@ -122,7 +170,10 @@ pub(super) fn child(m: &KeyspacesRun, dir: &Path, many: bool) -> Result<Exit, Cl
 /// in KiB) of its load.
 fn run_side(m: &KeyspacesRun, dir: &Path, many: bool) -> Result<(f64, u64), CliError> {
     let side = if many { "many" } else { "one" };
-    eprintln!("bench engine: loading {} keys from {} threads into {side} keyspace(s) in a child", m.n, m.k);
+    eprintln!(
+        "bench engine: loading {} keys from {} threads into {side} keyspace(s) in a child",
+        m.n, m.k
+    );
     let out = Command::new(std::env::current_exe()?)
         .args(&m.args)
         .arg("--keyspaces-side")
@@ -188,7 +239,13 @@ pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
         .existing_keyspace("ks0")
         .ok_or_else(|| CliError::usage("keyspace ks0 is gone after reopen"))?;
     // Present keys of ks0 read back (a store that loses keys fails its promise: exit 3).
-    let present = lookups(ks0.as_store(), m.seed, ks_keys, m.lookups.min(10_000), false)?;
+    let present = lookups(
+        ks0.as_store(),
+        m.seed,
+        ks_keys,
+        m.lookups.min(10_000),
+        false,
+    )?;
     let targets: [&Store; 3] = [ks0.as_store(), &same, &one];
     let mut gets: Vec<Gets> = (0..3).map(|_| Gets::default()).collect();
     let rounds = m.rounds.max(1);
@@ -275,8 +332,16 @@ pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
         m.value_bytes
     );
     for (name, secs, rss) in [
-        (format!("{k} keyspaces (thread i into ks<i>)"), many_secs, many_rss),
-        ("1 keyspace (the same threads)".to_string(), one_secs, one_rss),
+        (
+            format!("{k} keyspaces (thread i into ks<i>)"),
+            many_secs,
+            many_rss,
+        ),
+        (
+            "1 keyspace (the same threads)".to_string(),
+            one_secs,
+            one_rss,
+        ),
     ] {
         let _ = writeln!(
             o,
