@@ -1186,7 +1186,8 @@ fn repair_salvages_a_store_that_will_not_open() {
     assert!(d2.join("lost").join(sst.file_name().unwrap()).exists());
 }
 
-/// `store stress`: a short run with and without --kill, with one thread and several, and of
+/// `store stress`: a short run with and without --kill, with one thread and several, of
+/// batches across keyspaces (--keyspaces 3 --kill: no torn batch, no lost write), and of
 /// the bank transfers (--bank) with and without --kill, prints
 /// its figures and exits 0; a --dir that holds anything is refused (stress must never write
 /// over a real store).
@@ -1198,6 +1199,16 @@ fn stress_runs_and_reports_its_figures() {
         &["stress", "--duration", "2", "--seed", "7", "--threads", "3"],
         &["stress", "--duration", "3", "--kill"],
         &["stress", "--duration", "3", "--kill", "--threads", "4"],
+        &[
+            "stress",
+            "--duration",
+            "3",
+            "--keyspaces",
+            "3",
+            "--kill",
+            "--threads",
+            "4",
+        ],
         &["stress", "--duration", "2", "--bank", "--threads", "3"],
         &[
             "stress",
@@ -1224,8 +1235,15 @@ fn stress_runs_and_reports_its_figures() {
         if args.contains(&"--kill") {
             assert!(!line.contains("kills 0,"), "{line}");
         }
-        if args.contains(&"--kill") && args.contains(&"--threads") && !args.contains(&"--bank") {
+        let plain = !args.contains(&"--bank") && !args.contains(&"--keyspaces");
+        if args.contains(&"--kill") && args.contains(&"--threads") && plain {
             assert!(line.contains("commit groups "), "{line}");
+        }
+        if args.contains(&"--keyspaces") {
+            for want in ["torn batches 0", "lost acknowledged writes 0"] {
+                assert!(line.contains(want), "{args:?}: no `{want}` in {line}");
+            }
+            assert!(!line.contains("batches acknowledged 0 "), "{line}");
         }
     }
     let d = db(&t);
