@@ -87,8 +87,9 @@ use super::{Allocation, CliError, Exit, Global, Run};
 /// loaded with the same keys from K threads, each load in its own child process: puts/s and
 /// peak RSS (VmHWM) of each; then absent gets in ks0 against a store holding ks0's keys in
 /// one keyspace (and, shown, the one-keyspace store of all N keys), in --rounds alternating
-/// rounds (default 5) of --lookups gets after compactions settle: medians, and the ratios
-/// against the targets (puts/s ≥ 0.9×, peak RSS ≤ 1.2×, absent get ≤ 1.05×).
+/// rounds (default 5) of --lookups gets, as loaded (compactions settled) and again with each
+/// compacted to one run: medians, and the ratios against the targets (puts/s ≥
+/// 0.9×, peak RSS ≤ 1.2×, absent get ≤ 1.05×).
 #[derive(Args, Debug)]
 pub struct BenchEngine {
     /// Keys to load

@@ -10,7 +10,8 @@
 //!        ├─ in process:   a store of ks0's keys (0 .. N/K) in its one keyspace, one thread
 //!        └─ the three reopened, compactions settled; --rounds rounds alternating which goes
 //!           first: --lookups absent gets in ks0, in the same-keys store, and in the "one"
-//!           store (all N keys; shown, not a target) ─► medians, ratios
+//!           store (all N keys; shown, not a target) ─► medians, ratios; then again with
+//!           each compacted to one run (the same shape: only the keyspace differs)
 //! ```
 //! Each load runs in its own child process so that its peak resident set (VmHWM) is its
 //! own. Keys and values are the normal load's (`bench_data::key`, `fill_value`).
@@ -205,7 +206,7 @@ struct Gets {
     cpu_ns: Vec<f64>,
     probes: f64,
     reads: f64,
-    found: u64,
+    levels: String,
 }
 
 /// Reopens `dir` quiet (no idle drain) and settles its compactions.
@@ -247,45 +248,18 @@ pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
         false,
     )?;
     let targets: [&Store; 3] = [ks0.as_store(), &same, &one];
-    let mut gets: Vec<Gets> = (0..3).map(|_| Gets::default()).collect();
-    let rounds = m.rounds.max(1);
-    for r in 0..rounds {
-        eprintln!("bench engine: absent gets, round {} of {rounds}", r + 1);
-        let order: [usize; 3] = if r % 2 == 0 { [0, 1, 2] } else { [1, 0, 2] };
-        for i in order {
-            let l = lookups(targets[i], m.seed, ks_keys, m.lookups.max(1), true)?;
-            let g = &mut gets[i];
-            g.ns.push(l.ns);
-            g.cpu_ns.push(l.cpu_ns);
-            g.probes = l.probes;
-            g.reads = l.reads + l.hits;
-            g.found += l.found;
-        }
+    let loaded = phase(&targets, m, ks_keys)?;
+    eprintln!("bench engine: compacting each to one run");
+    for t in targets {
+        t.compact()?;
     }
-    let levels = |s: &Store| {
-        s.stats()
-            .levels
-            .iter()
-            .map(|l| format!("L{}:{}", l.level, l.tables))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let shapes = targets.map(levels);
+    let compacted = phase(&targets, m, ks_keys)?;
     drop(ks0);
     drop((one, many, same));
     for d in &dirs {
         let _ = std::fs::remove_dir_all(d);
     }
-    let puts = |secs: f64| n as f64 / secs;
-    let puts_ratio = puts(many_secs) / puts(one_secs);
-    let rss_ratio = many_rss as f64 / one_rss.max(1) as f64;
-    let mut med: Vec<(f64, f64)> = gets
-        .iter_mut()
-        .map(|g| (median(&mut g.ns), median(&mut g.cpu_ns)))
-        .collect();
-    let get_ratio = med[0].0 / med[1].0;
-    let get_cpu_ratio = med[0].1 / med[1].1;
-    let absent_found: u64 = gets.iter().map(|g| g.found).sum();
+    let absent_found = loaded.found + compacted.found;
     if present.found != m.lookups.min(10_000) || absent_found != 0 {
         return Err(CliError {
             code: Exit::Corrupt,
@@ -297,34 +271,33 @@ pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
             quiet: false,
         });
     }
+    let puts = |secs: f64| n as f64 / secs;
+    let puts_ratio = puts(many_secs) / puts(one_secs);
+    let rss_ratio = many_rss as f64 / one_rss.max(1) as f64;
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     if m.json {
-        let g = |i: usize, med: &[(f64, f64)]| {
-            serde_json::json!({
-                "ns": med[i].0, "cpu_ns": med[i].1, "filter_probes": gets[i].probes,
-                "block_reads": gets[i].reads, "levels": shapes[i],
-            })
-        };
         let v = serde_json::json!({
             "keyspaces": k, "keys": n, "threads": k, "value_bytes": m.value_bytes,
-            "rounds": rounds, "lookups": m.lookups.max(1),
+            "rounds": m.rounds.max(1), "lookups": m.lookups.max(1),
             "load": {
                 "one": { "puts_per_s": puts(one_secs), "secs": one_secs, "peak_rss_kib": one_rss },
                 "many": { "puts_per_s": puts(many_secs), "secs": many_secs, "peak_rss_kib": many_rss },
             },
-            "absent_get": { "ks0": g(0, &med), "same_keys": g(1, &med), "all_keys": g(2, &med) },
+            "absent_get": { "as_loaded": loaded.json(), "compacted": compacted.json() },
             "ratios": {
-                "puts_per_s": puts_ratio, "peak_rss": rss_ratio, "absent_get": get_ratio,
-                "absent_get_cpu": get_cpu_ratio,
+                "puts_per_s": puts_ratio, "peak_rss": rss_ratio,
+                "absent_get": loaded.ratio().0, "absent_get_cpu": loaded.ratio().1,
+                "absent_get_compacted": compacted.ratio().0,
+                "absent_get_compacted_cpu": compacted.ratio().1,
             },
             "targets_met": {
                 "puts_per_s": puts_ratio >= PUTS_TARGET, "peak_rss": rss_ratio <= RSS_TARGET,
-                "absent_get": get_ratio <= GET_TARGET,
+                "absent_get": loaded.ratio().0 <= GET_TARGET,
+                "absent_get_compacted": compacted.ratio().0 <= GET_TARGET,
             },
         });
         return Ok(format!("{v}\n"));
     }
-    med.truncate(3);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -337,11 +310,7 @@ pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
             many_secs,
             many_rss,
         ),
-        (
-            "1 keyspace (the same threads)".to_string(),
-            one_secs,
-            one_rss,
-        ),
+        ("1 keyspace (the same threads)".into(), one_secs, one_rss),
     ] {
         let _ = writeln!(
             o,
@@ -350,31 +319,108 @@ pub(super) fn keyspaces(m: &KeyspacesRun) -> Result<String, CliError> {
             rss / 1024
         );
     }
-    let _ = writeln!(
-        o,
-        "absent get ({} keys absent from ks0's {ks_keys}, medians of {rounds} rounds, compactions settled):",
-        m.lookups.max(1)
-    );
-    let names = [
-        "ks0 of the K keyspaces",
-        "the same keys in one keyspace",
-        "all N keys in one keyspace",
-    ];
-    for (i, name) in names.iter().enumerate() {
+    for (what, p) in [
+        ("as loaded, compactions settled", &loaded),
+        ("each compacted to one run", &compacted),
+    ] {
         let _ = writeln!(
             o,
-            "  in {name:<31} {:>6.0} ns/get ({:.0} ns of CPU time), {:.3} filter probes, {:.4} block reads per get; levels {}",
-            med[i].0, med[i].1, gets[i].probes, gets[i].reads, shapes[i]
+            "absent get, {what} ({} keys absent from ks0's {ks_keys}, medians of {} rounds):",
+            m.lookups.max(1),
+            m.rounds.max(1)
         );
+        p.write(&mut o);
     }
+    let (l, c) = (loaded.ratio(), compacted.ratio());
     let _ = writeln!(
         o,
-        "{k} keyspaces ÷ 1, against issue 38's targets: puts/s {puts_ratio:.3}× (≥ {PUTS_TARGET}×: {}), peak RSS {rss_ratio:.3}× (≤ {RSS_TARGET}×: {}), absent get {get_ratio:.3}× (CPU time {get_cpu_ratio:.3}×; ≤ {GET_TARGET}×: {})",
+        "{k} keyspaces ÷ 1, against issue 38's targets: puts/s {puts_ratio:.3}× (≥ {PUTS_TARGET}×: {}), peak RSS {rss_ratio:.3}× (≤ {RSS_TARGET}×: {}), absent get as loaded {:.3}× (CPU time {:.3}×; ≤ {GET_TARGET}×: {}), compacted {:.3}× (CPU time {:.3}×: {})",
         verdict(puts_ratio >= PUTS_TARGET),
         verdict(rss_ratio <= RSS_TARGET),
-        verdict(get_ratio <= GET_TARGET)
+        l.0,
+        l.1,
+        verdict(l.0 <= GET_TARGET),
+        c.0,
+        c.1,
+        verdict(c.0 <= GET_TARGET)
     );
     Ok(o)
+}
+
+/// Absent gets in each of `targets` (ks0, the same keys in one keyspace, all keys in one
+/// keyspace) over the rounds, the first two alternating which goes first.
+fn phase(targets: &[&Store; 3], m: &KeyspacesRun, ks_keys: u64) -> Result<Phase, CliError> {
+    let mut p = Phase::default();
+    let rounds = m.rounds.max(1);
+    for r in 0..rounds {
+        eprintln!("bench engine: absent gets, round {} of {rounds}", r + 1);
+        let order: [usize; 3] = if r % 2 == 0 { [0, 1, 2] } else { [1, 0, 2] };
+        for i in order {
+            let l = lookups(targets[i], m.seed, ks_keys, m.lookups.max(1), true)?;
+            let g = &mut p.gets[i];
+            g.ns.push(l.ns);
+            g.cpu_ns.push(l.cpu_ns);
+            g.probes = l.probes;
+            g.reads = l.reads + l.hits;
+            p.found += l.found;
+        }
+    }
+    for (g, t) in p.gets.iter_mut().zip(targets) {
+        g.levels = (t.stats().levels.iter())
+            .map(|l| format!("L{}:{}", l.level, l.tables))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    Ok(p)
+}
+
+/// One phase's absent gets: ks0, the same keys in one keyspace, all keys in one keyspace.
+#[derive(Default)]
+struct Phase {
+    gets: [Gets; 3],
+    found: u64,
+}
+
+impl Phase {
+    /// Medians (wall, CPU) of target `i`.
+    fn median(&self, i: usize) -> (f64, f64) {
+        let g = &self.gets[i];
+        (median(&mut g.ns.clone()), median(&mut g.cpu_ns.clone()))
+    }
+
+    /// ks0 ÷ the same keys in one keyspace: (wall time, CPU time).
+    fn ratio(&self) -> (f64, f64) {
+        let (a, b) = (self.median(0), self.median(1));
+        (a.0 / b.0, a.1 / b.1)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let one = |i: usize| {
+            let (ns, cpu) = self.median(i);
+            let g = &self.gets[i];
+            serde_json::json!({
+                "ns": ns, "cpu_ns": cpu, "filter_probes": g.probes,
+                "block_reads": g.reads, "levels": g.levels,
+            })
+        };
+        serde_json::json!({ "ks0": one(0), "same_keys": one(1), "all_keys": one(2) })
+    }
+
+    fn write(&self, o: &mut String) {
+        let names = [
+            "ks0 of the K keyspaces",
+            "the same keys in one keyspace",
+            "all N keys in one keyspace",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            let ((ns, cpu), g) = (self.median(i), &self.gets[i]);
+            let _ = writeln!(
+                o,
+                "  in {name:<31} {ns:>6.0} ns/get ({cpu:.0} ns of CPU time), {:.3} filter probes, {:.4} block reads per get; levels {}",
+                g.probes, g.reads, g.levels
+            );
+        }
+    }
 }
 
 impl super::BenchEngine {
