@@ -229,6 +229,42 @@ fn bench_with_mmap_reads_counts_the_same_reads() {
     );
 }
 
+/// `store bench engine --keyspaces 3` on a tiny load: both sides report puts/s and a peak
+/// RSS from their own child process, the absent gets found nothing in either phase, and
+/// the ratios are there; --json without --workload or --keyspaces is refused.
+#[test]
+fn bench_engine_compares_keyspaces_with_one() {
+    let out = store_ok(&[
+        "bench",
+        "engine",
+        "-n",
+        "3000",
+        "--keyspaces",
+        "3",
+        "--lookups",
+        "500",
+        "--rounds",
+        "1",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["keyspaces"], 3);
+    for side in ["one", "many"] {
+        assert!(v["load"][side]["puts_per_s"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["load"][side]["peak_rss_kib"].as_u64().unwrap() > 0, "{v}");
+    }
+    for phase in ["as_loaded", "compacted"] {
+        for store in ["ks0", "same_keys", "all_keys"] {
+            assert!(
+                v["absent_get"][phase][store]["ns"].as_f64().unwrap() > 0.0,
+                "{v}"
+            );
+        }
+    }
+    assert!(v["ratios"]["absent_get"].as_f64().unwrap() > 0.0, "{v}");
+    store_exits(2, &["bench", "engine", "-n", "10", "--json"]);
+}
+
 /// `store bench engine --workload`: every YCSB mix runs on a tiny store over two threads;
 /// the JSON has each workload's ops/s and per-operation latencies, the operations of each type
 /// add up to --ops in the mix's shares, and no read or scan missed its key or read a wrong

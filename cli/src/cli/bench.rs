@@ -146,7 +146,7 @@ pub struct Bench {
 /// Other benchmarks.
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
-    Engine(BenchEngine),
+    Engine(Box<BenchEngine>),
     Hyphenation(BenchHyphenation),
     Range(BenchRange),
     #[cfg(feature = "parquet")]
