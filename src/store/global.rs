@@ -164,7 +164,11 @@ impl Inner {
         let _g = self.lock_global();
         let v = self.current();
         let g = v.global().filter(|g| g.wants_growth(more))?.clone();
-        if v.levels()[0].tables().iter().any(|t| t.run().is_none()) {
+        if v.levels()[0]
+            .tables()
+            .iter()
+            .any(|t| !t.own_filter() && t.run().is_none())
+        {
             return None;
         }
         g.start_log();
@@ -235,22 +239,28 @@ impl Inner {
     }
 
     /// The run ids of a merge's sources (`tables[i]` the tables of source i, from level
-    /// `levels[i]`) and of its output level, when `v` has a global filter. A merge within
-    /// L0 (output level 0) writes under its oldest input's id: its output takes the inputs'
-    /// place in L0, and its keys are relabelled to that id as a merge into a level relabels
-    /// them to the level's.
+    /// `levels[i]`) and of its output level, when `v` has a global filter: `None` for a
+    /// source whose tables have filters of their own, and for the output when `own` (its
+    /// tables get filters of their own: the deepest level's). A merge within L0 (output
+    /// level 0) writes under its oldest input's id: its output takes the inputs' place in
+    /// L0, and its keys are relabelled to that id as a merge into a level relabels them to
+    /// the level's (a new id when no input has one).
     pub(super) fn global_runs(
         &self,
         v: &Version,
         sources: &[(usize, &Arc<TableHandle>)],
         output: usize,
+        own: bool,
     ) -> Result<Option<Runs>> {
-        if v.global().is_none() {
+        let Some(g) = v.global() else {
             return Ok(None);
-        }
-        let run_of = |l: usize, t: &TableHandle| -> Result<RunId> {
+        };
+        let run_of = |l: usize, t: &TableHandle| -> Result<Option<RunId>> {
+            if t.own_filter() {
+                return Ok(None);
+            }
             let r = if l == 0 { t.run() } else { level_run(l) };
-            r.ok_or_else(|| {
+            r.map(Some).ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "table {} of level {l} has no run in the global filter",
                     t.record.number
@@ -262,11 +272,16 @@ impl Inner {
             runs.push(run_of(l, t)?);
         }
         let output = match output {
+            _ if own => None,
             // The sources are in L0's order, newest first.
-            0 => runs.last().copied(),
-            l => level_run(l),
-        }
-        .ok_or_else(|| Error::InvalidArgument(format!("no run id for level {output}")))?;
+            0 => Some(match runs.iter().rev().flatten().next() {
+                Some(&r) => r,
+                None => l0_id(&mut g.filter.writer()),
+            }),
+            l => Some(level_run(l).ok_or_else(|| {
+                Error::InvalidArgument(format!("no run id for level {output}"))
+            })?),
+        };
         Ok(Some(Runs {
             sources: runs,
             output,
@@ -286,11 +301,11 @@ impl Inner {
         l0: &[RunId],
         publish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let sources = runs
-            .sources
-            .iter()
-            .fold(RunSet::EMPTY, |s, &r| s.with(r))
-            .without(runs.output);
+        let sources = runs.sources.iter().flatten().fold(RunSet::EMPTY, |s, &r| s.with(r));
+        let sources = match runs.output {
+            Some(o) => sources.without(o),
+            None => sources,
+        };
         self.global_change(
             Move {
                 sources,
@@ -325,6 +340,10 @@ impl Inner {
         to: usize,
         publish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        if t.own_filter() {
+            // Its keys are not in the global filter: its own filter moves with it.
+            return publish();
+        }
         let from_run = if from == 0 { t.run() } else { level_run(from) };
         let (Some(from_run), Some(to_run)) = (from_run, level_run(to)) else {
             return Err(Error::InvalidArgument(format!(
@@ -337,7 +356,7 @@ impl Inner {
         self.global_change(
             Move {
                 sources: RunSet::of(from_run),
-                output: to_run,
+                output: Some(to_run),
             },
             |w, chunk| {
                 w.relabel_batch(chunk, from_run, to_run);
@@ -464,14 +483,21 @@ pub(super) fn build_global(
     parallel: bool,
 ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
     use rayon::prelude::*;
-    // L0 oldest first, so the newest table takes the newest id; then the levels.
-    let l0: Vec<&Arc<TableHandle>> = v.levels()[0].tables().iter().rev().collect();
+    // L0 oldest first, so the newest table takes the newest id; then the levels. Tables
+    // with filters of their own (the deepest level's) are not in the filter.
+    let l0: Vec<&Arc<TableHandle>> = v.levels()[0]
+        .tables()
+        .iter()
+        .rev()
+        .filter(|t| !t.own_filter())
+        .collect();
     let deeper: Vec<(&Arc<TableHandle>, Option<RunId>)> = v
         .levels()
         .iter()
         .enumerate()
         .skip(1)
         .flat_map(|(l, level)| level.tables().iter().map(move |t| (t, level_run(l))))
+        .filter(|(t, _)| !t.own_filter())
         .collect();
     let count = |t: &&Arc<TableHandle>| handle_count(t, &counters);
     let all: Vec<&Arc<TableHandle>> = l0
