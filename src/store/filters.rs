@@ -190,18 +190,24 @@ fn run_keys(v: &Version, gone: &[u64]) -> (Vec<u64>, Vec<u64>) {
 }
 
 /// The filter a new table at `level` of a store under the global filter gets: one of its
-/// own when `level` is the deepest that holds tables in `v` (or deeper), whose keys then
-/// stay out of the global filter (the deepest level holds most keys and never grows a
-/// filter: see `docs/global-filter.md`, "The deepest level"); none above it. Its own
-/// filter is the policy's per-table kind, blocked Bloom under the global policy, at the
-/// policy's rate.
+/// own in the two deepest levels that hold tables in `v` (never L0, unless no level below
+/// holds tables), whose keys then stay out of the global filter; none above them. The two
+/// deepest levels hold most keys whatever the tree's size: levels have fixed targets, so a
+/// new deepest level starts empty below a full one (see `docs/global-filter.md`, "The
+/// deepest levels"). Its own filter is the policy's per-table kind, blocked Bloom under the
+/// global policy, at the policy's rate.
 pub(super) fn deepest_filter(v: &Version, level: usize, policy: FilterPolicy) -> (FilterKind, f64) {
     let deepest = v
         .levels()
         .iter()
         .rposition(|l| !l.tables().is_empty())
         .unwrap_or(0);
-    if level < deepest {
+    let own_from = if deepest == 0 {
+        0
+    } else {
+        (deepest - 1).max(1)
+    };
+    if level < own_from {
         return (FilterKind::None, 1.0);
     }
     match policy.kind() {
