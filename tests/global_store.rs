@@ -94,7 +94,10 @@ fn global_store_matches_a_model_through_flushes_compactions_and_reopens() {
             .sum();
         let keys: u64 = s.tables.iter().map(|t| t.keys).sum();
         assert!(own > 0, "seed {seed}: no table with a filter of its own");
-        assert!(g.entries <= keys - own, "seed {seed}: {g:?}, {keys} keys, {own} own");
+        assert!(
+            g.entries <= keys - own,
+            "seed {seed}: {g:?}, {keys} keys, {own} own"
+        );
         assert!(
             s.tables.iter().any(|t| t.level > 0),
             "seed {seed}: nothing compacted"

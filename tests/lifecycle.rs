@@ -142,7 +142,10 @@ fn check_global(s: &Store, kind: FilterKind) {
         .filter(|t| t.filter_kind == FilterKind::Global)
         .map(|t| t.keys)
         .sum();
-    assert_eq!(g.entries, covered, "the filter's entries are the live tables'");
+    assert_eq!(
+        g.entries, covered,
+        "the filter's entries are the live tables'"
+    );
     assert_eq!(s.check_global_filter().unwrap(), Some(live));
     assert_eq!(g.key_blocks_read, 0, "{g:?}");
 }

@@ -280,7 +280,13 @@ impl Inner {
                     self.opts.mmap_reads,
                     self.block_cache.as_ref(),
                 )?;
-                if let (0, Some(Runs { output: Some(r), .. })) = (output, &runs) {
+                if let (
+                    0,
+                    Some(Runs {
+                        output: Some(r), ..
+                    }),
+                ) = (output, &runs)
+                {
                     // An L0 merge's output keeps its oldest input's id (`global_runs`).
                     t.set_run(*r);
                 }
@@ -315,7 +321,12 @@ impl Inner {
                     .collect();
                 // Keys of own-filtered sources that join a level in the global filter are
                 // inserted: room for them first.
-                let inserts = result.moves.keys.iter().filter(|k| k.from.is_empty()).count();
+                let inserts = result
+                    .moves
+                    .keys
+                    .iter()
+                    .filter(|k| k.from.is_empty())
+                    .count();
                 if inserts > 0 {
                     self.grow_global(inserts as u64)?;
                 }

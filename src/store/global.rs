@@ -271,17 +271,18 @@ impl Inner {
         for &(l, t) in sources {
             runs.push(run_of(l, t)?);
         }
-        let output = match output {
-            _ if own => None,
-            // The sources are in L0's order, newest first.
-            0 => Some(match runs.iter().rev().flatten().next() {
-                Some(&r) => r,
-                None => l0_id(&mut g.filter.writer()),
-            }),
-            l => Some(level_run(l).ok_or_else(|| {
-                Error::InvalidArgument(format!("no run id for level {output}"))
-            })?),
-        };
+        let output =
+            match output {
+                _ if own => None,
+                // The sources are in L0's order, newest first.
+                0 => Some(match runs.iter().rev().flatten().next() {
+                    Some(&r) => r,
+                    None => l0_id(&mut g.filter.writer()),
+                }),
+                l => Some(level_run(l).ok_or_else(|| {
+                    Error::InvalidArgument(format!("no run id for level {output}"))
+                })?),
+            };
         Ok(Some(Runs {
             sources: runs,
             output,
@@ -301,7 +302,11 @@ impl Inner {
         l0: &[RunId],
         publish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let sources = runs.sources.iter().flatten().fold(RunSet::EMPTY, |s, &r| s.with(r));
+        let sources = runs
+            .sources
+            .iter()
+            .flatten()
+            .fold(RunSet::EMPTY, |s, &r| s.with(r));
         let sources = match runs.output {
             Some(o) => sources.without(o),
             None => sources,

@@ -353,9 +353,7 @@ impl Inner {
         let filter = self.filter_for(&self.current(), &[], 0, imm.mem.len() as u64);
         // Under the global filter, an L0 table with a filter of its own (no level below
         // holds tables yet: `filter_for`) keeps its keys out of the global filter.
-        let insert_into = global
-            .as_ref()
-            .filter(|_| filter.0 == FilterKind::None);
+        let insert_into = global.as_ref().filter(|_| filter.0 == FilterKind::None);
         let filter_no = if filter.0 == FilterKind::None {
             0
         } else {
