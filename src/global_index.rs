@@ -41,6 +41,10 @@ pub(crate) const GROWTH: f64 = 2.0;
 /// before a flush finds the filter full.
 pub(crate) const GROW_AT: f64 = 0.8;
 
+/// Share of its capacity below which a filter is rebuilt smaller (see
+/// [`GlobalIndex::wants_shrink`]); its successor is sized [`GROWTH`] times its entries.
+pub(crate) const SHRINK_AT: f64 = 0.125;
+
 /// Counter slots (see [`GlobalIndex`]).
 const PROBES: usize = 0;
 const NEGATIVES: usize = 1;
@@ -280,6 +284,11 @@ impl GlobalIndex {
         *self.lock_log() = Some(Vec::new());
     }
 
+    /// Whether changes are being kept: a growth is under way.
+    pub(crate) fn logging(&self) -> bool {
+        self.lock_log().is_some()
+    }
+
     /// Notes a change just made to this filter, if changes are being kept (`change` is only
     /// called then). Call it while holding the filter's writer, so that changes are kept in
     /// the order they were made.
@@ -331,6 +340,15 @@ impl GlobalIndex {
     pub(crate) fn full_after(&self, more: u64) -> bool {
         let w = self.filter.writer();
         w.len() + more > self.capacity || w.needs_rebuild()
+    }
+
+    /// True when the filter holds less than [`SHRINK_AT`] of its capacity and is more than
+    /// 4 × [`MIN_CAPACITY`]: it was grown for a peak of the upper runs (an L0 backlog) that
+    /// compactions have since carried into the deepest levels, whose tables have filters of
+    /// their own. Its successor is built smaller (`store/global.rs`, `grown_capacity`).
+    pub(crate) fn wants_shrink(&self) -> bool {
+        let w = self.filter.writer();
+        self.capacity > 4 * MIN_CAPACITY && (w.len() as f64) < self.capacity as f64 * SHRINK_AT
     }
 
     /// True when `more` entries would take the filter past [`GROW_AT`] of its capacity (or

@@ -163,7 +163,14 @@ impl Inner {
         let _m = self.lock_global_change();
         let _g = self.lock_global();
         let v = self.current();
-        let g = v.global().filter(|g| g.wants_growth(more))?.clone();
+        let g = v
+            .global()
+            .filter(|g| g.wants_growth(more) || g.wants_shrink())?
+            .clone();
+        if g.logging() {
+            // Another growth is under way (one started by hand, in tests).
+            return None;
+        }
         if v.levels()[0]
             .tables()
             .iter()
@@ -423,6 +430,10 @@ impl Inner {
         g.end_move();
         published?;
         self.release_l0(&g, l0);
+        if g.wants_shrink() {
+            // Its keys went down into levels with filters of their own: a smaller one.
+            self.want_growth(0);
+        }
         Ok(())
     }
 
@@ -580,6 +591,10 @@ pub(super) fn headroom_capacity(keys: u64, extra: u64) -> u64 {
 /// more.
 fn grown_capacity(g: &GlobalIndex, keys: u64, more: u64) -> u64 {
     let by_keys = (keys.saturating_add(more) as f64 * GROWTH) as u64;
+    if g.wants_shrink() {
+        // Grown for a peak the compactions have carried down: built for its entries.
+        return by_keys;
+    }
     by_keys.max((g.capacity as f64 * GROWTH) as u64)
 }
 

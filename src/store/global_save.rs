@@ -67,9 +67,14 @@ pub(super) fn load_checkpoint(
     let bytes = std::fs::read(FileName::GlobalFilter.path(dir)).ok()?;
     let (filter, tag) = GlobalFilter::decode(&bytes).ok()?;
     drop(bytes);
+    let g = GlobalIndex::from_filter(filter, counters);
+    if g.wants_shrink() {
+        // Saved after a peak: built again from the tables' key hashes, at its size.
+        return None;
+    }
     // L0 ids newest first, as the tables (those in the filter: not the ones with filters
     // of their own).
-    let runs = filter.writer().l0_runs().to_vec();
+    let runs = g.filter.writer().l0_runs().to_vec();
     let l0: Vec<&Arc<TableHandle>> = v.levels()[0]
         .tables()
         .iter()
@@ -90,7 +95,6 @@ pub(super) fn load_checkpoint(
     if table_set_tag(&next) != tag {
         return None;
     }
-    let g = GlobalIndex::from_filter(filter, counters);
     Some(next.with_global(Some(Arc::new(g))))
 }
 
