@@ -22,8 +22,10 @@ use crate::table::{key_hashes, Table, TableCounters, TableCursor};
 /// level's table, whose id is its level's).
 pub(crate) const NO_RUN: u8 = u8::MAX;
 
-/// The smallest filter a store gets, in entries: about 0.5 MB of table.
-pub(crate) const MIN_CAPACITY: u64 = 1 << 18;
+/// The smallest filter a store gets, in entries: about 34 KB of table. It holds only the
+/// upper runs' keys (the deepest level's tables have filters of their own), which a small
+/// store may not have at all.
+pub(crate) const MIN_CAPACITY: u64 = 1 << 14;
 
 /// A filter built for a store's tables holds this many times their entries (at open and
 /// refilter): room for a compaction's moved keys, whose new entries come before the old ones
@@ -38,6 +40,10 @@ pub(crate) const GROWTH: f64 = 2.0;
 /// background while the store goes on (`store/global.rs`), so that it is usually ready
 /// before a flush finds the filter full.
 pub(crate) const GROW_AT: f64 = 0.8;
+
+/// Share of its capacity below which a filter is rebuilt smaller (see
+/// [`GlobalIndex::wants_shrink`]); its successor is sized [`GROWTH`] times its entries.
+pub(crate) const SHRINK_AT: f64 = 0.125;
 
 /// Counter slots (see [`GlobalIndex`]).
 const PROBES: usize = 0;
@@ -121,22 +127,32 @@ impl Change {
 pub(crate) struct Move {
     /// The runs whose keys move (the compaction's inputs outside the output level).
     pub sources: RunSet,
-    /// The run they move to.
-    pub output: RunId,
+    /// The run they move to; `None` when the output's tables have filters of their own (the
+    /// deepest level's), so the moved keys' entries are removed: every lookup meanwhile
+    /// reads the sources.
+    pub output: Option<RunId>,
 }
+
+/// [`Move::output`]'s encoding for `None`.
+const NO_OUTPUT: u64 = 0xff;
 
 impl Move {
     fn encode(self) -> u64 {
-        1 << 40 | (self.output.index() as u64) << 32 | u64::from(self.sources.0)
+        let output = self.output.map_or(NO_OUTPUT, |o| o.index() as u64);
+        1 << 40 | output << 32 | u64::from(self.sources.0)
     }
 
     fn decode(x: u64) -> Option<Move> {
         if x == 0 {
             return None;
         }
+        let output = x >> 32 & 0xff;
         Some(Move {
             sources: RunSet(x as u32),
-            output: RunId::from_index((x >> 32 & 0xff) as usize)?,
+            output: match output {
+                NO_OUTPUT => None,
+                o => Some(RunId::from_index(o as usize)?),
+            },
         })
     }
 }
@@ -195,7 +211,7 @@ impl GlobalIndex {
         let (mut set, lines) = self.filter.query_lines(hash);
         // After the filter's words (see `begin_move`).
         if let Some(m) = Move::decode(self.moving.load(SeqCst)) {
-            if set.contains(m.output) {
+            if m.output.is_none_or(|o| set.contains(o)) {
                 set = set | m.sources;
             }
         }
@@ -268,6 +284,11 @@ impl GlobalIndex {
         *self.lock_log() = Some(Vec::new());
     }
 
+    /// Whether changes are being kept: a growth is under way.
+    pub(crate) fn logging(&self) -> bool {
+        self.lock_log().is_some()
+    }
+
     /// Notes a change just made to this filter, if changes are being kept (`change` is only
     /// called then). Call it while holding the filter's writer, so that changes are kept in
     /// the order they were made.
@@ -319,6 +340,15 @@ impl GlobalIndex {
     pub(crate) fn full_after(&self, more: u64) -> bool {
         let w = self.filter.writer();
         w.len() + more > self.capacity || w.needs_rebuild()
+    }
+
+    /// True when the filter holds less than [`SHRINK_AT`] of its capacity and is more than
+    /// 4 × [`MIN_CAPACITY`]: it was grown for a peak of the upper runs (an L0 backlog) that
+    /// compactions have since carried into the deepest levels, whose tables have filters of
+    /// their own. Its successor is built smaller (`store/global.rs`, `grown_capacity`).
+    pub(crate) fn wants_shrink(&self) -> bool {
+        let w = self.filter.writer();
+        self.capacity > 4 * MIN_CAPACITY && (w.len() as f64) < self.capacity as f64 * SHRINK_AT
     }
 
     /// True when `more` entries would take the filter past [`GROW_AT`] of its capacity (or

@@ -143,18 +143,23 @@ pub(crate) struct Output<'a> {
 }
 
 /// Where a merge's keys were and go in a store's global filter: the run of each source and
-/// of the output. The merge collects what the filter must change (see [`Moves`]).
+/// of the output, `None` for a source or output whose tables have filters of their own
+/// (their keys are not in the global filter: the deepest level's). The merge collects what
+/// the filter must change (see [`Moves`]).
 pub(crate) struct Runs {
     /// The run id of each source, in the order of the sources.
-    pub sources: Vec<RunId>,
+    pub sources: Vec<Option<RunId>>,
     /// The run id of the output level.
-    pub output: RunId,
+    pub output: Option<RunId>,
 }
 
 /// What a merge changes in a store's global filter, for its owner to apply (with
 /// [`Writer::merge_batch`]): one [`MergeKey`] per merged key that was in a run other than
 /// the output, or that was dropped: the runs that held it and the run that holds it after
-/// (the output, or none). Keys that only the output level held and that stay cost nothing.
+/// (the output, or none). Keys that only the output level held and that stay cost nothing;
+/// so do keys that neither a source nor the output holds in the filter. A key kept in an
+/// output in the filter that only sources outside it held is inserted (`from` empty); a
+/// key whose output has a filter of its own leaves the filter (`to` none).
 ///
 /// [`Writer::merge_batch`]: crate::filter::global::Writer::merge_batch
 #[derive(Debug, Default)]
@@ -165,20 +170,25 @@ pub(crate) struct Moves {
 impl Moves {
     /// Notes one merged key: the sources that `held` it, and whether it was `kept`.
     fn note(&mut self, runs: &Runs, key: &[u8], held: &[u32], kept: bool) {
-        let run = |s: u32| runs.sources.get(s as usize).copied().unwrap_or(runs.output);
-        let in_output = held.iter().any(|&s| run(s) == runs.output);
-        if kept && in_output && held.len() == 1 {
+        let run = |s: u32| match runs.sources.get(s as usize) {
+            Some(r) => *r,
+            None => runs.output,
+        };
+        let to = if kept { runs.output } else { None };
+        if held.len() == 1 && run(held[0]) == to {
+            // In the filter under the run it stays in, or in neither.
             return;
         }
-        let hash = crate::hash::key_hash(key);
         let mut from = RunSet::EMPTY;
+        let mut cached = None;
+        let mut hash = || *cached.get_or_insert_with(|| crate::hash::key_hash(key));
         for &s in held {
-            let r = run(s);
+            let Some(r) = run(s) else { continue };
             if from.contains(r) {
                 // Two L0 tables that share an id (past 26 of them) both held the key: the
                 // second entry is removed on its own.
                 self.keys.push(MergeKey {
-                    hash,
+                    hash: hash(),
                     from: RunSet::of(r),
                     to: None,
                 });
@@ -186,10 +196,13 @@ impl Moves {
                 from = from.with(r);
             }
         }
+        if from.is_empty() && to.is_none() {
+            return;
+        }
         self.keys.push(MergeKey {
-            hash,
+            hash: hash(),
             from,
-            to: kept.then_some(runs.output),
+            to,
         });
     }
 }

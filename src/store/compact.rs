@@ -12,8 +12,9 @@ use super::worker::in_background;
 use super::{Inner, Store};
 use crate::compaction::expire::{plan_expired, plan_full_at};
 use crate::compaction::plan::{plan, plan_l0_drain, tombstone_droppable, Task};
-use crate::compaction::run::{merge, Output, Source};
+use crate::compaction::run::{merge, Output, Runs, Source};
 use crate::error::Result;
+use crate::filter::FilterKind;
 use crate::table::files::TableSpec;
 use crate::table::TableCounters;
 use crate::tombstone::compact::{range_droppable, RangeInput};
@@ -209,6 +210,17 @@ impl Inner {
                     source_runs.push((0, h));
                     source_tombs.push(tombs(&[*h]));
                 }
+            } else if v.global().is_some() {
+                // Under the global filter a level's tables with filters of their own (not in
+                // the global filter) and those without are sources apart, so that each
+                // source's keys are where its run says (the tables are disjoint: splitting
+                // the level changes no answer).
+                for group in picked.chunk_by(|a, b| a.own_filter() == b.own_filter()) {
+                    let tables = group.iter().map(|t| t.table.clone()).collect();
+                    sources.push(Source::new(tables, scratch.clone())?);
+                    source_runs.push((l, group[0]));
+                    source_tombs.push(tombs(group));
+                }
             } else if !tables.is_empty() {
                 sources.push(Source::new(tables, scratch.clone())?);
                 source_runs.push((l, picked[0]));
@@ -251,7 +263,10 @@ impl Inner {
             },
             ranges: RangeInput::new(&source_tombs, |t| range_droppable(&levels, output, t)),
         };
-        let runs = self.global_runs(v, &source_runs, output)?;
+        // Under the global filter, an output with a filter of its own (the deepest
+        // level's: `filter_for`) is not in the global filter.
+        let own = v.global().is_some() && filter.0 != FilterKind::None;
+        let runs = self.global_runs(v, &source_runs, output, own)?;
         let mut result = merge(sources, &drop_tombstone, &out, runs.as_ref())?;
         let mut add = Vec::with_capacity(result.tables.len());
         // A table that does not open, or an edit that is not published, takes the outputs'
@@ -265,9 +280,15 @@ impl Inner {
                     self.opts.mmap_reads,
                     self.block_cache.as_ref(),
                 )?;
-                if let (0, Some(runs)) = (output, &runs) {
+                if let (
+                    0,
+                    Some(Runs {
+                        output: Some(r), ..
+                    }),
+                ) = (output, &runs)
+                {
                     // An L0 merge's output keeps its oldest input's id (`global_runs`).
-                    t.set_run(runs.output);
+                    t.set_run(*r);
                 }
                 add.push(Arc::new(t));
             }
@@ -296,8 +317,19 @@ impl Inner {
                     .iter()
                     .zip(&source_runs)
                     .filter(|(_, (l, _))| *l == 0)
-                    .map(|(r, _)| *r)
+                    .filter_map(|(r, _)| *r)
                     .collect();
+                // Keys of own-filtered sources that join a level in the global filter are
+                // inserted: room for them first.
+                let inserts = result
+                    .moves
+                    .keys
+                    .iter()
+                    .filter(|k| k.from.is_empty())
+                    .count();
+                if inserts > 0 {
+                    self.grow_global(inserts as u64)?;
+                }
                 self.global_merge(runs, &mut result.moves.keys, &l0, publish)
             }
             _ => publish(),

@@ -189,6 +189,33 @@ fn run_keys(v: &Version, gone: &[u64]) -> (Vec<u64>, Vec<u64>) {
     (l0, deeper)
 }
 
+/// The filter a new table at `level` of a store under the global filter gets: one of its
+/// own in the two deepest levels that hold tables in `v` (never L0, unless no level below
+/// holds tables), whose keys then stay out of the global filter; none above them. The two
+/// deepest levels hold most keys whatever the tree's size: levels have fixed targets, so a
+/// new deepest level starts empty below a full one (see `docs/global-filter.md`, "The
+/// deepest levels"). Its own filter is the policy's per-table kind, blocked Bloom under the
+/// global policy, at the policy's rate.
+pub(super) fn deepest_filter(v: &Version, level: usize, policy: FilterPolicy) -> (FilterKind, f64) {
+    let deepest = v
+        .levels()
+        .iter()
+        .rposition(|l| !l.tables().is_empty())
+        .unwrap_or(0);
+    let own_from = if deepest == 0 {
+        0
+    } else {
+        (deepest - 1).max(1)
+    };
+    if level < own_from {
+        return (FilterKind::None, 1.0);
+    }
+    match policy.kind() {
+        FilterKind::Global | FilterKind::None => (FilterKind::BlockedBloom, policy.fpr()),
+        k => (k, policy.fpr()),
+    }
+}
+
 /// A budget's rate as a filter: none at all when the allocation gives it no memory.
 fn as_filter(kind: FilterKind, eps: f64) -> (FilterKind, f64) {
     if kind == FilterKind::None || eps >= MAX_FPR {
@@ -201,6 +228,24 @@ fn as_filter(kind: FilterKind, eps: f64) -> (FilterKind, f64) {
 /// The filter every table of `v` should have under `policy`, in `v.tables()` order.
 pub(super) fn filter_targets(v: &Version, policy: &FilterPolicy) -> Vec<(FilterKind, f64)> {
     match *policy {
+        // Under the global filter the deepest level's tables get filters of their own.
+        FilterPolicy::Uniform {
+            kind: FilterKind::Global,
+            fpr,
+        } => v
+            .levels()
+            .iter()
+            .enumerate()
+            .flat_map(|(l, level)| {
+                let own = deepest_filter(v, l, *policy);
+                let target = if own.0 == FilterKind::None {
+                    (FilterKind::Global, fpr)
+                } else {
+                    own
+                };
+                level.tables().iter().map(move |_| target)
+            })
+            .collect(),
         FilterPolicy::Uniform { kind, fpr } => v.tables().map(|_| (kind, fpr)).collect(),
         FilterPolicy::Budget { kind, bits_per_key } => {
             let (l0, deeper) = run_keys(v, &[]);
@@ -232,6 +277,9 @@ impl Inner {
         keys: u64,
     ) -> (FilterKind, f64) {
         let policy = self.lock_versions().policy;
+        if v.global().is_some() {
+            return deepest_filter(v, level, policy);
+        }
         let FilterPolicy::Budget { kind, bits_per_key } = policy else {
             return (policy.kind().per_table(), policy.fpr());
         };

@@ -30,6 +30,7 @@ use crate::global_index::{level_run, Change, GlobalIndex, Move, GROWTH, HEADROOM
 use crate::version::{TableHandle, Version, VersionEdit};
 
 mod drop;
+mod runs;
 
 /// Tables whose keys are read at a time while a filter is built (in parallel).
 const BUILD_BATCH: usize = 8;
@@ -163,8 +164,19 @@ impl Inner {
         let _m = self.lock_global_change();
         let _g = self.lock_global();
         let v = self.current();
-        let g = v.global().filter(|g| g.wants_growth(more))?.clone();
-        if v.levels()[0].tables().iter().any(|t| t.run().is_none()) {
+        let g = v
+            .global()
+            .filter(|g| g.wants_growth(more) || g.wants_shrink())?
+            .clone();
+        if g.logging() {
+            // Another growth is under way (one started by hand, in tests).
+            return None;
+        }
+        if v.levels()[0]
+            .tables()
+            .iter()
+            .any(|t| !t.own_filter() && t.run().is_none())
+        {
             return None;
         }
         g.start_log();
@@ -234,45 +246,6 @@ impl Inner {
         Ok(())
     }
 
-    /// The run ids of a merge's sources (`tables[i]` the tables of source i, from level
-    /// `levels[i]`) and of its output level, when `v` has a global filter. A merge within
-    /// L0 (output level 0) writes under its oldest input's id: its output takes the inputs'
-    /// place in L0, and its keys are relabelled to that id as a merge into a level relabels
-    /// them to the level's.
-    pub(super) fn global_runs(
-        &self,
-        v: &Version,
-        sources: &[(usize, &Arc<TableHandle>)],
-        output: usize,
-    ) -> Result<Option<Runs>> {
-        if v.global().is_none() {
-            return Ok(None);
-        }
-        let run_of = |l: usize, t: &TableHandle| -> Result<RunId> {
-            let r = if l == 0 { t.run() } else { level_run(l) };
-            r.ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "table {} of level {l} has no run in the global filter",
-                    t.record.number
-                ))
-            })
-        };
-        let mut runs = Vec::with_capacity(sources.len());
-        for &(l, t) in sources {
-            runs.push(run_of(l, t)?);
-        }
-        let output = match output {
-            // The sources are in L0's order, newest first.
-            0 => runs.last().copied(),
-            l => level_run(l),
-        }
-        .ok_or_else(|| Error::InvalidArgument(format!("no run id for level {output}")))?;
-        Ok(Some(Runs {
-            sources: runs,
-            output,
-        }))
-    }
-
     /// A compaction's changes to the global filter `g`, around `publish` (which publishes
     /// its tables): its `keys` are applied ([`Writer::merge_batch`]: relabelled to the
     /// output, or removed) under a [`Move`] announcement, the tables published, and the L0
@@ -289,8 +262,12 @@ impl Inner {
         let sources = runs
             .sources
             .iter()
-            .fold(RunSet::EMPTY, |s, &r| s.with(r))
-            .without(runs.output);
+            .flatten()
+            .fold(RunSet::EMPTY, |s, &r| s.with(r));
+        let sources = match runs.output {
+            Some(o) => sources.without(o),
+            None => sources,
+        };
         self.global_change(
             Move {
                 sources,
@@ -325,6 +302,10 @@ impl Inner {
         to: usize,
         publish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        if t.own_filter() {
+            // Its keys are not in the global filter: its own filter moves with it.
+            return publish();
+        }
         let from_run = if from == 0 { t.run() } else { level_run(from) };
         let (Some(from_run), Some(to_run)) = (from_run, level_run(to)) else {
             return Err(Error::InvalidArgument(format!(
@@ -337,7 +318,7 @@ impl Inner {
         self.global_change(
             Move {
                 sources: RunSet::of(from_run),
-                output: to_run,
+                output: Some(to_run),
             },
             |w, chunk| {
                 w.relabel_batch(chunk, from_run, to_run);
@@ -399,6 +380,10 @@ impl Inner {
         g.end_move();
         published?;
         self.release_l0(&g, l0);
+        if g.wants_shrink() {
+            // Its keys went down into levels with filters of their own: a smaller one.
+            self.want_growth(0);
+        }
         Ok(())
     }
 
@@ -464,14 +449,21 @@ pub(super) fn build_global(
     parallel: bool,
 ) -> Result<(Arc<GlobalIndex>, Vec<Arc<TableHandle>>)> {
     use rayon::prelude::*;
-    // L0 oldest first, so the newest table takes the newest id; then the levels.
-    let l0: Vec<&Arc<TableHandle>> = v.levels()[0].tables().iter().rev().collect();
+    // L0 oldest first, so the newest table takes the newest id; then the levels. Tables
+    // with filters of their own (the deepest level's) are not in the filter.
+    let l0: Vec<&Arc<TableHandle>> = v.levels()[0]
+        .tables()
+        .iter()
+        .rev()
+        .filter(|t| !t.own_filter())
+        .collect();
     let deeper: Vec<(&Arc<TableHandle>, Option<RunId>)> = v
         .levels()
         .iter()
         .enumerate()
         .skip(1)
         .flat_map(|(l, level)| level.tables().iter().map(move |t| (t, level_run(l))))
+        .filter(|(t, _)| !t.own_filter())
         .collect();
     let count = |t: &&Arc<TableHandle>| handle_count(t, &counters);
     let all: Vec<&Arc<TableHandle>> = l0
@@ -549,6 +541,10 @@ pub(super) fn headroom_capacity(keys: u64, extra: u64) -> u64 {
 /// more.
 fn grown_capacity(g: &GlobalIndex, keys: u64, more: u64) -> u64 {
     let by_keys = (keys.saturating_add(more) as f64 * GROWTH) as u64;
+    if g.wants_shrink() {
+        // Grown for a peak the compactions have carried down: built for its entries.
+        return by_keys;
+    }
     by_keys.max((g.capacity as f64 * GROWTH) as u64)
 }
 
@@ -608,7 +604,11 @@ mod tests {
         store.flush().unwrap();
         store.wait_for_compaction().unwrap();
         let inner = &store.inner;
+        // A large filter first, so that no growth of the store's own comes in between.
+        let big = inner.begin_growth(1 << 20).expect("a growth starts");
+        inner.finish_growth(big).unwrap();
         let first = store.stats().global_filter.unwrap().capacity;
+        let growths = store.stats().global_filter.unwrap().growths;
         // Far below its capacity: only this test's growth happens.
         let growth = inner.begin_growth(first).expect("a growth starts");
         for i in 10_000..40_000u64 {
@@ -626,7 +626,7 @@ mod tests {
         assert!(logged > 10_000, "{logged} keys' changes logged");
         inner.finish_growth(growth).unwrap();
         let g = store.stats().global_filter.unwrap();
-        assert_eq!(g.growths, 1, "{g:?}");
+        assert_eq!(g.growths, growths + 1, "{g:?}");
         // Built from the tables' key hashes files: no data block read.
         assert_eq!((g.key_tables_read, g.key_blocks_read), (0, 0), "{g:?}");
         assert!(g.capacity > first, "{g:?}");

@@ -67,9 +67,19 @@ pub(super) fn load_checkpoint(
     let bytes = std::fs::read(FileName::GlobalFilter.path(dir)).ok()?;
     let (filter, tag) = GlobalFilter::decode(&bytes).ok()?;
     drop(bytes);
-    // L0 ids newest first, as the tables.
-    let runs = filter.writer().l0_runs().to_vec();
-    let l0 = v.levels()[0].tables();
+    let g = GlobalIndex::from_filter(filter, counters);
+    if g.wants_shrink() {
+        // Saved after a peak: built again from the tables' key hashes, at its size.
+        return None;
+    }
+    // L0 ids newest first, as the tables (those in the filter: not the ones with filters
+    // of their own).
+    let runs = g.filter.writer().l0_runs().to_vec();
+    let l0: Vec<&Arc<TableHandle>> = v.levels()[0]
+        .tables()
+        .iter()
+        .filter(|t| !t.own_filter())
+        .collect();
     if runs.len() != l0.len() {
         return None;
     }
@@ -85,7 +95,6 @@ pub(super) fn load_checkpoint(
     if table_set_tag(&next) != tag {
         return None;
     }
-    let g = GlobalIndex::from_filter(filter, counters);
     Some(next.with_global(Some(Arc::new(g))))
 }
 
@@ -122,6 +131,28 @@ impl super::Store {
         for (l, level) in v.levels().iter().enumerate() {
             for t in level.tables() {
                 let run = if l == 0 { t.run() } else { level_run(l) };
+                if t.own_filter() {
+                    // Not in the global filter: its own filter must hold every key (one
+                    // that did not open is not asked: the table is read unfiltered).
+                    let missing = match &t.filter {
+                        Some(f) => table_hashes(&t.table)?
+                            .into_iter()
+                            .filter(|&h| !f.may_contain(h))
+                            .count(),
+                        None => 0,
+                    };
+                    if missing > 0 {
+                        return Err(Error::corrupt(
+                            0,
+                            format!(
+                                "the filter of table {} (level {l}) lacks {missing} of its keys",
+                                t.record.number
+                            ),
+                        ));
+                    }
+                    checked += t.record.entries;
+                    continue;
+                }
                 let missing = match run {
                     Some(run) => table_hashes(&t.table)?
                         .into_iter()

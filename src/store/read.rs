@@ -226,8 +226,10 @@ impl Inner {
                 }
                 // The global filter is asked under the lock, so that a key it rules out (most
                 // absent keys) costs no copy of the table set (two locked instructions).
+                // The tables with filters of their own (the deepest level's) are asked
+                // here too: no table is read under the lock, only filters.
                 let runs = global.map(|g| g.query(hash));
-                if runs.is_some_and(|r| r.is_empty()) {
+                if runs.is_some_and(|r| r.is_empty()) && st.current.own_rules_out(key, hash) {
                     drop(guard);
                     if self.tree.global_removals.load(SeqCst) == removals {
                         return Ok(None);
@@ -237,7 +239,7 @@ impl Inner {
                 (st.current.clone(), runs)
             };
             let got = match (version.global(), runs) {
-                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key, &now)?,
+                (Some(g), Some(runs)) => version.get_in_runs(g, runs, key, hash, &now)?,
                 _ => version.get(key, hash, &now)?,
             };
             if version.global().is_none() || self.tree.global_removals.load(SeqCst) == removals {

@@ -338,12 +338,22 @@ impl Inner {
     /// Seals `imm` into an L0 table (its three files written in parallel by
     /// [`TableWriter::write_whole`]) and publishes it; its log is removed afterwards.
     pub(super) fn seal(&self, imm: &Imm) -> Result<()> {
-        self.grow_global(imm.mem.len() as u64)?;
+        // Room in the global filter, unless the table gets a filter of its own (checked
+        // again below: should the tree change meanwhile, the filter grows at its next
+        // flush).
+        let own = self.current().global().is_some()
+            && self.filter_for(&self.current(), &[], 0, 0).0 != FilterKind::None;
+        if !own {
+            self.grow_global(imm.mem.len() as u64)?;
+        }
         // Until the table is published: a switch to or from the global filter waits.
         let _g = self.lock_global();
         let global = self.current().global().cloned();
         let table_no = self.alloc_file()?;
         let filter = self.filter_for(&self.current(), &[], 0, imm.mem.len() as u64);
+        // Under the global filter, an L0 table with a filter of its own (no level below
+        // holds tables yet: `filter_for`) keeps its keys out of the global filter.
+        let insert_into = global.as_ref().filter(|_| filter.0 == FilterKind::None);
         let filter_no = if filter.0 == FilterKind::None {
             0
         } else {
@@ -391,14 +401,14 @@ impl Inner {
                     })
                     .transpose()
             },
-            || global.as_ref().map(|g| self.global_insert(g, &hashes)),
+            || insert_into.map(|g| self.global_insert(g, &hashes)),
         );
         drop(sorted);
         let written = match written {
             Ok(w) => w,
             Err(e) => {
                 // The files written so far go with the error (`table/files.rs`).
-                if let (Some(g), Some(run)) = (&global, run) {
+                if let (Some(g), Some(run)) = (insert_into, run) {
                     self.global_uninsert(g, run, &hashes);
                 }
                 return Err(e);

@@ -24,8 +24,8 @@ use crate::compaction::plan::{apply, TableInfo};
 use crate::error::{Error, Result};
 use crate::expiry::Now;
 use crate::filename::{filter_path, range_path, table_path, tombstones_path};
-use crate::filter::global::{RunId, RunSet};
-use crate::global_index::{level_run, GlobalIndex, NO_RUN};
+use crate::filter::global::RunId;
+use crate::global_index::{GlobalIndex, NO_RUN};
 use crate::manifest::{TableRecord, MAX_LEVELS};
 use crate::table::files::TableFiles;
 use crate::table::{BlockCache, MappedFilter, MappedRangeFilter, Table, TableCounters};
@@ -33,6 +33,7 @@ use crate::tombstone::{Cover, RangeTombstone};
 use crate::Slice;
 
 mod batch;
+mod global_get;
 mod set;
 mod tombstones;
 pub(crate) use batch::Batch;
@@ -121,6 +122,14 @@ impl TableHandle {
     /// The table's L0 run id in the global filter, if it has one.
     pub(crate) fn run(&self) -> Option<RunId> {
         RunId::from_index(self.run.load(Ordering::Acquire) as usize)
+    }
+
+    /// Whether the table has a filter of its own recorded (it may have failed to open: it is
+    /// then read unfiltered). Under the global filter such a table's keys are not in the
+    /// global filter: its own filter answers for it (`version/global_get.rs`).
+    #[inline]
+    pub(crate) fn own_filter(&self) -> bool {
+        self.record.filter_file != 0
     }
 
     /// Gives the table its L0 run id in the global filter (before it is published).
@@ -348,6 +357,10 @@ pub(crate) struct Version {
     levels: Vec<Level>,
     /// Bit l set: level l ≥ 1 holds a table (a lookup visits only those levels).
     deep: u32,
+    /// Bit l set: level l (0 included) holds a table with a filter of its own
+    /// ([`TableHandle::own_filter`]; under the global filter, the tables written into the
+    /// deepest level, whose keys the global filter does not hold).
+    own: u32,
     /// The store's global filter, when lookups go through it instead of the tables' own
     /// filters (carried from version to version by [`Version::apply`]).
     global: Option<Arc<GlobalIndex>>,
@@ -398,10 +411,14 @@ impl Version {
         let deep = (1..levels.len().min(32))
             .filter(|&l| !levels[l].is_empty())
             .fold(0, |d, l| d | 1 << l);
+        let own = (0..levels.len().min(32))
+            .filter(|&l| levels[l].iter().any(|t| t.own_filter()))
+            .fold(0, |d, l| d | 1 << l);
         let cover = Version::cover_of(&levels);
         Version {
             levels: levels.into_iter().map(Level::new).collect(),
             deep,
+            own,
             global: None,
             cover,
         }
@@ -480,63 +497,6 @@ impl Version {
             (Some(t), None) => Some(t),
             _ => None,
         }
-    }
-
-    /// Looks `key` up through the global filter: one probe names the runs that may hold
-    /// it; they are read newest first (L0 newest to oldest, then L1, L2, …), and the first
-    /// that holds the key answers. Every run holding a version of the key is named (no
-    /// false negatives), so the newest version wins even when another key's fingerprint
-    /// names a newer run too: that run is read, misses, and the lookup goes on.
-    fn get_global(
-        &self,
-        g: &GlobalIndex,
-        key: &[u8],
-        hash: u64,
-        now: &Now,
-    ) -> Result<Option<Slice>> {
-        self.get_in_runs(g, g.query(hash), key, now)
-    }
-
-    /// The second half of [`get_global`](Self::get_global): reads the runs of `set`, the
-    /// answer of `g`'s query for the key (`g` is this version's global filter), newest
-    /// first.
-    pub(crate) fn get_in_runs(
-        &self,
-        g: &GlobalIndex,
-        set: RunSet,
-        key: &[u8],
-        now: &Now,
-    ) -> Result<Option<Slice>> {
-        if set.is_empty() {
-            return Ok(None);
-        }
-        let p = prefix8(key);
-        let read = |t: &TableHandle| -> Result<Option<Option<Slice>>> {
-            let got = t.table.get_at(key, &t.counters, now)?;
-            g.count_read(got.is_some());
-            Ok(got)
-        };
-        // L0 ids sit above the levels' (6..=31): look at L0 only when one is named.
-        if set.0 >> crate::filter::global::LEVELS != 0 {
-            for (i, t) in self.levels[0].tables.iter().enumerate() {
-                if t.run().is_some_and(|r| set.contains(r)) && t.in_range(key, p) {
-                    if let Some(v) = read(t)? {
-                        return Ok(v.filter(|_| !self.hidden(key, 0, i)));
-                    }
-                }
-            }
-        }
-        for (l, level) in self.levels.iter().enumerate().skip(1) {
-            if !level_run(l).is_some_and(|r| set.contains(r)) {
-                continue;
-            }
-            if let Some(t) = level.table_for(key, p) {
-                if let Some(v) = read(t)? {
-                    return Ok(v.filter(|_| !self.hidden(key, l, 0)));
-                }
-            }
-        }
-        Ok(None)
     }
 
     /// Looks `key` up: L0 newest to oldest, then one table per level. `None`: no table

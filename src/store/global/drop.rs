@@ -33,7 +33,8 @@ impl Inner {
         let mut l0 = Vec::new();
         for (l, level) in v.levels().iter().enumerate() {
             for t in level.tables() {
-                if !numbers.contains(&t.record.number) {
+                if !numbers.contains(&t.record.number) || t.own_filter() {
+                    // A table with a filter of its own has no entries in the global filter.
                     continue;
                 }
                 let run = if l == 0 { t.run() } else { level_run(l) };
@@ -50,11 +51,12 @@ impl Inner {
             }
         }
         publish()?;
+        let Some(first) = drops.first().map(|d| d.1) else {
+            return Ok(());
+        };
         g.begin_move(Move {
             sources: RunSet::EMPTY,
-            output: drops
-                .first()
-                .map_or(RunId::from_index(0).expect("id 0"), |d| d.1),
+            output: Some(first),
         });
         for (mut hashes, run) in drops {
             for chunk in hashes.chunks_mut(MOVE_CHUNK) {
