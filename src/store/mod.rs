@@ -138,6 +138,17 @@ struct Bg {
     grow_wanted: Option<u64>,
     /// The growth thread is building one.
     growing: bool,
+    /// Checkpoints making their cut (`backup.rs`): no memtable queued after the smallest
+    /// of these numbers is sealed until they let go.
+    seal_holds: Vec<u64>,
+}
+
+impl Bg {
+    /// Whether the memtable queued as number `seq` may be sealed now (no checkpoint holds
+    /// it back).
+    fn may_seal(&self, seq: u64) -> bool {
+        self.seal_holds.iter().all(|&h| seq <= h)
+    }
 }
 
 /// The engine's own counters (see [`Stats`]).

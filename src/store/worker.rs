@@ -126,7 +126,7 @@ fn flush_loop(inner: Arc<Inner>) {
                     .filter_map(|(slot, t)| t.imm.clone().map(|i| (slot, i)))
                     .min_by_key(|(_, i)| i.seq);
                 match imm {
-                    Some(imm) if bg.error.is_none() => break imm,
+                    Some(imm) if bg.error.is_none() && bg.may_seal(imm.1.seq) => break imm,
                     _ if inner.shutdown.load(SeqCst) => return,
                     _ => bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner()),
                 }

@@ -197,21 +197,29 @@ impl Store {
             } else {
                 vec![inner.tree.slot]
             };
-            for slot in slots {
-                let empty = inner.read_state().tree(slot).mem.is_empty();
-                if !empty {
-                    inner.wait_for_imm_slot(slot)?;
-                    let r = inner.switch_memtable(&mut w, slot);
-                    inner.poison_on_err(r)?;
-                }
-            }
-            inner.lock_bg().queued
+            inner.switch_trees(&mut w, &slots)?
         };
         inner.wait_sealed(target)
     }
 }
 
 impl Inner {
+    /// Under the writer lock `w`, so at one instant of the commit order: makes the
+    /// non-empty memtable of each tree in `slots` immutable (first waiting for the tree's
+    /// immutable one to be sealed). Returns the number [`wait_sealed`](Self::wait_sealed)
+    /// waits for: then every write committed before this call is in a table.
+    pub(super) fn switch_trees(&self, w: &mut Writer, slots: &[usize]) -> Result<u64> {
+        for &slot in slots {
+            let empty = self.read_state().tree(slot).mem.is_empty();
+            if !empty {
+                self.wait_for_imm_slot(slot)?;
+                let r = self.switch_memtable(w, slot);
+                self.poison_on_err(r)?;
+            }
+        }
+        Ok(self.lock_bg().queued)
+    }
+
     /// `expires_at` of a put with a time to live of `ttl_ms` milliseconds (0: none of its
     /// own), written with `opts`: its own, else the write's, else the store's default, else
     /// none (0).

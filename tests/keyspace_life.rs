@@ -1,0 +1,268 @@
+//! Stores with keyspaces through the lifecycle features: checkpoints (one cut across every
+//! keyspace, power cuts at every sync point, cross-keyspace batches whole in checkpoints
+//! taken beside writers), read-only handles (each keyspace read, refreshed, writes refused)
+//! and repair (each table back in its keyspace).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+
+use filterstore::io::FaultFs;
+use filterstore::{FilterKind, KeyspaceOptions, Options, Store, SyncPolicy, WriteBatch};
+
+type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn contents(scan: filterstore::Scan) -> Contents {
+    scan.map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+/// Every keyspace's contents (the default one as "").
+fn all(store: &Store) -> BTreeMap<String, Contents> {
+    let mut m = BTreeMap::new();
+    m.insert(String::new(), contents(store.scan::<&[u8]>(..)));
+    for name in store.keyspaces() {
+        let ks = store.existing_keyspace(&name).unwrap();
+        m.insert(name, contents(ks.scan::<&[u8]>(..)));
+    }
+    m
+}
+
+fn open_existing(dir: &Path) -> filterstore::Result<Store> {
+    Store::open(dir, Options::default().create_if_missing(false))
+}
+
+fn assert_verified(dir: &Path, what: &str) {
+    let r = filterstore::verify::verify_dir(dir).unwrap();
+    assert!(r.is_intact(), "{what}: verify_dir: {:?}", r.problems);
+}
+
+/// The model's writes: batch `i` puts `k{i}` into the default keyspace and into `a` and `b`
+/// (each with its own value), and deletes `k{i-7}` from `b`.
+fn batch(store: &Store, i: u64) -> (WriteBatch, [(String, Vec<u8>, Option<Vec<u8>>); 4]) {
+    let (a, b) = (
+        store.existing_keyspace("a").unwrap(),
+        store.existing_keyspace("b").unwrap(),
+    );
+    let k = format!("k{i:06}").into_bytes();
+    let gone = format!("k{:06}", i.wrapping_sub(7)).into_bytes();
+    let v = |ks: &str| format!("{ks}-{i}-{}", "v".repeat((i % 23) as usize)).into_bytes();
+    let mut w = WriteBatch::new();
+    w.put(k.clone(), v("d"))
+        .put_in(&a, k.clone(), v("a"))
+        .put_in(&b, k.clone(), v("b"))
+        .delete_in(&b, gone.clone());
+    let ops = [
+        (String::new(), k.clone(), Some(v("d"))),
+        ("a".to_string(), k.clone(), Some(v("a"))),
+        ("b".to_string(), k, Some(v("b"))),
+        ("b".to_string(), gone, None),
+    ];
+    (w, ops)
+}
+
+fn apply(model: &mut BTreeMap<String, Contents>, ops: &[(String, Vec<u8>, Option<Vec<u8>>)]) {
+    for (ks, k, v) in ops {
+        let m = model.entry(ks.clone()).or_default();
+        match v {
+            Some(v) => m.insert(k.clone(), v.clone()),
+            None => m.remove(k),
+        };
+    }
+}
+
+/// A store with keyspaces `a` (cuckoo filters, no range filters) and `b` beside the
+/// default one, `n` model batches written, the first half flushed.
+fn model_store(dir: &Path, opts: Options, n: u64) -> (Store, BTreeMap<String, Contents>) {
+    let store = Store::open(dir, opts).unwrap();
+    store
+        .keyspace_with(
+            "a",
+            KeyspaceOptions::default()
+                .filter(FilterKind::Cuckoo)
+                .range_filter_bits(0.0),
+        )
+        .unwrap();
+    store.keyspace("b").unwrap();
+    let mut model: BTreeMap<String, Contents> = ["", "a", "b"]
+        .iter()
+        .map(|k| (k.to_string(), Contents::new()))
+        .collect();
+    for i in 0..n {
+        let (w, ops) = batch(&store, i);
+        store.write(w).unwrap();
+        apply(&mut model, &ops);
+        if i == n / 2 {
+            store.flush().unwrap();
+        }
+    }
+    (store, model)
+}
+
+#[test]
+fn a_checkpoint_holds_every_keyspace_with_its_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options::default().memtable_bytes(16 << 10);
+    let (store, model) = model_store(&tmp.path().join("store"), opts, 2000);
+    let dest = tmp.path().join("cp");
+    // From a keyspace's handle too: a checkpoint is the store's.
+    let a = store.existing_keyspace("a").unwrap();
+    let r = a.as_store().checkpoint_with_report(&dest).unwrap();
+    assert!(r.linked_files > 0, "{r:?}");
+    // The source is unchanged (but for the flush), and writable.
+    assert_eq!(all(&store), model);
+    store.existing_keyspace("b").unwrap().put("after", "x").unwrap();
+    drop((a, store));
+    assert!(
+        !std::fs::read_dir(&dest)
+            .unwrap()
+            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "wal")),
+        "a checkpoint holds no log"
+    );
+    assert_verified(&dest, "checkpoint");
+    let cp = open_existing(&dest).unwrap();
+    assert_eq!(cp.keyspaces(), ["a", "b"]);
+    assert_eq!(all(&cp), model);
+    // The keyspace options came along.
+    let a = cp.existing_keyspace("a").unwrap();
+    a.put("new", "1").unwrap();
+    a.flush().unwrap();
+    let st = a.stats();
+    assert!(st.tables > 0);
+    assert_eq!(a.as_store().filter().0, FilterKind::Cuckoo);
+}
+
+/// Checkpoints taken while threads write batches across the three keyspaces: in each, every
+/// batch is whole (its key in all three keyspaces or in none), each thread's batches a
+/// prefix of its writes holding at least those acknowledged before the checkpoint began.
+#[test]
+fn a_cross_keyspace_batch_is_whole_in_checkpoints_taken_beside_writers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    // Small memtables under one budget: the trees switch at different moments.
+    let opts = Options::default()
+        .memtable_bytes(24 << 10)
+        .table_bytes(16 << 10)
+        .compaction_trigger(Some(2));
+    let store = Store::open(&dir, opts).unwrap();
+    let a = store.keyspace("a").unwrap();
+    let b = store.keyspace("b").unwrap();
+    let threads = 2u64;
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let key = |t: u64, i: u64| format!("t{t}k{i:07}").into_bytes();
+    let writers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (store, a, b) = (store.clone(), a.clone(), b.clone());
+            let (acked, stop) = (acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(SeqCst) && i < 400_000 {
+                    let k = key(t, i);
+                    let mut w = WriteBatch::new();
+                    // Values of different sizes: the trees fill at different rates, the
+                    // default keyspace's first (its seal holds the lock a checkpoint takes
+                    // first: one sealed after the cut would be in it, torn from the others).
+                    w.put(k.clone(), vec![b'd'; 90])
+                        .put_in(&a, k.clone(), vec![b'a'; 40])
+                        .put_in(&b, k, vec![b'b'; 10]);
+                    store.write(w).unwrap();
+                    i += 1;
+                    acked[t as usize].store(i, SeqCst);
+                }
+            })
+        })
+        .collect();
+    let mut checkpoints = Vec::new();
+    for n in 0..5 {
+        while acked.iter().map(|a| a.load(SeqCst)).sum::<u64>() < 2000 * (n + 1) {
+            std::thread::yield_now();
+        }
+        let before: Vec<u64> = acked.iter().map(|a| a.load(SeqCst)).collect();
+        let dest = tmp.path().join(format!("cp{n}"));
+        store.checkpoint(&dest).unwrap();
+        checkpoints.push((dest, before));
+    }
+    stop.store(true, SeqCst);
+    for w in writers {
+        w.join().unwrap();
+    }
+    drop((a, b, store));
+    for (dest, before) in &checkpoints {
+        let what = dest.display().to_string();
+        let cp = open_existing(dest).unwrap();
+        let got = all(&cp);
+        let keys = |ks: &str| got[ks].keys().cloned().collect::<Vec<_>>();
+        let d = keys("");
+        assert_eq!(d, keys("a"), "{what}: a batch torn between default and a");
+        assert_eq!(d, keys("b"), "{what}: a batch torn between default and b");
+        let mut found = vec![0u64; threads as usize];
+        for k in &d {
+            let s = String::from_utf8(k.clone()).unwrap();
+            let (t, i) = s[1..].split_once('k').unwrap();
+            let (t, i): (usize, u64) = (t.parse().unwrap(), i.parse().unwrap());
+            assert_eq!(i, found[t], "{what}: thread {t}'s batches are not a prefix");
+            found[t] += 1;
+        }
+        for (t, &n) in before.iter().enumerate() {
+            assert!(found[t] >= n, "{what}: thread {t}: {} of {n}", found[t]);
+        }
+    }
+}
+
+/// The source for the power-cut tests: every write synced, part in tables, part in the log.
+fn fault_store(root: &Path) -> (Store, FaultFs, BTreeMap<String, Contents>) {
+    let fs = FaultFs::new();
+    let opts = Options::default()
+        .memtable_bytes(16 << 10)
+        .compaction_trigger(None)
+        .idle_drain(None)
+        .sync(SyncPolicy::EveryWrite)
+        .fs(Arc::new(fs.clone()));
+    let (store, model) = model_store(&root.join("store"), opts, 300);
+    (store, fs, model)
+}
+
+/// What a failed checkpoint left in `root`: `cp` does not exist or opens whole; the source
+/// opens with every write. Whether `cp` was there.
+fn check_after_failure(root: &Path, model: &BTreeMap<String, Contents>, what: &str) -> bool {
+    let dest = root.join("cp");
+    let whole = dest.exists();
+    if whole {
+        let cp = open_existing(&dest).unwrap_or_else(|e| panic!("{what}: cp: {e}"));
+        assert_eq!(&all(&cp), model, "{what}: cp");
+    }
+    let store = open_existing(&root.join("store")).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(&all(&store), model, "{what}: source");
+    whole
+}
+
+#[test]
+fn a_power_cut_at_every_sync_point_of_a_checkpoint_with_keyspaces() {
+    let (mut images, mut whole) = (0, 0);
+    for k in 0.. {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, fs, model) = fault_store(tmp.path());
+        fs.cut_power_at_sync(fs.syncs() + k);
+        let done = store.checkpoint(tmp.path().join("cp")).is_ok();
+        if done {
+            assert!(k > 3, "a checkpoint has more sync points than {k}");
+            assert!(images > 0);
+            println!("checkpoint power cuts: {k} sync points, {images} images, {whole} whole");
+            return;
+        }
+        for applied in 0..=fs.pending_dir_ops() {
+            let img = tempfile::tempdir().unwrap();
+            fs.crash_image_tree(tmp.path(), img.path(), applied)
+                .unwrap();
+            let what = format!("cut at sync {k}, {applied} entries applied");
+            whole += u64::from(check_after_failure(img.path(), &model, &what));
+            images += 1;
+        }
+        drop(store);
+    }
+}
