@@ -32,6 +32,18 @@ fn all(store: &Store) -> BTreeMap<String, Contents> {
     m
 }
 
+/// A scratch directory on a RAM file system when there is one (these tests seal many small
+/// memtables: an fsync each).
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
 fn open_existing(dir: &Path) -> filterstore::Result<Store> {
     Store::open(dir, Options::default().create_if_missing(false))
 }
@@ -105,8 +117,10 @@ fn model_store(dir: &Path, opts: Options, n: u64) -> (Store, BTreeMap<String, Co
 
 #[test]
 fn a_checkpoint_holds_every_keyspace_with_its_options() {
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = Options::default().memtable_bytes(16 << 10);
+    let tmp = scratch_dir();
+    let opts = Options::default()
+        .memtable_bytes(16 << 10)
+        .sync(SyncPolicy::OnFlush);
     let (store, model) = model_store(&tmp.path().join("store"), opts, 2000);
     let dest = tmp.path().join("cp");
     // From a keyspace's handle too: a checkpoint is the store's.
@@ -115,12 +129,18 @@ fn a_checkpoint_holds_every_keyspace_with_its_options() {
     assert!(r.linked_files > 0, "{r:?}");
     // The source is unchanged (but for the flush), and writable.
     assert_eq!(all(&store), model);
-    store.existing_keyspace("b").unwrap().put("after", "x").unwrap();
+    store
+        .existing_keyspace("b")
+        .unwrap()
+        .put("after", "x")
+        .unwrap();
     drop((a, store));
     assert!(
-        !std::fs::read_dir(&dest)
+        !std::fs::read_dir(&dest).unwrap().any(|e| e
             .unwrap()
-            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "wal")),
+            .path()
+            .extension()
+            .is_some_and(|x| x == "wal")),
         "a checkpoint holds no log"
     );
     assert_verified(&dest, "checkpoint");
@@ -141,13 +161,14 @@ fn a_checkpoint_holds_every_keyspace_with_its_options() {
 /// prefix of its writes holding at least those acknowledged before the checkpoint began.
 #[test]
 fn a_cross_keyspace_batch_is_whole_in_checkpoints_taken_beside_writers() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scratch_dir();
     let dir = tmp.path().join("store");
     // Small memtables under one budget: the trees switch at different moments.
     let opts = Options::default()
         .memtable_bytes(24 << 10)
         .table_bytes(16 << 10)
-        .compaction_trigger(Some(2));
+        .compaction_trigger(Some(2))
+        .sync(SyncPolicy::OnFlush);
     let store = Store::open(&dir, opts).unwrap();
     let a = store.keyspace("a").unwrap();
     let b = store.keyspace("b").unwrap();
@@ -245,7 +266,7 @@ fn check_after_failure(root: &Path, model: &BTreeMap<String, Contents>, what: &s
 fn a_power_cut_at_every_sync_point_of_a_checkpoint_with_keyspaces() {
     let (mut images, mut whole) = (0, 0);
     for k in 0.. {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = scratch_dir();
         let (store, fs, model) = fault_store(tmp.path());
         fs.cut_power_at_sync(fs.syncs() + k);
         let done = store.checkpoint(tmp.path().join("cp")).is_ok();
@@ -265,4 +286,133 @@ fn a_power_cut_at_every_sync_point_of_a_checkpoint_with_keyspaces() {
         }
         drop(store);
     }
+}
+
+/// A read-only handle beside a writer of a store with keyspaces: each keyspace reads as the
+/// writer's after every refresh (the writer's batches, flushes of one keyspace or all,
+/// compactions, a keyspace created, one dropped and re-created), writes are refused, and a
+/// keyspace's handle refreshes the whole store.
+#[test]
+fn a_read_only_handle_reads_every_keyspace_and_follows_the_writer() {
+    let tmp = scratch_dir();
+    let dir = tmp.path().join("store");
+    let opts = Options::default()
+        .memtable_bytes(8 << 10)
+        .table_bytes(8 << 10)
+        .compaction_trigger(Some(2))
+        .sync(SyncPolicy::OnFlush);
+    let (writer, mut model) = model_store(&dir, opts, 300);
+    assert_eq!(all(&writer), model);
+    let reader = Store::open_read_only(&dir).unwrap();
+    assert_eq!(reader.keyspaces(), ["a", "b"]);
+    assert_eq!(all(&reader), model);
+    // Writes refused, through the store and a keyspace; no keyspace created.
+    let ra = reader.keyspace("a").unwrap();
+    assert!(matches!(
+        ra.put("x", "y"),
+        Err(filterstore::Error::ReadOnly(_))
+    ));
+    assert!(matches!(
+        reader.keyspace("new"),
+        Err(filterstore::Error::ReadOnly(_))
+    ));
+    let mut batch_in = WriteBatch::new();
+    batch_in.put_in(&ra, "x", "y");
+    assert!(matches!(
+        reader.write(batch_in),
+        Err(filterstore::Error::ReadOnly(_))
+    ));
+    assert!(ra.flush().is_err() && ra.compact().is_err());
+    let mut rng = common::Rng::new(38);
+    let mut i = 300;
+    for round in 0..40 {
+        for _ in 0..rng.below(120) {
+            let (w, ops) = batch(&writer, i);
+            writer.write(w).unwrap();
+            apply(&mut model, &ops);
+            i += 1;
+        }
+        match rng.below(6) {
+            0 => writer.existing_keyspace("a").unwrap().flush().unwrap(),
+            1 => writer.flush().unwrap(),
+            2 => writer.existing_keyspace("b").unwrap().compact().unwrap(),
+            _ => {}
+        }
+        if round == 20 {
+            let c = writer.keyspace("c").unwrap();
+            c.put("c-key", "c-value").unwrap();
+            let m = model.entry("c".to_string()).or_default();
+            m.insert(b"c-key".to_vec(), b"c-value".to_vec());
+        }
+        if round == 30 {
+            writer.drop_keyspace("b").unwrap();
+            writer.keyspace("b").unwrap();
+            model.insert("b".to_string(), Contents::new());
+        }
+        // Every other round through a keyspace's handle.
+        if round % 2 == 0 {
+            reader.refresh().unwrap();
+        } else {
+            ra.as_store().refresh().unwrap();
+        }
+        assert_eq!(all(&writer), model, "round {round}: writer");
+        assert_eq!(all(&reader), model, "round {round}: reader");
+    }
+    assert_eq!(reader.keyspaces(), ["a", "c", "b"]);
+    drop(writer);
+    reader.refresh().unwrap();
+    assert_eq!(all(&reader), model);
+}
+
+/// A reader refreshing in a loop beside a writer of batches across three keyspaces: every
+/// snapshot of the reader holds each batch in all three keyspaces or in none.
+#[test]
+fn a_read_only_snapshot_holds_cross_keyspace_batches_whole() {
+    let tmp = scratch_dir();
+    let dir = tmp.path().join("store");
+    // Memtables large enough that the writer's manifest does not change under every read
+    // (a read tries 20 times).
+    let opts = Options::default()
+        .memtable_bytes(256 << 10)
+        .compaction_trigger(Some(4))
+        .sync(SyncPolicy::OnFlush);
+    let store = Store::open(&dir, opts).unwrap();
+    let (a, b) = (store.keyspace("a").unwrap(), store.keyspace("b").unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(SeqCst) && i < 200_000 {
+                let k = format!("k{i:07}").into_bytes();
+                let mut w = WriteBatch::new();
+                w.put(k.clone(), vec![b'd'; 60])
+                    .put_in(&a, k.clone(), vec![b'a'; 20])
+                    .put_in(&b, k, vec![b'b'; 5]);
+                store.write(w).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let reader = Store::open_read_only(&dir).unwrap();
+    let mut seen = 0;
+    for n in 0..40 {
+        // The writer's progress (its table sets and logs changing) between refreshes.
+        while store.last_seq() < 1000 * (n + 1) {
+            std::thread::yield_now();
+        }
+        reader.refresh().unwrap();
+        let snap = reader.snapshot();
+        let keys = |s: filterstore::Scan| s.map(|e| e.unwrap().0.to_vec()).collect::<Vec<_>>();
+        let d = keys(snap.scan::<&[u8]>(..));
+        let ra = reader.existing_keyspace("a").unwrap();
+        let rb = reader.existing_keyspace("b").unwrap();
+        assert_eq!(d, keys(snap.keyspace(&ra).unwrap().scan::<&[u8]>(..)));
+        assert_eq!(d, keys(snap.keyspace(&rb).unwrap().scan::<&[u8]>(..)));
+        assert!(d.len() >= seen, "a refresh went back");
+        seen = d.len();
+    }
+    stop.store(true, SeqCst);
+    w.join().unwrap();
+    assert!(seen > 0);
 }

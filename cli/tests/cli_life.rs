@@ -60,6 +60,33 @@ fn read_only_commands_beside_a_writer() {
 }
 
 #[test]
+fn keyspaces_read_only_beside_a_writer_and_in_a_checkpoint() {
+    let t = tempfile::tempdir().unwrap();
+    let (d, cp) = (t.path().join("db"), t.path().join("cp"));
+    ok(store(&d, &["--keyspace", "a", "put", "k", "in-a"]));
+    ok(store(&d, &["put", "k", "in-default"]));
+    let writer = Store::open(&d, Options::default()).unwrap();
+    writer.keyspace("a").unwrap().put("w", "x").unwrap();
+    let ro = |args: &[&str]| store(&d, &[&["--read-only"], args].concat());
+    assert_eq!(ok(ro(&["--keyspace", "a", "get", "w"])), "x\n");
+    assert_eq!(ok(ro(&["--keyspace", "a", "get", "k"])), "in-a\n");
+    assert_eq!(ok(ro(&["get", "k"])), "in-default\n");
+    assert_eq!(ok(ro(&["--keyspace", "a", "scan"])).lines().count(), 2);
+    assert!(ok(ro(&["keyspaces"])).contains('a'));
+    // No keyspace of that name: a usage error; writes refused, none created.
+    assert_eq!(ro(&["--keyspace", "b", "get", "k"]).code, 2);
+    let put = ro(&["--keyspace", "a", "put", "y", "z"]);
+    assert_eq!(put.code, 2);
+    assert!(put.stderr.contains("read-only"), "{}", put.stderr);
+    assert_eq!(ro(&["--keyspace", "b", "put", "y", "z"]).code, 2);
+    drop(writer);
+    ok(store(&d, &["checkpoint", cp.to_str().unwrap()]));
+    assert_eq!(ok(store(&cp, &["--keyspace", "a", "get", "w"])), "x\n");
+    assert_eq!(ok(store(&cp, &["get", "k"])), "in-default\n");
+    assert!(ok(store(&cp, &["verify"])).contains("intact"));
+}
+
+#[test]
 fn stats_json_counts_range_tombstones_and_tables_dropped() {
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("db");

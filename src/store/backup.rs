@@ -220,8 +220,7 @@ impl Inner {
                 return Ok(None);
             }
             let id = t.tree.id;
-            let Some(mut rec) = manifest.keyspaces.live.iter().find(|k| k.id == id).cloned()
-            else {
+            let Some(mut rec) = manifest.keyspaces.live.iter().find(|k| k.id == id).cloned() else {
                 return Err(Error::Internal(format!("keyspace {id} has no record")));
             };
             rec.log_number = m.log_number;

@@ -241,6 +241,16 @@ impl Store {
                 "keyspaces are opened from the store, not from a keyspace".into(),
             ));
         }
+        let wrap = |sib: Arc<Inner>| Keyspace {
+            store: Store {
+                inner: sib,
+                handle: self.handle.clone(),
+            },
+        };
+        if let Some(ks) = self.existing_keyspace(name) {
+            // A read-only store's too (it creates none).
+            return Ok(ks);
+        }
         inner.check_writable()?;
         if name.is_empty() || name.len() > MAX_NAME_BYTES {
             return Err(Error::InvalidArgument(format!(
@@ -252,15 +262,6 @@ impl Store {
             let spaces = inner.spaces.lock().unwrap_or_else(|p| p.into_inner());
             spaces.iter().find(|s| s.tree.name == name).cloned()
         };
-        let wrap = |sib: Arc<Inner>| Keyspace {
-            store: Store {
-                inner: sib,
-                handle: self.handle.clone(),
-            },
-        };
-        if let Some(s) = found(inner) {
-            return Ok(wrap(s));
-        }
         let recorded = inner.lock_versions().recorded;
         let policy = match opts.policy {
             Some(p) => p,
@@ -581,7 +582,8 @@ impl Inner {
             lifetime_base: self.lifetime_base,
             lifetime_problem: self.lifetime_problem.clone(),
             dropped_at_open: Vec::new(),
-            read_only: None,
+            // A read-only store's keyspaces are read-only (the store's handle reads for them).
+            read_only: self.read_only.as_ref().map(|_| Mutex::default()),
         }
     }
 }

@@ -156,28 +156,6 @@ impl super::State {
     }
 }
 
-/// Refuses a store whose manifest lists live keyspaces besides the default one: this build
-/// keeps their records (the manifest is rewritten with them) but does not serve their
-/// tables yet, so it must not open such a store and read their tables as the default
-/// keyspace's. A store whose keyspaces were all dropped opens.
-pub(super) fn refuse_keyspaces(
-    dir: &std::path::Path,
-    m: &crate::manifest::Manifest,
-) -> crate::error::Result<()> {
-    if m.keyspaces.live.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = m.keyspaces.live.iter().map(|k| k.name.as_str()).collect();
-    Err(crate::error::Error::Unsupported {
-        file: crate::filename::FileName::Manifest.path(dir),
-        offset: 0,
-        reason: format!(
-            "the store holds keyspaces {names:?} besides the default one, which this build \
-             does not read"
-        ),
-    })
-}
-
 /// How a replay of the store's logs judges keyspace ids (format.md, "Keyspaces"): by the
 /// manifest `m`'s next id and its live keyspaces' ids `live`.
 pub(super) fn keyspace_ids<'a>(

@@ -77,6 +77,7 @@ pub fn replay_ops(bytes: &[u8], apply: impl FnMut(OwnedOp)) -> Result<ReplayEnd>
 
 /// [`replay_ops`] of a store's log, its keyspace ids judged by `ids` (the manifest's): the
 /// ops of dropped keyspaces are skipped, an id never allocated is corruption.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn replay_ops_in(
     bytes: &[u8],
     ids: KeyspaceIds,

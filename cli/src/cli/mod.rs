@@ -448,41 +448,18 @@ impl Global {
         if matches!(access, Access::Existing | Access::Read) || self.read_only {
             require_store(&dir)?;
         }
-        if self.read_only {
-            return Store::open_read_only(&dir).map_err(|e| {
+        let store = if self.read_only {
+            Store::open_read_only(&dir).map_err(|e| {
                 CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
-            });
-        }
-        let defaults = Options::default();
-        let opts = Options::default()
-            .filter(self.filter)
-            .fpr(self.fpr)
-            .policy(self.policy())
-            .sync(if access == Access::BulkWrite {
-                SyncPolicy::OnFlush
-            } else {
-                SyncPolicy::EveryWrite
-            })
-            .create_if_missing(matches!(access, Access::Write | Access::BulkWrite))
-            .compaction_trigger(if access == Access::Read {
-                None
-            } else {
-                defaults.compaction_trigger
-            })
-            .compression(self.compression.unwrap_or(defaults.compression))
-            .range_filter_bits(self.range_bits.unwrap_or(defaults.range_filter_bits));
-        let store = Store::open(&dir, opts).map_err(|e| {
-            CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
-        })?;
-        // A torn tail is the write in flight at a crash, never acknowledged: dropping it is
-        // no error, but the user hears of it (once: opening rewrote the logs).
-        for w in store.dropped_at_open() {
-            eprintln!("store: warning: {w} at open");
-        }
+            })?
+        } else {
+            self.open_writer(&dir, access)?
+        };
         let Some(name) = &self.keyspace else {
             return Ok(store);
         };
         let ks = match access {
+            // On a read-only store: the keyspace if it exists, else a refused write.
             Access::Write | Access::BulkWrite => {
                 let o = KeyspaceOptions::default();
                 let o = match self.filter {
@@ -503,6 +480,37 @@ impl Global {
             })?,
         };
         Ok(ks.as_store().clone())
+    }
+
+    /// Opens the store in `dir` for writing as `access` says (read-only handles aside).
+    fn open_writer(&self, dir: &Path, access: Access) -> Result<Store, CliError> {
+        let defaults = Options::default();
+        let opts = Options::default()
+            .filter(self.filter)
+            .fpr(self.fpr)
+            .policy(self.policy())
+            .sync(if access == Access::BulkWrite {
+                SyncPolicy::OnFlush
+            } else {
+                SyncPolicy::EveryWrite
+            })
+            .create_if_missing(matches!(access, Access::Write | Access::BulkWrite))
+            .compaction_trigger(if access == Access::Read {
+                None
+            } else {
+                defaults.compaction_trigger
+            })
+            .compression(self.compression.unwrap_or(defaults.compression))
+            .range_filter_bits(self.range_bits.unwrap_or(defaults.range_filter_bits));
+        let store = Store::open(dir, opts).map_err(|e| {
+            CliError::from(e).context(format_args!("cannot open store {}", dir.display()))
+        })?;
+        // A torn tail is the write in flight at a crash, never acknowledged: dropping it is
+        // no error, but the user hears of it (once: opening rewrote the logs).
+        for w in store.dropped_at_open() {
+            eprintln!("store: warning: {w} at open");
+        }
+        Ok(store)
     }
 }
 
