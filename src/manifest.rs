@@ -367,6 +367,16 @@ impl Manifest {
     /// Decodes and checks a manifest of any version this code reads; error offsets are file
     /// offsets.
     pub fn decode(bytes: &[u8]) -> Result<Manifest> {
+        Manifest::decode_checked(bytes, true)
+    }
+
+    /// [`decode`](Self::decode) without the CRC check: what `store repair` makes of a
+    /// damaged manifest whose bytes still decode (they may be wrong where the damage is).
+    pub(crate) fn decode_ignoring_crc(bytes: &[u8]) -> Result<Manifest> {
+        Manifest::decode_checked(bytes, false)
+    }
+
+    fn decode_checked(bytes: &[u8], crc_checked: bool) -> Result<Manifest> {
         let mut c = Cursor::new(bytes, 0);
         if c.bytes(4, "manifest magic")? != MANIFEST_MAGIC {
             return Err(Error::corrupt(0, "bad manifest magic"));
@@ -390,7 +400,9 @@ impl Manifest {
             ));
         }
         let body = c.bytes(len, "manifest body")?;
-        check_crc(body, crc, 16, "manifest")?;
+        if crc_checked {
+            check_crc(body, crc, 16, "manifest")?;
+        }
         let mut c = Cursor::new(body, 16);
         let level = |c: &mut Cursor| -> Result<u32> {
             let at = c.offset();

@@ -24,7 +24,7 @@ mod logs;
 mod report;
 mod table;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -186,6 +186,9 @@ impl Repair<'_> {
     fn run(&mut self, files: &[(u64, Option<Numbered>)]) -> Result<()> {
         let dir = self.dir;
         let manifest_path = FileName::Manifest.path(dir);
+        // A manifest that fails its checks but whose bytes still decode keeps its
+        // keyspaces and the keyspace of each table it names (nothing else of it is trusted).
+        let mut salvaged: Option<Manifest> = None;
         let old = match Manifest::load(dir) {
             Ok(Some(m)) => Some(m),
             Ok(None) => {
@@ -199,41 +202,64 @@ impl Repair<'_> {
             }
             Err(e) => {
                 self.drop_err(&manifest_path, &e);
+                salvaged = std::fs::read(&manifest_path)
+                    .ok()
+                    .and_then(|b| Manifest::decode_ignoring_crc(&b).ok());
+                if salvaged.is_some() {
+                    let why = "MANIFEST damaged but decodes: its keyspaces and the keyspace \
+                               of each table it names kept, the rest rebuilt as without it";
+                    self.drop_file(&manifest_path, 0, None, why.to_string());
+                }
                 None
             }
         };
-        if let Some(m) = &old {
+        // The keyspaces, and each table's by number, of the readable manifest or of the
+        // damaged one's bytes (nothing else of those is trusted: a damaged table number
+        // would lose a table, so every table file is tried as with the manifest lost).
+        let base = old.as_ref().or(salvaged.as_ref());
+        let keyspaces = base.map(|m| m.keyspaces.clone()).unwrap_or_default();
+        let keyspace_of: HashMap<u64, u32> = salvaged
+            .iter()
+            .flat_map(|m| m.tables.iter().map(|t| (t.number, t.keyspace)))
+            .collect();
+        if let Some(m) = base {
             self.next_file = self.next_file.max(m.next_file);
         }
         // The store's filter policy; with the manifest lost, a new store's. Filters rebuilt
-        // for tables no manifest describes get its kind at its uniform rate.
-        let policy = old
-            .as_ref()
-            .map_or_else(|| default_policy(DEFAULT_FILTER, DEFAULT_FPR), |m| m.policy);
-        let (default_kind, default_fpr) = (policy.kind(), policy.fpr());
-        // The tables to try: the manifest's (L0 newest first, then by level), or every table
-        // file at L0 from the highest number down.
+        // for tables no manifest describes get their keyspace's kind at its uniform rate.
+        let policy = base.map_or_else(|| default_policy(DEFAULT_FILTER, DEFAULT_FPR), |m| m.policy);
+        let policy_of = |id: u32| {
+            let k = keyspaces.live.iter().find(|k| k.id == id);
+            k.map_or(policy, |k| k.policy)
+        };
+        // The tables to try: the manifest's (L0 newest first, then by level, each in its
+        // keyspace), or every table file at L0 from the highest number down, in the keyspace
+        // a damaged manifest gives it (else the default one).
         let candidates: Vec<TableRecord> = match &old {
             Some(m) => m.tables.clone(),
             None => files
                 .iter()
                 .rev()
                 .filter(|(_, k)| *k == Some(Numbered::Table))
-                .map(|&(number, _)| TableRecord {
-                    level: 0,
-                    number,
-                    filter_file: 0,
-                    filter_kind: default_kind,
-                    fpr: default_fpr,
-                    entries: 0,
-                    tombstones: 0,
-                    file_bytes: 0,
-                    min_key: Vec::new(),
-                    max_key: Vec::new(),
-                    range: None,
-                    range_tombstones: None,
-                    keyspace: 0,
-                    key_hashes: None,
+                .map(|&(number, _)| {
+                    let keyspace = keyspace_of.get(&number).copied().unwrap_or(0);
+                    let p = policy_of(keyspace);
+                    TableRecord {
+                        level: 0,
+                        number,
+                        filter_file: 0,
+                        filter_kind: p.kind(),
+                        fpr: p.fpr(),
+                        entries: 0,
+                        tombstones: 0,
+                        file_bytes: 0,
+                        min_key: Vec::new(),
+                        max_key: Vec::new(),
+                        range: None,
+                        range_tombstones: None,
+                        keyspace,
+                        key_hashes: None,
+                    }
                 })
                 .collect(),
         };
@@ -285,11 +311,31 @@ impl Repair<'_> {
                 self.lose(&p)?;
             }
         }
-        let (log_number, last_seq) = self.logs(
-            files,
-            old.as_ref().map_or(0, |m| m.log_number),
-            old.as_ref().map_or(0, |m| m.last_seq),
-        )?;
+        // The trees the logs feed: each at its flushed-log number; with no readable
+        // manifest, every log from the first (a write replayed over the table that holds it
+        // changes nothing: the logs on disk are replayed in order).
+        let mut keyspaces = keyspaces;
+        let number_of = |n: u64| if old.is_some() { n } else { 0 };
+        let trees = logs::LogTrees {
+            trees: std::iter::once((0, number_of(old.as_ref().map_or(0, |m| m.log_number))))
+                .chain(
+                    keyspaces
+                        .live
+                        .iter()
+                        .map(|k| (k.id, number_of(k.log_number))),
+                )
+                .collect(),
+            next_id: keyspaces.next_id,
+            all_to_default: old.is_none() && salvaged.is_none(),
+        };
+        let (rewritten, last_seq) = self.logs(files, &trees, base.map_or(0, |m| m.last_seq))?;
+        let log_number = rewritten.unwrap_or(trees.trees[0].1);
+        for k in &mut keyspaces.live {
+            k.log_number = rewritten.unwrap_or(number_of(k.log_number));
+            if old.is_none() {
+                k.cursors.clear();
+            }
+        }
         let counters = FileName::Counters.path(dir);
         if counters.exists() {
             if let Err(e) = crate::lifetime::load(dir) {
@@ -297,17 +343,20 @@ impl Repair<'_> {
                 self.lose(&counters)?;
             }
         }
-        if let Some((level, a, b)) = levels_overlap(&tables) {
+        while let Some((ks, level, a, b)) = levels_overlap(&tables) {
             // The manifest's levels overlap (the tables' own key ranges are used): every
-            // table goes to L0, in the manifest's order (L0 newest first, then the deeper,
-            // older levels), where overlap is allowed.
+            // table of that keyspace goes to L0, in the manifest's order (L0 newest first,
+            // then the deeper, older levels), where overlap is allowed.
             self.drop_file(
                 &manifest_path,
                 0,
                 None,
-                format!("tables {a} and {b} of level {level} overlap; all tables placed in L0"),
+                format!(
+                    "tables {a} and {b} of level {level} overlap; all tables of keyspace {ks} \
+                     placed in L0"
+                ),
             );
-            for t in &mut tables {
+            for t in tables.iter_mut().filter(|t| t.keyspace == ks) {
                 t.level = 0;
             }
         }
@@ -319,10 +368,7 @@ impl Repair<'_> {
             tables,
             cursors,
             last_seq,
-            keyspaces: old
-                .as_ref()
-                .map(|m| m.keyspaces.clone())
-                .unwrap_or_default(),
+            keyspaces,
             choice: old.as_ref().and_then(|m| m.choice),
         };
         if manifest_path.exists() {
@@ -340,18 +386,19 @@ impl Repair<'_> {
     }
 }
 
-/// The first level (≥ 1) where two of `tables` overlap: (level, table, table).
-fn levels_overlap(tables: &[TableRecord]) -> Option<(u32, u64, u64)> {
-    let mut by_level: BTreeMap<u32, Vec<&TableRecord>> = BTreeMap::new();
+/// The first level (≥ 1) of a keyspace's tree where two of `tables` overlap: (keyspace,
+/// level, table, table).
+fn levels_overlap(tables: &[TableRecord]) -> Option<(u32, u32, u64, u64)> {
+    let mut by_level: BTreeMap<(u32, u32), Vec<&TableRecord>> = BTreeMap::new();
     for t in tables.iter().filter(|t| t.level > 0) {
-        by_level.entry(t.level).or_default().push(t);
+        by_level.entry((t.keyspace, t.level)).or_default().push(t);
     }
-    for (level, mut ts) in by_level {
+    for ((ks, level), mut ts) in by_level {
         ts.sort_by(|a, b| a.min_key.cmp(&b.min_key));
         for w in ts.windows(2) {
             if let [a, b] = w {
                 if a.max_key >= b.min_key {
-                    return Some((level, a.number, b.number));
+                    return Some((ks, level, a.number, b.number));
                 }
             }
         }

@@ -30,18 +30,19 @@ mod replay;
 mod resync;
 mod writer;
 
+#[cfg(test)]
+pub(crate) use record::encode_record;
 #[cfg(any(test, feature = "internals"))]
 pub use record::record_at;
-pub(crate) use record::{
-    encode_record, encode_record_in, for_each_op, for_each_op_in, payload_len, stamp_seqs,
-};
+pub(crate) use record::{encode_record_in, for_each_op, for_each_op_in, payload_len, stamp_seqs};
 pub use record::{KeyspaceIds, Op, OwnedOp};
 // The reader's whole API is public with `internals` (tests, fuzz targets); the engine uses
 // part of it.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use replay::{
     replay_bytes, replay_file, replay_file_ops, replay_file_ops_by, replay_file_ops_in, replay_ops,
-    replay_ops_by, replay_ops_in, salvage_bytes, DroppedRange, ReplayEnd, Salvage, TornTail,
+    replay_ops_by, replay_ops_in, salvage_bytes, salvage_bytes_by, DroppedRange, ReplayEnd,
+    Salvage, TornTail,
 };
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use writer::{WalWriter, WAL_BUFFER};

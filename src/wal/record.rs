@@ -168,6 +168,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 
 /// Encodes operations as one version-3 WAL record (header included) of commit sequence
 /// number `seq` into `out` (cleared first).
+#[cfg(test)]
 pub(crate) fn encode_record<'a, O: Into<Op<'a>>>(
     out: &mut Vec<u8>,
     seq: u64,

@@ -219,7 +219,21 @@ pub struct DroppedRange {
 /// [`replay_bytes`], damage followed by a valid record is skipped (and reported in
 /// [`Salvage::dropped`]) instead of refused, and so is a bad file header or a record whose
 /// CRCs hold but whose payload does not decode. Never fails.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn salvage_bytes(bytes: &[u8], mut batch: impl FnMut(Option<u64>, Vec<OwnedOp>)) -> Salvage {
+    salvage_bytes_by(bytes, KeyspaceIds::DefaultOnly, |seq, ops| {
+        batch(seq, ops.into_iter().map(|(_, op)| op).collect())
+    })
+}
+
+/// [`salvage_bytes`] of a store's log, each op passed with its keyspace id, the ids judged
+/// by `ids` (a record naming an id `ids` refuses is dropped as undecodable; an op of a
+/// keyspace it skips is left out).
+pub fn salvage_bytes_by(
+    bytes: &[u8],
+    ids: KeyspaceIds,
+    mut batch: impl FnMut(Option<u64>, Vec<(u32, OwnedOp)>),
+) -> Salvage {
     let n = bytes.len();
     let mut out = Salvage::default();
     let drop_range = |out: &mut Salvage, from: usize, to: usize, reason: String| {
@@ -250,9 +264,10 @@ pub fn salvage_bytes(bytes: &[u8], mut batch: impl FnMut(Option<u64>, Vec<OwnedO
                 let base = (pos + RECORD_HEADER_LEN) as u64;
                 let decode = |version| {
                     let mut ops = Vec::new();
-                    let ids = KeyspaceIds::DefaultOnly;
-                    decode_batch(payload, base, version, ids, &mut |_, op| ops.push(op))
-                        .map(|seq| (seq, ops))
+                    decode_batch(payload, base, version, ids, &mut |id, op| {
+                        ops.push((id, op))
+                    })
+                    .map(|seq| (seq, ops))
                 };
                 let decoded = match head_version {
                     Some(v) => decode(v),
