@@ -53,9 +53,13 @@ fn assert_verified(dir: &Path, what: &str) {
     assert!(r.is_intact(), "{what}: verify_dir: {:?}", r.problems);
 }
 
+/// One write of the model: keyspace name ("" for the default one), key, value (`None`:
+/// deleted).
+type ModelOp = (String, Vec<u8>, Option<Vec<u8>>);
+
 /// The model's writes: batch `i` puts `k{i}` into the default keyspace and into `a` and `b`
 /// (each with its own value), and deletes `k{i-7}` from `b`.
-fn batch(store: &Store, i: u64) -> (WriteBatch, [(String, Vec<u8>, Option<Vec<u8>>); 4]) {
+fn batch(store: &Store, i: u64) -> (WriteBatch, [ModelOp; 4]) {
     let (a, b) = (
         store.existing_keyspace("a").unwrap(),
         store.existing_keyspace("b").unwrap(),
@@ -77,7 +81,7 @@ fn batch(store: &Store, i: u64) -> (WriteBatch, [(String, Vec<u8>, Option<Vec<u8
     (w, ops)
 }
 
-fn apply(model: &mut BTreeMap<String, Contents>, ops: &[(String, Vec<u8>, Option<Vec<u8>>)]) {
+fn apply(model: &mut BTreeMap<String, Contents>, ops: &[ModelOp]) {
     for (ks, k, v) in ops {
         let m = model.entry(ks.clone()).or_default();
         match v {

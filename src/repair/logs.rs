@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 use crate::filename::{wal_path, Numbered};
 use crate::wal::{encode_record_in, salvage_bytes_by, KeyspaceIds, OwnedOp, WalWriter};
 
+/// A salvaged record's operations, each with the keyspace id it is kept under.
+type Batch = Vec<(u32, OwnedOp)>;
+
 /// The trees the logs feed in the new manifest.
 pub(super) struct LogTrees {
     /// Each live tree's keyspace id and flushed-log number, the default keyspace's first.
@@ -54,7 +57,7 @@ impl Repair<'_> {
             .filter(|&&(n, k)| k == Some(Numbered::Wal) && n >= min)
             .map(|(n, _)| (*n, wal_path(dir, *n)))
             .collect();
-        let mut batches: Vec<(Option<u64>, Vec<(u32, OwnedOp)>)> = Vec::new();
+        let mut batches: Vec<(Option<u64>, Batch)> = Vec::new();
         let mut salvages = Vec::new();
         // Whether the logs must be rewritten although they open as they are (ops to move to
         // the default keyspace, or of ids never allocated).

@@ -30,8 +30,6 @@ mod replay;
 mod resync;
 mod writer;
 
-#[cfg(test)]
-pub(crate) use record::encode_record;
 #[cfg(any(test, feature = "internals"))]
 pub use record::record_at;
 pub(crate) use record::{encode_record_in, for_each_op, for_each_op_in, payload_len, stamp_seqs};
