@@ -233,7 +233,8 @@ impl Store {
     /// The keyspace named `name`, created with `opts` if the store has none of that name
     /// (its record durable in the manifest before this returns, so before any write can
     /// use its id). A keyspace that exists is returned with its recorded options; `opts`
-    /// is then ignored. Names are 1 to 255 bytes. Refused on a read-only handle.
+    /// is then ignored. Names are 1 to 255 bytes. On a read-only handle an existing keyspace
+    /// is returned (read-only too) and creating one is [`Error::ReadOnly`].
     pub fn keyspace_with(&self, name: &str, opts: KeyspaceOptions) -> Result<Keyspace> {
         let inner = &self.inner;
         if inner.tree.id != 0 {
