@@ -71,7 +71,7 @@ impl Store {
     /// handles"). It sees the writes of the manifest and logs as they are now;
     /// [`Store::refresh`] catches up later. Each keyspace is read through
     /// [`Store::existing_keyspace`] (or [`Store::keyspace`], which creates none here).
-    /// Writes, flushes, compactions and checkpoints return [`Error::ReadOnly`]. Writes a
+    /// Writes, flushes, compactions and checkpoints return [`Error::ReadOnly`](crate::Error::ReadOnly). Writes a
     /// writer holds in its user-space buffer
     /// ([`SyncPolicy::Buffered`](crate::SyncPolicy::Buffered)) are not in the log yet and
     /// so not visible.
