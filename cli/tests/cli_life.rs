@@ -2,25 +2,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::time::Duration;
-
 use filterstore::{Options, Store};
 
-use common::Output as Out;
-
-fn store(dir: &Path, args: &[&str]) -> Out {
-    let d = dir.to_str().unwrap();
-    let mut all = vec!["--dir", d];
-    all.extend_from_slice(args);
-    common::run_store(&all, b"", None, None, Duration::from_secs(30))
-}
-
-#[track_caller]
-fn ok(o: Out) -> String {
-    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
-    o.text()
-}
+use common::{ok, store_dir as store};
 
 #[test]
 fn checkpoint_then_restore_by_opening_it() {

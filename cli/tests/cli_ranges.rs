@@ -3,22 +3,8 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
-use common::Output as Out;
-
-fn store(dir: &Path, args: &[&str]) -> Out {
-    let d = dir.to_str().unwrap();
-    let mut all = vec!["--dir", d];
-    all.extend_from_slice(args);
-    common::run_store(&all, b"", None, None, Duration::from_secs(60))
-}
-
-#[track_caller]
-fn ok(o: Out) -> String {
-    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
-    o.text()
-}
+use common::{ok, store_dir as store};
 
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)

@@ -87,3 +87,18 @@ pub fn run_store(
     assert_ne!(out.code, 101, "store {args:?} panicked: {}", out.stderr);
     out
 }
+
+/// Runs `store --dir DIR ARGS...` with nothing on stdin (a minute at most).
+pub fn store_dir(dir: &Path, args: &[&str]) -> Output {
+    let d = dir.to_str().unwrap();
+    let mut all = vec!["--dir", d];
+    all.extend_from_slice(args);
+    run_store(&all, b"", None, None, Duration::from_secs(60))
+}
+
+/// The output of a run that must succeed.
+#[track_caller]
+pub fn ok(o: Output) -> String {
+    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
+    o.text()
+}
