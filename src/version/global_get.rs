@@ -113,14 +113,8 @@ impl Version {
                     continue;
                 }
                 if t.own_filter() {
-                    if t.rules_out(hash) {
-                        continue;
-                    }
-                    if let Probe::Found(v) = t.read(key)? {
-                        if v.is_some() && self.hidden(key, 0, i) {
-                            return Ok(None);
-                        }
-                        return t.table.judge(key, v, now);
+                    if let Some(v) = self.probe_own(t, 0, i, key, hash, now)? {
+                        return Ok(v);
                     }
                 } else if t.run().is_some_and(|r| set.contains(r)) {
                     if let Some(v) = read(t)? {
@@ -138,14 +132,8 @@ impl Version {
                 continue;
             };
             if t.own_filter() {
-                if t.rules_out(hash) {
-                    continue;
-                }
-                if let Probe::Found(v) = t.read(key)? {
-                    if v.is_some() && self.hidden(key, l, 0) {
-                        return Ok(None);
-                    }
-                    return t.table.judge(key, v, now);
+                if let Some(v) = self.probe_own(t, l, 0, key, hash, now)? {
+                    return Ok(v);
                 }
             } else if named {
                 if let Some(v) = read(t)? {
@@ -154,5 +142,28 @@ impl Version {
             }
         }
         Ok(None)
+    }
+
+    /// Asks table `t` (on level `level`, index `i` of L0) through its own filter: `Some`
+    /// with the answer when it holds a version of `key` (a hidden value answers `None`),
+    /// `None` when the filter rules it out or the table does not hold it.
+    #[inline]
+    fn probe_own(
+        &self,
+        t: &TableHandle,
+        level: usize,
+        i: usize,
+        key: &[u8],
+        hash: u64,
+        now: &Now,
+    ) -> Result<Option<Option<Slice>>> {
+        if t.rules_out(hash) {
+            return Ok(None);
+        }
+        match t.read(key)? {
+            Probe::Found(v) if v.is_some() && self.hidden(key, level, i) => Ok(Some(None)),
+            Probe::Found(v) => t.table.judge(key, v, now).map(Some),
+            _ => Ok(None),
+        }
     }
 }
