@@ -2,14 +2,18 @@
 //! read without writing anything, and [`Store::refresh`] to catch up with it.
 //!
 //! No lock is taken (the writer's `LOCK` is not even opened), no file is created, removed,
-//! truncated or rewritten. A handle reads the manifest, opens the tables it names (a table
-//! handle opened from it is never retired, so its `Drop` removes nothing), replays the logs
-//! some tree still needs into memtables of its own, and reads the manifest again: when it
-//! changed meanwhile (a flush or compaction of the writer's), the work is done again, at
-//! most [`MAX_TRIES`] times (`read.rs`). The same happens when a file the listing or the
-//! manifest named is gone before it was opened (the writer deleted it after a newer
-//! manifest). What was opened stays readable after the writer deletes it (open
-//! descriptors and maps outlive the name).
+//! truncated or rewritten. A handle opens the logs it finds, reads the manifest, opens the
+//! tables it names (a table handle opened from it is never retired, so its `Drop` removes
+//! nothing) and replays the logs some tree still needs into memtables of its own. What was
+//! opened stays readable after the writer deletes it (open descriptors and maps outlive the
+//! name), and the writer deletes a log only after a manifest that no longer needs it: so a
+//! log the manifest needs was opened, or was made after the listing. When no tree's flushed-
+//! log number is past the newest log opened, no table holds writes of a log made since, and
+//! the logs read to their ends and the tables are one prefix of the commit order. Else the
+//! logs made since are opened too and the manifest is read again; when it changed meanwhile,
+//! or a table it named was gone before it was opened (the writer compacted it away), the
+//! work is done again, at most [`MAX_TRIES`] times, pausing a little longer each time
+//! (`read.rs`).
 //!
 //! A store with keyspaces is read tree by tree: each keyspace's tables are its own, and it
 //! takes its operations of the logs at or past its own flushed-log number; a refresh adds

@@ -108,16 +108,16 @@ fn read_manifest(dir: &Path) -> Result<(Vec<u8>, Manifest)> {
     Ok((bytes, m))
 }
 
-/// Reads log `n` from `from` (a record boundary; 0 for the whole file): its operations, the
-/// end of its last whole record and its last sequence number.
+/// Reads log `n` (open as `f`) from `from` (a record boundary; 0 for the whole file): its
+/// operations, the end of its last whole record and its last sequence number.
 fn read_log(
     dir: &Path,
-    (n, from): (u64, u64),
+    (n, mut f): (u64, &File),
+    from: u64,
     ids: KeyspaceIds,
     ops: &mut Ops,
 ) -> Result<(u64, Option<u64>, u64)> {
     let path = wal_path(dir, n);
-    let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut bytes = Vec::new();
     let skip = if from > WAL_HEADER_LEN as u64 {
         // The header, then the records past `from`: replayed as a log of their own.
@@ -141,6 +141,24 @@ fn read_log(
     Ok((valid.max(from), end.last_seq, end.records))
 }
 
+/// Opens every log in `dir` numbered past `after`, oldest first. A log gone between the
+/// listing and its opening is left out: the writer deleted it after a manifest that no
+/// longer needs it, one that every later read of the manifest sees.
+fn open_logs(dir: &Path, after: Option<u64>, into: &mut Vec<(u64, File)>) -> Result<()> {
+    for (n, kind) in numbered_files(dir)? {
+        if kind != Some(Numbered::Wal) || after.is_some_and(|a| n <= a) {
+            continue;
+        }
+        let path = wal_path(dir, n);
+        match File::open(&path) {
+            Ok(f) => into.push((n, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Where a read starts: each log's offset already read (a log not listed is read whole),
 /// and the table handles already open (kept for the tables still named as they were).
 pub(super) struct ReadFrom<'a> {
@@ -158,14 +176,19 @@ pub(super) fn read_all(
     from: &ReadFrom<'_>,
 ) -> Result<Read1> {
     let mut last = None;
-    for _ in 0..MAX_TRIES {
+    for i in 0..MAX_TRIES {
         match try_read(dir, opts, cache, counters, from) {
             Ok(Some(r)) => return Ok(r),
             Ok(None) => {}
             Err(Retry::Again(e)) => last = Some(e),
             Err(Retry::Fail(e)) => return Err(e),
         }
-        std::thread::yield_now();
+        // Again at once, then after a pause that doubles up to 16 ms (about 0.2 s in all):
+        // a writer busy flushing is let finish.
+        match i {
+            0..=2 => std::thread::yield_now(),
+            _ => std::thread::sleep(std::time::Duration::from_millis(1 << (i - 3).min(4))),
+        }
     }
     let why = last.map_or_else(
         || "the manifest kept changing".to_string(),
@@ -185,6 +208,12 @@ fn try_read(
     counters: &Arc<Sharded<8>>,
     from: &ReadFrom<'_>,
 ) -> std::result::Result<Option<Read1>, Retry> {
+    // The logs are opened before the manifest is read: what is open stays readable when the
+    // writer deletes it, and a log the manifest needs was either listed here or made after
+    // the listing (module documentation).
+    let mut wals = Vec::new();
+    open_logs(dir, None, &mut wals).map_err(Retry::Fail)?;
+    let listed = wals.last().map(|(n, _)| *n);
     let (manifest_bytes, manifest) = read_manifest(dir).map_err(Retry::Fail)?;
     let mut by_tree: Vec<(u32, Vec<Arc<TableHandle>>)> = std::iter::once(0)
         .chain(manifest.keyspaces.live.iter().map(|k| k.id))
@@ -230,22 +259,38 @@ fn try_read(
         .iter()
         .map(|k| k.log_number)
         .fold(manifest.log_number, u64::min);
-    for (n, kind) in numbered_files(dir).map_err(Retry::Fail)? {
-        if kind != Some(Numbered::Wal) || n < min_log {
+    // Every tree's flushed-log number at or below the newest log listed: no tree's tables
+    // hold writes of a log made after the listing, so the logs listed (each read to its
+    // end now, the newest to its last whole record) and the tables make one prefix of the
+    // commit order. Else (a flush of a log made after the listing, or a store whose logs
+    // are all older than its log numbers) the logs made since are opened too, and the
+    // manifest read again must be unchanged, which shows no flush or log deletion happened
+    // between its two reads.
+    let newest_flushed = manifest
+        .keyspaces
+        .live
+        .iter()
+        .map(|k| k.log_number)
+        .fold(manifest.log_number, u64::max);
+    if listed.is_none_or(|n| newest_flushed > n) {
+        open_logs(dir, listed, &mut wals).map_err(Retry::Fail)?;
+        let (again, _) = read_manifest(dir).map_err(Retry::Fail)?;
+        if again != manifest_bytes {
+            return Ok(None);
+        }
+    }
+    for (n, f) in &wals {
+        if *n < min_log {
             continue;
         }
-        let start = offsets.get(&n).copied().unwrap_or(0);
+        let start = offsets.get(n).copied().unwrap_or(0);
         let mut ops = Vec::new();
-        let (end, seq, records) = read_log(dir, (n, start), ids, &mut ops)?;
+        let (end, seq, records) = read_log(dir, (*n, f), start, ids, &mut ops)?;
         last_seq = match seq {
             Some(s) => last_seq.max(s),
             None => last_seq.saturating_add(records),
         };
-        logs.push(LogRead { n, end, ops });
-    }
-    let (again, _) = read_manifest(dir).map_err(Retry::Fail)?;
-    if again != manifest_bytes {
-        return Ok(None);
+        logs.push(LogRead { n: *n, end, ops });
     }
     Ok(Some(Read1 {
         manifest_bytes,
