@@ -122,8 +122,8 @@ impl<'a> Op<'a> {
     }
 
     /// The op as an owned one.
-    pub fn to_owned(&self) -> OwnedOp {
-        match *self {
+    pub fn into_owned(self) -> OwnedOp {
+        match self {
             Op::Put(k, v) => OwnedOp::Put(k.to_vec(), v.to_vec()),
             Op::Delete(k) => OwnedOp::Delete(k.to_vec()),
             Op::DeleteRange(s, e) => OwnedOp::DeleteRange(s.to_vec(), e.to_vec()),
@@ -395,7 +395,7 @@ pub(super) fn decode_batch(
 ) -> Result<Option<u64>> {
     let mut ops = Vec::new();
     let seq = decode_ops(payload, base, version, ids, |id, op| {
-        ops.push((id, op.to_owned()))
+        ops.push((id, op.into_owned()))
     })?;
     // Applied only once the whole record decoded: a batch is all or nothing.
     for (id, op) in ops {

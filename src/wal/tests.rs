@@ -348,8 +348,8 @@ fn delete_range_is_one_op_of_its_two_keys() {
     let mut out = Vec::new();
     encode_record(&mut out, 3, ops.len(), ops.iter()).unwrap();
     let mut back = Vec::new();
-    for_each_op(&out, |op| back.push(op.to_owned())).unwrap();
-    assert_eq!(back, ops.iter().map(|o| o.to_owned()).collect::<Vec<_>>());
+    for_each_op(&out, |op| back.push(op.into_owned())).unwrap();
+    assert_eq!(back, ops.iter().map(|o| o.into_owned()).collect::<Vec<_>>());
     assert_eq!(
         payload_len(ops.iter().map(|op| (0, *op))),
         out.len() - RECORD_HEADER_LEN
@@ -447,7 +447,7 @@ fn puts_with_expiry_round_trip_and_hostile_ones_name_the_offset() {
     assert_eq!(payload_len(ops.iter().map(|op| (0, *op))), p.len());
     let mut got = Vec::new();
     crate::wal::replay_ops(&log_v3(&[r.clone()]), |op| got.push(op)).unwrap();
-    assert_eq!(got, ops.map(|op| op.to_owned()));
+    assert_eq!(got, ops.map(|op| op.into_owned()));
     let dir = tempfile::tempdir().unwrap();
     let payload_at = (WAL_HEADER_LEN + RECORD_HEADER_LEN) as u64;
     // expires_at 0, then a record cut inside expires_at (the count says one op).
