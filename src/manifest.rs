@@ -284,6 +284,13 @@ fn decode_keyspace_id(mut c: Cursor) -> Result<(u32, u64)> {
 }
 
 impl Manifest {
+    /// Every tree's flushed-log number: the default keyspace's, then each live keyspace's
+    /// (a tree needs the logs numbered at or past its own).
+    pub(crate) fn log_numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        let live = self.keyspaces.live.iter().map(|k| k.log_number);
+        std::iter::once(self.log_number).chain(live)
+    }
+
     /// Serialises the manifest (always as the current version).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();

@@ -177,9 +177,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     }
     // The logs a reopen replays: from the oldest any keyspace has not flushed, their
     // keyspace ids judged by the manifest as a reopen judges them.
-    let min_log = (manifest.keyspaces.live.iter())
-        .map(|k| k.log_number)
-        .fold(manifest.log_number, u64::min);
+    let min_log = manifest.log_numbers().min().unwrap_or(0);
     let live: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
     let ids = crate::wal::KeyspaceIds::Store {
         next_id: u64::from(manifest.keyspaces.next_id),

@@ -195,9 +195,7 @@ impl Store {
         }
         // Each tree's memtable, and the log number below which its writes are in tables.
         let mut mems: Vec<Memtable> = ids.iter().map(|_| Memtable::new()).collect();
-        let flushed: Vec<u64> = std::iter::once(manifest.log_number)
-            .chain(manifest.keyspaces.live.iter().map(|k| k.log_number))
-            .collect();
+        let flushed: Vec<u64> = manifest.log_numbers().collect();
         let min_log = flushed.iter().copied().min().unwrap_or(0);
         let mut replayed = Vec::new();
         let mut dropped_at_open = Vec::new();

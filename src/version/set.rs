@@ -219,11 +219,7 @@ impl SharedManifest {
     /// in a table.
     pub(crate) fn min_log_number(&self) -> u64 {
         let m = self.lock();
-        m.keyspaces
-            .live
-            .iter()
-            .map(|k| k.log_number)
-            .fold(m.log_number, u64::min)
+        m.log_numbers().min().unwrap_or(m.log_number)
     }
 }
 

@@ -253,12 +253,7 @@ fn try_read(
     let mut last_seq = manifest.last_seq;
     let live_ids: Vec<u32> = manifest.keyspaces.live.iter().map(|k| k.id).collect();
     let ids = crate::store::tree::keyspace_ids(&manifest, &live_ids);
-    let min_log = manifest
-        .keyspaces
-        .live
-        .iter()
-        .map(|k| k.log_number)
-        .fold(manifest.log_number, u64::min);
+    let min_log = manifest.log_numbers().min().unwrap_or(0);
     // Every tree's flushed-log number at or below the newest log listed: no tree's tables
     // hold writes of a log made after the listing, so the logs listed (each read to its
     // end now, the newest to its last whole record) and the tables make one prefix of the
@@ -266,12 +261,7 @@ fn try_read(
     // are all older than its log numbers) the logs made since are opened too, and the
     // manifest read again must be unchanged, which shows no flush or log deletion happened
     // between its two reads.
-    let newest_flushed = manifest
-        .keyspaces
-        .live
-        .iter()
-        .map(|k| k.log_number)
-        .fold(manifest.log_number, u64::max);
+    let newest_flushed = manifest.log_numbers().max().unwrap_or(0);
     if listed.is_none_or(|n| newest_flushed > n) {
         open_logs(dir, listed, &mut wals).map_err(Retry::Fail)?;
         let (again, _) = read_manifest(dir).map_err(Retry::Fail)?;
