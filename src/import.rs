@@ -40,8 +40,9 @@ const READ_ROWS: usize = 4096;
 /// Key and value bytes per write batch at most (batches of huge values stay small).
 const BATCH_BYTES: usize = 16 << 20;
 
-/// How [`parquet()`] reads.
+/// How [`parquet()`] reads: `ImportOptions::default()`, then the chainable setters.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ImportOptions {
     /// Name (dotted path for a nested column) of the key column.
     pub key_column: String,
@@ -55,6 +56,22 @@ impl Default for ImportOptions {
             key_column: KEY_COLUMN.into(),
             value_column: VALUE_COLUMN.into(),
         }
+    }
+}
+
+impl ImportOptions {
+    /// Sets [`ImportOptions::key_column`].
+    #[must_use]
+    pub fn key_column(mut self, name: impl Into<String>) -> Self {
+        self.key_column = name.into();
+        self
+    }
+
+    /// Sets [`ImportOptions::value_column`].
+    #[must_use]
+    pub fn value_column(mut self, name: impl Into<String>) -> Self {
+        self.value_column = name.into();
+        self
     }
 }
 

@@ -93,11 +93,9 @@ fn export_then_import_round_trips_byte_for_byte() {
     let (store, model) = awkward_store(&t.path().join("a"), 1);
     assert_eq!(contents(&store), model);
     assert!(store.stats().tables.len() >= 3 && store.stats().memtable_entries > 0);
-    let o = ParquetOptions {
-        rows_per_group: 150,
-        rows_per_file: Some(700),
-        ..ParquetOptions::default()
-    };
+    let o = ParquetOptions::default()
+        .rows_per_group(150)
+        .rows_per_file(Some(700));
     let out = t.path().join("out");
     let summary = export(&store, &out, &o);
     assert_eq!(summary.rows, model.len() as u64);
@@ -128,10 +126,7 @@ fn export_then_import_round_trips_byte_for_byte() {
 
     // Snappy pages round-trip too.
     let out2 = t.path().join("snappy");
-    let snappy = ParquetOptions {
-        codec: export::Codec::Snappy,
-        ..o.clone()
-    };
+    let snappy = o.clone().codec(export::Codec::Snappy);
     export(&store, &out2, &snappy);
     let copy2 = Store::open(t.path().join("c"), opts()).unwrap();
     import::parquet(
@@ -148,11 +143,9 @@ fn export_then_import_round_trips_byte_for_byte() {
 fn the_same_store_exports_the_same_bytes() {
     let t = tempfile::tempdir().unwrap();
     let (store, _) = awkward_store(&t.path().join("a"), 2);
-    let o = ParquetOptions {
-        rows_per_group: 200,
-        rows_per_file: Some(900),
-        ..ParquetOptions::default()
-    };
+    let o = ParquetOptions::default()
+        .rows_per_group(200)
+        .rows_per_file(Some(900));
     let read_all = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
         interop::parquet_files(dir)
             .into_iter()
@@ -170,14 +163,7 @@ fn the_same_store_exports_the_same_bytes() {
     assert_eq!(first, read_all(&t.path().join("x2")));
     assert_eq!(first, read_all(&t.path().join("x3")));
     // A different option gives different bytes (the comparison can fail).
-    export(
-        &store,
-        &t.path().join("x4"),
-        &ParquetOptions {
-            fpp: Some(0.2),
-            ..o
-        },
-    );
+    export(&store, &t.path().join("x4"), &o.clone().fpp(Some(0.2)));
     assert_ne!(first, read_all(&t.path().join("x4")));
 }
 
@@ -208,10 +194,7 @@ fn row_groups_follow_table_key_ranges_and_their_epsilon() {
     }
     let store = Store::open(&dir, opts().fpr(0.05)).unwrap();
     assert_eq!(store.stats().tables.len(), 3);
-    let o = ParquetOptions {
-        rows_per_group: 300,
-        ..ParquetOptions::default()
-    };
+    let o = ParquetOptions::default().rows_per_group(300);
     let s = export(&store, &t.path().join("out"), &o);
     let groups: Vec<_> = s.groups().collect();
     // 1000 rows per range, at most 300 per group: 4 groups per range, none across ranges.
@@ -230,20 +213,9 @@ fn row_groups_follow_table_key_ranges_and_their_epsilon() {
         assert_eq!(g.fpp, Some(want), "{g:?}");
     }
     // --fpp overrides; no Bloom filter at all when asked.
-    let s = export(
-        &store,
-        &t.path().join("out2"),
-        &ParquetOptions {
-            fpp: Some(0.3),
-            ..o.clone()
-        },
-    );
+    let s = export(&store, &t.path().join("out2"), &o.clone().fpp(Some(0.3)));
     assert!(s.groups().all(|g| g.fpp == Some(0.3)));
-    let s = export(
-        &store,
-        &t.path().join("out3"),
-        &ParquetOptions { bloom: false, ..o },
-    );
+    let s = export(&store, &t.path().join("out3"), &o.bloom(false));
     assert!(s.groups().all(|g| g.fpp.is_none() && g.bloom_bytes == 0));
     let r = reader(&interop::parquet_files(&t.path().join("out3"))[0]);
     assert!(r
@@ -539,10 +511,7 @@ fn bloom_filters_read_back_and_match_the_spec() {
         let s = export(
             &store,
             &out,
-            &ParquetOptions {
-                rows_per_group: 20_000,
-                ..ParquetOptions::default()
-            },
+            &ParquetOptions::default().rows_per_group(20_000),
         );
         assert!(
             s.groups().all(|g| g.fpp == Some(fpp)),
@@ -694,10 +663,7 @@ fn datafusion_and_duckdb_prune_row_groups_with_the_bloom_filters() {
         export(
             &store,
             &out,
-            &ParquetOptions {
-                rows_per_group: 5_000,
-                ..ParquetOptions::default()
-            },
+            &ParquetOptions::default().rows_per_group(5_000),
         );
         let groups = groups_of(&out);
         assert_eq!(groups.len(), 4);
@@ -813,11 +779,7 @@ fn datafusion_and_duckdb_prune_row_groups_with_the_bloom_filters() {
         export(
             &store,
             &plain,
-            &ParquetOptions {
-                rows_per_group: 5_000,
-                bloom: false,
-                ..ParquetOptions::default()
-            },
+            &ParquetOptions::default().rows_per_group(5_000).bloom(false),
         );
         let control: Vec<(bool, &[u8], &str)> = w
             .absent
@@ -848,14 +810,7 @@ fn damaged_files_never_panic() {
         0.01,
     );
     let out = t.path().join("out");
-    export(
-        &store,
-        &out,
-        &ParquetOptions {
-            rows_per_group: 100,
-            ..ParquetOptions::default()
-        },
-    );
+    export(&store, &out, &ParquetOptions::default().rows_per_group(100));
     let bytes = std::fs::read(&interop::parquet_files(&out)[0]).unwrap();
     let damaged = t.path().join("d.parquet");
     let mut refused = 0;

@@ -75,8 +75,10 @@ pub enum Codec {
     Snappy,
 }
 
-/// How [`parquet()`] writes.
+/// How [`parquet()`] writes: `ParquetOptions::default()`, then the chainable setters
+/// (`.rows_per_group(n).bloom(false)`), one per field.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ParquetOptions {
     /// Rows per row group at most ([`DEFAULT_ROWS_PER_GROUP`]).
     pub rows_per_group: usize,
@@ -105,6 +107,50 @@ impl Default for ParquetOptions {
             bloom: true,
             codec: Codec::Uncompressed,
         }
+    }
+}
+
+impl ParquetOptions {
+    /// Sets [`ParquetOptions::rows_per_group`].
+    #[must_use]
+    pub fn rows_per_group(mut self, rows: usize) -> Self {
+        self.rows_per_group = rows;
+        self
+    }
+
+    /// Sets [`ParquetOptions::group_bytes`].
+    #[must_use]
+    pub fn group_bytes(mut self, bytes: usize) -> Self {
+        self.group_bytes = bytes;
+        self
+    }
+
+    /// Sets [`ParquetOptions::rows_per_file`] (a count, `Some(count)` or `None`).
+    #[must_use]
+    pub fn rows_per_file(mut self, rows: impl Into<Option<u64>>) -> Self {
+        self.rows_per_file = rows.into();
+        self
+    }
+
+    /// Sets [`ParquetOptions::fpp`] (a rate, `Some(rate)` or `None`).
+    #[must_use]
+    pub fn fpp(mut self, fpp: impl Into<Option<f64>>) -> Self {
+        self.fpp = fpp.into();
+        self
+    }
+
+    /// Sets [`ParquetOptions::bloom`].
+    #[must_use]
+    pub fn bloom(mut self, bloom: bool) -> Self {
+        self.bloom = bloom;
+        self
+    }
+
+    /// Sets [`ParquetOptions::codec`].
+    #[must_use]
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
     }
 }
 

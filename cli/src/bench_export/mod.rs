@@ -340,10 +340,7 @@ pub fn run(cfg: &ExportBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Ex
         let s = export::parquet(
             &store,
             &out,
-            &ParquetOptions {
-                rows_per_group: cfg.rows_per_group,
-                ..ParquetOptions::default()
-            },
+            &ParquetOptions::default().rows_per_group(cfg.rows_per_group),
             &mut |_| {},
         )?;
         report.export_secs.push(start.elapsed().as_secs_f64());
@@ -365,11 +362,9 @@ pub fn run(cfg: &ExportBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Ex
             let s = export::parquet(
                 &store,
                 &out,
-                &ParquetOptions {
-                    rows_per_group: cfg.rows_per_group,
-                    fpp: Some(fpp),
-                    ..ParquetOptions::default()
-                },
+                &ParquetOptions::default()
+                    .rows_per_group(cfg.rows_per_group)
+                    .fpp(Some(fpp)),
                 &mut |_| {},
             )?;
             (out, s)

@@ -62,14 +62,12 @@ fn parse_codec(s: &str) -> Result<Codec, String> {
 impl Run for Export {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
         let store = g.open(Access::Existing)?;
-        let opts = ParquetOptions {
-            rows_per_group: self.rows_per_group,
-            rows_per_file: self.rows_per_file.map(|n| n as u64),
-            fpp: self.fpp,
-            bloom: !self.no_bloom,
-            codec: self.compression,
-            ..ParquetOptions::default()
-        };
+        let opts = ParquetOptions::default()
+            .rows_per_group(self.rows_per_group)
+            .rows_per_file(self.rows_per_file.map(|n| n as u64))
+            .fpp(self.fpp)
+            .bloom(!self.no_bloom)
+            .codec(self.compression);
         let stats = store.stats();
         let bar = progress_bar(stats.table_keys() + stats.memtable_entries);
         let start = Instant::now();

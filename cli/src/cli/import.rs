@@ -55,10 +55,9 @@ impl Run for Import {
                 files.push(p.clone());
             }
         }
-        let opts = ImportOptions {
-            key_column: self.key_column,
-            value_column: self.value_column,
-        };
+        let opts = ImportOptions::default()
+            .key_column(self.key_column)
+            .value_column(self.value_column);
         // Check every file before the store is opened (and perhaps created).
         let input =
             Files::open(&files, &opts).map_err(|e| CliError::from(e).context("cannot import"))?;
