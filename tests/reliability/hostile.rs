@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use filterstore::filter::global::{CodedSpec, GlobalFilter, Layout, RunId, Shares};
+use filterstore::filter::global::{GlobalFilter, Layout, RunId};
 use filterstore::filter::{self, range, FilterKind};
 use filterstore::table::block::BlockBuilder;
 use filterstore::table::{decode_footer, FOOTER_LEN, MAX_BLOCK_ENTRIES};
@@ -501,37 +501,25 @@ fn range_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
-/// Global filters of both layouts, empty, loaded, and overfull (with a stash), with L0 runs
-/// in use.
+/// Global filters, empty, loaded, and overfull (with a stash), with L0 runs in use.
 fn global_seeds() -> Vec<Vec<u8>> {
     let mut rng = Rng::new(79);
-    let coded = Layout::Coded(
-        CodedSpec::build(
-            42,
-            [9, 10, 8, 8, 8, 8, 8],
-            &Shares::leveled(2, 10.0, 0.05),
-            0.9,
-        )
-        .unwrap(),
-    );
     let mut seeds = Vec::new();
-    for layout in [Layout::Fixed16, coded] {
-        for (buckets, keys) in [(1u64, 0u64), (12, 20), (12, 80), (24, 60)] {
-            let f = GlobalFilter::with_buckets(layout.clone(), buckets).unwrap();
-            {
-                let mut w = f.writer();
-                let l0 = w.new_l0_run().unwrap();
-                for i in 0..keys {
-                    let run = match i % 4 {
-                        0 => l0,
-                        1 => RunId::level(1).unwrap(),
-                        _ => RunId::level(2).unwrap(),
-                    };
-                    w.insert(rng.next(), run);
-                }
+    for (buckets, keys) in [(1u64, 0u64), (12, 20), (12, 80), (24, 60)] {
+        let f = GlobalFilter::with_buckets(Layout::Fixed16, buckets).unwrap();
+        {
+            let mut w = f.writer();
+            let l0 = w.new_l0_run().unwrap();
+            for i in 0..keys {
+                let run = match i % 4 {
+                    0 => l0,
+                    1 => RunId::level(1).unwrap(),
+                    _ => RunId::level(2).unwrap(),
+                };
+                w.insert(rng.next(), run);
             }
-            seeds.push(f.encode(rng.next() % 1000));
         }
+        seeds.push(f.encode(rng.next() % 1000));
     }
     seeds
 }

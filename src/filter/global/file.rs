@@ -5,14 +5,13 @@
 //! ```
 //!
 //! The layout is in `format.md` ("Global filter"). Decoding checks every field, both CRCs,
-//! the code of a coded layout (its lengths within their bounds, Kraft's inequality), and
-//! every bucket (a valid code, zero padding, canonical order, L0 numbers in range), and that
-//! the entries per run in the buckets and the stash add up to the counts recorded: bytes that
-//! decode give a filter whose every operation is safe.
+//! and every bucket (valid slots in canonical order, L0 numbers in range), and that the
+//! entries per run in the buckets and the stash add up to the counts recorded: bytes that
+//! decode give a filter whose every operation is safe. Layout 2 (the coded layout, which
+//! only the public `filter::global` API ever wrote) is refused as unsupported.
 
 use std::io::Write;
 
-use super::coded::{CodedSpec, COMBOS};
 use super::runs::Runs;
 use super::slots::Slots;
 use super::table::Codec;
@@ -34,6 +33,7 @@ pub const GLOBAL_MAGIC: [u8; 4] = *b"FSGF";
 /// The format version written.
 pub const GLOBAL_VERSION: u8 = 1;
 const LAYOUT_FIXED16: u8 = 1;
+/// The removed coded layout: refused ([`Error::Unsupported`]).
 const LAYOUT_CODED: u8 = 2;
 
 /// Header field offsets.
@@ -75,11 +75,6 @@ impl GlobalFilter {
                 head.push(fixed::FP_BITS as u8);
                 head.push(fixed::RUN_BITS as u8);
             }
-            Layout::Coded(spec) => {
-                head.push(spec.bucket_bits);
-                head.extend_from_slice(&spec.widths);
-                head.extend_from_slice(&spec.lengths);
-            }
         }
         head.push(st.runs.l0.len() as u8);
         head.extend(st.runs.l0.iter().map(|r| r.index() as u8));
@@ -108,7 +103,6 @@ impl GlobalFilter {
         h.push(GLOBAL_VERSION);
         h.push(match self.layout {
             Layout::Fixed16 => LAYOUT_FIXED16,
-            Layout::Coded(_) => LAYOUT_CODED,
         });
         h.push(HASH_XXH3_64);
         h.push(0);
@@ -183,18 +177,13 @@ impl GlobalFilter {
                 Layout::Fixed16
             }
             LAYOUT_CODED => {
-                let at = c.offset();
-                let bucket_bits = c.u8("bucket bits")?;
-                let mut widths = [0u8; 7];
-                widths.copy_from_slice(c.bytes(7, "widths")?);
-                let lengths = c.bytes(COMBOS, "code lengths")?.to_vec();
-                let spec = CodedSpec {
-                    bucket_bits,
-                    widths,
-                    lengths,
-                };
-                spec.validate().map_err(|e| shift(e, at))?;
-                Layout::Coded(spec)
+                return Err(Error::Unsupported {
+                    file: std::path::PathBuf::new(),
+                    offset: off::LAYOUT as u64,
+                    reason: "global filter layout 2 (coded) was removed; only layout 1 \
+                             (fixed16) is read: build the filter again from its keys"
+                        .to_string(),
+                })
             }
             t => {
                 return Err(Error::corrupt(
@@ -208,17 +197,6 @@ impl GlobalFilter {
                 off::BUCKETS as u64,
                 format!("{buckets} buckets"),
             ));
-        }
-        if let Layout::Coded(spec) = &layout {
-            if !buckets.is_multiple_of(spec.per_line() as u64) {
-                return Err(Error::corrupt(
-                    off::BUCKETS as u64,
-                    format!(
-                        "{buckets} buckets is not a whole number of {}-bucket lines",
-                        spec.per_line()
-                    ),
-                ));
-            }
         }
         let at = c.offset();
         let n_l0 = c.u8("L0 run count")? as usize;
@@ -258,7 +236,6 @@ impl GlobalFilter {
         let table_at = c.offset();
         let words = match &layout {
             Layout::Fixed16 => buckets,
-            Layout::Coded(spec) => buckets / spec.per_line() as u64 * 8,
         };
         if c.remaining() as u64 != words * 8 {
             return Err(Error::corrupt(
@@ -297,42 +274,11 @@ impl GlobalFilter {
                     }
                     fixed::decode(raw)
                 }
-                Codec::Coded(code) => {
-                    let s = code
-                        .decode(raw)
-                        .ok_or_else(|| bad("not a valid coded bucket"))?;
-                    if code.encode(&s) != Some(raw) {
-                        return Err(bad("fields not in canonical order"));
-                    }
-                    s
-                }
             };
             for e in s.entries() {
                 seen[e.run as usize] += 1;
             }
             in_table += s.n as u64;
-        }
-        if let Codec::Coded(code) = &t.codec {
-            // The bits of each line after its last bucket are zero.
-            let used = code.per_line * code.bucket_bits;
-            for (line, ws) in t.words.chunks(8).enumerate() {
-                for (j, w) in ws.iter().enumerate() {
-                    let lo = j as u32 * 64;
-                    let spare = if used <= lo {
-                        u64::MAX
-                    } else if used >= lo + 64 {
-                        0
-                    } else {
-                        u64::MAX << (used - lo)
-                    };
-                    if w.load(std::sync::atomic::Ordering::Relaxed) & spare != 0 {
-                        return Err(Error::corrupt(
-                            table_at + (line * 8 + j) as u64 * 8,
-                            "bits after a line's last bucket are not zero",
-                        ));
-                    }
-                }
-            }
         }
         if in_table != entries {
             return Err(Error::corrupt(
@@ -362,22 +308,5 @@ impl GlobalFilter {
             }
         }
         Ok((f, tag))
-    }
-}
-
-fn shift(e: Error, base: u64) -> Error {
-    match e {
-        Error::Corruption {
-            file,
-            offset,
-            reason,
-            checksum,
-        } => Error::Corruption {
-            file,
-            offset: offset + base,
-            reason,
-            checksum,
-        },
-        e => e,
     }
 }

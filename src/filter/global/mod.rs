@@ -54,16 +54,11 @@
 //! changes a bucket there; a query retries when a region it read changed. Writes go through
 //! [`GlobalFilter::writer`], which holds a mutex.
 //!
-//! # Layouts
-//! - [`Layout::Fixed16`]: 16-bit slots (11-bit fingerprint, 5-bit run id), a bucket is one
-//!   aligned 64-bit word. 16.75 bits per key at load 0.955, false-positive rate 8·α/2047
-//!   (0.37 %).
-//! - [`Layout::Coded`]: the combination of runs in a bucket is one prefix code (shorter for
-//!   the likely combinations, Huffman-style) and fingerprint widths are chosen per run, so a
-//!   bucket of 42 bits holds what four 16-bit slots hold; buckets are packed whole into cache
-//!   lines. See [`CodedSpec`].
+//! # Layout
+//! [`Layout::Fixed16`]: 16-bit slots (11-bit fingerprint, 5-bit run id), a bucket is one
+//! aligned 64-bit word. 16.75 bits per key at load 0.955, false-positive rate 8·α/2047
+//! (0.37 %).
 
-mod coded;
 mod file;
 mod fixed;
 mod runs;
@@ -76,13 +71,12 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
-pub use coded::{CodedSpec, Shares};
 pub use file::{GLOBAL_MAGIC, GLOBAL_VERSION};
 pub use runs::{InOrder, RunId, RunOrder, RunSet};
 pub use writer::Writer;
 
 use runs::Runs;
-use table::{Codec, Table};
+use table::Table;
 
 use crate::error::{Error, Result};
 use crate::hash::mix64;
@@ -109,21 +103,19 @@ const REGION_BYTES: usize = 4096;
 /// The multiplier of the alternate bucket's hash (as the cuckoo filter's layout 2).
 const ALT_MULT: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// The layout of a global filter.
+/// The layout of a global filter (one today; more may come, so matches need a wildcard).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Layout {
     /// Four 16-bit slots per 64-bit bucket: 11-bit fingerprint, 5-bit run id.
     Fixed16,
-    /// Combination-coded buckets with per-run fingerprint widths (see [`CodedSpec`]).
-    Coded(CodedSpec),
 }
 
 impl Layout {
-    /// The layout's name in reports: `fixed16` or `coded`.
+    /// The layout's name in reports: `fixed16`.
     pub fn name(&self) -> &'static str {
         match self {
             Layout::Fixed16 => "fixed16",
-            Layout::Coded(_) => "coded",
         }
     }
 }
@@ -238,8 +230,7 @@ impl GlobalFilter {
         Self::with_buckets(layout, buckets)
     }
 
-    /// An empty filter of `buckets` buckets (rounded up to whole cache lines for
-    /// [`Layout::Coded`]).
+    /// An empty filter of `buckets` buckets.
     pub fn with_buckets(layout: Layout, buckets: u64) -> Result<GlobalFilter> {
         if buckets == 0 {
             return Err(Error::InvalidArgument(
@@ -324,8 +315,8 @@ impl GlobalFilter {
         !self.query(hash).is_empty()
     }
 
-    /// The distinct 64-byte lines of the table a query for `hash` reads (1 or 2; the code
-    /// tables of [`Layout::Coded`] and the seqlock words are not counted).
+    /// The distinct 64-byte lines of the table a query for `hash` reads (1 or 2; the
+    /// seqlock words are not counted).
     pub fn lines_touched(&self, hash: u64) -> u32 {
         self.table.lines(hash)
     }
@@ -348,34 +339,20 @@ impl GlobalFilter {
         }
     }
 
-    /// Bytes held: table, seqlock words, stash, code tables.
+    /// Bytes held: table, seqlock words, stash.
     pub fn memory_bytes(&self) -> u64 {
-        let code = match &self.table.codec {
-            Codec::Fixed => 0,
-            Codec::Coded(c) => c.memory_bytes(),
-        };
         let stash = self.stash_len.load(Ordering::Relaxed) as u64 * 48;
-        self.table.bytes() + self.table.seqs.len() as u64 * 4 + code + stash
+        self.table.bytes() + self.table.seqs.len() as u64 * 4 + stash
     }
 
     /// The false-positive rate theory predicts for an absent key, from the entries held:
-    /// each entry of fingerprint width w lies in the queried pair and matches with
-    /// probability (2/B)·2^−w, so the expected matches are E = Σ (2/B)·2^−w and the rate is
-    /// 1 − e^−E.
+    /// each entry lies in the queried pair with probability 2/B and its fingerprint matches
+    /// with probability 1/2047, so the expected matches are E = n·(2/B)/2047 for n entries
+    /// and the rate is 1 − e^−E.
     pub fn theoretical_fpr(&self) -> f64 {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let b = self.table.buckets as f64;
-        let mut e = 0.0;
-        for (i, &n) in st.counts.iter().enumerate() {
-            let Some(run) = RunId::from_index(i) else {
-                continue;
-            };
-            let p = match &self.table.codec {
-                Codec::Fixed => 1.0 / fixed::FP_VALUES as f64,
-                Codec::Coded(c) => 0.5f64.powi(c.fp_width(run) as i32),
-            };
-            e += n as f64 * 2.0 / b * p;
-        }
+        let n: u64 = st.counts.iter().sum();
+        let e = n as f64 * 2.0 / self.table.buckets as f64 / fixed::FP_VALUES as f64;
         1.0 - (-e).exp()
     }
 }
@@ -391,33 +368,21 @@ mod tests {
         }
     }
 
-    fn layouts() -> [Layout; 2] {
-        let spec = CodedSpec::build(
-            42,
-            [9, 10, 8, 8, 8, 8, 8],
-            &Shares::leveled(2, 10.0, 0.05),
-            0.9,
-        )
-        .unwrap();
-        [Layout::Fixed16, Layout::Coded(spec)]
-    }
-
     /// A filter larger than the allocator can give is an error, not an abort: past 2^40
     /// buckets it is refused before any allocation, and below that the table's words are
     /// reserved fallibly (a count past what an allocation can hold fails there, on any
     /// machine, without trying).
     #[test]
     fn a_filter_too_large_to_allocate_is_an_error() {
-        for layout in layouts() {
-            let e = GlobalFilter::with_buckets(layout.clone(), (1 << 40) + 1).unwrap_err();
-            assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
-            let e = Table::new(&layout, 1 << 62).unwrap_err();
-            match e {
-                Error::OutOfMemory { bytes, .. } => assert!(bytes >= 1 << 62, "{bytes}"),
-                e => panic!("{e}"),
-            }
-            assert!(GlobalFilter::with_buckets(layout, 1).is_ok());
+        let layout = Layout::Fixed16;
+        let e = GlobalFilter::with_buckets(layout.clone(), (1 << 40) + 1).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+        let e = Table::new(&layout, 1 << 62).unwrap_err();
+        match e {
+            Error::OutOfMemory { bytes, .. } => assert!(bytes >= 1 << 62, "{bytes}"),
+            e => panic!("{e}"),
         }
+        assert!(GlobalFilter::with_buckets(layout, 1).is_ok());
     }
 
     /// Every entry stays findable by an exact search through walks, the stash, and
@@ -425,75 +390,68 @@ mod tests {
     /// its own stash entry when removed, not the other key's.
     #[test]
     fn every_entry_survives_walks_stash_and_removals() {
-        for layout in layouts() {
-            let f = GlobalFilter::with_buckets(layout, 64).unwrap();
-            let mut w = f.writer();
-            let keys: Vec<u64> = (0..400u64).map(mix64).collect();
-            for (i, &h) in keys.iter().enumerate() {
-                w.insert(h, run(i));
-            }
-            assert!(w.stats().stashed > 0);
-            let live = |w: &Writer<'_>, gone: &dyn Fn(usize) -> bool| {
-                for (j, &g) in keys.iter().enumerate() {
-                    if !gone(j) {
-                        assert!(w.contains_entry(g, run(j)), "lost key {j}");
-                    }
-                }
-            };
-            live(&w, &|_| false);
-            for (i, &h) in keys.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
-                assert!(w.remove(h, run(i)), "remove {i}");
-                if i % 20 == 0 {
-                    live(&w, &|j| j % 2 == 0 && j <= i);
-                }
-            }
-            live(&w, &|j| j % 2 == 0);
-            assert_eq!(w.len(), 200);
+        let f = GlobalFilter::with_buckets(Layout::Fixed16, 64).unwrap();
+        let mut w = f.writer();
+        let keys: Vec<u64> = (0..400u64).map(mix64).collect();
+        for (i, &h) in keys.iter().enumerate() {
+            w.insert(h, run(i));
         }
+        assert!(w.stats().stashed > 0);
+        let live = |w: &Writer<'_>, gone: &dyn Fn(usize) -> bool| {
+            for (j, &g) in keys.iter().enumerate() {
+                if !gone(j) {
+                    assert!(w.contains_entry(g, run(j)), "lost key {j}");
+                }
+            }
+        };
+        live(&w, &|_| false);
+        for (i, &h) in keys.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+            assert!(w.remove(h, run(i)), "remove {i}");
+            if i % 20 == 0 {
+                live(&w, &|j| j % 2 == 0 && j <= i);
+            }
+        }
+        live(&w, &|j| j % 2 == 0);
+        assert_eq!(w.len(), 200);
     }
 
     /// A query's count of lines is the number of distinct 64-byte lines its two buckets'
     /// bits lie in (counted from each bucket's first and last bit), and its runs are
-    /// `query`'s, in both layouts.
+    /// `query`'s.
     #[test]
     fn query_lines_counts_the_distinct_lines_of_the_bucket_pair() {
-        for layout in layouts() {
-            let f = GlobalFilter::with_buckets(layout, 1 << 12).unwrap();
-            let mut w = f.writer();
-            for i in 0..8_000u64 {
-                w.insert(mix64(i), run(i as usize));
-            }
-            drop(w);
-            let bits = match &f.table.codec {
-                Codec::Fixed => 64,
-                Codec::Coded(c) => c.bucket_bits as usize,
-            };
-            let (mut ones, mut twos) = (0, 0);
-            for i in 0..200_000u64 {
-                let h = mix64(i ^ 0x5555);
-                let (i1, i2) = f.table.pair(h);
-                let mut lines: Vec<usize> = [i1, i2]
-                    .iter()
-                    .flat_map(|&b| {
-                        let (w, bit) = f.table.place(b);
-                        let first = w * 64 + bit as usize;
-                        [first / 512, (first + bits - 1) / 512]
-                    })
-                    .collect();
-                lines.sort_unstable();
-                lines.dedup();
-                let (set, n) = f.query_lines(h);
-                assert_eq!(n as usize, lines.len(), "hash {h:#x}");
-                assert_eq!(f.lines_touched(h), n);
-                assert_eq!(set, f.query(h));
-                if n == 1 {
-                    ones += 1
-                } else {
-                    twos += 1
-                }
-            }
-            // Both cases occur in a table of 4,096 buckets.
-            assert!(ones > 0 && twos > 0, "{ones} {twos}");
+        let f = GlobalFilter::with_buckets(Layout::Fixed16, 1 << 12).unwrap();
+        let mut w = f.writer();
+        for i in 0..8_000u64 {
+            w.insert(mix64(i), run(i as usize));
         }
+        drop(w);
+        let bits = 64; // a bucket is one word
+        let (mut ones, mut twos) = (0, 0);
+        for i in 0..200_000u64 {
+            let h = mix64(i ^ 0x5555);
+            let (i1, i2) = f.table.pair(h);
+            let mut lines: Vec<usize> = [i1, i2]
+                .iter()
+                .flat_map(|&b| {
+                    let (w, bit) = f.table.place(b);
+                    let first = w * 64 + bit as usize;
+                    [first / 512, (first + bits - 1) / 512]
+                })
+                .collect();
+            lines.sort_unstable();
+            lines.dedup();
+            let (set, n) = f.query_lines(h);
+            assert_eq!(n as usize, lines.len(), "hash {h:#x}");
+            assert_eq!(f.lines_touched(h), n);
+            assert_eq!(set, f.query(h));
+            if n == 1 {
+                ones += 1
+            } else {
+                twos += 1
+            }
+        }
+        // Both cases occur in a table of 4,096 buckets.
+        assert!(ones > 0 && twos > 0, "{ones} {twos}");
     }
 }

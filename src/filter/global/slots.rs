@@ -1,8 +1,8 @@
-//! A bucket's entries, decoded: what the layouts encode into a bucket's bits and the table
+//! A bucket's entries, decoded: what the layout encodes into a bucket's bits and the table
 //! reads back.
 
-/// One slot's content: a run and the fingerprint stored for the key in that run (its width
-/// is the layout's: 11 bits in `Fixed16`, the run's class width in `Coded`).
+/// One slot's content: a run and the fingerprint stored for the key in that run (11 bits in
+/// `Fixed16`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub(super) struct Entry {
     pub(super) run: u8,

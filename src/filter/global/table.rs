@@ -4,7 +4,7 @@
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use super::slots::{Entry, Slots};
-use super::{coded, fixed, Layout, RunId, RunSet, ALT_MULT, REGION_BYTES};
+use super::{fixed, Layout, RunId, RunSet, ALT_MULT, REGION_BYTES};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
 
@@ -12,7 +12,6 @@ use crate::hash::fastrange;
 #[derive(Debug)]
 pub(super) enum Codec {
     Fixed,
-    Coded(Box<coded::Code>),
 }
 
 /// `n` zeroed atomics, or `None` when the allocator has no room for them (a filter is sized
@@ -37,15 +36,9 @@ impl Table {
     pub(super) fn new(layout: &Layout, buckets: u64) -> Result<Table> {
         let (codec, words) = match layout {
             Layout::Fixed16 => (Codec::Fixed, buckets),
-            Layout::Coded(spec) => {
-                let code = coded::Code::new(spec)?;
-                let lines = buckets.div_ceil(code.per_line as u64);
-                (Codec::Coded(Box::new(code)), lines * 8)
-            }
         };
         let buckets = match &codec {
             Codec::Fixed => buckets,
-            Codec::Coded(c) => words / 8 * c.per_line as u64,
         };
         let bytes = words.saturating_mul(8);
         let too_large = || Error::OutOfMemory {
@@ -67,7 +60,6 @@ impl Table {
     pub(super) fn place(&self, i: u64) -> (usize, u32) {
         match &self.codec {
             Codec::Fixed => (i as usize, 0),
-            Codec::Coded(c) => c.place(i),
         }
     }
 
@@ -81,7 +73,6 @@ impl Table {
     pub(super) fn raw(&self, i: u64) -> u64 {
         match &self.codec {
             Codec::Fixed => self.words[i as usize].load(Ordering::Relaxed),
-            Codec::Coded(c) => c.read(&self.words, i),
         }
     }
 
@@ -93,7 +84,6 @@ impl Table {
         fence(Ordering::Release);
         match &self.codec {
             Codec::Fixed => self.words[i as usize].store(raw, Ordering::Relaxed),
-            Codec::Coded(c) => c.write(&self.words, i, raw),
         }
         self.seqs[r].store(s.wrapping_add(2), Ordering::Release);
     }
@@ -101,14 +91,12 @@ impl Table {
     pub(super) fn decode(&self, raw: u64) -> Option<Slots> {
         match &self.codec {
             Codec::Fixed => Some(fixed::decode(raw)),
-            Codec::Coded(c) => c.decode(raw),
         }
     }
 
     pub(super) fn encode(&self, s: &Slots) -> Option<u64> {
         match &self.codec {
             Codec::Fixed => Some(fixed::encode(s)),
-            Codec::Coded(c) => c.encode(s),
         }
     }
 
@@ -136,7 +124,6 @@ impl Table {
     pub(super) fn tag_of_hash(&self, hash: u64) -> u32 {
         match &self.codec {
             Codec::Fixed => fixed::fingerprint(hash),
-            Codec::Coded(_) => coded::tag_of_hash(hash),
         }
     }
 
@@ -145,7 +132,6 @@ impl Table {
     pub(super) fn tag_of_entry(&self, e: Entry) -> u32 {
         match &self.codec {
             Codec::Fixed => e.fp,
-            Codec::Coded(c) => c.tag_of_entry(e),
         }
     }
 
@@ -164,7 +150,6 @@ impl Table {
                 run: run.0,
                 fp: fixed::fingerprint(hash),
             },
-            Codec::Coded(c) => c.entry(hash, run),
         }
     }
 
@@ -197,17 +182,6 @@ impl Table {
                 });
                 fixed::matches(b1, b2, hash)
             }
-            Codec::Coded(c) => {
-                let ((w1, s1), (w2, s2)) = (c.place(i1), c.place(i2));
-                let (r1, r2) = (w1 * 8 / REGION_BYTES, w2 * 8 / REGION_BYTES);
-                let (b1, b2) = self.consistent(r1, r2, || {
-                    (
-                        c.read_at(&self.words, w1, s1),
-                        c.read_at(&self.words, w2, s2),
-                    )
-                });
-                c.matches(b1, b2, hash)
-            }
         };
         (set, lines)
     }
@@ -239,9 +213,8 @@ impl Table {
         }
     }
 
-    /// The distinct 64-byte lines buckets `i1` and `i2` lie in: 1 or 2 (a bucket never
-    /// straddles a line: fixed16's is one aligned word, and coded buckets are packed whole
-    /// into lines).
+    /// The distinct 64-byte lines buckets `i1` and `i2` lie in: 1 or 2 (a bucket is one
+    /// aligned word, so it never straddles a line).
     #[inline(always)]
     pub(super) fn lines_of(&self, i1: u64, i2: u64) -> u32 {
         let line = |i: u64| self.place(i).0 / 8;

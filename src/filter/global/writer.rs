@@ -139,8 +139,7 @@ impl<'a> Writer<'a> {
         self.st.kicked += 1;
         let mut path = std::mem::take(&mut self.st.path);
         let mut placed = false;
-        // Walks alternate between the two buckets (in a coded layout one of them may take
-        // the entry in none of its slots), the first chosen at random.
+        // Walks alternate between the two buckets, the first chosen at random.
         let first = self.rand() & 1;
         for k in 0..WALKS as u64 {
             let start = if (first + k) & 1 == 0 { i1 } else { i2 };

@@ -1,4 +1,4 @@
-//! The global key-to-run filter (`filter::global`) measured for both layouts: bits per key,
+//! The global key-to-run filter (`filter::global`, layout fixed16) measured: bits per key,
 //! false-positive rate against theory, cache lines per query, the load at the first stashed
 //! entry, query time for absent and present keys against the per-table probes it replaces,
 //! insert / relabel / remove throughput in random order and as sorted batches, and a
@@ -11,16 +11,14 @@
 //! The tree modelled has two levels: 88 % of the keys in L2, 10 % in L1 and 2 % in two L0
 //! tables, or with `drained` (L0 merged, as after the idle drain) 88 % in L2 and 12 % in L1. Times are thread CPU time (the machine is shared: wall time also counts
 //! the time other processes held the core), medians of 5 rounds of 2²⁰ queries that
-//! alternate the layouts and the baseline. The baseline is what the store does today for
+//! alternate the filter and the baseline. The baseline is what the store does today for
 //! that tree: a blocked-bloom filter at ε = 1 % per run, probed for every run whose range
 //! holds the key (all four for an absent key; L0, L1 then L2 for a present one, stopping at
 //! the first "maybe").
 
 use std::sync::OnceLock;
 
-use filterstore::filter::global::{
-    CodedSpec, GlobalFilter, Layout, MergeKey, RunId, RunSet, Shares,
-};
+use filterstore::filter::global::{GlobalFilter, Layout, MergeKey, RunId, RunSet};
 use filterstore::filter::{self, Filter, FilterKind};
 use filterstore::hash::mix64;
 
@@ -67,25 +65,9 @@ fn absent(i: u64) -> u64 {
     mix64(i | 1 << 62)
 }
 
-fn shares() -> Shares {
-    if drained() {
-        Shares {
-            levels: [0.12, 0.88, 0.0, 0.0, 0.0, 0.0],
-            l0: 0.0,
-        }
-    } else {
-        Shares {
-            levels: [0.10, 0.88, 0.0, 0.0, 0.0, 0.0],
-            l0: 0.02,
-        }
-    }
-}
-
+/// The layouts measured (fixed16, the only one).
 fn layouts() -> Vec<Layout> {
-    vec![
-        Layout::Fixed16,
-        Layout::Coded(CodedSpec::for_fpr(0.01, &shares(), 0.955)),
-    ]
+    vec![Layout::Fixed16]
 }
 
 /// A filter of `layout` sized for `capacity` holding keys 0..n, inserted one by one in key
@@ -131,17 +113,6 @@ fn measure(n: u64) {
     }
     let mut filters = Vec::new();
     for layout in layouts() {
-        if let Layout::Coded(spec) = &layout {
-            println!(
-                "coded spec (CodedSpec::for_fpr(0.01, shares, 0.955)): {}-bit buckets, {} per line, widths L1 {} L2 {} L3..L6 {} L0 {}+5",
-                spec.bucket_bits,
-                spec.per_line(),
-                spec.widths[0],
-                spec.widths[1],
-                spec.widths[2],
-                spec.widths[6]
-            );
-        }
         let (f, runs, t) = fill(&layout, n, n);
         let s = f.writer().stats();
         // The load of the first stashed entry: keep inserting into a copy.
@@ -166,13 +137,12 @@ fn measure(n: u64) {
             / 1e5;
         let code = s.memory_bytes as f64 * 8.0 / n as f64;
         println!(
-            "{:8} load {:.3}, stashed {}, first stash at load {}; {:.2} bits/key (table, seqlock words{}), FPR {:.3} % (theory {:.3} %), {:.2} lines/query; fill: {:.0} ns/key CPU",
+            "{:8} load {:.3}, stashed {}, first stash at load {}; {:.2} bits/key (table, seqlock words), FPR {:.3} % (theory {:.3} %), {:.2} lines/query; fill: {:.0} ns/key CPU",
             layout.name(),
             s.load,
             s.stashed,
             first_stash.map_or("> +10 %".into(), |l| format!("{l:.3}")),
             code,
-            if matches!(layout, Layout::Coded(_)) { ", code tables" } else { "" },
             fp as f64 * 100.0 / probes as f64,
             f.theoretical_fpr() * 100.0,
             lines,
