@@ -13,8 +13,6 @@
 use std::io::Write;
 
 use super::runs::Runs;
-use super::slots::Slots;
-use super::table::Codec;
 use super::{fixed, GlobalFilter, Layout, RunId, LEVELS, MAX_RUNS};
 use crate::codec::{le_u32, le_u64, Cursor};
 use crate::error::{Error, Result};
@@ -235,7 +233,7 @@ impl GlobalFilter {
         // The table's length, checked before anything of that size is allocated.
         let table_at = c.offset();
         let words = match &layout {
-            Layout::Fixed16 => buckets,
+            Layout::Fixed16 => buckets, // one word a bucket
         };
         if c.remaining() as u64 != words * 8 {
             return Err(Error::corrupt(
@@ -260,21 +258,15 @@ impl GlobalFilter {
         // Every bucket valid, the entries adding up.
         let mut seen = [0u64; MAX_RUNS];
         let mut in_table = 0u64;
-        let t = &f.table;
-        for i in 0..t.buckets {
-            let raw = t.raw(i);
-            let bad = |why: &str| {
-                let (w, _) = t.place(i);
-                Error::corrupt(table_at + w as u64 * 8, format!("bucket {i}: {why}"))
-            };
-            let s: Slots = match &t.codec {
-                Codec::Fixed => {
-                    if !fixed::valid(raw) {
-                        return Err(bad("not four canonical 16-bit slots"));
-                    }
-                    fixed::decode(raw)
-                }
-            };
+        for (i, w) in f.table.words.iter().enumerate() {
+            let raw = w.load(std::sync::atomic::Ordering::Relaxed);
+            if !fixed::valid(raw) {
+                return Err(Error::corrupt(
+                    table_at + i as u64 * 8,
+                    format!("bucket {i}: not four canonical 16-bit slots"),
+                ));
+            }
+            let s = fixed::decode(raw);
             for e in s.entries() {
                 seen[e.run as usize] += 1;
             }

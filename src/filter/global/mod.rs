@@ -243,7 +243,9 @@ impl GlobalFilter {
                 bytes: buckets.saturating_mul(8),
             });
         }
-        let table = Table::new(&layout, buckets)?;
+        let table = match layout {
+            Layout::Fixed16 => Table::new(buckets)?,
+        };
         Ok(GlobalFilter {
             table,
             layout,
@@ -377,7 +379,7 @@ mod tests {
         let layout = Layout::Fixed16;
         let e = GlobalFilter::with_buckets(layout.clone(), (1 << 40) + 1).unwrap_err();
         assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
-        let e = Table::new(&layout, 1 << 62).unwrap_err();
+        let e = Table::new(1 << 62).unwrap_err();
         match e {
             Error::OutOfMemory { bytes, .. } => assert!(bytes >= 1 << 62, "{bytes}"),
             e => panic!("{e}"),
@@ -426,7 +428,6 @@ mod tests {
             w.insert(mix64(i), run(i as usize));
         }
         drop(w);
-        let bits = 64; // a bucket is one word
         let (mut ones, mut twos) = (0, 0);
         for i in 0..200_000u64 {
             let h = mix64(i ^ 0x5555);
@@ -434,9 +435,9 @@ mod tests {
             let mut lines: Vec<usize> = [i1, i2]
                 .iter()
                 .flat_map(|&b| {
-                    let (w, bit) = f.table.place(b);
-                    let first = w * 64 + bit as usize;
-                    [first / 512, (first + bits - 1) / 512]
+                    // Bucket b is word b: bits 64b .. 64b + 64 of the table.
+                    let first = b as usize * 64;
+                    [first / 512, (first + 63) / 512]
                 })
                 .collect();
             lines.sort_unstable();

@@ -1,18 +1,13 @@
-//! The cuckoo table shared by the layouts: entries, buckets as atomic words with seqlock
-//! regions, the alternate bucket, and the consistent two-bucket read of a query.
+//! The cuckoo table: buckets as atomic 64-bit words (four 16-bit slots each, `fixed.rs`)
+//! with seqlock regions, the alternate bucket, and the consistent two-bucket read of a
+//! query.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use super::slots::{Entry, Slots};
-use super::{fixed, Layout, RunId, RunSet, ALT_MULT, REGION_BYTES};
+use super::{fixed, RunId, RunSet, ALT_MULT, REGION_BYTES};
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
-
-/// How a bucket's bits are laid out.
-#[derive(Debug)]
-pub(super) enum Codec {
-    Fixed,
-}
 
 /// `n` zeroed atomics, or `None` when the allocator has no room for them (a filter is sized
 /// by the entry counts tables claim: a failed allocation is an error, not an abort).
@@ -23,57 +18,40 @@ fn zeroed<T: Default>(n: usize) -> Option<Box<[T]>> {
     Some(v.into_boxed_slice())
 }
 
-/// The cuckoo table: bucket words, seqlock regions, and the codec.
+/// The cuckoo table: bucket words (bucket i is word i) and seqlock regions.
 #[derive(Debug)]
 pub(super) struct Table {
     pub(super) words: Box<[AtomicU64]>,
     pub(super) seqs: Box<[AtomicU32]>,
     pub(super) buckets: u64,
-    pub(super) codec: Codec,
 }
 
 impl Table {
-    pub(super) fn new(layout: &Layout, buckets: u64) -> Result<Table> {
-        let (codec, words) = match layout {
-            Layout::Fixed16 => (Codec::Fixed, buckets),
-        };
-        let buckets = match &codec {
-            Codec::Fixed => buckets,
-        };
-        let bytes = words.saturating_mul(8);
+    pub(super) fn new(buckets: u64) -> Result<Table> {
+        let bytes = buckets.saturating_mul(8);
         let too_large = || Error::OutOfMemory {
             what: format!("a global filter of {buckets} buckets"),
             bytes,
         };
-        let words = usize::try_from(words).map_err(|_| too_large())?;
+        let words = usize::try_from(buckets).map_err(|_| too_large())?;
         let regions = (words.saturating_mul(8)).div_ceil(REGION_BYTES).max(1);
         Ok(Table {
             words: zeroed(words).ok_or_else(too_large)?,
             seqs: zeroed(regions).ok_or_else(too_large)?,
             buckets,
-            codec,
         })
     }
 
-    /// The first word of bucket `i` and its bit offset there.
-    #[inline(always)]
-    pub(super) fn place(&self, i: u64) -> (usize, u32) {
-        match &self.codec {
-            Codec::Fixed => (i as usize, 0),
-        }
-    }
-
+    /// The seqlock region of bucket `i`.
     #[inline(always)]
     pub(super) fn region(&self, i: u64) -> usize {
-        self.place(i).0 * 8 / REGION_BYTES
+        i as usize * 8 / REGION_BYTES
     }
 
     /// Bucket `i`'s bits (no consistency check: the writer, or inside a seqlock read).
     #[inline(always)]
     pub(super) fn raw(&self, i: u64) -> u64 {
-        match &self.codec {
-            Codec::Fixed => self.words[i as usize].load(Ordering::Relaxed),
-        }
+        self.words[i as usize].load(Ordering::Relaxed)
     }
 
     /// Writes bucket `i` (the writer only), with its region's sequence odd meanwhile.
@@ -82,36 +60,27 @@ impl Table {
         let s = self.seqs[r].load(Ordering::Relaxed);
         self.seqs[r].store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        match &self.codec {
-            Codec::Fixed => self.words[i as usize].store(raw, Ordering::Relaxed),
-        }
+        self.words[i as usize].store(raw, Ordering::Relaxed);
         self.seqs[r].store(s.wrapping_add(2), Ordering::Release);
     }
 
-    pub(super) fn decode(&self, raw: u64) -> Option<Slots> {
-        match &self.codec {
-            Codec::Fixed => Some(fixed::decode(raw)),
-        }
+    /// The bits of a bucket holding `s`'s entries.
+    pub(super) fn encode(&self, s: &Slots) -> u64 {
+        fixed::encode(s)
     }
 
-    pub(super) fn encode(&self, s: &Slots) -> Option<u64> {
-        match &self.codec {
-            Codec::Fixed => Some(fixed::encode(s)),
-        }
-    }
-
-    /// Asks the CPU to bring bucket `i`'s first word into cache (a hint for a batch that
-    /// will read it a few operations later).
+    /// Asks the CPU to bring bucket `i`'s word into cache (a hint for a batch that will read
+    /// it a few operations later).
     #[inline(always)]
     pub(super) fn prefetch(&self, i: u64) {
-        if let Some(w) = self.words.get(self.place(i).0) {
+        if let Some(w) = self.words.get(i as usize) {
             crate::filter::simd::prefetch_ref(w);
         }
     }
 
-    /// Bucket `i` decoded (a bucket the writer wrote always decodes).
+    /// Bucket `i` decoded.
     pub(super) fn slots(&self, i: u64) -> Slots {
-        self.decode(self.raw(i)).unwrap_or_default()
+        fixed::decode(self.raw(i))
     }
 
     #[inline(always)]
@@ -119,37 +88,19 @@ impl Table {
         fastrange(hash, self.buckets)
     }
 
-    /// The tag of the key's fingerprint that picks its alternate bucket.
+    /// (H(fp) − i) mod B: an involution, so an entry moves between its two buckets knowing
+    /// only its fingerprint.
     #[inline(always)]
-    pub(super) fn tag_of_hash(&self, hash: u64) -> u32 {
-        match &self.codec {
-            Codec::Fixed => fixed::fingerprint(hash),
-        }
-    }
-
-    /// The same tag, from a stored entry.
-    #[inline(always)]
-    pub(super) fn tag_of_entry(&self, e: Entry) -> u32 {
-        match &self.codec {
-            Codec::Fixed => e.fp,
-        }
-    }
-
-    /// (H(tag) − i) mod B: an involution, so an entry moves between its two buckets knowing
-    /// only its tag.
-    #[inline(always)]
-    pub(super) fn alt(&self, i: u64, tag: u32) -> u64 {
-        let h = fastrange((tag as u64).wrapping_mul(ALT_MULT), self.buckets);
+    pub(super) fn alt(&self, i: u64, fp: u32) -> u64 {
+        let h = fastrange((fp as u64).wrapping_mul(ALT_MULT), self.buckets);
         h.wrapping_sub(i)
             .wrapping_add(self.buckets & ((h < i) as u64).wrapping_neg())
     }
 
     pub(super) fn entry(&self, hash: u64, run: RunId) -> Entry {
-        match &self.codec {
-            Codec::Fixed => Entry {
-                run: run.0,
-                fp: fixed::fingerprint(hash),
-            },
+        Entry {
+            run: run.0,
+            fp: fixed::fingerprint(hash),
         }
     }
 
@@ -157,7 +108,7 @@ impl Table {
     #[inline(always)]
     pub(super) fn pair(&self, hash: u64) -> (u64, u64) {
         let i1 = self.i1(hash);
-        (i1, self.alt(i1, self.tag_of_hash(hash)))
+        (i1, self.alt(i1, fixed::fingerprint(hash)))
     }
 
     /// The runs whose entry in the key's buckets matches its fingerprint, read consistently
@@ -170,20 +121,14 @@ impl Table {
         self.prefetch(i1);
         self.prefetch(i2);
         let lines = self.lines_of(i1, i2);
-        let set = match &self.codec {
-            Codec::Fixed => {
-                let (a, b) = (i1 as usize, i2 as usize);
-                let (r1, r2) = (a * 8 / REGION_BYTES, b * 8 / REGION_BYTES);
-                let (b1, b2) = self.consistent(r1, r2, || {
-                    (
-                        self.words.get(a).map_or(0, |x| x.load(Ordering::Relaxed)),
-                        self.words.get(b).map_or(0, |x| x.load(Ordering::Relaxed)),
-                    )
-                });
-                fixed::matches(b1, b2, hash)
-            }
-        };
-        (set, lines)
+        let (a, b) = (i1 as usize, i2 as usize);
+        let (b1, b2) = self.consistent(self.region(i1), self.region(i2), || {
+            (
+                self.words.get(a).map_or(0, |x| x.load(Ordering::Relaxed)),
+                self.words.get(b).map_or(0, |x| x.load(Ordering::Relaxed)),
+            )
+        });
+        (fixed::matches(b1, b2, hash), lines)
     }
 
     /// `read()` repeated until no write to regions `r1` and `r2` overlapped it (a seqlock
@@ -217,8 +162,7 @@ impl Table {
     /// aligned word, so it never straddles a line).
     #[inline(always)]
     pub(super) fn lines_of(&self, i1: u64, i2: u64) -> u32 {
-        let line = |i: u64| self.place(i).0 / 8;
-        1 + u32::from(line(i1) != line(i2))
+        1 + u32::from(i1 / 8 != i2 / 8)
     }
 
     /// The distinct 64-byte lines the buckets of the key of `hash` lie in.

@@ -130,8 +130,8 @@ impl<'a> Writer<'a> {
         let t = &f.table;
         let (i1, i2) = t.pair(hash);
         for i in [i1, i2] {
-            if let Some(raw) = t.slots(i).with(e).and_then(|s| t.encode(&s)) {
-                t.write(i, raw);
+            if let Some(s) = t.slots(i).with(e) {
+                t.write(i, t.encode(&s));
                 self.st.in_table += 1;
                 return true;
             }
@@ -177,19 +177,19 @@ impl<'a> Writer<'a> {
         for _ in 0..MAX_KICKS {
             let s = t.slots(i);
             if !path.is_empty() {
-                if let Some(raw) = s.with(cur).and_then(|s| t.encode(&s)) {
-                    path.push((i, raw));
+                if let Some(s) = s.with(cur) {
+                    path.push((i, t.encode(&s)));
                     return true;
                 }
             }
-            // A victim whose slot `cur` can take and whose other bucket is new to the path.
+            // A victim whose other bucket is new to the path.
             let n = s.n.max(1);
             let j0 = (self.rand() % n as u64) as usize;
             let mut chosen = None;
             for k in 0..s.n {
                 let j = (j0 + k) % s.n;
                 let victim = s.e[j];
-                let next = t.alt(i, t.tag_of_entry(victim));
+                let next = t.alt(i, victim.fp);
                 let b = bit(next);
                 if next == i
                     || (seen[b / 64] >> (b % 64) & 1 == 1
@@ -197,10 +197,8 @@ impl<'a> Writer<'a> {
                 {
                     continue;
                 }
-                if let Some(raw) = t.encode(&s.replaced(j, cur)) {
-                    chosen = Some((victim, next, raw));
-                    break;
-                }
+                chosen = Some((victim, next, t.encode(&s.replaced(j, cur))));
+                break;
             }
             let Some((victim, next, raw)) = chosen else {
                 return false;
@@ -280,20 +278,12 @@ impl<'a> Writer<'a> {
         let (i1, i2) = t.pair(hash);
         for i in [i1, i2] {
             let s = t.slots(i);
-            let Some(j) = s.find(ef) else {
-                continue;
-            };
-            if let Some(raw) = t.encode(&s.replaced(j, et)) {
-                t.write(i, raw);
+            if let Some(j) = s.find(ef) {
+                t.write(i, t.encode(&s.replaced(j, et)));
                 self.st.counts[from.index()] -= 1;
                 self.st.counts[to.index()] += 1;
                 return true;
             }
-            // The new combination does not fit the bucket: add the new entry first (so
-            // that the key never vanishes), then remove the old one from the table.
-            self.insert(hash, to);
-            self.remove_from_table(hash, from);
-            return true;
         }
         false
     }
@@ -306,12 +296,10 @@ impl<'a> Writer<'a> {
         for i in [i1, i2] {
             let s = t.slots(i);
             if let Some(j) = s.find(e) {
-                if let Some(raw) = t.encode(&s.without(j)) {
-                    t.write(i, raw);
-                    self.st.in_table -= 1;
-                    self.st.counts[run.index()] -= 1;
-                    return true;
-                }
+                t.write(i, t.encode(&s.without(j)));
+                self.st.in_table -= 1;
+                self.st.counts[run.index()] -= 1;
+                return true;
             }
         }
         false
@@ -452,10 +440,10 @@ impl<'a> Writer<'a> {
         let stash = first && self.f.stash_len.load(Ordering::Relaxed) != 0;
         match op {
             Op::Insert(r) => {
-                let Some(raw) = t.slots(i).with(t.entry(h, r)).and_then(|s| t.encode(&s)) else {
+                let Some(s) = t.slots(i).with(t.entry(h, r)) else {
                     return false;
                 };
-                t.write(i, raw);
+                t.write(i, t.encode(&s));
                 self.st.in_table += 1;
                 self.st.counts[r.index()] += 1;
                 true
@@ -466,10 +454,10 @@ impl<'a> Writer<'a> {
                     return true;
                 }
                 let s = t.slots(i);
-                let Some(raw) = s.find(t.entry(h, r)).and_then(|j| t.encode(&s.without(j))) else {
+                let Some(j) = s.find(t.entry(h, r)) else {
                     return false;
                 };
-                t.write(i, raw);
+                t.write(i, t.encode(&s.without(j)));
                 self.st.in_table -= 1;
                 self.st.counts[r.index()] -= 1;
                 true
@@ -480,13 +468,10 @@ impl<'a> Writer<'a> {
                     return self.relabel(h, a, b);
                 }
                 let s = t.slots(i);
-                let Some(raw) = s
-                    .find(t.entry(h, a))
-                    .and_then(|j| t.encode(&s.replaced(j, t.entry(h, b))))
-                else {
+                let Some(j) = s.find(t.entry(h, a)) else {
                     return false;
                 };
-                t.write(i, raw);
+                t.write(i, t.encode(&s.replaced(j, t.entry(h, b))));
                 self.st.counts[a.index()] -= 1;
                 self.st.counts[b.index()] += 1;
                 true
