@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 use filterstore::io::FaultFs;
@@ -177,45 +177,27 @@ fn a_cross_keyspace_batch_is_whole_in_checkpoints_taken_beside_writers() {
     let a = store.keyspace("a").unwrap();
     let b = store.keyspace("b").unwrap();
     let threads = 2u64;
-    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
-    let stop = Arc::new(AtomicBool::new(false));
     let key = |t: u64, i: u64| format!("t{t}k{i:07}").into_bytes();
-    let writers: Vec<_> = (0..threads)
-        .map(|t| {
-            let (store, a, b) = (store.clone(), a.clone(), b.clone());
-            let (acked, stop) = (acked.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut i = 0;
-                while !stop.load(SeqCst) && i < 400_000 {
-                    let k = key(t, i);
-                    let mut w = WriteBatch::new();
-                    // Values of different sizes: the trees fill at different rates, the
-                    // default keyspace's first (its seal holds the lock a checkpoint takes
-                    // first: one sealed after the cut would be in it, torn from the others).
-                    w.put(k.clone(), vec![b'd'; 90])
-                        .put_in(&a, k.clone(), vec![b'a'; 40])
-                        .put_in(&b, k, vec![b'b'; 10]);
-                    store.write(w).unwrap();
-                    i += 1;
-                    acked[t as usize].store(i, SeqCst);
-                }
-            })
-        })
-        .collect();
-    let mut checkpoints = Vec::new();
-    for n in 0..5 {
-        while acked.iter().map(|a| a.load(SeqCst)).sum::<u64>() < 2000 * (n + 1) {
-            std::thread::yield_now();
-        }
-        let before: Vec<u64> = acked.iter().map(|a| a.load(SeqCst)).collect();
-        let dest = tmp.path().join(format!("cp{n}"));
-        store.checkpoint(&dest).unwrap();
-        checkpoints.push((dest, before));
-    }
-    stop.store(true, SeqCst);
-    for w in writers {
-        w.join().unwrap();
-    }
+    let (checkpoints, _) = {
+        let (s, a, b) = (store.clone(), a.clone(), b.clone());
+        common::checkpoints_beside_writers(
+            &store,
+            tmp.path(),
+            threads,
+            (400_000, 5, 2000),
+            move |t, i| {
+                let k = key(t, i);
+                let mut w = WriteBatch::new();
+                // Values of different sizes: the trees fill at different rates, the
+                // default keyspace's first (its seal holds the lock a checkpoint takes
+                // first: one sealed after the cut would be in it, torn from the others).
+                w.put(k.clone(), vec![b'd'; 90])
+                    .put_in(&a, k.clone(), vec![b'a'; 40])
+                    .put_in(&b, k, vec![b'b'; 10]);
+                s.write(w).unwrap();
+            },
+        )
+    };
     drop((a, b, store));
     for (dest, before) in &checkpoints {
         let what = dest.display().to_string();

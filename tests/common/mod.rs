@@ -127,3 +127,50 @@ impl StableReaders {
         }
     }
 }
+
+/// The checkpoints a test takes of `store` beside `threads` writers: writer `t` calls
+/// `write(t, i)` for i = 0, 1, … (at most `limit`; a write is acknowledged when it
+/// returns) until the `count`-th checkpoint is taken, each into `dir/cp{n}` once `step`
+/// more writes in all have been acknowledged. Returns each checkpoint's directory with the
+/// writers' acknowledged counts just before it was taken, and their final counts.
+pub fn checkpoints_beside_writers(
+    store: &filterstore::Store,
+    dir: &std::path::Path,
+    threads: u64,
+    (limit, count, step): (u64, u64, u64),
+    write: impl Fn(u64, u64) + Send + Sync + 'static,
+) -> (Vec<(std::path::PathBuf, Vec<u64>)>, Vec<u64>) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let write = Arc::new(write);
+    let writers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (acked, stop, write) = (acked.clone(), stop.clone(), write.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(SeqCst) && i < limit {
+                    write(t, i);
+                    i += 1;
+                    acked[t as usize].store(i, SeqCst);
+                }
+            })
+        })
+        .collect();
+    let counts = || acked.iter().map(|a| a.load(SeqCst)).collect::<Vec<u64>>();
+    let mut checkpoints = Vec::new();
+    for n in 0..count {
+        while counts().iter().sum::<u64>() < step * (n + 1) {
+            std::thread::yield_now();
+        }
+        let before = counts();
+        let dest = dir.join(format!("cp{n}"));
+        store.checkpoint(&dest).unwrap();
+        checkpoints.push((dest, before));
+    }
+    stop.store(true, SeqCst);
+    for w in writers {
+        w.join().unwrap();
+    }
+    (checkpoints, counts())
+}

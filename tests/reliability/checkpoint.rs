@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 use filterstore::io::{FaultFs, EIO};
@@ -66,39 +66,21 @@ fn checkpoints_while_writers_run_hold_every_acknowledged_write() {
         .compaction_trigger(Some(2));
     let store = Store::open(&dir, opts).unwrap();
     let threads = 2u64;
-    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..threads)
-        .map(|t| {
-            let (store, acked, stop) = (store.clone(), acked.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut i = 0;
-                while !stop.load(SeqCst) && i < 200_000 {
-                    let k = key(t, i);
-                    store.put(&k, value_of(&k, 1)).unwrap();
-                    i += 1;
-                    acked[t as usize].store(i, SeqCst);
-                }
-            })
-        })
-        .collect();
-    let mut checkpoints = Vec::new();
-    for n in 0..6 {
-        while acked.iter().map(|a| a.load(SeqCst)).sum::<u64>() < 3000 * (n + 1) {
-            std::thread::yield_now();
-        }
-        let before: Vec<u64> = acked.iter().map(|a| a.load(SeqCst)).collect();
-        let dest = tmp.path().join(format!("cp{n}"));
-        store.checkpoint(&dest).unwrap();
-        checkpoints.push((dest, before));
-    }
-    stop.store(true, SeqCst);
-    for w in writers {
-        w.join().unwrap();
-    }
+    let (checkpoints, total) = {
+        let s = store.clone();
+        crate::common::checkpoints_beside_writers(
+            &store,
+            tmp.path(),
+            threads,
+            (200_000, 6, 3000),
+            move |t, i| {
+                let k = key(t, i);
+                s.put(&k, value_of(&k, 1)).unwrap();
+            },
+        )
+    };
     let e = store.checkpoint(&checkpoints[0].0).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-    let total: Vec<u64> = acked.iter().map(|a| a.load(SeqCst)).collect();
     store.close().unwrap();
     for (dest, before) in &checkpoints {
         let what = dest.display().to_string();
