@@ -246,6 +246,14 @@ fn on_lanes<T: Send>(
 }
 
 impl Stress {
+    /// The arguments of a soak's child: `mode` (the soak's own flags), then `--child` with
+    /// this run's duration and threads.
+    fn child_args(&self, mode: &[&str]) -> Vec<String> {
+        let (duration, threads) = (self.duration.to_string(), self.threads.to_string());
+        let common = ["--child", "--duration", &duration, "--threads", &threads];
+        mode.iter().chain(&common).map(|a| a.to_string()).collect()
+    }
+
     /// The workload seed of `lane` (lane 0: the run's seed).
     fn lane_seed(&self, lane: u64) -> u64 {
         self.seed ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15)

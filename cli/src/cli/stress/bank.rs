@@ -220,15 +220,7 @@ impl Stress {
         let mut round = 0u64;
         while Instant::now() < deadline {
             round += 1;
-            let args = [
-                "--bank",
-                "--child",
-                "--duration",
-                &self.duration.to_string(),
-                "--threads",
-                &self.threads.to_string(),
-            ]
-            .map(String::from);
+            let args = self.child_args(&["--bank"]);
             let lines =
                 super::kill_round(dir, &args, self.seed, round, round, &mut rng, deadline, t)?;
             for line in lines {

@@ -138,17 +138,7 @@ impl Stress {
         let mut round = 0u64;
         while Instant::now() < deadline {
             round += 1;
-            let args = [
-                "--keyspaces",
-                &k.to_string(),
-                "--kill",
-                "--child",
-                "--duration",
-                &self.duration.to_string(),
-                "--threads",
-                &self.threads.to_string(),
-            ]
-            .map(String::from);
+            let args = self.child_args(&["--keyspaces", &k.to_string(), "--kill"]);
             let lines =
                 super::kill_round(dir, &args, self.seed, round, round, &mut rng, deadline, t)?;
             let mut pending: BTreeMap<u64, BTreeSet<At>> = BTreeMap::new();

@@ -94,14 +94,7 @@ impl Stress {
         let mut grouped = (self.threads > 1).then_some((0, 0));
         while Instant::now() < deadline {
             round += 1;
-            let args = [
-                "--child",
-                "--duration",
-                &self.duration.to_string(),
-                "--threads",
-                &self.threads.to_string(),
-            ]
-            .map(String::from);
+            let args = self.child_args(&[]);
             let lines = super::kill_round(
                 dir,
                 &args,
