@@ -131,7 +131,7 @@ impl super::Store {
         for (l, level) in v.levels().iter().enumerate() {
             for t in level.tables() {
                 let run = if l == 0 { t.run() } else { level_run(l) };
-                if t.own_filter() {
+                let (missing, whose) = if t.own_filter() {
                     // Not in the global filter: its own filter must hold every key (one
                     // that did not open is not asked: the table is read unfiltered).
                     let missing = match &t.filter {
@@ -141,30 +141,22 @@ impl super::Store {
                             .count(),
                         None => 0,
                     };
-                    if missing > 0 {
-                        return Err(Error::corrupt(
-                            0,
-                            format!(
-                                "the filter of table {} (level {l}) lacks {missing} of its keys",
-                                t.record.number
-                            ),
-                        ));
-                    }
-                    checked += t.record.entries;
-                    continue;
-                }
-                let missing = match run {
-                    Some(run) => table_hashes(&t.table)?
-                        .into_iter()
-                        .filter(|&h| !g.filter.query(h).contains(run))
-                        .count(),
-                    None => t.record.entries as usize,
+                    (missing, "its own filter")
+                } else {
+                    let missing = match run {
+                        Some(run) => table_hashes(&t.table)?
+                            .into_iter()
+                            .filter(|&h| !g.filter.query(h).contains(run))
+                            .count(),
+                        None => t.record.entries as usize,
+                    };
+                    (missing, "the global filter")
                 };
                 if missing > 0 {
                     return Err(Error::corrupt(
                         0,
                         format!(
-                            "the global filter lacks {missing} keys of table {} (level {l})",
+                            "{whose} lacks {missing} keys of table {} (level {l})",
                             t.record.number
                         ),
                     ));
