@@ -13,24 +13,7 @@ use std::sync::Arc;
 use filterstore::io::FaultFs;
 use filterstore::{FilterKind, KeyspaceOptions, Options, Store, SyncPolicy, WriteBatch};
 
-type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn contents(scan: filterstore::Scan) -> Contents {
-    scan.map(Result::unwrap)
-        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect()
-}
-
-/// Every keyspace's contents (the default one as "").
-fn all(store: &Store) -> BTreeMap<String, Contents> {
-    let mut m = BTreeMap::new();
-    m.insert(String::new(), contents(store.scan::<&[u8]>(..)));
-    for name in store.keyspaces() {
-        let ks = store.existing_keyspace(&name).unwrap();
-        m.insert(name, contents(ks.scan::<&[u8]>(..)));
-    }
-    m
-}
+use common::model::{contents, keyspace_contents as all, Model as Contents};
 
 /// A scratch directory on a RAM file system when there is one (these tests seal many small
 /// memtables: an fsync each).

@@ -10,13 +10,7 @@ use common::power_cut_options;
 use filterstore::io::FaultFs;
 use filterstore::{FilterKind, KeyspaceOptions, Options, Store, WriteBatch};
 
-type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn contents(scan: filterstore::Scan) -> Contents {
-    scan.map(Result::unwrap)
-        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect()
-}
+use common::model::{contents, keyspace_contents as all, Model as Contents};
 
 fn logs_in(dir: &Path) -> usize {
     std::fs::read_dir(dir)
@@ -373,17 +367,6 @@ fn one_memtable_budget_across_keyspaces() {
     }
     // About the budget (a write may cross it before the next one switches).
     assert!(peak <= budget as u64 * 11 / 10, "peak {peak}");
-}
-
-/// Every keyspace's contents (the default one as "").
-fn all(store: &Store) -> BTreeMap<String, Contents> {
-    let mut m = BTreeMap::new();
-    m.insert(String::new(), contents(store.scan::<&[u8]>(..)));
-    for name in store.keyspaces() {
-        let ks = store.existing_keyspace(&name).unwrap();
-        m.insert(name, contents(ks.scan::<&[u8]>(..)));
-    }
-    m
 }
 
 /// Cross-keyspace batches, a drop and a re-create, with the power cut at every sync point in

@@ -137,3 +137,21 @@ pub fn files_with_extension(dir: &std::path::Path, ext: &str) -> usize {
         })
         .count()
 }
+
+/// What `scan` yields, owned.
+pub fn contents(scan: filterstore::Scan) -> Model {
+    scan.map(Result::unwrap)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+/// Every keyspace's contents (the default one as "").
+pub fn keyspace_contents(store: &Store) -> BTreeMap<String, Model> {
+    let mut m = BTreeMap::new();
+    m.insert(String::new(), contents(store.scan::<&[u8]>(..)));
+    for name in store.keyspaces() {
+        let ks = store.existing_keyspace(&name).unwrap();
+        m.insert(name, contents(ks.scan::<&[u8]>(..)));
+    }
+    m
+}
