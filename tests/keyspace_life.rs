@@ -233,28 +233,12 @@ fn check_after_failure(root: &Path, model: &BTreeMap<String, Contents>, what: &s
 
 #[test]
 fn a_power_cut_at_every_sync_point_of_a_checkpoint_with_keyspaces() {
-    let (mut images, mut whole) = (0, 0);
-    for k in 0.. {
-        let tmp = scratch_dir();
-        let (store, fs, model) = fault_store(tmp.path());
-        fs.cut_power_at_sync(fs.syncs() + k);
-        let done = store.checkpoint(tmp.path().join("cp")).is_ok();
-        if done {
-            assert!(k > 3, "a checkpoint has more sync points than {k}");
-            assert!(images > 0);
-            println!("checkpoint power cuts: {k} sync points, {images} images, {whole} whole");
-            return;
-        }
-        for applied in 0..=fs.pending_dir_ops() {
-            let img = tempfile::tempdir().unwrap();
-            fs.crash_image_tree(tmp.path(), img.path(), applied)
-                .unwrap();
-            let what = format!("cut at sync {k}, {applied} entries applied");
-            whole += u64::from(check_after_failure(img.path(), &model, &what));
-            images += 1;
-        }
-        drop(store);
-    }
+    let (k, images, whole) =
+        common::checkpoint_power_cuts(scratch_dir, fault_store, |img, model, what| {
+            check_after_failure(img, model, what)
+        });
+    assert!(images > 0);
+    println!("checkpoint power cuts: {k} sync points, {images} images, {whole} whole");
 }
 
 /// A read-only handle beside a writer of a store with keyspaces: each keyspace reads as the

@@ -174,3 +174,36 @@ pub fn checkpoints_beside_writers(
     }
     (checkpoints, counts())
 }
+
+/// A power cut at every sync point of `Store::checkpoint`: for k = 0, 1, … a fresh source
+/// from `source(dir)` (its store under `dir/store`, through the returned `FaultFs`) has its
+/// power cut at its k-th sync from now while it checkpoints into `dir/cp`, and `check` is
+/// called on every crash image of the tree (one per count of directory entries applied)
+/// with a name for it, returning whether the image holds a whole checkpoint; until a
+/// checkpoint finishes before any cut. Returns (sync points, images, whole checkpoints).
+pub fn checkpoint_power_cuts<S>(
+    scratch: impl Fn() -> tempfile::TempDir,
+    source: impl Fn(&std::path::Path) -> (filterstore::Store, FaultFs, S),
+    mut check: impl FnMut(&std::path::Path, &S, &str) -> bool,
+) -> (u64, u64, u64) {
+    let (mut images, mut whole) = (0, 0);
+    for k in 0.. {
+        let tmp = scratch();
+        let (store, fs, model) = source(tmp.path());
+        fs.cut_power_at_sync(fs.syncs() + k);
+        if store.checkpoint(tmp.path().join("cp")).is_ok() {
+            assert!(k > 3, "a checkpoint has more sync points than {k}");
+            return (k, images, whole);
+        }
+        for applied in 0..=fs.pending_dir_ops() {
+            let img = tempfile::tempdir().unwrap();
+            fs.crash_image_tree(tmp.path(), img.path(), applied)
+                .unwrap();
+            let what = format!("cut at sync {k}, {applied} entries applied");
+            whole += u64::from(check(img.path(), &model, &what));
+            images += 1;
+        }
+        drop(store);
+    }
+    unreachable!()
+}

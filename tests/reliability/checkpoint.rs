@@ -202,27 +202,15 @@ fn check_after_failure(root: &Path, what: &str) -> bool {
 fn a_power_cut_at_every_sync_point_of_a_checkpoint_leaves_none_or_a_whole_one() {
     // Reopens in a loop: not while another test forks a child (see `SERIAL`).
     let _serial = crate::serial();
-    let (mut images, mut whole) = (0, 0);
-    for k in 0.. {
-        let tmp = tempfile::tempdir().unwrap();
-        let (store, fs) = fault_store(tmp.path());
-        fs.cut_power_at_sync(fs.syncs() + k);
-        let done = store.checkpoint(tmp.path().join("cp")).is_ok();
-        if done {
-            assert!(k > 3, "a checkpoint has more sync points than {k}");
-            println!("checkpoint power cuts: {k} sync points, {images} images, {whole} whole");
-            return;
-        }
-        for applied in 0..=fs.pending_dir_ops() {
-            let img = tempfile::tempdir().unwrap();
-            fs.crash_image_tree(tmp.path(), img.path(), applied)
-                .unwrap();
-            let what = format!("cut at sync {k}, {applied} entries applied");
-            whole += u64::from(check_after_failure(img.path(), &what));
-            images += 1;
-        }
-        drop(store);
-    }
+    let (k, images, whole) = crate::common::checkpoint_power_cuts(
+        || tempfile::tempdir().unwrap(),
+        |root| {
+            let (store, fs) = fault_store(root);
+            (store, fs, ())
+        },
+        |img, (), what| check_after_failure(img, what),
+    );
+    println!("checkpoint power cuts: {k} sync points, {images} images, {whole} whole");
 }
 
 #[test]
