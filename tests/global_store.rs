@@ -483,6 +483,10 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
     // 12 times the first capacity in writes, several L0 tables' worth: the filter grows at
     // least twice.
     let n = first * 12;
+    // The largest capacity seen while writing: once compactions move the keys into the two
+    // deepest levels (filters of their own), the global filter shrinks again, so its
+    // capacity at the end depends on how far they got.
+    let mut peak = first;
     for i in 0..n {
         let k = w(rng.below(n * 2));
         if i % 7 == 0 {
@@ -492,17 +496,21 @@ fn the_filter_grows_in_the_background_while_writes_flushes_and_compactions_go_on
             store.put(&k, i.to_le_bytes()).unwrap();
             model.insert(k, i.to_le_bytes().to_vec());
         }
+        if i % 1000 == 0 {
+            peak = peak.max(store.stats().global_filter.unwrap().capacity);
+        }
     }
     store.flush().unwrap();
     store.wait_for_compaction().unwrap();
     readers.stop();
     let g = store.stats().global_filter.unwrap();
+    let peak = peak.max(g.capacity);
     println!(
-        "{} growths, capacity {} -> {}",
-        g.growths, first, g.capacity
+        "{} growths, capacity {} -> {} at most, {} at the end",
+        g.growths, first, peak, g.capacity
     );
     assert!(g.growths >= 2, "{g:?}");
-    assert!(g.capacity >= first * 4, "{g:?}");
+    assert!(peak >= first * 4, "peak {peak}: {g:?}");
     assert!(g.entries <= g.capacity, "{g:?}");
     assert!(store.check_global_filter().unwrap().is_some());
     let mut rng = Rng::new(11);
