@@ -143,13 +143,14 @@ impl Inner {
             let mut b = RangeFilterBuilder::new(bits)?.clocked(Some(&self.tree.range_counters.1));
             b.reserve(t.record.entries as usize);
             // The table's keys read back count as the build's time.
-            let start = std::time::Instant::now();
-            let mut c = TableCursor::new(t.table.clone(), Arc::new(TableCounters::default()))?;
-            while c.valid() {
-                b.push(c.key())?;
-                c.advance()?;
-            }
-            b.charge(start);
+            b.charged(|b| {
+                let mut c = TableCursor::new(t.table.clone(), Arc::new(TableCounters::default()))?;
+                while c.valid() {
+                    b.push(c.key())?;
+                    c.advance()?;
+                }
+                Ok(())
+            })?;
             let file = self.alloc_file()?;
             // The file goes if it is not published (`table/files.rs`).
             let written = new_range_file(&self.fs, &self.dir, file, &b.finish()?)?;

@@ -14,8 +14,9 @@ use crate::filter::FilterKind;
 pub struct RangeBuildStats {
     /// Range filter blocks built.
     pub built: u64,
-    /// Time spent building them, in nanoseconds of one thread (builds run in parallel
-    /// with table writes: compare with the process's CPU time, not its wall time).
+    /// CPU time spent building them, in nanoseconds: each piece of a build (keys pushed, a
+    /// table read back, a pass of the block's build) timed by the CPU clock of the thread
+    /// that ran it. Compare with the process's CPU time, not its wall time.
     pub nanos: u64,
 }
 

@@ -537,7 +537,7 @@ impl BenchEngine {
         let range_s = s.range_build.nanos as f64 / 1e9;
         let _ = writeln!(
             o,
-            "range:      {} range filters built in {range_s:.2} s of build time: {:.1} % of the load's {load_cpu:.1} s of process CPU time",
+            "range:      {} range filters built in {range_s:.2} s of CPU time: {:.1} % of the load's {load_cpu:.1} s of process CPU time",
             s.range_build.built,
             range_s / load_cpu.max(1e-9) * 100.0
         );

@@ -201,7 +201,7 @@ fn text(store: &Store, g: &Global) -> String {
     );
     let _ = writeln!(
         o,
-        "range builds:   {} built, {:.3} s of build time (this process)",
+        "range builds:   {} built, {:.3} s of build CPU time (this process)",
         s.range_build.built,
         s.range_build.nanos as f64 / 1e9
     );

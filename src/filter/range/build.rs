@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::clock::{cpu_since, thread_cpu};
 use super::{
     lcp, low_bits_for, universe_for, window16, Hasher, Layout, RangeHeader, DEFAULT_SEED, FILL,
     FIT, HEADER_LEN, KIND_GRAFITE, MAX_BITS_PER_KEY, MAX_WINDOW, MIN_BITS_PER_KEY, RANGE_VERSION,
@@ -87,23 +88,25 @@ impl Windows<'_> {
 /// every chunk's second half, sorted in cache (a counting sort by their next bits, about two
 /// slots per value, then an insertion sort of each slot's few values) and written, in value
 /// order, to the first halves, which then hold all values sorted (chunk after chunk). Returns
-/// the least and the greatest window, and the number of distinct values.
+/// the least and the greatest window, the number of distinct values, and (when `timed`) the
+/// CPU time of the passes' pieces, each timed on the thread that ran it.
 fn hash_and_sort(
     tails: &mut [Vec<[u64; 2]>],
     windows: &Windows<'_>,
     hasher: &Hasher,
-    bits: u32,
-    parts_log2: u32,
-) -> (u128, u128, u64) {
+    (bits, parts_log2): (u32, u32),
+    timed: bool,
+) -> (u128, u128, u64, u64) {
     let parts = 1usize << parts_log2;
     let shift = bits - parts_log2;
     let n: usize = tails.iter().map(Vec::len).sum();
     // Per chunk: where each partition's values start in its second half, its least and
     // greatest window.
-    let chunks: Vec<(Vec<u32>, u128, u128)> = tails
+    let chunks: Vec<(Vec<u32>, u128, u128, u64)> = tails
         .par_iter_mut()
         .enumerate()
         .map(|(c, chunk)| {
+            let t = timed.then(thread_cpu);
             let chunk = chunk.as_mut_slice();
             let h = *hasher;
             let mut start = vec![0u32; parts + 1];
@@ -135,11 +138,12 @@ fn hash_and_sort(
                 second[at[p] as usize] = v;
                 at[p] += 1;
             }
-            (start, lo, hi)
+            (start, lo, hi, t.map_or(0, cpu_since))
         })
         .collect();
     let x_min = chunks.iter().map(|c| c.1).min().unwrap_or(0);
     let x_max = chunks.iter().map(|c| c.2).max().unwrap_or(0);
+    let first_pass: u64 = chunks.iter().map(|c| c.3).sum();
     let starts: Vec<Vec<u32>> = chunks.into_iter().map(|c| c.0).collect();
     // Each chunk's halves: the first (to hold sorted values) and the second (grouped).
     let mut firsts: Vec<&mut [u64]> = Vec::with_capacity(starts.len());
@@ -173,17 +177,19 @@ fn hash_and_sort(
         outputs.push(pieces);
     }
     debug_assert_eq!(n, starts.iter().map(|s| s[parts] as usize).sum::<usize>());
-    let stored = outputs
+    // Pass 2 in sequential pieces (a fold's), each timed on its thread: a partition is too
+    // little work to read a CPU clock around each.
+    let (stored, second_pass) = outputs
         .into_par_iter()
         .enumerate()
-        .map_init(
-            || (Vec::new(), Vec::new()),
-            |(count, sorted): &mut (Vec<u32>, Vec<u64>), (p, pieces)| {
+        .fold(
+            || (timed.then(thread_cpu), Vec::new(), Vec::new(), 0u64),
+            |(t, mut count, mut sorted, stored): (_, Vec<u32>, Vec<u64>, u64), (p, pieces)| {
                 let segments = starts
                     .iter()
                     .zip(&seconds)
                     .map(|(s, second)| &second[s[p] as usize..s[p + 1] as usize]);
-                sort_in_cache(segments, shift, count, sorted);
+                sort_in_cache(segments, shift, &mut count, &mut sorted);
                 let mut from = 0;
                 for piece in pieces {
                     piece.copy_from_slice(&sorted[from..from + piece.len()]);
@@ -191,11 +197,13 @@ fn hash_and_sort(
                 }
                 // Partitions hold disjoint ranges of values: repeats lie in one.
                 let repeats = sorted.windows(2).filter(|w| w[0] == w[1]).count();
-                (sorted.len() - repeats) as u64
+                let distinct = (sorted.len() - repeats) as u64;
+                (t, count, sorted, stored + distinct)
             },
         )
-        .sum();
-    (x_min, x_max, stored)
+        .map(|(t, _, _, stored)| (stored, t.map_or(0, cpu_since)))
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    (x_min, x_max, stored, first_pass + second_pass)
 }
 
 /// Replaces each count by the sum of it and those before it. The running sum stays in a
@@ -397,8 +405,10 @@ impl RangeFilterBuilder {
         self.keys == 0
     }
 
-    /// Builds the block (see [`finish`](Self::finish)).
-    pub(super) fn build_block(mut self) -> Result<Vec<u8>> {
+    /// Builds the block (see [`finish`](Self::finish)), and when `timed` counts the CPU time
+    /// it took: this thread's outside the parallel passes, and their pieces' (`clock.rs`).
+    pub(super) fn build_block(mut self, timed: bool) -> Result<(Vec<u8>, u64)> {
+        let start = timed.then(thread_cpu);
         let p = self.depth;
         let window = (self.max_len - p).min(MAX_WINDOW);
         let first_window = window16(&self.first, p);
@@ -429,8 +439,11 @@ impl RangeFilterBuilder {
         let parts_log2 = (63 - (self.keys / PARTITION).max(1).leading_zeros())
             .min(MAX_PARTITION_LOG2)
             .min(bits);
-        let (x_min, x_max, stored) = hash_and_sort(&mut tails, &windows, &hasher, bits, parts_log2);
-        encode(
+        let setup = start.map_or(0, cpu_since);
+        let (x_min, x_max, stored, passes) =
+            hash_and_sort(&mut tails, &windows, &hasher, (bits, parts_log2), timed);
+        let start = timed.then(thread_cpu);
+        let block = encode(
             &RangeHeader {
                 version: RANGE_VERSION,
                 kind: KIND_GRAFITE,
@@ -455,7 +468,9 @@ impl RangeFilterBuilder {
             x_max,
             &sorted_values(&tails),
             stored,
-        )
+        )?;
+        let spent = setup + passes + start.map_or(0, cpu_since);
+        Ok((block, spent))
     }
 }
 
@@ -900,8 +915,16 @@ mod tests {
                 width: 16,
                 first: 0,
             };
-            let (lo, hi, stored) =
-                hash_and_sort(&mut tails, &windows, &hasher, bits, parts.min(bits));
+            let timed = n % 2 == 0;
+            let (lo, hi, stored, spent) = hash_and_sort(
+                &mut tails,
+                &windows,
+                &hasher,
+                (bits, parts.min(bits)),
+                timed,
+            );
+            // Untimed passes count nothing.
+            assert!(timed || spent == 0);
             let got: Vec<u64> = sorted_values(&tails).concat();
             let mut distinct = want.clone();
             distinct.dedup();

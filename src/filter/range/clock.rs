@@ -1,17 +1,29 @@
 //! What range filter builds cost: a [`BuildClock`] a store shares with its table writers
-//! counts the time its builders spent (pushing keys and building blocks) and the blocks
+//! counts the CPU time its builders spent (pushing keys and building blocks) and the blocks
 //! built, so that their share of a load is read (`Stats::range_build`), not inferred from two
 //! noisy loads.
+//!
+//! CPU time, not wall time: builds run beside table writes, flushes and compactions, and on a
+//! loaded machine a wall clock also counts the time a build's thread waited for a core. Each
+//! piece of work is timed on the thread that ran it (this thread's CPU clock, read before and
+//! after), and the pieces of the block's parallel passes each time themselves (`build.rs`).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::{BuildClock, RangeFilterBuilder};
 use crate::error::Result;
 
-/// Nanoseconds since `t`.
-fn since(t: Instant) -> u64 {
-    u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
+/// This thread's CPU time so far, in nanoseconds.
+pub(super) fn thread_cpu() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
+/// This thread's CPU time since `start` (a [`thread_cpu`] reading on this thread).
+pub(super) fn cpu_since(start: u64) -> u64 {
+    thread_cpu().saturating_sub(start)
 }
 
 impl RangeFilterBuilder {
@@ -27,36 +39,37 @@ impl RangeFilterBuilder {
 
     /// Adds `keys` (see [`push`](Self::push)), timed when the builder is clocked.
     pub fn push_all<'k>(&mut self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<()> {
-        let t = self.clock.is_some().then(Instant::now);
-        for k in keys {
-            self.push(k)?;
-        }
-        if let Some(t) = t {
-            self.nanos = self.nanos.saturating_add(since(t));
-        }
-        Ok(())
+        self.charged(|b| {
+            for k in keys {
+                b.push(k)?;
+            }
+            Ok(())
+        })
     }
 
-    /// Counts the time since `start` as this builder's (keys pushed and whatever work came
-    /// with them, such as reading them back from a table), when it is clocked.
-    pub fn charge(&mut self, start: Instant) {
-        if self.clock.is_some() {
-            self.nanos = self.nanos.saturating_add(since(start));
+    /// Runs `work` (keys pushed and whatever work comes with them, such as reading them back
+    /// from a table) and counts the CPU time it took on this thread as this builder's, when
+    /// it is clocked.
+    pub fn charged<T>(&mut self, work: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let start = self.clock.is_some().then(thread_cpu);
+        let r = work(self);
+        if let Some(start) = start {
+            self.nanos = self.nanos.saturating_add(cpu_since(start));
         }
+        r
     }
 
     /// Builds the block. Runs on the current rayon pool; the bytes never depend on its size.
-    /// A clocked builder records its time and one block built.
+    /// A clocked builder records its CPU time (this thread's, and that of the pieces of its
+    /// parallel passes on whichever threads ran them) and one block built.
     pub fn finish(mut self) -> Result<Vec<u8>> {
         let Some(clock) = self.clock.take() else {
-            return self.build_block();
+            return self.build_block(false).map(|(block, _)| block);
         };
-        let (nanos, t) = (self.nanos, Instant::now());
-        let block = self.build_block();
-        if block.is_ok() {
-            clock.record(nanos.saturating_add(since(t)));
-        }
-        block
+        let nanos = self.nanos;
+        let (block, spent) = self.build_block(true)?;
+        clock.record(nanos.saturating_add(spent));
+        Ok(block)
     }
 }
 
