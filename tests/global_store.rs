@@ -445,6 +445,13 @@ fn l0_tables_keep_their_range_filters_under_the_global_filter() {
     let skipped = store.stats().range_skipped;
     assert_eq!(store.scan(&b"k00001a"[..]..&b"k00001b"[..]).count(), 0);
     assert!(store.stats().range_skipped > skipped);
+    // New range filters for the L0 tables keep them under their runs: every key is found.
+    assert_eq!(store.refilter_ranges(12.0).unwrap(), before.len());
+    let missing = (0..3000u32)
+        .filter(|i| store.get(format!("k{i:05}")).unwrap().is_none())
+        .count();
+    assert_eq!(missing, 0, "keys lost after refilter_ranges");
+    store.check_global_filter().unwrap();
 }
 
 /// The global filter grows several times in the background (a larger one built from the

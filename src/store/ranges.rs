@@ -42,6 +42,7 @@ impl Store {
         inner.check_writable()?;
         let _c = inner.lock_compaction();
         inner.tree.range_bits.store(bits_per_key.to_bits(), Relaxed);
+        let _g = inner.lock_global_if_used(&inner.current());
         let v = inner.current();
         let jobs: Vec<&Arc<TableHandle>> = v
             .tables()
@@ -89,19 +90,22 @@ impl Inner {
     pub(super) fn range_bits_at(&self, v: &Version, level: usize) -> f64 {
         let deepest = v.levels().iter().rposition(|l| !l.tables().is_empty());
         match self.opts.deferred_range_filters {
-            // Not under the global filter: its L0 handles carry their runs, which a handle
-            // rebuilt for a range filter would lose (`rebuild_range`).
-            Some(_) if v.global().is_none() && deepest.unwrap_or(0).max(level) > 1 => 0.0,
+            Some(_) if deepest.unwrap_or(0).max(level) > 1 => 0.0,
             _ => self.range_bits(),
         }
     }
 
     /// Whether a table lacks the range filter this handle's tables get (a deferred one).
     pub(super) fn range_backlog(&self) -> bool {
-        let v = self.current();
-        self.range_bits() > 0.0
-            && v.global().is_none()
-            && v.tables().any(|t| t.record.range.is_none())
+        self.range_bits() > 0.0 && self.current().tables().any(|t| t.record.range.is_none())
+    }
+
+    /// The global filter's lock when `v` reads through the global filter (whose growth
+    /// replaces the L0 tables' handles: a range filter's new handle, made from the one
+    /// before, must not race it), else none (it would hold up flushes for nothing). Under
+    /// the compaction lock, which a switch to or from the global filter holds too.
+    fn lock_global_if_used(&self, v: &Version) -> Option<std::sync::MutexGuard<'_, ()>> {
+        v.global().is_some().then(|| self.lock_global())
     }
 
     /// Builds the range filter of one table that lacks it (deepest level first: its data
@@ -112,10 +116,8 @@ impl Inner {
             return Ok(false);
         }
         let _c = self.lock_compaction();
+        let _g = self.lock_global_if_used(&self.current());
         let v = self.current();
-        if v.global().is_some() {
-            return Ok(false);
-        }
         let lacking = v
             .levels()
             .iter()
@@ -168,6 +170,11 @@ impl Inner {
             t.filter_problem.clone(),
             files,
         );
+        // An L0 table under the global filter stays under its run: a lookup reads the
+        // tables of the runs the filter names, and a handle without its run would be skipped.
+        if let Some(run) = t.run() {
+            h.set_run(run);
+        }
         Ok(Arc::new(
             h.with_range(range, None)
                 .with_tombstones(t.tombstones.clone()),
