@@ -1275,3 +1275,32 @@ fn put_with_a_ttl() {
     }
     assert_eq!(store(&d, &["get", "bad"]).code, 1);
 }
+
+/// `refilter --auto`: the store chooses the allocation by its model and records it; the
+/// choice printed is the one `stats --json` shows, and other filter flags are refused.
+#[test]
+fn refilter_auto_chooses_the_allocation_and_records_it() {
+    let t = tempfile::tempdir().unwrap();
+    let d = db(&t);
+    for i in 0..4 {
+        ok(store(&d, &["put", &format!("k{i}"), "v"]));
+        ok(store(&d, &["flush"]));
+    }
+    let out = store(&d, &["refilter", "--auto", "--filter", "bloom"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--auto"), "{}", out.stderr);
+    let out = ok(store(&d, &["refilter", "--auto"]));
+    let json = stats_json(&d);
+    let chooses = json["allocation_model"]["chooses"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", json["allocation_model"]))
+        .to_string();
+    assert!(out.starts_with(&format!("chose {chooses}:")), "{out}");
+    let tables = json["table_count"].as_u64().unwrap();
+    assert!(out.contains(&format!("of {tables} tables")), "{out}");
+    assert_eq!(json["default_filter"]["allocation"], chooses.as_str());
+    // Every key still reads.
+    for i in 0..4 {
+        assert_eq!(ok(store(&d, &["get", &format!("k{i}")])).trim(), "v");
+    }
+}

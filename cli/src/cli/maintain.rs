@@ -103,12 +103,54 @@ impl Run for Compact {
 /// later follow it. `store stats` shows it. Prints the number of tables refiltered.
 /// With --range-bits B (alone or with the above): every table's range filter is rebuilt at B
 /// bits per key, added where a table has none, or with 0 removed; tables whose range filter
-/// already has B bits per key are left alone. Needs an existing store.
+/// already has B bits per key are left alone.
+/// With --auto: the store chooses the allocation for its levels as they are now (Monkey where
+/// the coverage-weighted model predicts it saves at least 20 % of uniform's wasted reads per
+/// absent lookup, uniform elsewhere, at the memory of the store's policy), rebuilds the
+/// filters that change, and records the choice with what it predicted (`store stats`,
+/// "allocation model"). Needs an existing store.
 #[derive(Args, Debug)]
-pub struct Refilter {}
+pub struct Refilter {
+    /// Let the store choose the allocation by its model (Store::rebalance_auto)
+    #[arg(long)]
+    auto: bool,
+}
 
 impl Run for Refilter {
     fn run(self, g: &Global) -> Result<Exit, CliError> {
+        if self.auto {
+            if g.filter.is_some()
+                || g.allocation.is_some()
+                || g.bits_per_key.is_some()
+                || g.range_bits.is_some()
+            {
+                return Err(CliError::usage(
+                    "refilter --auto chooses the allocation itself, at the memory of the store's policy: \
+                     give no --filter, --allocation, --bits-per-key or --range-bits with it",
+                ));
+            }
+            let store = g.open(Access::Existing)?;
+            if store.stats().allocation_model.is_none() {
+                println(format_args!(
+                    "nothing to choose: the store's filters are not per table"
+                ))?;
+                return Ok(Exit::Success);
+            }
+            let r = store.rebalance_auto()?;
+            let Some(c) = store.allocation_choice() else {
+                return Err(CliError::usage("the store recorded no allocation choice"));
+            };
+            println(format_args!(
+                "chose {}: predicted wasted reads per absent lookup {:.6} with Monkey, {:.6} uniform ({:.3}×); refiltered {} of {} tables",
+                c.allocation(),
+                c.monkey,
+                c.uniform,
+                c.monkey / c.uniform.max(f64::MIN_POSITIVE),
+                r.rebuilt.len(),
+                r.rebuilt.len() + r.kept,
+            ))?;
+            return Ok(Exit::Success);
+        }
         if let Some(bits) = g.range_bits {
             let store = g.open(Access::Existing)?;
             let n = store.refilter_ranges(bits)?;
@@ -137,7 +179,7 @@ impl Run for Refilter {
         if g.filter.is_none() && g.allocation.is_none() {
             return Err(CliError::usage(
                 "refilter needs --filter KIND (none, bloom, blocked-bloom, cuckoo, binary-fuse or global), \
-                 --allocation monkey|uniform, --bits-per-key B or --range-bits B",
+                 --allocation monkey|uniform, --bits-per-key B, --range-bits B or --auto",
             ));
         }
         let store = g.open(Access::Existing)?;
