@@ -14,6 +14,8 @@
 //! COUNTERS.tmp   the next COUNTERS, until it is renamed over it
 //! GLOBALFILTER   a checkpoint of the global filter (a store under the global policy)
 //! GLOBALFILTER.tmp  the next GLOBALFILTER, until it is renamed over it
+//! GLOBALFILTER-ID      the checkpoint of named keyspace ID's global filter (ID: 1 to
+//! GLOBALFILTER-ID.tmp  2^32 - 1, decimal, no leading zero), and the next one
 //! LOCK           held with an exclusive flock while the store is open
 //! lost/          what `store repair` could not use
 //! ```
@@ -99,6 +101,11 @@ pub enum FileName {
     GlobalFilter,
     /// `GLOBALFILTER.tmp`.
     GlobalFilterTmp,
+    /// `GLOBALFILTER-ID`: the global filter's checkpoint of named keyspace `ID` (not 0: the
+    /// default keyspace's is [`FileName::GlobalFilter`]).
+    KeyspaceGlobalFilter(u32),
+    /// `GLOBALFILTER-ID.tmp`.
+    KeyspaceGlobalFilterTmp(u32),
     /// `LOCK`.
     Lock,
     /// `lost/`, the directory repair moves what it cannot use into.
@@ -137,6 +144,12 @@ impl FileName {
         if let Some(&(_, f)) = FIXED.iter().find(|(n, _)| *n == name) {
             return Some(f);
         }
+        if let Some(rest) = name.strip_prefix(KEYSPACE_GLOBAL_PREFIX) {
+            return match rest.strip_suffix(".tmp") {
+                Some(id) => parse_keyspace_id(id).map(FileName::KeyspaceGlobalFilterTmp),
+                None => parse_keyspace_id(rest).map(FileName::KeyspaceGlobalFilter),
+            };
+        }
         let (n, ext) = parse_numbered(name)?;
         Some(FileName::Numbered(Numbered::from_extension(ext)?, n))
     }
@@ -145,6 +158,46 @@ impl FileName {
     pub fn path(self, dir: &Path) -> PathBuf {
         dir.join(self.to_string())
     }
+
+    /// The global filter checkpoint of keyspace `id` and its temporary name:
+    /// `GLOBALFILTER` and `GLOBALFILTER.tmp` for the default keyspace (0), else
+    /// `GLOBALFILTER-ID` and `GLOBALFILTER-ID.tmp`.
+    pub fn global_filter(id: u32) -> (FileName, FileName) {
+        match id {
+            0 => (FileName::GlobalFilter, FileName::GlobalFilterTmp),
+            id => (
+                FileName::KeyspaceGlobalFilter(id),
+                FileName::KeyspaceGlobalFilterTmp(id),
+            ),
+        }
+    }
+}
+
+/// What a named keyspace's global filter checkpoint's name starts with.
+const KEYSPACE_GLOBAL_PREFIX: &str = "GLOBALFILTER-";
+
+/// A named keyspace's id as its checkpoint's name spells it: 1 to 2^32 - 1 in decimal
+/// digits, without a leading zero (one spelling per id).
+fn parse_keyspace_id(s: &str) -> Option<u32> {
+    if s.is_empty() || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// The keyspace global filter checkpoints of `dir` (`GLOBALFILTER-ID` and its `.tmp`), by
+/// keyspace id; unreadable directories and other names are skipped.
+pub(crate) fn keyspace_global_files(dir: &Path) -> Vec<(u32, FileName)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        match e.file_name().to_str().and_then(FileName::parse) {
+            Some(f @ FileName::KeyspaceGlobalFilter(id))
+            | Some(f @ FileName::KeyspaceGlobalFilterTmp(id)) => out.push((id, f)),
+            _ => {}
+        }
+    }
+    out.sort_by_key(|&(id, f)| (id, f.to_string()));
+    out
 }
 
 impl fmt::Display for FileName {
@@ -152,6 +205,10 @@ impl fmt::Display for FileName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FileName::Numbered(kind, n) => write!(f, "{n:06}.{}", kind.extension()),
+            FileName::KeyspaceGlobalFilter(id) => write!(f, "{KEYSPACE_GLOBAL_PREFIX}{id}"),
+            FileName::KeyspaceGlobalFilterTmp(id) => {
+                write!(f, "{KEYSPACE_GLOBAL_PREFIX}{id}.tmp")
+            }
             other => {
                 let name = FIXED
                     .iter()
@@ -296,6 +353,10 @@ mod tests {
                 all.push(FileName::Numbered(k, n));
             }
         }
+        for id in [1, 9, 10, 4_000_000, u32::MAX] {
+            all.push(FileName::KeyspaceGlobalFilter(id));
+            all.push(FileName::KeyspaceGlobalFilterTmp(id));
+        }
         all
     }
 
@@ -332,6 +393,15 @@ mod tests {
         assert_eq!(exts, ["sst", "filter", "range", "rdel", "khash", "wal"]);
         let per_table: Vec<bool> = Numbered::ALL.iter().map(|k| k.per_table()).collect();
         assert_eq!(per_table, [true, true, true, true, true, false]);
+        assert_eq!(
+            FileName::global_filter(0),
+            (FileName::GlobalFilter, FileName::GlobalFilterTmp)
+        );
+        let (f, tmp) = FileName::global_filter(12);
+        assert_eq!(
+            (f.to_string(), tmp.to_string()),
+            ("GLOBALFILTER-12".into(), "GLOBALFILTER-12.tmp".into())
+        );
     }
 
     #[test]
@@ -354,6 +424,20 @@ mod tests {
             "LOCK.tmp",
             "lost.1",
             "18446744073709551616.sst",
+            "GLOBALFILTER-",
+            "GLOBALFILTER-.tmp",
+            "GLOBALFILTER-0",
+            "GLOBALFILTER-0.tmp",
+            "GLOBALFILTER-01",
+            "GLOBALFILTER-+1",
+            "GLOBALFILTER--1",
+            "GLOBALFILTER-1x",
+            "GLOBALFILTER-1.TMP",
+            "GLOBALFILTER-1.tmp.tmp",
+            "GLOBALFILTER-1.bak",
+            "GLOBALFILTER-4294967296",
+            "GLOBALFILTER.1",
+            "globalfilter-1",
         ] {
             assert_eq!(FileName::parse(name), None, "{name:?}");
         }
@@ -387,5 +471,28 @@ mod tests {
         std::fs::remove_file(dir.path().join("000001.sst")).unwrap();
         std::fs::remove_file(dir.path().join("000003.wal")).unwrap();
         assert!(!has_data_files(dir.path()), "a filter alone is not data");
+    }
+
+    #[test]
+    fn keyspace_checkpoints_are_listed_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "GLOBALFILTER",
+            "GLOBALFILTER-7.tmp",
+            "GLOBALFILTER-3",
+            "GLOBALFILTER-03",
+            "GLOBALFILTER-7",
+            "GLOBALFILTER-x",
+        ] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        assert_eq!(
+            keyspace_global_files(dir.path()),
+            [
+                (3, FileName::KeyspaceGlobalFilter(3)),
+                (7, FileName::KeyspaceGlobalFilter(7)),
+                (7, FileName::KeyspaceGlobalFilterTmp(7)),
+            ]
+        );
     }
 }

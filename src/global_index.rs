@@ -56,6 +56,8 @@ const LINES: usize = 4;
 /// and the data blocks they read.
 const KEY_TABLES_READ: usize = 5;
 const KEY_BLOCKS_READ: usize = 6;
+/// Larger (or smaller) filters built in the background and swapped in for the tree's.
+const GROWTHS: usize = 7;
 
 /// A store's global filter and its lookup counters.
 #[derive(Debug)]
@@ -72,6 +74,8 @@ pub(crate) struct GlobalIndex {
     /// since the table set it is built from, in order, to replay before the swap
     /// ([`GlobalIndex::record`]).
     log: Mutex<Option<Vec<Change>>>,
+    /// Read back from its checkpoint at open, not built from the tables' keys.
+    from_checkpoint: bool,
 }
 
 /// A change made to a filter while its successor is built (see [`GlobalIndex::record`]).
@@ -174,6 +178,13 @@ pub(crate) struct GlobalCounts {
     pub key_tables_read: u64,
     /// Data blocks read for them.
     pub key_blocks_read: u64,
+    /// Filters grown (or shrunk) in the background and swapped in.
+    pub growths: u64,
+}
+
+/// Counts a filter grown in the background and swapped in, in its tree's `counters`.
+pub(crate) fn count_growth(counters: &Sharded<8>) {
+    counters.add_all([(GROWTHS, 1)]);
 }
 
 impl GlobalIndex {
@@ -187,6 +198,7 @@ impl GlobalIndex {
             counters,
             moving: AtomicU64::new(0),
             log: Mutex::new(None),
+            from_checkpoint: false,
         })
     }
 
@@ -200,7 +212,14 @@ impl GlobalIndex {
             counters,
             moving: AtomicU64::new(0),
             log: Mutex::new(None),
+            from_checkpoint: true,
         }
+    }
+
+    /// The counters its lookups count in (its tree's: every filter built for the tree
+    /// shares them).
+    pub(crate) fn counters(&self) -> &Arc<Sharded<8>> {
+        &self.counters
     }
 
     /// The runs that may hold the key of `hash`, counted as one probe. While a move is under
@@ -329,6 +348,7 @@ pub(crate) fn counts(c: &Sharded<8>) -> GlobalCounts {
         lines: c.get(LINES),
         key_tables_read: c.get(KEY_TABLES_READ),
         key_blocks_read: c.get(KEY_BLOCKS_READ),
+        growths: c.get(GROWTHS),
     }
 }
 
@@ -467,7 +487,7 @@ pub struct GlobalFilterStats {
     /// Entries in its stash (no bucket pair had room).
     pub stashed: u64,
     /// Larger filters built in the background and swapped in for a full one (this
-    /// handle's).
+    /// handle's, for this keyspace's tree).
     pub growths: u64,
     /// Lookups that probed it (this process's).
     pub probes: u64,
@@ -481,11 +501,15 @@ pub struct GlobalFilterStats {
     pub key_tables_read: u64,
     /// Data blocks read for them (0 while every table has a key hashes file).
     pub key_blocks_read: u64,
+    /// Whether this filter was read back from its checkpoint when the store opened
+    /// (`GLOBALFILTER`, or a named keyspace's `GLOBALFILTER-ID`), not built from the tables'
+    /// keys; false too once a growth or a refilter replaced it.
+    pub from_checkpoint: bool,
 }
 
 impl GlobalIndex {
-    /// Its size and what its lookups did, with `growths` as the store counted them.
-    pub(crate) fn stats(&self, growths: u64) -> GlobalFilterStats {
+    /// Its size and what its lookups did.
+    pub(crate) fn stats(&self) -> GlobalFilterStats {
         let st = self.filter.writer().stats();
         let counts = self.counts();
         GlobalFilterStats {
@@ -495,12 +519,13 @@ impl GlobalIndex {
             capacity: self.capacity,
             buckets: st.buckets,
             stashed: st.stashed,
-            growths,
+            growths: counts.growths,
             probes: counts.probes,
             lines_touched: counts.lines,
             theoretical_fpr: self.filter.theoretical_fpr(),
             key_tables_read: counts.key_tables_read,
             key_blocks_read: counts.key_blocks_read,
+            from_checkpoint: self.from_checkpoint,
         }
     }
 }

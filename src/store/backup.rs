@@ -125,7 +125,7 @@ impl Store {
             TMP_SEQ.fetch_add(1, SeqCst)
         ));
         let fs = &*inner.fs;
-        let made = write_dir(fs, &tmp, &versions, &manifest, global.as_deref());
+        let made = write_dir(fs, &tmp, &versions, &manifest, &global);
         let report = match made {
             Ok(r) => r,
             Err(e) => {
@@ -153,8 +153,9 @@ impl Store {
 const MAX_CUTS: usize = 10;
 
 /// What a cut gives a checkpoint: every tree's table set (held until the files are
-/// linked), the manifest naming exactly their tables, the global filter's saved bytes.
-type Cut = (Vec<Arc<Version>>, Manifest, Option<Vec<u8>>);
+/// linked), the manifest naming exactly their tables, the saved bytes of the global filter
+/// of each keyspace under one, by keyspace id.
+type Cut = (Vec<Arc<Version>>, Manifest, Vec<(u32, Vec<u8>)>);
 
 /// Holds back the seal of every memtable queued after a checkpoint's cut until dropped
 /// (`Bg::seal_holds`).
@@ -199,21 +200,24 @@ impl Inner {
         };
         let (hold, target) = hold;
         self.wait_sealed(target)?;
-        // 2. Each tree's table set and its part of the manifest; with the global filter's
-        // bytes for exactly the default keyspace's tables (no flush or compaction changes
-        // it meanwhile). Every version is held until the end: a compaction that retires
+        // 2. Each tree's table set and its part of the manifest; with, for each tree under
+        // the global filter, its filter's bytes for exactly its tables (taken under its
+        // global-filter locks: no flush or compaction changes it meanwhile). Every version is held until the end: a compaction that retires
         // its tables cannot delete their files (`table/files.rs`).
-        let (v, mut manifest, global) = {
+        let (v, mut manifest, mut global) = {
             let _change = self.lock_global_change();
             let _global = self.lock_global();
             let (v, m) = self.tree.versions.snapshot_manifest();
-            let g = v.global().map(|g| g.filter.encode(table_set_tag(&v)));
-            (v, m, g)
+            let g = v.global().map(|g| (0, g.filter.encode(table_set_tag(&v))));
+            (v, m, Vec::from_iter(g))
         };
         manifest.keyspaces = records;
         let mut versions = vec![v];
         let mut live = Vec::new();
         for t in &trees[1..] {
+            // Its global filter's bytes for exactly its table set, as the default's.
+            let _change = t.lock_global_change();
+            let _global = t.lock_global();
             let (v, m) = t.tree.versions.snapshot_manifest();
             // Taken after the table set: a keyspace not dropped by now had its whole set.
             if t.tree.dropped.load(SeqCst) {
@@ -231,6 +235,9 @@ impl Inner {
                 r
             }));
             live.push(rec);
+            if let Some(g) = v.global() {
+                global.push((id, g.filter.encode(table_set_tag(&v))));
+            }
             versions.push(v);
         }
         drop(hold);
@@ -243,14 +250,15 @@ impl Inner {
     }
 }
 
-/// Fills the new directory `tmp` with the files of every tree's table set `versions`, the global filter's `global` bytes
-/// and `manifest`, every file and entry durable when it returns.
+/// Fills the new directory `tmp` with the files of every tree's table set `versions`, the
+/// `global` bytes of each keyspace's global filter (by keyspace id) and `manifest`, every
+/// file and entry durable when it returns.
 fn write_dir(
     fs: &dyn Fs,
     tmp: &Path,
     versions: &[Arc<Version>],
     manifest: &Manifest,
-    global: Option<&[u8]>,
+    global: &[(u32, Vec<u8>)],
 ) -> Result<CheckpointReport> {
     fs.create_dir(tmp).map_err(|e| Error::io(tmp, e))?;
     let mut report = CheckpointReport::default();
@@ -271,14 +279,9 @@ fn write_dir(
             }
         }
     }
-    if let Some(bytes) = global {
-        replace_file(
-            fs,
-            tmp,
-            FileName::GlobalFilterTmp,
-            FileName::GlobalFilter,
-            bytes,
-        )?;
+    for (id, bytes) in global {
+        let (file, tmp_name) = FileName::global_filter(*id);
+        replace_file(fs, tmp, tmp_name, file, bytes)?;
         report.written_bytes += bytes.len() as u64;
     }
     // Its last step fsyncs `tmp`, making every link above durable too.

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use super::Inner;
@@ -123,21 +123,24 @@ impl Inner {
         Ok(())
     }
 
-    /// Asks the growth thread for a larger filter (`more`: the entries a flush is about to
-    /// add), unless it is building one.
+    /// Asks the growth thread for a larger filter for this tree (`more`: the entries a
+    /// flush is about to add), unless it is building one.
     fn want_growth(&self, more: u64) {
+        let slot = self.tree.slot;
         let mut bg = self.lock_bg();
-        if !bg.growing {
-            bg.grow_wanted = Some(bg.grow_wanted.unwrap_or(0).max(more));
+        if bg.growing != Some(slot) {
+            let wanted = bg.grow_wanted.entry(slot).or_insert(0);
+            *wanted = (*wanted).max(more);
             self.bg_cv.notify_all();
         }
     }
 
-    /// Waits until the growth thread has no growth asked for or under way (or the store
-    /// shuts down or failed).
+    /// Waits until the growth thread has no growth of this tree's filter asked for or under
+    /// way (or the store shuts down or failed).
     fn wait_for_growth(&self) {
+        let slot = self.tree.slot;
         let mut bg = self.lock_bg();
-        while (bg.grow_wanted.is_some() || bg.growing)
+        while (bg.grow_wanted.contains_key(&slot) || bg.growing == Some(slot))
             && bg.error.is_none()
             && !self.shutdown.load(SeqCst)
         {
@@ -241,7 +244,7 @@ impl Inner {
         new.filter
             .writer()
             .set_l0_runs(old.filter.writer().l0_runs())?;
-        self.counters.global_growths.fetch_add(1, Relaxed);
+        crate::global_index::count_growth(&self.tree.global_counters);
         self.log_and_apply(VersionEdit::default().with_global(Some(new)))?;
         Ok(())
     }

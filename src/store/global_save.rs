@@ -1,5 +1,6 @@
-//! The global filter at open and close: its checkpoint (`GLOBALFILTER`, written at close and
-//! used at open when it answers for exactly the tables of the manifest, else the filter is
+//! The global filter at open and close: its checkpoint (`GLOBALFILTER` for the default
+//! keyspace, `GLOBALFILTER-ID` for named keyspace ID; written at close and used at open when
+//! it answers for exactly the tables of the keyspace's manifest entries, else the filter is
 //! built from the tables' keys), and the check that it agrees with the tables.
 
 use std::path::Path;
@@ -15,16 +16,20 @@ use crate::global_index::{level_run, table_hashes, GlobalIndex, NO_RUN};
 use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
-/// The global filter a store opens with, over the tables of `v`: its checkpoint
-/// (`GLOBALFILTER`) when that was written for exactly these tables, else one built from
-/// the tables' keys ([`Inner::build_global`]). Returns `v` with it, its L0 handles replaced
-/// by ones that carry their run ids.
+/// The global filter keyspace `id` opens with, over the tables of `v`: its checkpoint
+/// ([`FileName::global_filter`]) when that was written for exactly these tables (and
+/// `load` is set), else one built from the tables' keys ([`Inner::build_global`]). Returns
+/// `v` with it, its L0 handles replaced by ones that carry their run ids.
 pub(super) fn open_global(
     dir: &Path,
+    (id, load): (u32, bool),
     v: Version,
     counters: Arc<crate::counters::Sharded<8>>,
 ) -> Result<Version> {
-    if let Some(opened) = load_checkpoint(dir, &v, counters.clone()) {
+    if let Some(opened) = load
+        .then(|| load_checkpoint(dir, id, &v, counters.clone()))
+        .flatten()
+    {
         return Ok(opened);
     }
     let (g, fresh) = build_global(
@@ -57,14 +62,16 @@ pub(super) fn table_set_tag(v: &Version) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&b)
 }
 
-/// The checkpoint in `dir`, if there is one that decodes and was written for the tables of
-/// `v` (a missing, damaged or stale one is not an error: the filter is built instead).
-pub(super) fn load_checkpoint(
+/// Keyspace `id`'s checkpoint in `dir`, if there is one that decodes and was written for
+/// the tables of `v` (a missing, damaged or stale one is not an error: the filter is built
+/// instead).
+pub(crate) fn load_checkpoint(
     dir: &Path,
+    id: u32,
     v: &Version,
     counters: Arc<crate::counters::Sharded<8>>,
 ) -> Option<Version> {
-    let bytes = std::fs::read(FileName::GlobalFilter.path(dir)).ok()?;
+    let bytes = std::fs::read(FileName::global_filter(id).0.path(dir)).ok()?;
     let (filter, tag) = GlobalFilter::decode(&bytes).ok()?;
     drop(bytes);
     let g = GlobalIndex::from_filter(filter, counters);
@@ -99,21 +106,20 @@ pub(super) fn load_checkpoint(
 }
 
 impl Inner {
-    /// Writes the global filter's checkpoint (`GLOBALFILTER`, replaced atomically), tagged
-    /// with the table set it answers for. Called at close, when no flush or compaction runs.
+    /// Writes this tree's global filter checkpoint (`GLOBALFILTER`, or `GLOBALFILTER-ID`
+    /// for a named keyspace; replaced atomically), tagged with the table set it answers
+    /// for. Called at close, when no flush or compaction runs.
     pub(super) fn save_global(&self) -> Result<()> {
         let v = self.current();
         let Some(g) = v.global() else {
             return Ok(());
         };
+        if self.tree.dropped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
         let bytes = g.filter.encode(table_set_tag(&v));
-        replace_file(
-            &*self.fs,
-            &self.dir,
-            FileName::GlobalFilterTmp,
-            FileName::GlobalFilter,
-            &bytes,
-        )
+        let (file, tmp) = FileName::global_filter(self.tree.id);
+        replace_file(&*self.fs, &self.dir, tmp, file, &bytes)
     }
 }
 

@@ -9,20 +9,19 @@
 //! threads visit them all.
 
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
+use super::global_save::open_global;
 use super::options::{check_policy, check_range_bits};
-use super::tree::{Tree, TreeState};
 use super::{Inner, State, Store, Writer};
-use crate::counters::Sharded;
 use crate::error::{Error, Result};
-use crate::filename::wal_path;
+use crate::filename::{wal_path, FileName};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::{check_fpr, FilterKind};
-use crate::manifest::{KeyspaceRecord, MAX_LEVELS, MAX_NAME_BYTES};
+use crate::manifest::{KeyspaceRecord, MAX_NAME_BYTES};
 use crate::memtable::Memtable;
 use crate::table::Compression;
-use crate::version::{SetState, Version, VersionSet};
+use crate::version::Version;
 use crate::wal::WriteBatch;
 
 /// Logs the store keeps before it flushes the keyspace holding the oldest one (RocksDB's
@@ -38,7 +37,8 @@ pub(super) const MAX_LOGS: usize = 3;
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct KeyspaceOptions {
-    /// The filter kind of its tables (not [`FilterKind::Global`]).
+    /// The filter kind of its tables ([`FilterKind::Global`]: one global filter for the
+    /// keyspace's tree, checkpointed as `GLOBALFILTER-ID`).
     pub filter: Option<FilterKind>,
     /// The false positive rate of its tables' filters.
     pub fpr: Option<f64>,
@@ -272,12 +272,6 @@ impl Store {
                 opts.fpr.unwrap_or(recorded.fpr()),
             ),
         };
-        if policy.kind() == FilterKind::Global {
-            return Err(Error::InvalidArgument(
-                "a keyspace's tables cannot use the global filter (the default keyspace's may)"
-                    .into(),
-            ));
-        }
         check_policy(&policy)?;
         check_fpr(policy.fpr())?;
         let compression = opts.compression.unwrap_or(inner.opts.compression);
@@ -294,6 +288,12 @@ impl Store {
                 )));
             }
         }
+        // Under the global filter its tree starts with an empty one of its own.
+        let empty = Version::new(Vec::new());
+        let version = match policy.kind() {
+            FilterKind::Global => open_global(&inner.dir, (0, false), empty, Arc::default())?,
+            _ => empty,
+        };
         let w = inner.lock_writer();
         if let Some(s) = found(inner) {
             return Ok(wrap(s));
@@ -319,7 +319,7 @@ impl Store {
             Ok(())
         });
         inner.poison_on_err(r)?;
-        let sib = inner.add_sibling(&rec, Arc::new(Version::new(Vec::new())));
+        let sib = inner.add_sibling(&rec, Arc::new(version), None);
         drop(w);
         Ok(wrap(sib))
     }
@@ -374,6 +374,11 @@ impl Store {
             Ok(())
         });
         inner.poison_on_err(r)?;
+        // Its global filter's checkpoint, if any (one left by a crash here is removed at
+        // open: its id is no live keyspace's).
+        let (file, tmp) = FileName::global_filter(id);
+        let _ = inner.fs.remove(&file.path(&inner.dir));
+        let _ = inner.fs.remove(&tmp.path(&inner.dir));
         {
             let mut st = inner.state_mut();
             let t = st.tree_mut(slot);
@@ -509,82 +514,5 @@ impl Inner {
                 .map(|(_, slot)| slot);
         }
         None
-    }
-
-    /// Builds the handle of keyspace `rec` over the table set `version`, gives it a slot
-    /// (its memtables empty, its logs flushed up to `rec.log_number`) and lists it.
-    pub(super) fn add_sibling(&self, rec: &KeyspaceRecord, version: Arc<Version>) -> Arc<Inner> {
-        let slot = {
-            let mut st = self.state_mut();
-            let mut t = TreeState::new(rec.id, version.clone());
-            t.log_number = rec.log_number;
-            st.trees.push(t);
-            st.trees.len() - 1
-        };
-        let sib = Arc::new(self.sibling(slot, rec, version));
-        self.root_spaces().push(sib.clone());
-        sib
-    }
-
-    /// The handle of keyspace `rec`'s tree in `slot` over `version`, sharing every
-    /// store-wide part with this one.
-    fn sibling(&self, slot: usize, rec: &KeyspaceRecord, version: Arc<Version>) -> Inner {
-        let mut cursors = vec![None; MAX_LEVELS];
-        for (l, k) in &rec.cursors {
-            if let Some(c) = cursors.get_mut(*l as usize) {
-                *c = Some(k.clone());
-            }
-        }
-        let p = rec.policy;
-        let versions = VersionSet::new(
-            self.dir.clone(),
-            self.fs.clone(),
-            SetState::new(version, rec.log_number, p, cursors, (p, p.kind(), p.fpr())),
-            (rec.id, self.manifest.clone()),
-            self.block_cache.clone(),
-        );
-        let mut opts = self.opts.clone();
-        opts.compression = rec.compression;
-        opts.range_filter_bits = rec.range_bits;
-        opts.policy = Some(p);
-        opts.filter = Some(p.kind());
-        opts.fpr = Some(p.fpr());
-        // Its own filter, not the default keyspace's (a read-only handle, which never
-        // compacts, may lack it).
-        opts.compaction_filter = (rec.compaction_filter.as_deref())
-            .and_then(|f| self.opts.registered_filter(f).cloned());
-        Inner {
-            dir: self.dir.clone(),
-            fs: self.fs.clone(),
-            opts,
-            _lock: None,
-            state: self.state.clone(),
-            epoch: self.epoch.clone(),
-            writer: self.writer.clone(),
-            commit: self.commit.clone(),
-            last_seq: self.last_seq.clone(),
-            snapshots: self.snapshots.clone(),
-            txs: self.txs.clone(),
-            tree: Tree::new(
-                (slot, rec.id, rec.name.clone()),
-                versions,
-                Arc::new(Sharded::default()),
-                rec.range_bits,
-            ),
-            spaces: Mutex::default(),
-            manifest: self.manifest.clone(),
-            logs: self.logs.clone(),
-            bg: self.bg.clone(),
-            bg_cv: self.bg_cv.clone(),
-            block_cache: self.block_cache.clone(),
-            poisoned: self.poisoned.clone(),
-            shutdown: self.shutdown.clone(),
-            counters: self.counters.clone(),
-            lifetime_base: self.lifetime_base,
-            lifetime_problem: self.lifetime_problem.clone(),
-            dropped_at_open: Vec::new(),
-            // A read-only store's keyspaces are read-only (the store's handle reads for them).
-            read_only: self.read_only.as_ref().map(|_| Mutex::default()),
-        }
     }
 }

@@ -133,11 +133,11 @@ struct Bg {
     /// in a table).
     queued: u64,
     sealed: u64,
-    /// A flush asks the growth thread for a larger global filter (`global.rs`), giving the
-    /// entries it is about to add.
-    grow_wanted: Option<u64>,
-    /// The growth thread is building one.
-    growing: bool,
+    /// Flushes ask the growth thread for a larger global filter (`global.rs`): by the slot
+    /// of their tree, the entries they are about to add.
+    grow_wanted: std::collections::BTreeMap<usize, u64>,
+    /// The slot of the tree whose filter the growth thread is building.
+    growing: Option<usize>,
     /// Checkpoints making their cut (`backup.rs`): no memtable queued after the smallest
     /// of these numbers is sealed until they let go.
     seal_holds: Vec<u64>,
@@ -164,8 +164,6 @@ struct EngineCounters {
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
     idle_drains: AtomicU64,
-    /// Global filters grown in the background and swapped in.
-    global_growths: AtomicU64,
     l0_merges: AtomicU64,
     /// Tables dropped unread under newer range tombstones; expired entries compactions
     /// dropped or turned into tombstones, and their bytes (`stats_life.rs`).
@@ -382,8 +380,10 @@ impl Handle {
         let _ = inner.merge_l0_at_close();
         let synced = inner.sync_all();
         inner.save_lifetime();
-        // Advisory: a store whose checkpoint is missing or stale builds the filter.
-        let _ = inner.save_global();
+        // Advisory: a tree whose checkpoint is missing or stale builds its filter.
+        for tree in inner.all_trees() {
+            let _ = tree.save_global();
+        }
         synced
     }
 }

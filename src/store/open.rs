@@ -7,12 +7,15 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
+use super::global_save::open_global;
 use super::options::{check_policy, default_policy, DEFAULT_FILTER, DEFAULT_FPR};
 use super::tree::{Tree, DEFAULT_SLOT};
 use super::{worker, Bg, Imm, Inner, Options, State, Store, SyncPolicy, Writer};
 use crate::counters::Sharded;
 use crate::error::{Error, Result};
-use crate::filename::{number_after, numbered_files, wal_path, FileName, Numbered};
+use crate::filename::{
+    keyspace_global_files, number_after, numbered_files, wal_path, FileName, Numbered,
+};
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::choice::AllocationChoice;
 use crate::filter::{check_fpr, FilterKind};
@@ -191,7 +194,16 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = super::global_save::open_global(&dir, version, global_counters.clone())?;
+            version = open_global(&dir, (0, true), version, global_counters.clone())?;
+        }
+        // A named keyspace under the global filter likewise, from its own checkpoint
+        // (`GLOBALFILTER-ID`), its lookups counting in counters of its own.
+        for (rec, v) in manifest.keyspaces.live.iter().zip(versions.iter_mut()) {
+            if rec.policy.kind() == FilterKind::Global {
+                let taken = std::mem::replace(v, Version::new(Vec::new()));
+                let counters = Arc::new(Sharded::default());
+                *v = open_global(&dir, (rec.id, true), taken, counters)?;
+            }
         }
         // Each tree's memtable, and the log number below which its writes are in tables.
         let mut mems: Vec<Memtable> = ids.iter().map(|_| Memtable::new()).collect();
@@ -253,6 +265,13 @@ impl Store {
         let _ = fs.remove(&FileName::ManifestTmp.path(&dir));
         let _ = fs.remove(&FileName::CountersTmp.path(&dir));
         let _ = fs.remove(&FileName::GlobalFilterTmp.path(&dir));
+        // A named keyspace's checkpoint being written, or one of a keyspace dropped (its
+        // removal cut short by a crash): never loaded (ids are never reused), removed.
+        for (id, f) in keyspace_global_files(&dir) {
+            if matches!(f, FileName::KeyspaceGlobalFilterTmp(_)) || !live_ids.contains(&id) {
+                let _ = fs.remove(&f.path(&dir));
+            }
+        }
         let (lifetime_base, lifetime_problem) = match crate::lifetime::load(&dir) {
             Ok(l) => (l.unwrap_or_default(), None),
             Err(e) => (Lifetime::default(), Some(e.to_string())),
@@ -314,7 +333,7 @@ impl Store {
         });
         inner.state_mut().tree_mut(DEFAULT_SLOT).log_number = manifest.log_number;
         for (rec, v) in manifest.keyspaces.live.iter().zip(versions) {
-            inner.add_sibling(rec, Arc::new(v));
+            inner.add_sibling(rec, Arc::new(v), None);
         }
         inner.recover(mems, &replayed, seq > manifest.last_seq)?;
         let threads = worker::spawn(&inner)?;

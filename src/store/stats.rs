@@ -425,9 +425,7 @@ impl super::Inner {
                     Warning::TornTail { tail, .. } => tail.len,
                 })
                 .sum(),
-            global_filter: version
-                .global()
-                .map(|g| g.stats(inner.counters.global_growths.load(Relaxed))),
+            global_filter: version.global().map(|g| g.stats()),
             snapshots: inner.snapshot_stats(&version),
             lifecycle: inner.lifecycle_stats(&version),
         };

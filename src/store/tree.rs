@@ -19,11 +19,12 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::Imm;
+use super::{Imm, Inner};
 use crate::counters::Sharded;
+use crate::manifest::{KeyspaceRecord, MAX_LEVELS};
 use crate::memtable::Memtable;
 use crate::scan::RangeCounters;
-use crate::version::{Version, VersionSet};
+use crate::version::{SetState, Version, VersionSet};
 
 /// The slot of the default keyspace's tree in [`State::trees`](super::State).
 pub(crate) const DEFAULT_SLOT: usize = 0;
@@ -152,6 +153,101 @@ impl super::State {
     pub(super) fn apply(&mut self, id: u32, op: crate::wal::Op<'_>) {
         if let Some(slot) = self.slot_of(id) {
             self.trees[slot].mem.apply(op);
+        }
+    }
+}
+
+impl Inner {
+    /// Builds the handle of keyspace `rec` over the table set `version`, gives it a slot
+    /// (its memtables empty, its logs flushed up to `rec.log_number`) and lists it. Its
+    /// global filter counts in `counters` (`None`: those of `version`'s filter, or new).
+    pub(super) fn add_sibling(
+        &self,
+        rec: &KeyspaceRecord,
+        version: Arc<Version>,
+        counters: Option<Arc<Sharded<8>>>,
+    ) -> Arc<Inner> {
+        let counters = counters.unwrap_or_else(|| {
+            let g = version.global();
+            g.map_or_else(Arc::default, |g| g.counters().clone())
+        });
+        let slot = {
+            let mut st = self.state_mut();
+            let mut t = TreeState::new(rec.id, version.clone());
+            t.log_number = rec.log_number;
+            st.trees.push(t);
+            st.trees.len() - 1
+        };
+        let sib = Arc::new(self.sibling(slot, rec, version, counters));
+        self.root_spaces().push(sib.clone());
+        sib
+    }
+
+    /// The handle of keyspace `rec`'s tree in `slot` over `version`, its global filter
+    /// counting in `counters`, sharing every store-wide part with this one.
+    fn sibling(
+        &self,
+        slot: usize,
+        rec: &KeyspaceRecord,
+        version: Arc<Version>,
+        counters: Arc<Sharded<8>>,
+    ) -> Inner {
+        let mut cursors = vec![None; MAX_LEVELS];
+        for (l, k) in &rec.cursors {
+            if let Some(c) = cursors.get_mut(*l as usize) {
+                *c = Some(k.clone());
+            }
+        }
+        let p = rec.policy;
+        let versions = VersionSet::new(
+            self.dir.clone(),
+            self.fs.clone(),
+            SetState::new(version, rec.log_number, p, cursors, (p, p.kind(), p.fpr())),
+            (rec.id, self.manifest.clone()),
+            self.block_cache.clone(),
+        );
+        let mut opts = self.opts.clone();
+        opts.compression = rec.compression;
+        opts.range_filter_bits = rec.range_bits;
+        opts.policy = Some(p);
+        opts.filter = Some(p.kind());
+        opts.fpr = Some(p.fpr());
+        // Its own filter, not the default keyspace's (a read-only handle, which never
+        // compacts, may lack it).
+        opts.compaction_filter = (rec.compaction_filter.as_deref())
+            .and_then(|f| self.opts.registered_filter(f).cloned());
+        Inner {
+            dir: self.dir.clone(),
+            fs: self.fs.clone(),
+            opts,
+            _lock: None,
+            state: self.state.clone(),
+            epoch: self.epoch.clone(),
+            writer: self.writer.clone(),
+            commit: self.commit.clone(),
+            last_seq: self.last_seq.clone(),
+            snapshots: self.snapshots.clone(),
+            txs: self.txs.clone(),
+            tree: Tree::new(
+                (slot, rec.id, rec.name.clone()),
+                versions,
+                counters,
+                rec.range_bits,
+            ),
+            spaces: Mutex::default(),
+            manifest: self.manifest.clone(),
+            logs: self.logs.clone(),
+            bg: self.bg.clone(),
+            bg_cv: self.bg_cv.clone(),
+            block_cache: self.block_cache.clone(),
+            poisoned: self.poisoned.clone(),
+            shutdown: self.shutdown.clone(),
+            counters: self.counters.clone(),
+            lifetime_base: self.lifetime_base,
+            lifetime_problem: self.lifetime_problem.clone(),
+            dropped_at_open: Vec::new(),
+            // A read-only store's keyspaces are read-only (the store's handle reads for them).
+            read_only: self.read_only.as_ref().map(|_| Mutex::default()),
         }
     }
 }

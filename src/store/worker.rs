@@ -84,26 +84,28 @@ pub(super) fn spawn(inner: &Arc<Inner>) -> Result<Vec<std::thread::JoinHandle<()
     ])
 }
 
-/// Grows the global filter when a flush asks (`Inner::grow`): a thread of its own, so that
-/// neither flushes nor compactions wait for the build.
+/// Grows a tree's global filter when a flush asks (`Inner::grow`; each keyspace under the
+/// global filter has its own, one grown at a time): a thread of its own, so that neither
+/// flushes nor compactions wait for the build.
 fn growth_loop(inner: Arc<Inner>) {
     loop {
-        let more = {
+        let (slot, more) = {
             let mut bg = inner.lock_bg();
-            let more = loop {
+            let wanted = loop {
                 if inner.shutdown.load(SeqCst) {
                     return;
                 }
-                match bg.grow_wanted.take() {
-                    Some(more) if bg.error.is_none() => break more,
+                match bg.grow_wanted.pop_first() {
+                    Some(wanted) if bg.error.is_none() => break wanted,
                     _ => bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner()),
                 }
             };
-            bg.growing = true;
-            more
+            bg.growing = Some(wanted.0);
+            wanted
         };
-        let r = inner.grow(more);
-        inner.lock_bg().growing = false;
+        // The tree of `slot` (none once its keyspace was dropped).
+        let r = inner.tree_at(slot).map_or(Ok(()), |t| t.grow(more));
+        inner.lock_bg().growing = None;
         inner.bg_cv.notify_all();
         if let Err(e) = r {
             inner.poison(&e);
@@ -401,7 +403,12 @@ impl Inner {
                     })
                     .transpose()
             },
-            || insert_into.map(|g| self.global_insert(g, &hashes)),
+            // No table (a memtable of range tombstones only, or none): no L0 id either, or
+            // the filter would keep one that no table gives back.
+            || {
+                let g = insert_into.filter(|_| !sorted.is_empty());
+                g.map(|g| self.global_insert(g, &hashes))
+            },
         );
         drop(sorted);
         let written = match written {

@@ -94,7 +94,11 @@ impl Store {
             offsets: &[],
             have: &HashMap::new(),
         };
-        let r = read_all(&dir, &opts, &block_cache, &global_counters, &from)?;
+        let counters = |id: u32| match id {
+            0 => global_counters.clone(),
+            _ => Arc::default(),
+        };
+        let r = read_all(&dir, &opts, &block_cache, &counters, &from)?;
         let inner = Arc::new(root(dir, opts, &r, block_cache, global_counters));
         let fresh = r
             .versions
@@ -148,13 +152,14 @@ impl Store {
                 offsets,
                 have: &have,
             };
-            read_all(
-                &inner.dir,
-                &inner.opts,
-                &cache,
-                &inner.tree.global_counters,
-                &from,
-            )
+            // Each keyspace's global filter counts in its tree's counters (a new one's, in
+            // new ones that its handle takes in `install`).
+            let counters = |id: u32| {
+                let trees = inner.all_trees();
+                let t = trees.iter().find(|t| t.tree.id == id);
+                t.map_or_else(Arc::default, |t| t.tree.global_counters.clone())
+            };
+            read_all(&inner.dir, &inner.opts, &cache, &counters, &from)
         };
         let r = read(&view.logs)?;
         let (plans, r) = match plans(&view, &r) {
@@ -283,7 +288,10 @@ fn install(inner: &Arc<Inner>, view: &mut LogView, mut r: Read1, plans: &HashMap
     // Created since: empty until the state below is put in place.
     for rec in live {
         if !inner.root_spaces().iter().any(|s| s.tree.id == rec.id) {
-            inner.add_sibling(rec, Arc::new(Version::new(Vec::new())));
+            let read = r.versions.iter().find(|(id, _)| *id == rec.id);
+            let g = read.and_then(|(_, v)| v.global());
+            let counters = g.map(|g| g.counters().clone());
+            inner.add_sibling(rec, Arc::new(Version::new(Vec::new())), counters);
         }
     }
     let trees = inner.all_trees();

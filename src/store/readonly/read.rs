@@ -172,7 +172,7 @@ pub(super) fn read_all(
     dir: &Path,
     opts: &Options,
     cache: &Option<Arc<BlockCache>>,
-    counters: &Arc<Sharded<8>>,
+    counters: &dyn Fn(u32) -> Arc<Sharded<8>>,
     from: &ReadFrom<'_>,
 ) -> Result<Read1> {
     let mut last = None;
@@ -205,7 +205,7 @@ fn try_read(
     dir: &Path,
     opts: &Options,
     cache: &Option<Arc<BlockCache>>,
-    counters: &Arc<Sharded<8>>,
+    counters: &dyn Fn(u32) -> Arc<Sharded<8>>,
     from: &ReadFrom<'_>,
 ) -> std::result::Result<Option<Read1>, Retry> {
     // The logs are opened before the manifest is read: what is open stays readable when the
@@ -239,12 +239,16 @@ fn try_read(
         .into_iter()
         .map(|(id, ts)| (id, Version::new(ts)))
         .collect();
-    if manifest.policy.kind() == FilterKind::Global {
-        // The writer's saved global filter (the default keyspace's), when it answers for
-        // exactly these tables (it is saved at close); else lookups go to the tables' own
-        // filters or indexes.
-        if let Some(v) = load_checkpoint(dir, &versions[0].1, counters.clone()) {
-            versions[0].1 = v;
+    // The writer's saved global filter of each keyspace under one (`GLOBALFILTER`,
+    // `GLOBALFILTER-ID`), when it answers for exactly these tables (it is saved at close);
+    // else lookups go to the tables' own filters or indexes.
+    let policies =
+        std::iter::once(manifest.policy).chain(manifest.keyspaces.live.iter().map(|k| k.policy));
+    for ((id, v), policy) in versions.iter_mut().zip(policies) {
+        if policy.kind() == FilterKind::Global {
+            if let Some(loaded) = load_checkpoint(dir, *id, v, counters(*id)) {
+                *v = loaded;
+            }
         }
     }
     // Logs some tree still needs: each read on from where a refresh stopped.
