@@ -321,18 +321,17 @@ fn a_keyspace_switches_to_the_global_filter_and_back() {
     assert_eq!(store.get(key(5)).unwrap().unwrap(), b"d");
 }
 
-/// A store with a global keyspace `g` and the default keyspace (per-table filters), every
-/// write synced (through `fs`, or the real file system when `None`), part in tables and
-/// part in the logs: the source of the power-cut tests.
-fn fault_source(dir: &Path, fs: Option<&FaultFs>) -> (Store, Contents) {
-    let o = match fs {
-        Some(fs) => power_cut_options(fs),
-        None => power_cut_options(&FaultFs::new()).fs(Arc::new(NoSyncFs)),
-    };
-    let store = Store::open(dir, o).unwrap();
+/// A closed store with a global keyspace `g` (its checkpoint `GLOBALFILTER-1` written) and
+/// the default keyspace (per-table filters), part in tables and part in the logs, made once
+/// (through the real file system) and copied for each run of the power-cut tests; with
+/// what it holds.
+fn template() -> (tempfile::TempDir, Contents) {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = power_cut_options(&FaultFs::new()).fs(Arc::new(NoSyncFs));
+    let store = Store::open(tmp.path(), o).unwrap();
     let g = store.keyspace_with("g", global()).unwrap();
     let mut model = Contents::new();
-    for i in 0..60 {
+    for i in 0..40 {
         let (k, v) = (key(i * 37 % 100), format!("v{i}-{}", "x".repeat(30)));
         let mut b = WriteBatch::new();
         b.put(k.clone(), v.clone()).put_in(&g, k.clone(), v.clone());
@@ -342,39 +341,56 @@ fn fault_source(dir: &Path, fs: Option<&FaultFs>) -> (Store, Contents) {
             m.insert(k.clone(), v.clone().into_bytes());
         }
     }
-    (store, model)
+    drop(g);
+    store.close().unwrap();
+    assert!(tmp.path().join("GLOBALFILTER-1").exists());
+    (tmp, model)
+}
+
+/// The template's files copied into the new directory `dir`, taken by `fs` as durable, and
+/// opened through it (`None` when a power cut stops the open).
+fn open_copy(template: &Path, dir: &Path, fs: &FaultFs) -> Option<Store> {
+    std::fs::create_dir_all(dir).unwrap();
+    for e in std::fs::read_dir(template).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+    fs.adopt_dir(dir).unwrap();
+    Store::open(dir, power_cut_options(fs)).ok()
 }
 
 /// Opens the crash image `img` and checks it holds `model` (when given), that `g` (if
 /// live) is under a global filter that agrees with its tables and answers absent keys,
-/// and that no checkpoint of a keyspace not live is left. Returns the contents.
-fn check_image(img: &Path, model: Option<&Contents>, what: &str) -> Contents {
-    let store = Store::open(img, Options::default())
+/// and that no checkpoint of a keyspace not live is left. Returns the contents and
+/// whether `g`'s filter was loaded from its checkpoint.
+fn check_image(img: &Path, model: Option<&Contents>, what: &str) -> (Contents, bool) {
+    let store = Store::open(img, Options::default().fs(Arc::new(NoSyncFs)))
         .unwrap_or_else(|e| panic!("{what}: the image does not open: {e}"));
     let got = all(&store);
     if let Some(m) = model {
         assert_eq!(&got, m, "{what}");
     }
-    if let Some(g) = store.existing_keyspace("g") {
+    let mut loaded = false;
+    let live = store.existing_keyspace("g").map(|g| {
+        let gf = g
+            .stats()
+            .global_filter
+            .unwrap_or_else(|| panic!("{what}: no filter"));
+        loaded = gf.from_checkpoint;
         assert!(g.check_global_filter().unwrap().is_some(), "{what}");
         let (negatives, probes, _) = absent_gets(&g, 50);
         assert_eq!(probes, 50, "{what}");
         // Absent keys a filter answers: the global filter's (or the deepest level's own).
         assert!(negatives >= 45, "{what}: {negatives} of 50");
-        let live = g.id();
-        let stray = std::fs::read_dir(img).unwrap().flatten().any(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with("GLOBALFILTER-") && n != format!("GLOBALFILTER-{live}")
-        });
-        assert!(!stray, "{what}: a checkpoint of a keyspace not live");
-    } else {
-        let stray = std::fs::read_dir(img)
-            .unwrap()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("GLOBALFILTER-"));
-        assert!(!stray, "{what}: a checkpoint of a dropped keyspace");
-    }
-    got
+        format!("GLOBALFILTER-{}", g.id())
+    });
+    let stray = std::fs::read_dir(img).unwrap().flatten().any(|e| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        n.starts_with("GLOBALFILTER-") && Some(&n) != live.as_ref()
+    });
+    assert!(!stray, "{what}: a checkpoint of a keyspace not live");
+    (got, loaded)
 }
 
 /// A power cut at every sync point of `close` (logs, counters, the keyspace's checkpoint
@@ -382,11 +398,27 @@ fn check_image(img: &Path, model: Option<&Contents>, what: &str) -> Contents {
 /// with every acknowledged write and a global filter that answers correctly.
 #[test]
 fn a_power_cut_at_every_sync_point_of_close() {
+    let (template, mut model) = template();
     let mut loaded = 0;
     for k in 0.. {
         let tmp = tempfile::tempdir().unwrap();
         let fs = FaultFs::new();
-        let (store, model) = fault_source(&tmp.path().join("s"), Some(&fs));
+        let store = open_copy(template.path(), tmp.path(), &fs).unwrap();
+        let g = store.keyspace("g").unwrap();
+        // A write in each keyspace's memtable (and in the log), acknowledged.
+        let mut b = WriteBatch::new();
+        b.put(key(1000), b"m".to_vec())
+            .put_in(&g, key(1000), b"m".to_vec());
+        store.write(b).unwrap();
+        if k == 0 {
+            for name in ["", "g"] {
+                model
+                    .get_mut(name)
+                    .unwrap()
+                    .insert(key(1000), b"m".to_vec());
+            }
+        }
+        drop(g);
         fs.cut_power_at_sync(fs.syncs() + k);
         let _ = store.close();
         if fs.fired().is_none() {
@@ -399,10 +431,7 @@ fn a_power_cut_at_every_sync_point_of_close() {
             let img = tempfile::tempdir().unwrap();
             fs.crash_image(img.path(), applied).unwrap();
             let what = format!("cut at sync {k} of close, {applied} entries applied");
-            check_image(img.path(), Some(&model), &what);
-            let store = Store::open(img.path(), Options::default()).unwrap();
-            let g = store.existing_keyspace("g").unwrap();
-            loaded += u64::from(g.stats().global_filter.unwrap().from_checkpoint);
+            loaded += u64::from(check_image(img.path(), Some(&model), &what).1);
         }
     }
 }
@@ -414,15 +443,12 @@ fn a_power_cut_at_every_sync_point_of_close() {
 /// left or loaded.
 #[test]
 fn a_power_cut_at_every_sync_point_of_drop_keyspace() {
+    let (template, model) = template();
     let tmp = tempfile::tempdir().unwrap();
-    const STEPS: usize = 4;
+    const STEPS: usize = 3;
     let run = |dir: &Path, fs: &FaultFs| -> (Vec<Contents>, usize) {
-        let (store, model) = fault_source(dir, None);
-        store.close().unwrap();
-        assert!(dir.join("GLOBALFILTER-1").exists());
-        fs.adopt_dir(dir).unwrap();
-        let mut states = vec![model];
-        let Ok(store) = Store::open(dir, power_cut_options(fs)) else {
+        let mut states = vec![model.clone()];
+        let Some(store) = open_copy(template.path(), dir, fs) else {
             return (states, 0);
         };
         let mut acked = 0;
@@ -434,8 +460,8 @@ fn a_power_cut_at_every_sync_point_of_drop_keyspace() {
                     let Ok(g) = store.keyspace("g") else { break };
                     let mut b = WriteBatch::new();
                     for j in 0..4u64 {
-                        let k = key(step as u64 * 10 + j);
-                        b.put(k.clone(), b"n".to_vec()).put_in(&g, k, b"n".to_vec());
+                        b.put(key(j), b"n".to_vec())
+                            .put_in(&g, key(j), b"n".to_vec());
                     }
                     store.write(b).and_then(|()| g.flush())
                 }
@@ -449,7 +475,7 @@ fn a_power_cut_at_every_sync_point_of_drop_keyspace() {
         (states, acked)
     };
     common::at_every_power_cut(tmp.path(), STEPS, run, |cut, img| {
-        check_image(img, None, &format!("cut {cut}"))
+        check_image(img, None, &format!("cut {cut}")).0
     });
 }
 
