@@ -513,3 +513,88 @@ fn a_seal_without_a_table_takes_no_l0_id() {
     assert!(gf.from_checkpoint, "{gf:?}");
     assert_eq!(g.check_global_filter().unwrap(), Some(101));
 }
+
+/// Measures an absent `get` in a named keyspace under the global filter against the
+/// default keyspace under it, the same keys and table shapes in one store (a deepest level
+/// on its own filters, then L0 tables in the global filter): alternated rounds, medians.
+/// `cargo test --release --test keyspace_global measure -- --ignored --nocapture`
+/// (`KSG_KEYS`, `KSG_LOOKUPS`, `KSG_ROUNDS` override the sizes).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn measure_absent_get_against_the_default_keyspace() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (n, lookups, rounds) = (
+        env("KSG_KEYS", 400_000),
+        env("KSG_LOOKUPS", 200_000),
+        env("KSG_ROUNDS", 9),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Options::default()
+        .filter(FilterKind::Global)
+        .compaction_trigger(None)
+        .fs(Arc::new(NoSyncFs));
+    let store = Store::open(tmp.path(), o).unwrap();
+    let g = store.keyspace_with("g", global()).unwrap();
+    let k = |i: u64| format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes();
+    // Each table's keys in one batch: no switch for the log bound comes in between.
+    let batch = |h: &Store, keys: std::ops::Range<u64>| {
+        let mut b = WriteBatch::new();
+        for i in keys {
+            b.put(k(i), b"value-of-some-bytes".to_vec());
+        }
+        h.write(b).unwrap();
+        h.flush().unwrap();
+    };
+    for h in [&store, g.as_store()] {
+        // Three quarters in the deepest level, a quarter in four L0 tables.
+        batch(h, 0..n * 3 / 4);
+        h.compact().unwrap();
+        for t in 0..4 {
+            batch(h, n * 3 / 4 + t * n / 16..n * 3 / 4 + (t + 1) * n / 16);
+        }
+    }
+    let shape = |h: &Store| {
+        let s = h.stats();
+        let g = s.global_filter.unwrap();
+        (
+            s.tables.iter().map(|t| t.level).collect::<Vec<_>>(),
+            g.entries,
+        )
+    };
+    assert_eq!(shape(&store), shape(g.as_store()), "the same shape");
+    let time = |h: &Store, round: u64| {
+        let t = std::time::Instant::now();
+        for i in 0..lookups {
+            let key = k(n + round * lookups + i);
+            assert!(h.get(&key).unwrap().is_none());
+        }
+        t.elapsed().as_nanos() as f64 / lookups as f64
+    };
+    let (mut d, mut named) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            d.push(time(&store, r));
+            named.push(time(g.as_store(), r));
+        } else {
+            named.push(time(g.as_store(), r));
+            d.push(time(&store, r));
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (md, mn) = (median(&mut d), median(&mut named));
+    let gs = g.stats().global_filter.unwrap();
+    println!(
+        "absent get, {n} keys ({} in the global filter), {lookups} lookups x {rounds} rounds: \
+         default keyspace {md:.1} ns, named keyspace {mn:.1} ns, ratio {:.3}; rounds {d:.1?} / {named:.1?}",
+        gs.entries,
+        mn / md
+    );
+}

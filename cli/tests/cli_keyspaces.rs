@@ -54,3 +54,42 @@ fn keyspaces_from_the_command_line() {
     assert_eq!(store(&d, &["--keyspace", "a", "get", "k"]).code, 1);
     assert_eq!(ok(store(&d, &["get", "k"])), "default\n");
 }
+
+/// A keyspace under the global filter from the command line: created with `--filter
+/// global`, its checkpoint `GLOBALFILTER-1` written, `stats` showing its global filter,
+/// `refilter --filter KIND` switching it off and back (the default keyspace untouched), and
+/// `drop-keyspace` removing its checkpoint.
+#[test]
+fn a_global_keyspace_from_the_command_line() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db");
+    ok(store(&d, &["put", "k", "default"]));
+    ok(store(
+        &d,
+        &["--keyspace", "g", "--filter", "global", "put", "k", "in-g"],
+    ));
+    ok(store(&d, &["--keyspace", "g", "flush"]));
+    assert!(d.join("GLOBALFILTER-1").exists());
+    let stats = ok(store(&d, &["--keyspace", "g", "stats"]));
+    assert!(stats.contains("global filter:"), "{stats}");
+    assert!(stats.contains("uniform, global at"), "{stats}");
+    let stats = ok(store(&d, &["stats"]));
+    assert!(!stats.contains("uniform, global at"), "{stats}");
+    ok(store(
+        &d,
+        &["--keyspace", "g", "refilter", "--filter", "bloom"],
+    ));
+    let stats = ok(store(&d, &["--keyspace", "g", "stats"]));
+    assert!(!stats.contains("global filter:"), "{stats}");
+    assert!(stats.contains("uniform, bloom at"), "{stats}");
+    ok(store(
+        &d,
+        &["--keyspace", "g", "refilter", "--filter", "global"],
+    ));
+    let stats = ok(store(&d, &["--keyspace", "g", "stats"]));
+    assert!(stats.contains("global filter:"), "{stats}");
+    assert_eq!(ok(store(&d, &["--keyspace", "g", "get", "k"])), "in-g\n");
+    assert_eq!(ok(store(&d, &["get", "k"])), "default\n");
+    ok(store(&d, &["drop-keyspace", "g"]));
+    assert!(!d.join("GLOBALFILTER-1").exists());
+}

@@ -1,12 +1,8 @@
 //! Per-keyspace figures ([`KeyspaceStats`]): what one tree holds and what its tables'
 //! filters (or its global filter) did. The engine's counters (bytes written, flushes,
-//! compactions, stalls) are the store's, in [`Stats`](super::Stats). And a keyspace's
-//! filter maintenance on its handle: refilter, rebalance, the global filter's check.
+//! compactions, stalls) are the store's, in [`Stats`](super::Stats).
 
-use super::{GlobalFilterStats, Inner, Keyspace, Rebalanced, Store};
-use crate::error::Result;
-use crate::filter::alloc::FilterPolicy;
-use crate::filter::FilterKind;
+use super::{GlobalFilterStats, Inner, Store};
 
 /// One keyspace's figures ([`Store::keyspace_stats`], [`Keyspace::stats`]).
 ///
@@ -35,7 +31,7 @@ pub struct KeyspaceStats {
     /// Lookups its tables' filters, or its global filter, let through in vain.
     pub false_positives: u64,
     /// Its global filter, when its lookups go through one (a keyspace created with
-    /// [`FilterKind::Global`], or refiltered to it); as [`Stats::global_filter`] is the
+    /// [`FilterKind::Global`](crate::FilterKind::Global), or refiltered to it); as [`Stats::global_filter`] is the
     /// default keyspace's.
     ///
     /// [`Stats::global_filter`]: super::Stats::global_filter
@@ -74,28 +70,5 @@ impl Inner {
                 + g.false_positives,
             global_filter: s.global_filter,
         }
-    }
-}
-
-impl Keyspace {
-    /// Rebuilds the filters of this keyspace's tables as `kind` at `fpr` and records that
-    /// policy for it (see [`Store::refilter`]): [`FilterKind::Global`] puts the keyspace
-    /// under a global filter of its own, another kind takes it off one.
-    pub fn refilter(&self, kind: FilterKind, fpr: f64) -> Result<()> {
-        self.store.refilter(kind, fpr)
-    }
-    /// Rebuilds the filters that `policy` changes materially, for this keyspace's levels,
-    /// and records it for the keyspace (see [`Store::rebalance`]).
-    pub fn rebalance(&self, policy: FilterPolicy) -> Result<Rebalanced> {
-        self.store.rebalance(policy)
-    }
-    /// This keyspace's recorded filter policy (see [`Store::recorded_policy`]).
-    pub fn recorded_policy(&self) -> FilterPolicy {
-        self.store.recorded_policy()
-    }
-    /// Checks that this keyspace's global filter agrees with its tables (see
-    /// [`Store::check_global_filter`]): `Ok(None)` when it has none.
-    pub fn check_global_filter(&self) -> Result<Option<u64>> {
-        self.store.check_global_filter()
     }
 }

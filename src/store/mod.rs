@@ -26,6 +26,7 @@ mod filters;
 mod global;
 mod global_save;
 mod keyspace;
+mod keyspace_filters;
 mod keyspace_span;
 mod keyspace_stats;
 mod live;

@@ -183,8 +183,15 @@ impl Run for Refilter {
             ));
         }
         let store = g.open(Access::Existing)?;
-        // --allocation, else the store's allocation at --filter/--fpr (the handle's policy).
-        let policy = g.policy().unwrap_or_else(|| store.policy());
+        // --allocation, else the store's allocation at --filter/--fpr (the handle's policy;
+        // a keyspace's handle follows its recorded policy, so --filter/--fpr apply here).
+        let policy = g.policy().unwrap_or_else(|| {
+            let p = store.policy();
+            match (&g.keyspace, g.filter) {
+                (Some(_), Some(kind)) => p.with_filter(kind, g.fpr.unwrap_or(p.fpr())),
+                _ => p,
+            }
+        });
         store.refilter_to(policy)?;
         let tables = store.stats().tables.len();
         match policy {
