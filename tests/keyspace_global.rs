@@ -514,6 +514,47 @@ fn a_seal_without_a_table_takes_no_l0_id() {
     assert_eq!(g.check_global_filter().unwrap(), Some(101));
 }
 
+/// A checkpoint (`Store::checkpoint`) holds the keyspace's filter as `GLOBALFILTER-1`, and
+/// the copy opens with it loaded; a read-only handle loads it too, and counts its probes in
+/// the keyspace's stats.
+#[test]
+fn checkpoints_and_read_only_handles_carry_the_keyspaces_filter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let o = small(FilterKind::BlockedBloom);
+    let store = Store::open(&dir, o.clone()).unwrap();
+    let g = store.keyspace_with("g", global()).unwrap();
+    for i in 0..1500 {
+        g.put(key(i), b"v").unwrap();
+        store.put(key(i), b"d").unwrap();
+    }
+    g.flush().unwrap();
+    let cp = tmp.path().join("cp");
+    store.checkpoint(&cp).unwrap();
+    assert!(cp.join("GLOBALFILTER-1").exists());
+    assert!(!cp.join("GLOBALFILTER").exists());
+    drop(g);
+    store.close().unwrap();
+    for (d, what) in [(&cp, "checkpoint"), (&dir, "store")] {
+        let copy = Store::open_read_only(d).unwrap();
+        let g = copy.existing_keyspace("g").unwrap();
+        let gf = g
+            .stats()
+            .global_filter
+            .unwrap_or_else(|| panic!("{what}: none"));
+        assert!(gf.from_checkpoint, "{what}: {gf:?}");
+        let (_, probes, _) = absent_gets(&g, 100);
+        assert_eq!(probes, 100, "{what}");
+        assert_eq!(g.get(key(5)).unwrap().unwrap(), b"v");
+        drop((g, copy));
+        let copy = Store::open(d, o.clone()).unwrap();
+        let g = copy.existing_keyspace("g").unwrap();
+        assert!(g.stats().global_filter.unwrap().from_checkpoint, "{what}");
+        assert_eq!(g.check_global_filter().unwrap(), Some(1500), "{what}");
+        assert_eq!(copy.get(key(5)).unwrap().unwrap(), b"d");
+    }
+}
+
 /// Measures an absent `get` in a named keyspace under the global filter against the
 /// default keyspace under it, the same keys and table shapes in one store (a deepest level
 /// on its own filters, then L0 tables in the global filter): alternated rounds, medians.
