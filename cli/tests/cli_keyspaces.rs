@@ -88,6 +88,11 @@ fn a_global_keyspace_from_the_command_line() {
     ));
     let stats = ok(store(&d, &["--keyspace", "g", "stats"]));
     assert!(stats.contains("global filter:"), "{stats}");
+    // Written when the refilter's process closed the store, read back by this one.
+    assert!(
+        stats.contains("read from its checkpoint at open"),
+        "{stats}"
+    );
     assert_eq!(ok(store(&d, &["--keyspace", "g", "get", "k"])), "in-g\n");
     assert_eq!(ok(store(&d, &["get", "k"])), "default\n");
     ok(store(&d, &["drop-keyspace", "g"]));

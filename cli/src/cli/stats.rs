@@ -76,7 +76,7 @@ fn text(store: &Store, g: &Global) -> String {
         let _ = writeln!(
             o,
             "global filter:  {}, {} bytes in memory ({:.2} bits per key in tables), {} entries \
-             of {} it was sized for, {} stashed; {} probes reading {} cache lines this open",
+             of {} it was sized for, {} stashed; {} probes reading {} cache lines this open; {}",
             gf.layout,
             gf.memory_bytes,
             gf.memory_bytes as f64 * 8.0 / s.table_keys().max(1) as f64,
@@ -84,7 +84,12 @@ fn text(store: &Store, g: &Global) -> String {
             gf.capacity,
             gf.stashed,
             gf.probes,
-            gf.lines_touched
+            gf.lines_touched,
+            if gf.from_checkpoint {
+                "read from its checkpoint at open"
+            } else {
+                "built from the tables' keys"
+            }
         );
     }
     let _ = writeln!(
@@ -463,6 +468,7 @@ fn json(store: &Store, g: &Global) -> String {
             "stashed": gf.stashed,
             "probes": gf.probes,
             "lines_touched": gf.lines_touched,
+            "from_checkpoint": gf.from_checkpoint,
         })),
         "table_count": s.tables.len(),
         "keys": s.table_keys(),
