@@ -368,6 +368,10 @@ impl Store {
         // (its tree must not change after its record is gone).
         let _c = sib.lock_compaction();
         inner.wait_for_imm_slot(slot)?;
+        // Nor a growth of its global filter: one finishing between the record's removal
+        // and the tree's emptying would write the tree into the manifest again (an error).
+        let _m = sib.lock_global_change();
+        let _g = sib.lock_global();
         let r = inner.manifest.store_with(&*inner.fs, &inner.dir, |m| {
             m.keyspaces.live.retain(|k| k.id != id);
             m.tables.retain(|t| t.keyspace != id);
