@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::clock::{cpu_since, thread_cpu};
+use super::build_clock::{cpu_since, thread_cpu};
 use super::{
     lcp, low_bits_for, universe_for, window16, Hasher, Layout, RangeHeader, DEFAULT_SEED, FILL,
     FIT, HEADER_LEN, KIND_GRAFITE, MAX_BITS_PER_KEY, MAX_WINDOW, MIN_BITS_PER_KEY, RANGE_VERSION,
@@ -177,8 +177,7 @@ fn hash_and_sort(
         outputs.push(pieces);
     }
     debug_assert_eq!(n, starts.iter().map(|s| s[parts] as usize).sum::<usize>());
-    // Pass 2 in sequential pieces (a fold's), each timed on its thread: a partition is too
-    // little work to read a CPU clock around each.
+    // Pass 2 in sequential pieces (a fold's), each timed on its thread (not per partition).
     let (stored, second_pass) = outputs
         .into_par_iter()
         .enumerate()
@@ -405,8 +404,7 @@ impl RangeFilterBuilder {
         self.keys == 0
     }
 
-    /// Builds the block (see [`finish`](Self::finish)), and when `timed` counts the CPU time
-    /// it took: this thread's outside the parallel passes, and their pieces' (`clock.rs`).
+    /// Builds the block (see [`finish`](Self::finish)) and, when `timed`, its CPU time.
     pub(super) fn build_block(mut self, timed: bool) -> Result<(Vec<u8>, u64)> {
         let start = timed.then(thread_cpu);
         let p = self.depth;
@@ -469,8 +467,7 @@ impl RangeFilterBuilder {
             &sorted_values(&tails),
             stored,
         )?;
-        let spent = setup + passes + start.map_or(0, cpu_since);
-        Ok((block, spent))
+        Ok((block, setup + passes + start.map_or(0, cpu_since)))
     }
 }
 

@@ -10,21 +10,9 @@
 
 use std::sync::Arc;
 
+use super::build_clock::{cpu_since, thread_cpu};
 use super::{BuildClock, RangeFilterBuilder};
 use crate::error::Result;
-
-/// This thread's CPU time so far, in nanoseconds.
-pub(super) fn thread_cpu() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
-}
-
-/// This thread's CPU time since `start` (a [`thread_cpu`] reading on this thread).
-pub(super) fn cpu_since(start: u64) -> u64 {
-    thread_cpu().saturating_sub(start)
-}
 
 impl RangeFilterBuilder {
     /// Counts this builder's time in `clock` (`None`: not counted): [`push_all`]'s and
