@@ -17,6 +17,7 @@
 //!   scan's path (`Table::scan_entries`: blocks read ahead) read exactly the entries that
 //!   reading block by block does, and fail at the same block; the scan's path takes each
 //!   block once (a read or a cache hit).
+//! - filter: every kernel the CPU has answers as the portable code, one by one and batched.
 //! - range: a range filter that stores no value answers "no" to every range.
 //! - global filter: an accepted filter answers queries, accepts updates, and re-encodes to
 //!   bytes that decode to the same encoding.
@@ -45,7 +46,7 @@ use std::path::Path;
 
 use filterstore::filter::global::{GlobalFilter, RunId};
 use filterstore::filter::range::RangeFilter;
-use filterstore::filter::Filter;
+use filterstore::filter::{Filter, Kernel};
 use filterstore::lifetime;
 use filterstore::manifest::Manifest;
 use filterstore::table::block::{Block, BlockCursor};
@@ -533,15 +534,41 @@ pub fn filter(data: &[u8]) -> bool {
     let Ok(f) = Filter::decode(data) else {
         return false;
     };
-    for h in [
+    let hashes = [
         0u64,
         1,
         u64::MAX,
         0x9e37_79b9_7f4a_7c15,
         0x1234_5678_9abc_def0,
-    ] {
+    ];
+    for h in hashes {
         f.may_contain(h);
         f.touch(h);
+    }
+    // Every kernel this CPU has (blocked-bloom's per layout version), one by one and batched:
+    // the same answers as the portable code.
+    let portable: Vec<bool> = hashes
+        .iter()
+        .map(|&h| f.portable().may_contain(h))
+        .collect();
+    let keys: Vec<u32> = (0..hashes.len() as u32).collect();
+    for kernel in Kernel::ALL {
+        let g = f.with_kernel(kernel);
+        let one: Vec<bool> = hashes.iter().map(|&h| g.may_contain(h)).collect();
+        assert_eq!(
+            one,
+            portable,
+            "kernel {} differs from the portable code",
+            g.kernel()
+        );
+        let mut maybe = Vec::new();
+        g.retain_maybe_in(data, &keys, &hashes, 2, &mut maybe);
+        let want: Vec<u32> = keys
+            .iter()
+            .copied()
+            .filter(|&i| portable[i as usize])
+            .collect();
+        assert_eq!(maybe, want, "kernel {}: batch differs", g.kernel());
     }
     let _ = f.theoretical_fpr();
     true
