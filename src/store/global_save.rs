@@ -17,21 +17,28 @@ use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
 /// The global filter keyspace `id` opens with, over the tables of `v`: its checkpoint
-/// ([`FileName::global_filter`]) when that was written for exactly these tables (and
-/// `load` is set), else one built from the tables' keys ([`Inner::build_global`]). Returns
-/// `v` with it, its L0 handles replaced by ones that carry their run ids.
+/// ([`FileName::global_filter`]) when that was written for exactly these tables, else one
+/// built from the tables' keys ([`built_global`]). Returns `v` with it, its L0 handles
+/// replaced by ones that carry their run ids.
 pub(super) fn open_global(
     dir: &Path,
-    (id, load): (u32, bool),
+    id: u32,
     v: Version,
     counters: Arc<crate::counters::Sharded<8>>,
 ) -> Result<Version> {
-    if let Some(opened) = load
-        .then(|| load_checkpoint(dir, id, &v, counters.clone()))
-        .flatten()
-    {
-        return Ok(opened);
+    match load_checkpoint(dir, id, &v, counters.clone()) {
+        Some(opened) => Ok(opened),
+        None => built_global(dir, v, counters),
     }
+}
+
+/// `v` with a global filter built from its tables' keys ([`Inner::build_global`]), its L0
+/// handles replaced by ones that carry their run ids.
+pub(super) fn built_global(
+    dir: &Path,
+    v: Version,
+    counters: Arc<crate::counters::Sharded<8>>,
+) -> Result<Version> {
     let (g, fresh) = build_global(
         dir,
         &v,

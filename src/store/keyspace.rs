@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, MutexGuard};
 
-use super::global_save::open_global;
+use super::global_save::built_global;
 use super::options::{check_policy, check_range_bits};
 use super::{Inner, State, Store, Writer};
 use crate::error::{Error, Result};
@@ -291,7 +291,7 @@ impl Store {
         // Under the global filter its tree starts with an empty one of its own.
         let empty = Version::new(Vec::new());
         let version = match policy.kind() {
-            FilterKind::Global => open_global(&inner.dir, (0, false), empty, Arc::default())?,
+            FilterKind::Global => built_global(&inner.dir, empty, Arc::default())?,
             _ => empty,
         };
         let w = inner.lock_writer();

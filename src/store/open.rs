@@ -194,7 +194,7 @@ impl Store {
         let global_counters = Arc::new(Sharded::default());
         if kind == FilterKind::Global {
             // Built from the tables' keys: the tables are the filter's durable truth.
-            version = open_global(&dir, (0, true), version, global_counters.clone())?;
+            version = open_global(&dir, 0, version, global_counters.clone())?;
         }
         // A named keyspace under the global filter likewise, from its own checkpoint
         // (`GLOBALFILTER-ID`), its lookups counting in counters of its own.
@@ -202,7 +202,7 @@ impl Store {
             if rec.policy.kind() == FilterKind::Global {
                 let taken = std::mem::replace(v, Version::new(Vec::new()));
                 let counters = Arc::new(Sharded::default());
-                *v = open_global(&dir, (rec.id, true), taken, counters)?;
+                *v = open_global(&dir, rec.id, taken, counters)?;
             }
         }
         // Each tree's memtable, and the log number below which its writes are in tables.
