@@ -313,6 +313,65 @@ fn the_global_filter_grows_past_its_first_size_without_losing_a_key() {
     assert_eq!(store.check_global_filter().unwrap(), Some(n + 1));
 }
 
+/// A filter half empty at close (grown ahead of the flushes) is saved at its size, read back
+/// at that size, and grows again when the next flushes need room, losing no key.
+#[test]
+fn a_half_empty_filter_is_saved_at_its_size_and_grows_again_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = || {
+        Options::default()
+            .filter(FilterKind::Global)
+            .memtable_bytes(4 << 20)
+            .compaction_trigger(None)
+            .fs(Arc::new(NoSyncFs))
+    };
+    let key = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
+    let store = Store::open(dir.path(), o()).unwrap();
+    store.put(b"deep", b"x").unwrap();
+    store.flush().unwrap();
+    store.compact().unwrap();
+    let first = store.stats().global_filter.unwrap().capacity;
+    let n = first + first / 4;
+    for i in 0..n {
+        store.put(key(i), i.to_le_bytes()).unwrap();
+    }
+    store.flush().unwrap();
+    let grown = store.stats().global_filter.unwrap();
+    assert!(
+        grown.entries < grown.capacity / 2 + grown.capacity / 4,
+        "{grown:?}"
+    );
+    store.close().unwrap();
+
+    let store = Store::open(dir.path(), o()).unwrap();
+    let fitted = store.stats().global_filter.unwrap();
+    assert!(fitted.from_checkpoint, "{fitted:?}");
+    assert_eq!(fitted.entries, n, "{fitted:?}");
+    assert!(
+        fitted.capacity <= n + n / 10,
+        "{fitted:?} (before close: {grown:?})"
+    );
+    assert!(
+        fitted.memory_bytes < grown.memory_bytes,
+        "{fitted:?} against {grown:?}"
+    );
+    let check = |store: &Store, upto: u64| {
+        for i in (0..upto).step_by(61) {
+            let v = store.get(key(i)).unwrap().map(Vec::from);
+            assert_eq!(v, Some(i.to_le_bytes().to_vec()), "key {i}");
+        }
+    };
+    check(&store, n);
+    for i in n..2 * n {
+        store.put(key(i), i.to_le_bytes()).unwrap();
+    }
+    store.flush().unwrap();
+    let regrown = store.stats().global_filter.unwrap();
+    assert!(regrown.capacity >= 2 * n, "{regrown:?}");
+    check(&store, 2 * n);
+    assert_eq!(store.check_global_filter().unwrap(), Some(2 * n + 1));
+}
+
 /// Lookups racing compactions and trivial moves find every key: a compaction relabels its
 /// keys' entries to the output level before its tables are published, and lookups through
 /// the tables as they were must still reach the sources (the move announcement,

@@ -12,6 +12,7 @@ use super::options::check_policy;
 use super::worker::in_background;
 use super::{Inner, Store};
 use crate::error::Result;
+use crate::filename::FileName;
 use crate::filter::alloc::{self, FilterPolicy, SizeModel, MAX_FPR};
 use crate::filter::choice::AllocationChoice;
 use crate::filter::{check_fpr, FilterKind};
@@ -334,12 +335,19 @@ impl Inner {
         } else {
             None
         };
+        let switched_away = global.is_none() && self.current().global().is_some();
         let edit = VersionEdit {
             policy: Some(policy),
             choice: Some(choice),
             ..VersionEdit::replacing(replace).with_global(global)
         };
         self.log_and_apply(edit)?;
+        if switched_away {
+            // Its checkpoint answers for nothing now (one left by a crash here is removed
+            // at the next open).
+            let (file, _) = FileName::global_filter(self.tree.id);
+            let _ = self.fs.remove(&file.path(&self.dir));
+        }
         Ok(())
     }
 

@@ -112,6 +112,44 @@ pub(crate) fn load_checkpoint(
     Some(next.with_global(Some(Arc::new(g))))
 }
 
+/// A filter saved at close holding less than this share of its capacity is saved at its
+/// size instead ([`fit_for_rest`]).
+const FIT_BELOW: f64 = 0.75;
+/// The capacity of a filter fitted for rest, times its entries: a little room, so that the
+/// build stays below the design load's stash.
+const FIT_ROOM: f64 = 1.05;
+
+/// For a checkpoint: `g` built again at its size ([`FIT_ROOM`] times its entries) when it
+/// holds less than [`FIT_BELOW`] of its capacity, else `None` (save `g` as it is). A filter
+/// grows ahead of the flushes (to twice its capacity past 80 % of it) and compactions empty
+/// it again as they carry the upper runs down, so at close it is often half empty; the
+/// store at rest, and every reader that opens it, keeps the fitted one, and its first flush
+/// after the next open grows it again (from the key hashes files, no data read). A build
+/// that fails leaves `g` to be saved.
+fn fit_for_rest(
+    dir: &Path,
+    v: &Version,
+    g: &Arc<GlobalIndex>,
+    counters: &Arc<crate::counters::Sharded<8>>,
+) -> Option<Arc<GlobalIndex>> {
+    let entries = g.filter.writer().len();
+    if entries as f64 >= g.capacity as f64 * FIT_BELOW {
+        return None;
+    }
+    let size = |keys: u64| (keys as f64 * FIT_ROOM) as u64;
+    let (fitted, _) = build_global(
+        dir,
+        v,
+        &size,
+        counters.clone(),
+        &AtomicBool::new(false),
+        true,
+    )
+    .ok()?;
+    // Not smaller (a floor of the capacity, or a stash): keep the one there is.
+    (fitted.filter.memory_bytes() < g.filter.memory_bytes()).then_some(fitted)
+}
+
 impl Inner {
     /// Writes this tree's global filter checkpoint (`GLOBALFILTER`, or `GLOBALFILTER-ID`
     /// for a named keyspace; replaced atomically), tagged with the table set it answers
@@ -124,6 +162,8 @@ impl Inner {
         if self.tree.dropped.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
+        let fitted = fit_for_rest(&self.dir, &v, g, &self.tree.global_counters);
+        let g = fitted.as_ref().unwrap_or(g);
         let bytes = g.filter.encode(table_set_tag(&v));
         let (file, tmp) = FileName::global_filter(self.tree.id);
         replace_file(&*self.fs, &self.dir, tmp, file, &bytes)

@@ -283,6 +283,16 @@ impl Store {
                 *c = Some(k.clone());
             }
         }
+        // The checkpoint of a tree no longer under the global filter (switched away by a
+        // refilter, which leaves it to this): never read, removed.
+        if kind != FilterKind::Global {
+            let _ = fs.remove(&FileName::GlobalFilter.path(&dir));
+        }
+        for rec in &manifest.keyspaces.live {
+            if rec.policy.kind() != FilterKind::Global {
+                let _ = fs.remove(&FileName::global_filter(rec.id).0.path(&dir));
+            }
+        }
         let version = Arc::new(version);
         let shared = SharedManifest::new(manifest.clone(), next_file);
         let set = VersionSet::new(

@@ -440,7 +440,9 @@ impl BenchEngine {
             store.wait_for_compaction()?;
             settle = ts.elapsed();
         }
-        drop(store);
+        let tc = Instant::now();
+        store.close()?;
+        let close = tc.elapsed();
         let disk = dir_bytes(dir);
         let live = n * (16 + self.value_bytes as u64);
         let tr = Instant::now();
@@ -552,7 +554,12 @@ impl BenchEngine {
             range_all.built,
             all_s / (load_cpu + all_s - range_s).max(1e-9) * 100.0
         );
-        let _ = writeln!(o, "reopen:     {:.1} ms", reopen.as_secs_f64() * 1e3);
+        let _ = writeln!(
+            o,
+            "close:      {:.1} ms, then reopen: {:.1} ms",
+            close.as_secs_f64() * 1e3,
+            reopen.as_secs_f64() * 1e3
+        );
         for (what, l) in [("absent", &absent), ("present", &present)] {
             let _ = writeln!(
                 o,
