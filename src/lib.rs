@@ -94,9 +94,9 @@ pub use filter::{Filter, FilterKind};
 pub use repair::repair;
 pub use slice::Slice;
 pub use store::{
-    AllocationModel, Keyspace, KeyspaceOptions, KeyspaceStats, LevelStats, LifecycleStats,
-    Lifetime, Options, PinnedReader, RangeBuildStats, Reader, RunModel, Scan, Snapshot,
-    SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,
+    AllocationModel, FilterCheck, Keyspace, KeyspaceOptions, KeyspaceStats, LevelStats,
+    LifecycleStats, Lifetime, Options, PinnedReader, RangeBuildStats, Reader, RunModel, Scan,
+    Snapshot, SnapshotStats, Stats, Store, SyncPolicy, TableStats, Transaction, TransactionScan,
     WriteOptions,
 };
 pub use table::Compression;

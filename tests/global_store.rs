@@ -700,3 +700,52 @@ fn every_lookup_probes_the_global_filter_once_and_is_counted() {
         }
     }
 }
+
+/// `check_filters` finds every key of every table through the filter a lookup asks, under
+/// every filter kind: the global filter for the upper tables (L0 under their run ids, the
+/// middle levels under theirs), own filters for the deepest levels, range filters for all.
+#[test]
+fn check_filters_finds_every_key_under_every_filter_kind() {
+    for kind in FilterKind::ALL.into_iter().chain([FilterKind::Global]) {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Options::default()
+            .filter(kind)
+            .memtable_bytes(4096)
+            .compaction_trigger(Some(4))
+            .table_bytes(4096)
+            .l1_bytes(8192)
+            .level_ratio(2)
+            .fs(Arc::new(NoSyncFs));
+        let store = Store::open(dir.path(), o).unwrap();
+        for i in 0..6000u64 {
+            let k = format!("k{:05}", (i * 7919) % 5000);
+            if i % 11 == 0 {
+                store.delete(&k).unwrap();
+            } else {
+                store.put(&k, i.to_le_bytes()).unwrap();
+            }
+        }
+        store.flush().unwrap();
+        store.wait_for_compaction().unwrap();
+        store.build_deferred_range_filters().unwrap();
+        let st = store.stats();
+        let entries: u64 = st.tables.iter().map(|t| t.keys).sum();
+        let c = store.check_filters().unwrap();
+        assert_eq!(c.tables, st.tables.len() as u64, "{kind:?}: {c:?}");
+        assert_eq!(c.keys, entries, "{kind:?}: {c:?}");
+        let ranged = st
+            .tables
+            .iter()
+            .filter(|t| t.range_filter_bytes > 0)
+            .count() as u64;
+        assert_eq!(c.range_filter_tables, ranged, "{kind:?}: {c:?}");
+        assert!(kind == FilterKind::None || ranged > 0, "{kind:?}: {c:?}");
+        match kind {
+            FilterKind::Global => {
+                assert!(c.global_tables > 0 && c.own_filter_tables > 0, "{c:?}")
+            }
+            FilterKind::None => assert_eq!(c.unfiltered_tables, c.tables, "{c:?}"),
+            _ => assert_eq!(c.own_filter_tables, c.tables, "{kind:?}: {c:?}"),
+        }
+    }
+}

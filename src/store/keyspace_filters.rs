@@ -3,7 +3,7 @@
 //! keyspace's tree (docs/engine.md, "Keyspaces"; a keyspace under the global filter:
 //! docs/global-filter.md, "In named keyspaces").
 
-use super::{Keyspace, Rebalanced};
+use super::{FilterCheck, Keyspace, Rebalanced};
 use crate::error::Result;
 use crate::filter::alloc::FilterPolicy;
 use crate::filter::FilterKind;
@@ -28,5 +28,10 @@ impl Keyspace {
     /// [`Store::check_global_filter`](super::Store::check_global_filter)): `Ok(None)` when it has none.
     pub fn check_global_filter(&self) -> Result<Option<u64>> {
         self.store.check_global_filter()
+    }
+    /// Checks every table's filters of this keyspace against its keys (see
+    /// [`Store::check_filters`](super::Store::check_filters)).
+    pub fn check_filters(&self) -> Result<FilterCheck> {
+        self.store.check_filters()
     }
 }

@@ -22,6 +22,7 @@ mod commit;
 mod compact;
 mod compact_range;
 mod durable;
+mod filter_check;
 mod filters;
 mod global;
 mod global_save;
@@ -63,6 +64,7 @@ use crate::version::{SetState, Version, VersionEdit};
 use crate::wal::WalWriter;
 
 pub use self::backup::CheckpointReport;
+pub use self::filter_check::FilterCheck;
 pub use self::filters::Rebalanced;
 pub use self::keyspace::{Keyspace, KeyspaceOptions};
 pub use self::keyspace_stats::KeyspaceStats;
