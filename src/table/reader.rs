@@ -415,6 +415,15 @@ impl Table {
         })
     }
 
+    /// The length of the block `stored` holds (as [`Table::read_stored`] returns it) when
+    /// it is stored raw, a prefix of `stored`: `None` for a compressed block.
+    fn raw_len(&self, stored: &[u8]) -> Option<usize> {
+        match self.version {
+            ..4 => Some(stored.len()),
+            _ => (stored.last() == Some(&compress::CODEC_NONE)).then(|| stored.len() - 1),
+        }
+    }
+
     /// The block held by the stored bytes of a block at `offset`: in place, or (a compressed
     /// version 4 block) decompressed into `plain`.
     fn decode<'b>(
@@ -512,11 +521,7 @@ impl Table {
         scratch::with(&READ_BUF, |buf| {
             let (stored, offset) = self.read_stored(i, counters, buf)?;
             if let Some(map) = self.map_bytes.as_ref().filter(|_| self.map_data && !owned) {
-                let raw = match self.version {
-                    ..4 => Some(stored.len()),
-                    _ => (stored.last() == Some(&compress::CODEC_NONE)).then(|| stored.len() - 1),
-                };
-                if let Some(len) = raw {
+                if let Some(len) = self.raw_len(stored) {
                     // `read_stored` took the block from `map[offset..offset + len + 4]`.
                     let at = offset as usize;
                     return Ok(map.slice(at..at + len));
@@ -656,7 +661,7 @@ mod read_ahead_tests {
             for i in 0..t.block_count() {
                 let got = t.scan_block(i, &c, &mut ahead).unwrap();
                 assert_eq!(&*got, &*t.block(i, &c, false).unwrap(), "block {i}");
-                let held = ahead.buf.capacity();
+                let held = ahead.held();
                 assert!(held <= SCAN_READ, "block {i}: a buffer of {held} bytes");
             }
             scans.push(ahead);

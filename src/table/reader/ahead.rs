@@ -16,14 +16,16 @@ thread_local! {
 }
 
 /// Data blocks of one table that a scan read together, as stored (see
-/// [`Table::scan_block`]); reused from read to read, and its buffer from scan to scan.
+/// [`Table::scan_block`]): one buffer of [`SCAN_READ`] bytes per read, shared with the raw
+/// blocks taken out of it (a cursor and the values it hands out hold it, not a copy). A
+/// buffer goes back to its thread's spares when the last of them drops, for the next read.
 #[derive(Debug, Default)]
 pub(crate) struct ReadAhead {
-    /// Empty, or [`SCAN_READ`] bytes.
-    pub(super) buf: Vec<u8>,
-    /// File offset of `buf[0]`.
+    /// The bytes of the last read (`None` before the first, or after a [`clear`](Self::clear)).
+    unit: Option<BlockBytes>,
+    /// File offset of the unit's first byte.
     at: u64,
-    /// The blocks `buf` holds, whole.
+    /// The blocks the unit holds, whole.
     pub(super) blocks: std::ops::Range<usize>,
 }
 
@@ -31,22 +33,48 @@ impl ReadAhead {
     /// Forgets the blocks held (before a read of another table).
     pub(crate) fn clear(&mut self) {
         self.blocks = 0..0;
+        self.unit = None;
+    }
+
+    /// Bytes of the last read (0 when none is held).
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.unit.as_ref().map_or(0, |u| u.len())
     }
 }
 
-impl Drop for ReadAhead {
+/// A read-ahead buffer ([`SCAN_READ`] bytes) as the owner of shared bytes: back to the
+/// spares of the thread that drops the last view of it (up to [`SPARE_BUFS`]).
+struct Pooled(Vec<u8>);
+
+impl Pooled {
+    /// A spare buffer of this thread, or a new one.
+    fn take() -> Pooled {
+        let spare = SPARE.with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()));
+        Pooled(spare.unwrap_or_else(|| vec![0; SCAN_READ]))
+    }
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Pooled {
     fn drop(&mut self) {
         // Every buffer is SCAN_READ bytes (a longer block is read without one): at most
         // SPARE_BUFS * SCAN_READ bytes are kept per thread.
-        if self.buf.len() != SCAN_READ {
+        if self.0.len() != SCAN_READ {
             return;
         }
-        let buf = std::mem::take(&mut self.buf);
+        let buf = std::mem::take(&mut self.0);
         // Nothing to keep it in while the thread ends.
         let _ = SPARE.try_with(|s| {
-            let mut s = s.borrow_mut();
-            if s.len() < SPARE_BUFS {
-                s.push(buf);
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < SPARE_BUFS {
+                    s.push(buf);
+                }
             }
         });
     }
@@ -89,7 +117,7 @@ impl Table {
         rev: bool,
     ) -> Result<BlockBytes> {
         if ahead.blocks.contains(&i) {
-            return self.block_ahead(i, counters, ahead);
+            return self.block_ahead(i, counters, ahead, false);
         }
         if self.map_data {
             return self.block(i, counters, true);
@@ -101,7 +129,7 @@ impl Table {
                 (self.index.handle(i)).is_some_and(|h| u64::from(h.1) + 4 <= SCAN_READ as u64);
             if fits {
                 self.read_ahead(i, ahead, rev)?;
-                self.block_ahead(i, counters, ahead)
+                self.block_ahead(i, counters, ahead, owned)
             } else {
                 ahead.clear();
                 self.read_block(i, counters, owned)
@@ -114,7 +142,8 @@ impl Table {
     /// start within `SCAN_READ` bytes of its end) into `ahead`, with one `pread` (not
     /// counted: each block is counted when it is taken out, by [`Table::block_ahead`]).
     fn read_ahead(&self, i: usize, ahead: &mut ReadAhead, rev: bool) -> Result<()> {
-        ahead.blocks = 0..0;
+        // The last unit's buffer goes back to the spares unless a block of it is held.
+        ahead.clear();
         let Some((offset, len)) = self.index.handle(i) else {
             return Err(Error::Internal(format!("block {i} out of range")));
         };
@@ -143,12 +172,9 @@ impl Table {
                 j += 1;
             }
         }
-        if ahead.buf.is_empty() {
-            let spare = SPARE.with(|s| s.borrow_mut().pop());
-            ahead.buf = spare.unwrap_or_else(|| vec![0; SCAN_READ]);
-        }
+        let mut buf = Pooled::take();
         let n = usize::try_from(end - start).unwrap_or(usize::MAX);
-        let Some(dst) = ahead.buf.get_mut(..n) else {
+        let Some(dst) = buf.0.get_mut(..n) else {
             return Err(Error::Internal(format!(
                 "block {i}: {n} bytes to read ahead"
             )));
@@ -156,17 +182,21 @@ impl Table {
         self.file
             .read_exact_at(dst, start)
             .map_err(|err| Error::io(&self.path, err))?;
+        ahead.unit = Some(BlockBytes::owned(buf).slice(0..n));
         ahead.at = start;
         ahead.blocks = first..j;
         Ok(())
     }
 
-    /// Block `i`, which `ahead` holds: CRC-checked, decompressed and counted as a read.
+    /// Block `i`, which `ahead` holds: CRC-checked, decompressed and counted as a read. A
+    /// block stored raw is a view of the read's buffer, unless `owned` (a block for the
+    /// cache, which holds only copies of the bytes it counts).
     fn block_ahead(
         &self,
         i: usize,
         counters: &TableCounters,
         ahead: &ReadAhead,
+        owned: bool,
     ) -> Result<BlockBytes> {
         let Some((offset, len)) = self.index.handle(i) else {
             return Err(Error::Internal(format!("block {i} out of range")));
@@ -175,13 +205,18 @@ impl Table {
             .checked_sub(ahead.at)
             .and_then(|s| usize::try_from(s).ok())
             .unwrap_or(usize::MAX);
+        let unit = ahead.unit.as_ref();
         let raw = usize::try_from(u64::from(len) + 4)
             .ok()
             .and_then(|n| start.checked_add(n))
-            .and_then(|end| ahead.buf.get(start..end))
+            .and_then(|end| unit?.get(start..end))
             .ok_or_else(|| Error::Internal(format!("block {i} not in the read-ahead")))?;
         let stored = self.checked(raw, offset, counters)?;
-        self.heap_block(stored, offset)
+        match (self.raw_len(stored), unit) {
+            // `raw` (and so the block) lies at `start..` in the unit.
+            (Some(n), Some(unit)) if !owned => Ok(unit.slice(start..start + n)),
+            _ => self.heap_block(stored, offset),
+        }
     }
 
     /// Decodes every entry of the table, block after block, as a scan reads them

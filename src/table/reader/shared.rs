@@ -23,6 +23,11 @@ impl BlockBytes {
         BlockBytes(Bytes::from_owner(data.to_vec()))
     }
 
+    /// The bytes `owner` holds, shared (a block is a [`slice`](Self::slice) of them).
+    pub(super) fn owned<T: AsRef<[u8]> + Send + 'static>(owner: T) -> BlockBytes {
+        BlockBytes(Bytes::from_owner(owner))
+    }
+
     /// A whole table file's map, shared (a mapped block is a [`slice`](Self::slice) of it).
     pub(super) fn mapped(map: Arc<Mmap>) -> BlockBytes {
         BlockBytes(Bytes::from_owner(MapOwner(map)))
