@@ -169,7 +169,7 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         self.done = true;
     }
 
-    #[inline]
+    #[inline(always)]
     fn less(&self, a: u32, b: u32) -> bool {
         let (pa, pb) = (self.prefix[a as usize], self.prefix[b as usize]);
         if pa != pb {
@@ -185,6 +185,7 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         }
     }
 
+    #[inline]
     fn sift_down(&mut self, mut i: usize) {
         let n = self.heap.len();
         loop {

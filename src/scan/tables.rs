@@ -234,6 +234,7 @@ impl TableRun {
 }
 
 impl Source for TableRun {
+    #[inline]
     fn state(&self) -> State {
         if self.ready {
             State::Ready
@@ -243,12 +244,11 @@ impl Source for TableRun {
             State::Done
         }
     }
+    #[inline]
     fn key(&self) -> &[u8] {
         match (self.ready, &self.cursor) {
             (true, Some(c)) => c.key(),
-            _ if self.in_run() && self.rev => self.handle().max_key(),
-            _ if self.in_run() => self.handle().min_key(),
-            _ => &[],
+            _ => self.bound(),
         }
     }
     fn value(&self) -> Option<&[u8]> {
@@ -294,10 +294,18 @@ impl Source for TableRun {
         }
         self.open_filtered(start, end)
     }
+    #[inline]
     fn advance(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cursor {
             let r = if self.rev { c.prev() } else { c.advance() };
-            r.map_err(|e| e.in_file(self.handle().table.path(), 0))?;
+            if r.is_err() {
+                return r.map_err(|e| e.in_file(self.handle().table.path(), 0));
+            }
+            // The common step: on to the next entry of the block, untagged.
+            if c.valid() && !self.tagged {
+                self.ready = true;
+                return Ok(());
+            }
         }
         self.settle()
     }
@@ -353,6 +361,16 @@ impl TableRun {
             }
         }
         Ok(())
+    }
+
+    /// [`Source::key`] when not on an entry: the pending table's bound of its keys (its
+    /// smallest key; backward its largest), or nothing past the run.
+    fn bound(&self) -> &[u8] {
+        match self.in_run() {
+            true if self.rev => self.handle().max_key(),
+            true => self.handle().min_key(),
+            false => &[],
+        }
     }
 
     /// Pending again, on the table of the run that holds `key`.
