@@ -22,6 +22,7 @@ mod kernel;
 mod kind;
 pub mod range;
 mod simd;
+pub(crate) use simd::prefetch_ref;
 
 use crate::codec::{le_u32, le_u64};
 use crate::error::{Error, Result};

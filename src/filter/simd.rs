@@ -123,7 +123,7 @@ pub(super) fn prefetch(body: &[u8], at: usize) {
 /// Asks the CPU to bring the cache line of `*r` into cache, without waiting for it (see
 /// [`prefetch`]): the global filter's batches issue it for buckets a few operations ahead.
 #[inline(always)]
-pub(super) fn prefetch_ref<T>(r: &T) {
+pub(crate) fn prefetch_ref<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -122,7 +122,7 @@ impl Table {
         if self.map_data {
             return self.block(i, counters, true);
         }
-        self.through_cache(i, counters, true, |owned| {
+        self.through_cache(i, counters, true, super::prefetch, |owned| {
             // A block longer than a read-ahead buffer (a large value) has no block after it
             // within reach: it is read alone, as any block is.
             let fits =
