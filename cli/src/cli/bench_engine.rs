@@ -554,12 +554,8 @@ impl BenchEngine {
             range_all.built,
             all_s / (load_cpu + all_s - range_s).max(1e-9) * 100.0
         );
-        let _ = writeln!(
-            o,
-            "close:      {:.1} ms, then reopen: {:.1} ms",
-            close.as_secs_f64() * 1e3,
-            reopen.as_secs_f64() * 1e3
-        );
+        let (close_ms, reopen_ms) = (close.as_secs_f64() * 1e3, reopen.as_secs_f64() * 1e3);
+        let _ = writeln!(o, "close:      {close_ms:.1} ms, reopen: {reopen_ms:.1} ms");
         for (what, l) in [("absent", &absent), ("present", &present)] {
             let _ = writeln!(
                 o,
