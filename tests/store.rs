@@ -932,3 +932,62 @@ fn lookups_after_writes_pause_drain_l0_into_l1() {
     assert_eq!((s.levels[0].tables, s.idle_drains), (3, 0), "drain off");
     assert_values(&store, 0..3_000);
 }
+
+/// The store's read counters never go back while compactions replace the tables that
+/// counted them: a table's counts move to the retired total in the same step that takes it
+/// out of the version `stats` reads (under the same lock), so no `stats` call sees them in
+/// neither (a drop) or in both.
+#[test]
+fn read_counters_never_go_back_while_compactions_run() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options::default()
+        .memtable_bytes(8 << 10)
+        .compaction_trigger(Some(2))
+        .table_bytes(4 << 10)
+        .l1_bytes(16 << 10)
+        .block_cache_bytes(0)
+        .fs(Arc::new(common::NoSyncFs));
+    let store = Store::open(dir.path(), o).unwrap();
+    for i in 0..2000u32 {
+        store.put(format!("k{i:05}"), [7u8; 40]).unwrap();
+    }
+    store.flush().unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for round in 0..40u32 {
+                for i in 0..500u32 {
+                    let k = format!("k{:05}", (i * 7 + round) % 2000);
+                    store.put(k, [round as u8; 40]).unwrap();
+                }
+                store.flush().unwrap();
+            }
+            stop.store(true, Relaxed);
+        });
+        s.spawn(|| {
+            let mut i = 0u32;
+            while !stop.load(Relaxed) {
+                let _ = store.get(format!("k{:05}", i % 2000)).unwrap();
+                i = i.wrapping_add(13);
+            }
+        });
+        let (mut last, mut checks) = (store.stats(), 0u64);
+        while !stop.load(Relaxed) {
+            let now = store.stats();
+            assert!(
+                now.data_block_reads >= last.data_block_reads
+                    && now.filter_negatives >= last.filter_negatives
+                    && now.filter_positives >= last.filter_positives,
+                "after {checks} checks: reads {} then {}, negatives {} then {}",
+                last.data_block_reads,
+                now.data_block_reads,
+                last.filter_negatives,
+                now.filter_negatives
+            );
+            last = now;
+            checks += 1;
+        }
+        assert!(store.stats().compactions > 0);
+    });
+}

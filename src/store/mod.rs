@@ -472,11 +472,12 @@ impl Inner {
         // The manifest records the commit sequence reached so far: every record of a log it
         // lets go of was numbered before this load.
         let last_seq = self.last_seq.load(std::sync::atomic::Ordering::SeqCst);
-        let slot = self.tree.slot;
-        let r = self.tree.versions.log_and_apply(edit, last_seq, |next| {
+        let (slot, versions) = (self.tree.slot, &self.tree.versions);
+        let r = versions.log_and_apply(edit, last_seq, |next, count_left| {
             let mut st = self.state_mut();
             let t = st.tree_mut(slot);
             t.current = next.clone();
+            count_left(); // under the lock `stats` reads the version and counters with
             also(t);
         });
         // A dropped keyspace's change fails without harm to the store (its record is gone).

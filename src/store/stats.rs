@@ -293,8 +293,13 @@ impl Store {
 impl super::Inner {
     /// The store's lifetime counters as of now: those read at open plus this process's.
     pub(super) fn lifetime_now(&self) -> Lifetime {
-        let version = self.current();
-        self.lifetime_base.plus(&self.process_totals(&version))
+        let st = self.read_state();
+        let version = &st.tree(self.tree.slot).current;
+        // Read with the version, under the lock a change publishes under (see
+        // `log_and_apply`): the counters of a table leaving the set are counted once.
+        let totals = self.process_totals(version);
+        drop(st);
+        self.lifetime_base.plus(&totals)
     }
 
     /// This process's counters: the engine's, those of tables that left the live set, and
@@ -357,7 +362,7 @@ impl super::Inner {
 
     pub(super) fn stats(&self) -> Stats {
         let inner = self;
-        let (version, mem_entries, mem_bytes) = {
+        let (version, mem_entries, mem_bytes, p) = {
             let st = inner.read_state();
             let st = st.tree(inner.tree.slot);
             let imm = st.imm.as_ref().map_or(0, |m| m.mem.len() as u64);
@@ -365,9 +370,11 @@ impl super::Inner {
                 st.current.clone(),
                 st.mem.len() as u64 + imm,
                 st.mem.approximate_bytes() as u64,
+                // Under the lock a change publishes under (see `log_and_apply`): the
+                // counters of a table leaving the set are counted once, never twice or not.
+                inner.process_totals(&st.current),
             )
         };
-        let p = inner.process_totals(&version);
         let c = &inner.counters;
         let micros = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) / 1000;
         let (groups, writes) = inner.commit.counts();

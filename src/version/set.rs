@@ -308,13 +308,16 @@ impl VersionSet {
 
     /// Applies `edit` (see the module documentation for the steps and what a crash at each
     /// leaves): the manifest naming the next version is made durable, `publish` gives the
-    /// next version to readers (called under the version-set lock), and the files no
-    /// version names any more are retired. Returns the next version.
+    /// next version to readers (called under the version-set lock, with a function that
+    /// adds the counters of the tables leaving the set to [`retired`](Self::retired): call
+    /// it under the lock that readers of the counters take with the version, so that a
+    /// table's counts are in exactly one of the two and a sum never goes back), and the files
+    /// no version names any more are retired. Returns the next version.
     pub(crate) fn log_and_apply(
         &self,
         edit: VersionEdit,
         last_seq: u64,
-        publish: impl FnOnce(&Arc<Version>),
+        publish: impl FnOnce(&Arc<Version>, &dyn Fn()),
     ) -> Result<Arc<Version>> {
         let mut st = self.lock();
         let old = st.current.clone();
@@ -380,7 +383,7 @@ impl VersionSet {
         if let Some(c) = edit.choice {
             st.choice = c;
         }
-        publish(&next);
+        publish(&next, &|| self.count_left(&old, &next));
         drop(st);
         self.retire_left(&old, &next);
         Ok(next)
@@ -392,7 +395,17 @@ impl VersionSet {
         let old = self.lock().current.clone();
         let empty = Arc::new(Version::new(Vec::new()));
         self.lock().current = empty.clone();
+        self.count_left(&old, &empty);
         self.retire_left(&old, &empty);
+    }
+
+    /// Adds the counters of the tables of `old` that `next` does not hold to
+    /// [`retired`](Self::retired).
+    fn count_left(&self, old: &Arc<Version>, next: &Arc<Version>) {
+        let live: HashSet<*const TableHandle> = next.tables().map(Arc::as_ptr).collect();
+        for t in old.tables().filter(|t| !live.contains(&Arc::as_ptr(t))) {
+            self.retired.add(t);
+        }
     }
 
     /// Step 4 of `log_and_apply`: the files of `old` that `next` does not name.
@@ -405,7 +418,6 @@ impl VersionSet {
             .collect();
         let live: HashSet<*const TableHandle> = next.tables().map(Arc::as_ptr).collect();
         for t in old.tables().filter(|t| !live.contains(&Arc::as_ptr(t))) {
-            self.retired.add(t);
             for f in t.files.each().filter(|f| !named.contains(&f.number())) {
                 f.retire();
             }
