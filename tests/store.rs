@@ -991,3 +991,48 @@ fn read_counters_never_go_back_while_compactions_run() {
         assert!(store.stats().compactions > 0);
     });
 }
+
+/// The same for a read-only handle across refreshes: the tables a refresh replaces (the
+/// writer compacted them) hand their counts to its retired total.
+#[test]
+fn a_read_only_handles_counters_never_go_back_across_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options::default()
+        .memtable_bytes(8 << 10)
+        .compaction_trigger(Some(2))
+        .block_cache_bytes(0)
+        .fs(Arc::new(common::NoSyncFs));
+    let store = Store::open(dir.path(), o).unwrap();
+    for i in 0..3000u32 {
+        store.put(format!("k{i:05}"), [1u8; 40]).unwrap();
+    }
+    store.flush().unwrap();
+    store.wait_for_compaction().unwrap();
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    let mut last = reader.stats();
+    for round in 0..5u32 {
+        for i in (0..3000u32).step_by(7) {
+            assert!(reader.get(format!("k{i:05}")).unwrap().is_some());
+            assert!(reader.get(format!("k{i:05}x")).unwrap().is_none());
+        }
+        for i in 0..3000u32 {
+            store.put(format!("k{i:05}"), [round as u8; 40]).unwrap();
+        }
+        store.flush().unwrap();
+        store.compact().unwrap();
+        let before = reader.stats();
+        assert!(before.data_block_reads > last.data_block_reads);
+        reader.refresh().unwrap();
+        let after = reader.stats();
+        assert!(
+            after.data_block_reads >= before.data_block_reads
+                && after.filter_negatives >= before.filter_negatives,
+            "round {round}: reads {} then {}, negatives {} then {}",
+            before.data_block_reads,
+            after.data_block_reads,
+            before.filter_negatives,
+            after.filter_negatives
+        );
+        last = after;
+    }
+}

@@ -299,9 +299,12 @@ impl VersionSet {
     }
 
     /// A read-only handle's new table set, read from the writer's manifest
-    /// (`store/readonly.rs`): nothing is written or retired.
+    /// (`store/readonly.rs`): nothing is written and no file retired (the writer owns them);
+    /// the counters of the tables it replaces go to the retired total.
     pub(crate) fn adopt_current(&self, v: Arc<Version>, log_number: u64) {
         let mut st = self.lock();
+        // Called under the state lock that publishes `v` (see `log_and_apply`).
+        self.count_left(&st.current, &v);
         st.current = v;
         st.log_number = log_number;
     }
