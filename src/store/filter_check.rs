@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use super::Store;
 use crate::error::{Error, Result};
-use crate::global_index::level_run;
+use crate::filter::global::RunId;
+use crate::global_index::{level_run, GlobalIndex};
 use crate::table::files::TableFile;
+use crate::table::MappedFilter;
 use crate::table::{TableCounters, TableCursor};
 
 /// What [`Store::check_filters`] checked, table by table.
@@ -32,6 +34,17 @@ pub struct FilterCheck {
     pub unfiltered_tables: u64,
 }
 
+/// The point filter a lookup asks for a table's keys.
+enum Point<'a> {
+    /// The tree's global filter, under the table's run id (`None`: an upper table without
+    /// one, which no lookup can name).
+    Global(&'a GlobalIndex, Option<RunId>),
+    /// The table's own filter.
+    Own(&'a MappedFilter),
+    /// None: the table is read unfiltered.
+    None,
+}
+
 impl Store {
     /// Checks every table's filters against its keys: each key must be found by its point
     /// filter (the global filter under the table's run id when the tree has one and the
@@ -47,29 +60,26 @@ impl Store {
         let mut check = FilterCheck::default();
         for (l, level) in v.levels().iter().enumerate() {
             for t in level.tables() {
-                let run = match (&global, t.own_filter()) {
-                    (Some(_), false) => Some(if l == 0 { t.run() } else { level_run(l) }),
-                    _ => None,
-                };
-                let point = match (run, &t.filter) {
-                    (Some(_), _) => "the global filter",
-                    (None, Some(_)) => "its own filter",
-                    (None, None) => "no filter",
+                // The point filter a lookup asks for this table's keys.
+                let point = match (global, t.own_filter(), &t.filter) {
+                    (Some(g), false, _) => {
+                        Point::Global(g, if l == 0 { t.run() } else { level_run(l) })
+                    }
+                    (_, _, Some(f)) => Point::Own(f),
+                    _ => Point::None,
                 };
                 let mut c = TableCursor::new(t.table.clone(), Arc::new(TableCounters::default()))?;
                 let (mut keys, mut point_missing, mut range_missing) = (0u64, 0u64, 0u64);
                 while c.valid() {
                     let key = c.key();
                     let h = crate::hash::key_hash(key);
-                    let found = match (run, &t.filter) {
-                        (Some(Some(run)), _) => {
-                            global.is_some_and(|g| g.filter.query(h).contains(run))
-                        }
+                    let found = match &point {
+                        Point::Global(g, Some(run)) => g.filter.query(h).contains(*run),
                         // An upper table of a global tree without a run id: lookups cannot
                         // name it, so none of its keys is found.
-                        (Some(None), _) => false,
-                        (None, Some(f)) => f.may_contain(h),
-                        (None, None) => true,
+                        Point::Global(_, None) => false,
+                        Point::Own(f) => f.may_contain(h),
+                        Point::None => true,
                     };
                     point_missing += u64::from(!found);
                     if let Some(r) = &t.range {
@@ -92,8 +102,11 @@ impl Store {
                     .in_file(path, 0)
                 };
                 if point_missing > 0 {
-                    let own = run.is_none().then_some(t.files.filter.as_ref()).flatten();
-                    return Err(lacks(point, point_missing, own));
+                    let (what, own) = match point {
+                        Point::Global(..) => ("the global filter", None),
+                        _ => ("its own filter", t.files.filter.as_ref()),
+                    };
+                    return Err(lacks(what, point_missing, own));
                 }
                 if range_missing > 0 {
                     return Err(lacks(
@@ -104,10 +117,10 @@ impl Store {
                 }
                 check.tables += 1;
                 check.keys += keys;
-                match (run, &t.filter) {
-                    (Some(_), _) => check.global_tables += 1,
-                    (None, Some(_)) => check.own_filter_tables += 1,
-                    (None, None) => check.unfiltered_tables += 1,
+                match point {
+                    Point::Global(..) => check.global_tables += 1,
+                    Point::Own(_) => check.own_filter_tables += 1,
+                    Point::None => check.unfiltered_tables += 1,
                 }
                 check.range_filter_tables += u64::from(t.range.is_some());
             }

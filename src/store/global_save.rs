@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use super::global::{build_global, headroom_capacity};
 use super::Inner;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filename::FileName;
 use crate::filter::global::GlobalFilter;
-use crate::global_index::{level_run, table_hashes, GlobalIndex, NO_RUN};
+use crate::global_index::{GlobalIndex, NO_RUN};
 use crate::io::replace_file;
 use crate::version::{Edit, TableHandle, Version};
 
@@ -172,51 +172,15 @@ impl Inner {
 
 impl super::Store {
     /// Checks that the global filter agrees with the tables: every key of every table is
-    /// found under its run (the table's L0 id, or its level's). `Ok(None)` when lookups do
-    /// not go through a global filter, else `Ok(Some(keys checked))`; an error names the
-    /// first table with a key the filter does not find. Reads every table.
+    /// found under its run (the table's L0 id, or its level's), or by the table's own filter
+    /// (and by its range filter: [`Store::check_filters`](super::Store::check_filters)).
+    /// `Ok(None)` when lookups do not go through a global filter, else `Ok(Some(keys
+    /// checked))`; an error names the first table with a key a filter does not find. Reads
+    /// every table.
     pub fn check_global_filter(&self) -> Result<Option<u64>> {
-        let v = self.inner.current();
-        let Some(g) = v.global() else {
+        if self.inner.current().global().is_none() {
             return Ok(None);
-        };
-        let mut checked = 0;
-        for (l, level) in v.levels().iter().enumerate() {
-            for t in level.tables() {
-                let run = if l == 0 { t.run() } else { level_run(l) };
-                let (missing, whose) = if t.own_filter() {
-                    // Not in the global filter: its own filter must hold every key (one
-                    // that did not open is not asked: the table is read unfiltered).
-                    let missing = match &t.filter {
-                        Some(f) => table_hashes(&t.table)?
-                            .into_iter()
-                            .filter(|&h| !f.may_contain(h))
-                            .count(),
-                        None => 0,
-                    };
-                    (missing, "its own filter")
-                } else {
-                    let missing = match run {
-                        Some(run) => table_hashes(&t.table)?
-                            .into_iter()
-                            .filter(|&h| !g.filter.query(h).contains(run))
-                            .count(),
-                        None => t.record.entries as usize,
-                    };
-                    (missing, "the global filter")
-                };
-                if missing > 0 {
-                    return Err(Error::corrupt(
-                        0,
-                        format!(
-                            "{whose} lacks {missing} keys of table {} (level {l})",
-                            t.record.number
-                        ),
-                    ));
-                }
-                checked += t.record.entries;
-            }
         }
-        Ok(Some(checked))
+        Ok(Some(self.check_filters()?.keys))
     }
 }
