@@ -265,12 +265,21 @@ impl Store {
         let _ = fs.remove(&FileName::ManifestTmp.path(&dir));
         let _ = fs.remove(&FileName::CountersTmp.path(&dir));
         let _ = fs.remove(&FileName::GlobalFilterTmp.path(&dir));
-        // A named keyspace's checkpoint being written, or one of a keyspace dropped (its
-        // removal cut short by a crash): never loaded (ids are never reused), removed.
+        // A named keyspace's checkpoint being written, one of a keyspace dropped (its
+        // removal cut short by a crash), or one of a keyspace no longer under the global
+        // filter (a refilter switched it away): never loaded, removed. Likewise the default
+        // keyspace's.
+        let global_ids: Vec<u32> = (manifest.keyspaces.live.iter())
+            .filter(|k| k.policy.kind() == FilterKind::Global)
+            .map(|k| k.id)
+            .collect();
         for (id, f) in keyspace_global_files(&dir) {
-            if matches!(f, FileName::KeyspaceGlobalFilterTmp(_)) || !live_ids.contains(&id) {
+            if matches!(f, FileName::KeyspaceGlobalFilterTmp(_)) || !global_ids.contains(&id) {
                 let _ = fs.remove(&f.path(&dir));
             }
+        }
+        if kind != FilterKind::Global {
+            let _ = fs.remove(&FileName::GlobalFilter.path(&dir));
         }
         let (lifetime_base, lifetime_problem) = match crate::lifetime::load(&dir) {
             Ok(l) => (l.unwrap_or_default(), None),
@@ -281,16 +290,6 @@ impl Store {
         for (l, k) in &manifest.cursors {
             if let Some(c) = cursors.get_mut(*l as usize) {
                 *c = Some(k.clone());
-            }
-        }
-        // The checkpoint of a tree no longer under the global filter (switched away by a
-        // refilter, which leaves it to this): never read, removed.
-        if kind != FilterKind::Global {
-            let _ = fs.remove(&FileName::GlobalFilter.path(&dir));
-        }
-        for rec in &manifest.keyspaces.live {
-            if rec.policy.kind() != FilterKind::Global {
-                let _ = fs.remove(&FileName::global_filter(rec.id).0.path(&dir));
             }
         }
         let version = Arc::new(version);
