@@ -338,8 +338,8 @@ pub(crate) fn table_sources(
     }
 }
 
-/// What a scan reads: its memtables and its table set, as of its start. The scan's back end
-/// is made from them when it is first used.
+/// What a scan reads: its memtables and its table set, as of its start. Each end of the
+/// scan is made from them when it is first used.
 pub(crate) struct ScanInput {
     /// The memtables' sources (newest first, at most two: the live one and the immutable
     /// one), positioned at the start.
@@ -351,20 +351,23 @@ pub(crate) struct ScanInput {
     pub now: u64,
 }
 
-/// The back end of a scan: not made until `next_back` first asks.
-enum Back {
-    /// Backward memtable sources (unpositioned), and what the table sources come from.
-    Plan {
-        /// How many of the front's first sources are memtables (each gives a backward
-        /// source over the same snapshot when the back end is made: a forward scan pays
-        /// nothing for it).
-        mems: usize,
-        version: Arc<Version>,
-        ranges: Arc<RangeCounters>,
-        now: u64,
-    },
-    Open(Merge<ScanSource, true>),
-    None,
+/// A scan's range: its start and end.
+type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// What a scan's ends are made from, until both are: each end is made when first used, so
+/// a forward scan makes no back end and a reverse one no front.
+struct Plan {
+    /// The memtables' forward sources (newest first), positioned at the start: the front's
+    /// when it is made (then empty).
+    mems: Vec<MemSource>,
+    /// How many memtable sources there are (each gives a backward source over the same
+    /// snapshot when the back end is made).
+    mem_count: usize,
+    version: Arc<Version>,
+    ranges: Arc<RangeCounters>,
+    now: u64,
+    /// The range, taken by the first end made (the second takes it from the first).
+    bounds: Option<Range>,
 }
 
 /// An iterator over a key range, in key order (or, from the back, in reverse key order),
@@ -372,8 +375,12 @@ enum Back {
 /// (and ends the scan). Both ends may be used, as with `BTreeMap::range`: they meet without
 /// overlap or gap. See [`Store::scan`](crate::Store::scan).
 pub struct Scan {
-    front: Merge<ScanSource, false>,
-    back: Back,
+    /// The front end (`None` until first used).
+    front: Option<Merge<ScanSource, false>>,
+    /// The back end (`None` until first used).
+    back: Option<Merge<ScanSource, true>>,
+    /// What the ends not yet made come from (`None` once both are, or for an empty scan).
+    plan: Option<Plan>,
     /// The range tombstones of the front's sources, ranked by source number, and of the
     /// back's (whose sources may differ): `None` when there are none.
     cover: Option<Box<Cover>>,
@@ -389,25 +396,18 @@ impl Scan {
             ranges,
             now,
         } = input;
-        let back_mems = mems.len();
-        let n = mems.len() + version.levels().len() + version.l0_count();
-        let mut sources: Vec<ScanSource> = Vec::with_capacity(n);
-        sources.extend(mems.into_iter().map(ScanSource::Mem));
-        let (from, to) = (
-            start.as_ref().map(Vec::as_slice),
-            end.as_ref().map(Vec::as_slice),
-        );
-        table_sources(&version, from, to, &ranges, false, now, &mut sources);
-        let cover = scan_cover(&sources);
         Scan {
-            front: Merge::new(sources, start, end),
-            back: Back::Plan {
-                mems: back_mems,
+            front: None,
+            back: None,
+            plan: Some(Plan {
+                mem_count: mems.len(),
+                mems,
                 version,
                 ranges,
                 now,
-            },
-            cover,
+                bounds: Some((start, end)),
+            }),
+            cover: None,
             back_cover: None,
         }
     }
@@ -415,65 +415,115 @@ impl Scan {
     /// A scan that yields nothing.
     pub(crate) fn empty() -> Scan {
         Scan {
-            front: Merge::new(Vec::new(), Bound::Unbounded, Bound::Unbounded),
-            back: Back::None,
+            front: None,
+            back: None,
+            plan: None,
             cover: None,
             back_cover: None,
         }
     }
 
-    /// The back end, made on first use: from the key the front last passed (or the front's
-    /// start) to the scan's end.
-    fn back(&mut self) -> Option<&mut Merge<ScanSource, true>> {
-        if let Back::Plan { .. } = self.back {
-            let Back::Plan {
-                mems,
-                version,
-                ranges,
-                now,
-            } = std::mem::replace(&mut self.back, Back::None)
-            else {
-                return None;
-            };
-            let (front_start, end) = self.front.bounds();
-            let start = match self.front.last() {
-                Some(k) => Bound::Excluded(k.to_vec()),
-                None => front_start.clone(),
-            };
-            let end = end.clone();
-            let (from, to) = (
-                start.as_ref().map(Vec::as_slice),
-                end.as_ref().map(Vec::as_slice),
-            );
-            let mut sources = Vec::new();
-            for s in &self.front.sources()[..mems] {
-                if let ScanSource::Mem(m) = s {
-                    let mut m = m.back();
-                    m.start_back(to);
-                    sources.push(ScanSource::Mem(m));
-                }
+    /// The front end, made on first use: from the scan's start to the key the back end last
+    /// passed (or the scan's end).
+    #[cold]
+    fn make_front(&mut self) -> Option<()> {
+        let plan = self.plan.as_mut()?;
+        let (start, end) = match (plan.bounds.take(), &self.back) {
+            (Some(b), _) => b,
+            (None, Some(back)) => {
+                let (start, end) = back.bounds();
+                let end = match back.last() {
+                    Some(k) => Bound::Excluded(k.to_vec()),
+                    None => end.clone(),
+                };
+                (start.clone(), end)
             }
-            table_sources(&version, from, to, &ranges, true, now, &mut sources);
-            self.back_cover = scan_cover(&sources);
-            self.back = Back::Open(Merge::new(sources, start, end));
+            (None, None) => return None,
+        };
+        let (from, to) = (
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        );
+        let n = plan.mem_count + plan.version.levels().len() + plan.version.l0_count();
+        let mut sources: Vec<ScanSource> = Vec::with_capacity(n);
+        sources.extend(plan.mems.drain(..).map(ScanSource::Mem));
+        let (version, ranges, now) = (&plan.version, &plan.ranges, plan.now);
+        table_sources(version, from, to, ranges, false, now, &mut sources);
+        self.cover = scan_cover(&sources);
+        if self.back.is_some() {
+            self.plan = None;
         }
-        match &mut self.back {
-            Back::Open(m) => Some(m),
-            _ => None,
+        self.front = Some(Merge::new(sources, start, end));
+        Some(())
+    }
+
+    /// The back end, made on first use: from the key the front last passed (or the scan's
+    /// start) to the scan's end.
+    #[cold]
+    fn make_back(&mut self) -> Option<()> {
+        let plan = self.plan.as_mut()?;
+        let (start, end) = match (plan.bounds.take(), &self.front) {
+            (Some(b), _) => b,
+            (None, Some(front)) => {
+                let (start, end) = front.bounds();
+                let start = match front.last() {
+                    Some(k) => Bound::Excluded(k.to_vec()),
+                    None => start.clone(),
+                };
+                (start, end.clone())
+            }
+            (None, None) => return None,
+        };
+        let (from, to) = (
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        );
+        let n = plan.mem_count + plan.version.levels().len() + plan.version.l0_count();
+        let mut sources = Vec::with_capacity(n);
+        // The memtables' forward sources: still in the plan, or the front's first ones.
+        let mems = match &self.front {
+            Some(f) => &f.sources()[..plan.mem_count],
+            None => &[],
+        };
+        let fwd = plan.mems.iter().chain(mems.iter().filter_map(|s| match s {
+            ScanSource::Mem(m) => Some(m),
+            ScanSource::Tables(_) => None,
+        }));
+        for m in fwd {
+            let mut m = m.back();
+            m.start_back(to);
+            sources.push(ScanSource::Mem(m));
         }
+        let (version, ranges, now) = (&plan.version, &plan.ranges, plan.now);
+        table_sources(version, from, to, ranges, true, now, &mut sources);
+        self.back_cover = scan_cover(&sources);
+        if self.front.is_some() {
+            self.plan = None;
+        }
+        self.back = Some(Merge::new(sources, start, end));
+        Some(())
     }
 
     /// Moves the front on to `key`: the next item from the front is the first at or after
     /// it (still within the scan's range, and not one the back end has returned). A key at
     /// or before where the front stands changes nothing.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
-        self.front.seek(key)
+        if self.front.is_none() {
+            self.make_front();
+        }
+        match &mut self.front {
+            Some(f) => f.seek(key),
+            None => Ok(()),
+        }
     }
 
     /// Moves the back end on to `key`: the next item from the back is the last at or before
     /// it (as [`seek`](Self::seek), backward).
     pub fn seek_back(&mut self, key: &[u8]) -> Result<()> {
-        match self.back() {
+        if self.back.is_none() {
+            self.make_back();
+        }
+        match &mut self.back {
             Some(b) => b.seek(key),
             None => Ok(()),
         }
@@ -489,12 +539,18 @@ impl std::fmt::Debug for Scan {
 impl Iterator for Scan {
     type Item = Result<(Slice, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
-        let item = next_visible(&mut self.front, self.cover.as_deref())?;
-        if let (Ok((k, _)), Back::Open(b)) = (&item, &mut self.back) {
+        if self.front.is_none() {
+            self.make_front()?;
+        }
+        let front = self.front.as_mut()?;
+        let item = next_visible(front, self.cover.as_deref())?;
+        if let (Ok((k, _)), Some(b)) = (&item, &mut self.back) {
             // The ends met: the back returned this key or one before it.
             if b.last().is_some_and(|l| **k >= *l) {
-                self.front.finish();
                 b.finish();
+                if let Some(f) = &mut self.front {
+                    f.finish();
+                }
                 return None;
             }
         }
@@ -504,15 +560,16 @@ impl Iterator for Scan {
 
 impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.back()?;
-        let Back::Open(back) = &mut self.back else {
-            return None;
-        };
+        if self.back.is_none() {
+            self.make_back()?;
+        }
+        let back = self.back.as_mut()?;
         let item = next_visible(back, self.back_cover.as_deref())?;
-        if let Ok((k, _)) = &item {
-            if self.front.last().is_some_and(|l| **k <= *l) {
-                self.front.finish();
-                if let Back::Open(b) = &mut self.back {
+        if let (Ok((k, _)), Some(f)) = (&item, &mut self.front) {
+            // The ends met: the front returned this key or one after it.
+            if f.last().is_some_and(|l| **k <= *l) {
+                f.finish();
+                if let Some(b) = &mut self.back {
                     b.finish();
                 }
                 return None;

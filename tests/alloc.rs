@@ -286,3 +286,50 @@ fn a_scan_from_the_file_shares_the_read_buffers() {
         );
     }
 }
+
+/// Each end of a scan is made when first used: a reverse scan makes no front end (its
+/// merge, its table sources), as a forward scan makes no back end. Counted over the scan's
+/// making and its first item, with a memtable, an L0 table and a level below, every block
+/// cached.
+#[test]
+fn a_reverse_scan_makes_no_front_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), 32 << 20, false);
+    for i in 0..N {
+        s.put(key(i), value(i)).unwrap();
+    }
+    s.flush().unwrap();
+    s.compact().unwrap();
+    for i in (0..N).step_by(3) {
+        s.put(key(i), value(i)).unwrap();
+    }
+    s.flush().unwrap();
+    for i in (0..N).step_by(7) {
+        s.put(key(i), value(i)).unwrap();
+    }
+    let levels: Vec<u64> = s.stats().levels.iter().map(|l| l.tables).collect();
+    assert!(
+        levels[0] >= 1 && levels[1..].iter().sum::<u64>() >= 1,
+        "{levels:?}"
+    );
+    let at = key(N / 2);
+    // Warm-up: the blocks near `at` are cached, both ways.
+    for _ in 0..2 {
+        s.scan(..=&at[..]).next_back().unwrap().unwrap();
+        s.scan(&at[..]..).next().unwrap().unwrap();
+    }
+    let (fwd, f) = allocs_in(|| {
+        let mut scan = s.scan(&at[..]..);
+        scan.next().unwrap().unwrap()
+    });
+    let (rev, r) = allocs_in(|| {
+        let mut scan = s.scan(..=&at[..]);
+        scan.next_back().unwrap().unwrap()
+    });
+    assert_eq!((&fwd.0[..], &rev.0[..]), (&at[..], &at[..]));
+    // Measured: 15 forward, 23 reverse; 27 reverse when the front was made eagerly (its
+    // merge and sources). The 8 more than forward: the backward block cursors' interval
+    // buffers (two more per table source, two sources here) and the backward memtable
+    // source beside the forward one made at the scan's start.
+    assert!(r <= f + 8, "reverse {r} allocations, forward {f}");
+}
