@@ -149,7 +149,7 @@ impl<const N: usize> std::fmt::Debug for Sharded<N> {
 
 /// Counters of one table (and its current filter): one cache line per thread slot.
 #[derive(Debug, Default)]
-pub struct TableCounters(Sharded<8>);
+pub struct TableCounters(Sharded<9>);
 
 macro_rules! table_counters {
     ($($(#[$doc:meta])* $name:ident $add:ident = $i:expr;)*) => {
@@ -186,6 +186,9 @@ table_counters! {
     cache_hits add_cache_hits = 6;
     /// Data blocks looked for in the block cache and not found (then read from the file).
     cache_misses add_cache_misses = 7;
+    /// Data blocks scans took from an L0 table (cached or read): what L0's extra sorted runs
+    /// cost scans, the rent of [`Options::scan_drain`](crate::Options::scan_drain).
+    scan_l0_blocks add_scan_l0_blocks = 8;
 }
 
 #[cfg(test)]

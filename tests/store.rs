@@ -861,11 +861,14 @@ fn lifetime_counters_survive_reopen_and_a_crash_loses_only_what_followed_the_las
 
 /// A store of three L0 tables (1,000 keys each, interleaved), below its trigger of 8.
 fn three_l0_tables(dir: &std::path::Path, idle_drain: Option<std::time::Duration>) -> Store {
+    three_l0_tables_with(dir, |o| o.idle_drain(idle_drain))
+}
+
+/// [`three_l0_tables`] with options of the caller's.
+fn three_l0_tables_with(dir: &std::path::Path, o: impl FnOnce(Options) -> Options) -> Store {
     let store = Store::open(
         dir,
-        opts(FilterKind::BlockedBloom, 0.01)
-            .compaction_trigger(Some(8))
-            .idle_drain(idle_drain),
+        o(opts(FilterKind::BlockedBloom, 0.01).compaction_trigger(Some(8))),
     )
     .unwrap();
     for t in 0..3 {
@@ -931,6 +934,55 @@ fn lookups_after_writes_pause_drain_l0_into_l1() {
     let s = store.stats();
     assert_eq!((s.levels[0].tables, s.idle_drains), (3, 0), "drain off");
     assert_values(&store, 0..3_000);
+}
+
+/// Scans pay for merging the L0 tables they read: once they have taken twice as many
+/// blocks from L0 as the merge would read (here L0 itself: the level below is empty), L0 goes
+/// into L1 below the trigger, while writes go on (the scan drain), and every key keeps its
+/// value. One full scan (half the price) does not; lookups do not count; with the drain off,
+/// L0 stays.
+#[test]
+fn scans_over_l0_drain_it_into_l1_once_they_paid_for_it() {
+    use std::time::{Duration, Instant};
+    let full_scan = |store: &Store| {
+        let n = store.scan::<&[u8]>(..).map(Result::unwrap).count();
+        assert_eq!(n, 3_000);
+    };
+    let wait_for_drain = |store: &Store| {
+        let t = Instant::now();
+        let mut s = store.stats();
+        while s.scan_drains == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+            s = store.stats();
+        }
+        s
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = three_l0_tables_with(dir.path(), |o| o.idle_drain(None));
+    for i in 0..3_000 {
+        assert!(store.get(key(i)).unwrap().is_some());
+    }
+    full_scan(&store);
+    store.put(key(0), b"v0").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let s = store.stats();
+    assert_eq!((s.levels[0].tables, s.scan_drains), (3, 0), "half paid");
+    full_scan(&store);
+    let s = wait_for_drain(&store);
+    assert_eq!((s.scan_drains, s.compactions), (1, 1));
+    assert_eq!(s.levels[0].tables, 0);
+    assert!(s.levels[1].tables >= 1);
+    assert_values(&store, 0..3_000);
+    drop(store);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = three_l0_tables_with(dir.path(), |o| o.idle_drain(None).scan_drain(false));
+    for _ in 0..4 {
+        full_scan(&store);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let s = store.stats();
+    assert_eq!((s.levels[0].tables, s.scan_drains), (3, 0), "drain off");
 }
 
 /// The store's read counters never go back while compactions replace the tables that

@@ -141,6 +141,9 @@ impl TableRun {
         } else {
             table.scan_block(i, &t.counters, &mut self.ahead)?
         };
+        if self.level == 0 {
+            t.counters.add_scan_l0_blocks(1);
+        }
         let base = table.block_span(i).map_or(0, |s| s.0);
         let r = match &mut self.cursor {
             Some(c) => c.reset(bytes, base),

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::worker::in_background;
+use super::worker::{in_background, Drain};
 use super::{Inner, Store};
 use crate::compaction::expire::{plan_expired, plan_full_at};
 use crate::compaction::plan::{plan, plan_l0_drain, tombstone_droppable, Task};
@@ -22,16 +22,57 @@ use crate::tombstone::RangeTombstone;
 use crate::version::{TableHandle, Version, VersionEdit};
 
 impl Inner {
-    /// Merges L0 into L1 whatever L0's size (the idle drain); `false` when L0 was empty.
-    pub(super) fn drain_l0(&self) -> Result<bool> {
+    /// Merges L0 into L1 whatever L0's size (the idle and scan drains); `false` when L0 was
+    /// empty.
+    pub(super) fn drain_l0(&self, why: Drain) -> Result<bool> {
         let _c = self.lock_compaction();
         let v = self.current();
         let Some(task) = plan_l0_drain(&v.level_slices(), &self.opts.shape()) else {
             return Ok(false);
         };
         in_background(|| self.run_task(&v, task))?;
-        self.counters.idle_drains.fetch_add(1, Relaxed);
+        match why {
+            Drain::Idle => &self.counters.idle_drains,
+            Drain::Scans => &self.counters.scan_drains,
+        }
+        .fetch_add(1, Relaxed);
         Ok(true)
+    }
+
+    /// Whether scans have paid for an L0 → L1 drain ([`Options::scan_drain`]): the blocks
+    /// they took from the L0 tables now in place reach twice the data blocks the drain
+    /// would read (those tables and the L1 tables they overlap; it writes about as many).
+    /// Reads the table set only.
+    ///
+    /// [`Options::scan_drain`]: super::Options::scan_drain
+    pub(super) fn scan_drain_due(&self) -> bool {
+        if !self.opts.scan_drain || self.opts.compaction_trigger.is_none() {
+            return false;
+        }
+        let v = self.current();
+        let levels = v.level_slices();
+        let l0 = levels.first().copied().unwrap_or_default();
+        let rent: u64 = l0.iter().map(|t| t.counters.scan_l0_blocks()).sum();
+        if rent == 0 {
+            return false;
+        }
+        let (inputs, moved) = match plan_l0_drain(&levels, &self.opts.shape()) {
+            Some(Task::Merge { inputs, .. }) => (inputs, None),
+            Some(Task::Move { table, .. }) => (vec![table], Some(table)),
+            None => return false,
+        };
+        // One L0 table over an empty level below: a move would change no scan's reads.
+        if moved.is_some() && levels[1..].iter().all(|l| l.is_empty()) {
+            return false;
+        }
+        let price: u64 = levels
+            .iter()
+            .take(2)
+            .flat_map(|l| l.iter())
+            .filter(|t| inputs.contains(&t.record.number))
+            .map(|t| t.table.block_count() as u64)
+            .sum();
+        rent >= 2 * price
     }
 }
 

@@ -99,8 +99,7 @@ pub(crate) struct Imm {
 
 /// What readers and writers share, under `Inner::state`.
 pub(crate) struct State {
-    /// Each tree's memtables and table set, by slot (`tree.rs`; the default keyspace's is
-    /// slot 0).
+    /// Each tree's memtables and table set, by slot (`tree.rs`; the default one's is 0).
     trees: Vec<TreeState>,
     /// The commit sequence number of the last write in the memtables (`commit.rs`): a
     /// snapshot taken under this lock sees exactly the writes numbered up to it, in every
@@ -167,6 +166,7 @@ struct EngineCounters {
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
     idle_drains: AtomicU64,
+    scan_drains: AtomicU64,
     l0_merges: AtomicU64,
     /// Tables dropped unread under newer range tombstones; expired entries compactions
     /// dropped or turned into tombstones, and their bytes (`stats_life.rs`).

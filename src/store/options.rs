@@ -156,6 +156,15 @@ pub struct Options {
     /// compaction per pause in writing; a store that is written and never read, or written
     /// without pauses, never pays it. `None` turns it off (as does `compaction_trigger: None`).
     pub idle_drain: Option<Duration>,
+    /// Scan drain: once scans have read at least twice as many blocks from L0 tables as an
+    /// L0 → L1 compaction would read (L0 and the L1 tables it overlaps), L0 is merged into L1
+    /// even below [`Options::compaction_trigger`] and while writes go on. Each L0 table is
+    /// one more sorted run that every scan reads a block of; past that point the scans
+    /// have paid for the merge that would spare them (rent or buy: the reads spent on L0
+    /// are at most about twice what merging it at the best moment would have cost). A store
+    /// whose scans avoid L0, or that is never scanned, never pays it. Off with `false` (or
+    /// `compaction_trigger: None`).
+    pub scan_drain: bool,
     /// Create the directory and an empty store when missing.
     pub create_if_missing: bool,
     /// Read data blocks in place from a read-only map of each table file instead of with
@@ -244,6 +253,7 @@ impl Default for Options {
             l1_bytes: 256 << 20,
             level_ratio: 10,
             idle_drain: Some(Duration::from_secs(1)),
+            scan_drain: true,
             create_if_missing: true,
             mmap_reads: false,
             block_cache_bytes: 32 << 20,
@@ -310,6 +320,8 @@ setters! {
     level_ratio: u64 => same;
     /// Sets [`Options::idle_drain`] (`None` turns it off).
     idle_drain: impl Into<Option<Duration>> => Into::into;
+    /// Sets [`Options::scan_drain`].
+    scan_drain: bool => same;
     /// Sets [`Options::create_if_missing`].
     create_if_missing: bool => same;
     /// Sets [`Options::mmap_reads`].

@@ -75,6 +75,9 @@ pub struct Stats {
     /// Idle L0 drains (see [`Options::idle_drain`](crate::Options::idle_drain)): L0 → L1
     /// compactions run below the trigger because writes paused while lookups probed L0.
     pub idle_drains: u64,
+    /// Scan drains (see [`Options::scan_drain`](crate::Options::scan_drain)): L0 → L1
+    /// compactions run below the trigger because scans had read enough blocks from L0.
+    pub scan_drains: u64,
     /// L0 merges: compactions that merged every L0 table into one L0 table because L0
     /// held half the trigger's tables and little data (docs/engine.md, "L0 merge").
     pub l0_merges: u64,
@@ -401,6 +404,7 @@ impl super::Inner {
             compactions: p.compactions,
             trivial_moves: c.trivial_moves.load(Relaxed),
             idle_drains: c.idle_drains.load(Relaxed),
+            scan_drains: c.scan_drains.load(Relaxed),
             l0_merges: c.l0_merges.load(Relaxed),
             slowdown_micros: micros(&c.slowdown_ns),
             stop_micros: micros(&c.stop_ns),

@@ -143,6 +143,15 @@ fn flush_loop(inner: Arc<Inner>) {
     }
 }
 
+/// Why L0 is drained into L1 below the trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Drain {
+    /// Writes paused while lookups probed L0 ([`Options::idle_drain`](super::Options::idle_drain)).
+    Idle,
+    /// Scans read enough blocks from L0 ([`Options::scan_drain`](super::Options::scan_drain)).
+    Scans,
+}
+
 /// How often the compaction thread looks for an idle L0 drain while L0 holds tables.
 const IDLE_POLL: Duration = Duration::from_millis(250);
 /// How often an otherwise idle compaction thread asks the planner about expired entries
@@ -156,9 +165,22 @@ fn compaction_loop(inner: Arc<Inner>) {
         .idle_drain
         .filter(|_| inner.opts.compaction_trigger.is_some());
     let ranges_after = inner.opts.deferred_range_filters;
+    let scan_drain = inner.opts.scan_drain && inner.opts.compaction_trigger.is_some();
+    // The trees whose scans paid for an L0 drain (`Inner::scan_drain_due`).
+    let scans_paid = |inner: &Arc<Inner>| -> Vec<Arc<Inner>> {
+        match scan_drain {
+            true => inner
+                .all_trees()
+                .into_iter()
+                .filter(|t| t.scan_drain_due())
+                .collect(),
+            false => Vec::new(),
+        }
+    };
     let mut quiet = Quiet::new(&inner);
     loop {
         let mut drain = false;
+        let mut paid = Vec::new();
         let mut ranges = false;
         {
             let mut bg = inner.lock_bg();
@@ -182,21 +204,34 @@ fn compaction_loop(inner: Arc<Inner>) {
                         drain = true;
                         break;
                     }
+                    paid = scans_paid(&inner);
+                    if !paid.is_empty() {
+                        break;
+                    }
                     if quiet.for_at_least(&inner, after) {
                         ranges = true;
                         break;
                     }
                     continue;
                 }
+                let l0 = || inner.all_trees().iter().any(|t| t.current().l0_count() > 0);
                 match drain_after {
-                    Some(after) if inner.current().l0_count() > 0 => {
+                    _ if (drain_after.is_some() || scan_drain) && l0() => {
+                        let poll = drain_after.map_or(IDLE_POLL, |d| d.min(IDLE_POLL));
                         let (g, _) = inner
                             .bg_cv
-                            .wait_timeout(bg, IDLE_POLL.min(after))
+                            .wait_timeout(bg, poll)
                             .unwrap_or_else(|p| p.into_inner());
                         bg = g;
-                        if !bg.compaction_wanted && bg.error.is_none() && idle.due(&inner, after) {
+                        if bg.compaction_wanted || bg.error.is_some() {
+                            continue;
+                        }
+                        if drain_after.is_some_and(|d| idle.due(&inner, d)) {
                             drain = true;
+                            break;
+                        }
+                        paid = scans_paid(&inner);
+                        if !paid.is_empty() {
                             break;
                         }
                     }
@@ -223,8 +258,15 @@ fn compaction_loop(inner: Arc<Inner>) {
             bg.compaction_wanted = false;
         }
         if drain {
-            if let Err(e) = inner.drain_l0() {
+            if let Err(e) = inner.drain_l0(Drain::Idle) {
                 inner.poison(&e);
+            }
+        }
+        for t in paid {
+            match t.drain_l0(Drain::Scans) {
+                Err(_) if t.tree.dropped.load(SeqCst) => {}
+                Err(e) => inner.poison(&e),
+                Ok(_) => {}
             }
         }
         // Deferred range filters, tree after tree: one table at a time, while writes stay

@@ -184,8 +184,7 @@ pub struct BenchEngine {
     /// read latest, 5 % insert), ycsb-e (95 % scan of 1..100 entries, 5 % insert), ycsb-f
     /// (50 % read, 50 % read-modify-write), or ycsb for all six. Keys by YCSB's scrambled
     /// Zipfian; every read and scanned entry checked; reports ops/s and p50/p99/p99.9 per
-    /// operation type. Or sync-mix (durability per write) or snapshot (what a snapshot
-    /// costs): see above
+    /// operation type. Or sync-mix (durability per write), snapshot (its cost): see above
     #[arg(long, value_delimiter = ',', value_name = "WORKLOAD", value_parser = parse_workload, conflicts_with_all = ["allocation", "settle"])]
     workload: Vec<EngineWorkload>,
     /// Operations per workload, split over --threads [default: -n; sync-mix: 20,000; tx:
@@ -447,7 +446,7 @@ impl BenchEngine {
         let live = n * (16 + self.value_bytes as u64);
         let tr = Instant::now();
         let opts_for_lookups = opts.clone();
-        let store = Store::open(dir, if quiet { opts.idle_drain(None) } else { opts })?;
+        let store = Store::open(dir, keyspaces::quiet_opts(quiet, opts))?;
         let reopen = tr.elapsed();
         if quiet {
             // Nothing runs under the timed lookups: what is due at reopen runs now.
@@ -504,7 +503,7 @@ impl BenchEngine {
         let w = |b: u64| b as f64 / s.user_bytes_written.max(1) as f64;
         let _ = writeln!(
             o,
-            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves, {} idle L0 drains, {} L0 merges",
+            "write amp:  {:.2} (logs {:.2} + flushes {:.2} + compactions {:.2}); {} flushes, {} compactions, {} trivial moves, {} idle L0 drains, {} scan L0 drains, {} L0 merges",
             s.write_amplification().unwrap_or(0.0),
             w(s.wal_bytes_written),
             w(s.flush_bytes_written),
@@ -513,6 +512,7 @@ impl BenchEngine {
             s.compactions,
             s.trivial_moves,
             s.idle_drains,
+            s.scan_drains,
             s.l0_merges
         );
         let _ = writeln!(

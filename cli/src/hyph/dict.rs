@@ -146,9 +146,10 @@ impl ExceptionDict {
             .sync(SyncPolicy::OnFlush)
             .create_if_missing(true)
             // The dictionary is one table (a change adds a small one, and its compaction runs
-            // below): no idle drain, which would merge its L0 into L1 under the lookups and
-            // leave a pinned reader counting in a table the store no longer lists.
-            .idle_drain(None);
+            // below): no idle or scan drain, which would merge its L0 into L1 under the
+            // lookups and leave a pinned reader counting in a table the store no longer lists.
+            .idle_drain(None)
+            .scan_drain(false);
         let store = Store::open(dir, opts)?;
         let mut report = SyncReport {
             entries: wanted.len(),

@@ -209,9 +209,18 @@ struct Gets {
     levels: String,
 }
 
-/// Reopens `dir` quiet (no idle drain) and settles its compactions.
+/// `o`, when `quiet` without the drains that would merge L0 under timed reads (idle and
+/// scan drains).
+pub(super) fn quiet_opts(quiet: bool, o: Options) -> Options {
+    match quiet {
+        true => o.idle_drain(None).scan_drain(false),
+        false => o,
+    }
+}
+
+/// Reopens `dir` quiet ([`quiet_opts`]) and settles its compactions.
 fn reopen(dir: &Path, opts: &Options) -> Result<Store, CliError> {
-    let s = Store::open(dir, opts.clone().idle_drain(None))?;
+    let s = Store::open(dir, quiet_opts(true, opts.clone()))?;
     s.wait_for_compaction()?;
     Ok(s)
 }
