@@ -589,3 +589,47 @@ fn a_keyspace_transaction_stays_in_its_keyspace() {
     assert!(matches!(t2.commit(), Err(filterstore::Error::Conflict)));
     assert_eq!(a.get("x").unwrap().map(|s| s.to_vec()), Some(b"3".to_vec()));
 }
+
+/// The scan drain works tree by tree: scans of a keyspace over its L0 tables pay for merging
+/// that keyspace's L0 into its L1, and the default keyspace's L0 stays as it was.
+#[test]
+fn scans_of_a_keyspace_drain_its_l0() {
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .idle_drain(None)
+        .compaction_trigger(Some(8));
+    let store = Store::open(tmp.path(), opts).unwrap();
+    let a = store.keyspace("a").unwrap();
+    for t in 0..3u32 {
+        for i in (t..3_000).step_by(3) {
+            a.put(format!("k{i:05}"), format!("v{i}")).unwrap();
+            store.put(format!("k{i:05}"), "d").unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let tables = |ks: &filterstore::Keyspace| ks.stats().tables;
+    assert_eq!(tables(&a), 3);
+    let l0 = store.stats().levels[0].tables;
+    for _ in 0..2 {
+        assert_eq!(a.scan::<&[u8]>(..).count(), 3_000);
+    }
+    let t = Instant::now();
+    while store.stats().scan_drains == 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t = Instant::now();
+    while tables(&a) == 3 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(store.stats().scan_drains, 1);
+    assert!(tables(&a) < 3, "{} tables", tables(&a));
+    assert_eq!(
+        store.stats().levels[0].tables,
+        l0,
+        "the default keyspace's L0"
+    );
+    let got = contents(a.scan::<&[u8]>(..));
+    assert_eq!(got.len(), 3_000);
+    assert_eq!(got[&b"k00007".to_vec()], b"v7".to_vec());
+}
