@@ -153,9 +153,14 @@ impl<S: Source, const REV: bool> Merge<S, REV> {
         self.stepped.then_some(self.last.as_slice())
     }
 
-    /// The range: start and end (as moved by [`seek`](Self::seek)).
-    pub(crate) fn bounds(&self) -> (&Bound<Vec<u8>>, &Bound<Vec<u8>>) {
-        (&self.start, &self.end)
+    /// The part of the range this merge has not passed: forward, after the key last handed
+    /// out (or from the start); backward, before it (or up to the end).
+    pub(crate) fn rest(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        let last = self.last().map(|k| Bound::Excluded(k.to_vec()));
+        match REV {
+            false => (last.unwrap_or_else(|| self.start.clone()), self.end.clone()),
+            true => (self.start.clone(), last.unwrap_or_else(|| self.end.clone())),
+        }
     }
 
     /// The sources that held the key last handed out (numbers in the order given), the one

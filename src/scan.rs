@@ -370,6 +370,39 @@ struct Plan {
     bounds: Option<Range>,
 }
 
+impl Plan {
+    /// The most sources an end has: the memtables, the L0 tables and one per level.
+    fn sources(&self) -> usize {
+        self.mem_count + self.version.levels().len() + self.version.l0_count()
+    }
+
+    /// Appends the table sources of an end over `from..to` ([`table_sources`]).
+    fn tables(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, rev: bool, out: &mut Vec<ScanSource>) {
+        table_sources(&self.version, from, to, &self.ranges, rev, self.now, out);
+    }
+
+    /// The range of the end made now: the scan's, for the first end made; for the second,
+    /// what the `other` end has not passed.
+    fn range_beside<const R: bool>(
+        &mut self,
+        other: Option<&Merge<ScanSource, R>>,
+    ) -> Option<Range> {
+        match (self.bounds.take(), other) {
+            (Some(range), _) => Some(range),
+            (None, Some(other)) => Some(other.rest()),
+            (None, None) => None,
+        }
+    }
+}
+
+/// `range` as borrowed bounds.
+fn as_refs(range: &Range) -> (Bound<&[u8]>, Bound<&[u8]>) {
+    (
+        range.0.as_ref().map(Vec::as_slice),
+        range.1.as_ref().map(Vec::as_slice),
+    )
+}
+
 /// An iterator over a key range, in key order (or, from the back, in reverse key order),
 /// newest values only, as of its start; items are `Result`s so a damaged block is reported
 /// (and ends the scan). Both ends may be used, as with `BTreeMap::range`: they meet without
@@ -428,32 +461,16 @@ impl Scan {
     #[cold]
     fn make_front(&mut self) -> Option<()> {
         let plan = self.plan.as_mut()?;
-        let (start, end) = match (plan.bounds.take(), &self.back) {
-            (Some(b), _) => b,
-            (None, Some(back)) => {
-                let (start, end) = back.bounds();
-                let end = match back.last() {
-                    Some(k) => Bound::Excluded(k.to_vec()),
-                    None => end.clone(),
-                };
-                (start.clone(), end)
-            }
-            (None, None) => return None,
-        };
-        let (from, to) = (
-            start.as_ref().map(Vec::as_slice),
-            end.as_ref().map(Vec::as_slice),
-        );
-        let n = plan.mem_count + plan.version.levels().len() + plan.version.l0_count();
-        let mut sources: Vec<ScanSource> = Vec::with_capacity(n);
+        let range = plan.range_beside(self.back.as_ref())?;
+        let (from, to) = as_refs(&range);
+        let mut sources = Vec::with_capacity(plan.sources());
         sources.extend(plan.mems.drain(..).map(ScanSource::Mem));
-        let (version, ranges, now) = (&plan.version, &plan.ranges, plan.now);
-        table_sources(version, from, to, ranges, false, now, &mut sources);
+        plan.tables(from, to, false, &mut sources);
         self.cover = scan_cover(&sources);
         if self.back.is_some() {
             self.plan = None;
         }
-        self.front = Some(Merge::new(sources, start, end));
+        self.front = Some(Merge::new(sources, range.0, range.1));
         Some(())
     }
 
@@ -462,24 +479,9 @@ impl Scan {
     #[cold]
     fn make_back(&mut self) -> Option<()> {
         let plan = self.plan.as_mut()?;
-        let (start, end) = match (plan.bounds.take(), &self.front) {
-            (Some(b), _) => b,
-            (None, Some(front)) => {
-                let (start, end) = front.bounds();
-                let start = match front.last() {
-                    Some(k) => Bound::Excluded(k.to_vec()),
-                    None => start.clone(),
-                };
-                (start, end.clone())
-            }
-            (None, None) => return None,
-        };
-        let (from, to) = (
-            start.as_ref().map(Vec::as_slice),
-            end.as_ref().map(Vec::as_slice),
-        );
-        let n = plan.mem_count + plan.version.levels().len() + plan.version.l0_count();
-        let mut sources = Vec::with_capacity(n);
+        let range = plan.range_beside(self.front.as_ref())?;
+        let (from, to) = as_refs(&range);
+        let mut sources = Vec::with_capacity(plan.sources());
         // The memtables' forward sources: still in the plan, or the front's first ones.
         let mems = match &self.front {
             Some(f) => &f.sources()[..plan.mem_count],
@@ -494,13 +496,12 @@ impl Scan {
             m.start_back(to);
             sources.push(ScanSource::Mem(m));
         }
-        let (version, ranges, now) = (&plan.version, &plan.ranges, plan.now);
-        table_sources(version, from, to, ranges, true, now, &mut sources);
+        plan.tables(from, to, true, &mut sources);
         self.back_cover = scan_cover(&sources);
         if self.front.is_some() {
             self.plan = None;
         }
-        self.back = Some(Merge::new(sources, start, end));
+        self.back = Some(Merge::new(sources, range.0, range.1));
         Some(())
     }
 
