@@ -881,6 +881,18 @@ fn three_l0_tables_with(dir: &std::path::Path, o: impl FnOnce(Options) -> Option
     store
 }
 
+/// The store's stats once `done` holds of them (a drain's counters are bumped by the
+/// compaction thread just after it installs its table set), or after 10 s.
+fn stats_once(store: &Store, done: impl Fn(&filterstore::Stats) -> bool) -> filterstore::Stats {
+    let t = std::time::Instant::now();
+    let mut s = store.stats();
+    while !done(&s) && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        s = store.stats();
+    }
+    s
+}
+
 /// Absent lookups (odd numbers, inside every table's key range) in rounds of 1,000, until L0
 /// is empty or `rounds` have run; the rounds that ran.
 fn look_up_absent_keys(store: &Store, rounds: u64) -> u64 {
@@ -916,12 +928,7 @@ fn lookups_after_writes_pause_drain_l0_into_l1() {
     );
     // The drain's counters are bumped just after its new table set is installed, so a
     // reader can see L0 empty a moment before it sees them.
-    let t = std::time::Instant::now();
-    let mut s = store.stats();
-    while s.idle_drains == 0 && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(5));
-        s = store.stats();
-    }
+    let s = stats_once(&store, |s| s.idle_drains > 0);
     assert_eq!((s.idle_drains, s.compactions), (1, 1));
     assert!(s.levels[1].tables >= 1);
     assert_values(&store, 0..3_000);
@@ -943,19 +950,10 @@ fn lookups_after_writes_pause_drain_l0_into_l1() {
 /// L0 stays.
 #[test]
 fn scans_over_l0_drain_it_into_l1_once_they_paid_for_it() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let full_scan = |store: &Store| {
         let n = store.scan::<&[u8]>(..).map(Result::unwrap).count();
         assert_eq!(n, 3_000);
-    };
-    let wait_for_drain = |store: &Store| {
-        let t = Instant::now();
-        let mut s = store.stats();
-        while s.scan_drains == 0 && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(5));
-            s = store.stats();
-        }
-        s
     };
     let dir = tempfile::tempdir().unwrap();
     let store = three_l0_tables_with(dir.path(), |o| o.idle_drain(None));
@@ -968,7 +966,7 @@ fn scans_over_l0_drain_it_into_l1_once_they_paid_for_it() {
     let s = store.stats();
     assert_eq!((s.levels[0].tables, s.scan_drains), (3, 0), "half paid");
     full_scan(&store);
-    let s = wait_for_drain(&store);
+    let s = stats_once(&store, |s| s.scan_drains > 0);
     assert_eq!((s.scan_drains, s.compactions), (1, 1));
     assert_eq!(s.levels[0].tables, 0);
     assert!(s.levels[1].tables >= 1);

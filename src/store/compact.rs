@@ -56,15 +56,13 @@ impl Inner {
         if rent == 0 {
             return false;
         }
-        let (inputs, moved) = match plan_l0_drain(&levels, &self.opts.shape()) {
-            Some(Task::Merge { inputs, .. }) => (inputs, None),
-            Some(Task::Move { table, .. }) => (vec![table], Some(table)),
+        let inputs = match plan_l0_drain(&levels, &self.opts.shape()) {
+            Some(Task::Merge { inputs, .. }) => inputs,
+            // One L0 table over empty levels below: a move would change no scan's reads.
+            Some(Task::Move { .. }) if levels[1..].iter().all(|l| l.is_empty()) => return false,
+            Some(Task::Move { table, .. }) => vec![table],
             None => return false,
         };
-        // One L0 table over an empty level below: a move would change no scan's reads.
-        if moved.is_some() && levels[1..].iter().all(|l| l.is_empty()) {
-            return false;
-        }
         let price: u64 = levels
             .iter()
             .take(2)

@@ -166,16 +166,21 @@ fn compaction_loop(inner: Arc<Inner>) {
         .filter(|_| inner.opts.compaction_trigger.is_some());
     let ranges_after = inner.opts.deferred_range_filters;
     let scan_drain = inner.opts.scan_drain && inner.opts.compaction_trigger.is_some();
-    // The trees whose scans paid for an L0 drain (`Inner::scan_drain_due`).
-    let scans_paid = |inner: &Arc<Inner>| -> Vec<Arc<Inner>> {
-        match scan_drain {
-            true => inner
-                .all_trees()
-                .into_iter()
-                .filter(|t| t.scan_drain_due())
-                .collect(),
-            false => Vec::new(),
+    // The drains due at a poll: the idle drain (the default tree's), else the scan drains of
+    // the trees whose scans paid for one (`Inner::scan_drain_due`).
+    let drains_due = |idle: &mut IdleWatch| -> (bool, Vec<Arc<Inner>>) {
+        if drain_after.is_some_and(|d| inner.current().l0_count() > 0 && idle.due(&inner, d)) {
+            return (true, Vec::new());
         }
+        let trees = if scan_drain {
+            inner.all_trees()
+        } else {
+            Vec::new()
+        };
+        (
+            false,
+            trees.into_iter().filter(|t| t.scan_drain_due()).collect(),
+        )
     };
     let mut quiet = Quiet::new(&inner);
     loop {
@@ -185,11 +190,14 @@ fn compaction_loop(inner: Arc<Inner>) {
         {
             let mut bg = inner.lock_bg();
             while !bg.compaction_wanted && !inner.shutdown.load(SeqCst) {
-                // Deferred range filters: built once writes pause (`ranges.rs`). The idle
-                // drain is looked for at the same polls.
+                // Deferred range filters: built once writes pause (`ranges.rs`). The drains
+                // are looked for at the same polls.
                 let backlog = || inner.all_trees().iter().any(|t| t.range_backlog());
-                if let Some(after) = ranges_after.filter(|_| backlog()) {
-                    let poll = drain_after.map_or(after, |d| d.min(after)).min(IDLE_POLL);
+                let l0 = || inner.all_trees().iter().any(|t| t.current().l0_count() > 0);
+                let ranges_after = ranges_after.filter(|_| backlog());
+                if ranges_after.is_some() || ((drain_after.is_some() || scan_drain) && l0()) {
+                    let poll = [ranges_after, drain_after, Some(IDLE_POLL)];
+                    let poll = poll.into_iter().flatten().min().unwrap_or(IDLE_POLL);
                     let (g, _) = inner
                         .bg_cv
                         .wait_timeout(bg, poll)
@@ -198,58 +206,29 @@ fn compaction_loop(inner: Arc<Inner>) {
                     if bg.compaction_wanted || bg.error.is_some() {
                         continue;
                     }
-                    if drain_after
-                        .is_some_and(|d| inner.current().l0_count() > 0 && idle.due(&inner, d))
-                    {
-                        drain = true;
+                    (drain, paid) = drains_due(&mut idle);
+                    if drain || !paid.is_empty() {
                         break;
                     }
-                    paid = scans_paid(&inner);
-                    if !paid.is_empty() {
-                        break;
-                    }
-                    if quiet.for_at_least(&inner, after) {
+                    if ranges_after.is_some_and(|after| quiet.for_at_least(&inner, after)) {
                         ranges = true;
                         break;
                     }
-                    continue;
-                }
-                let l0 = || inner.all_trees().iter().any(|t| t.current().l0_count() > 0);
-                match drain_after {
-                    _ if (drain_after.is_some() || scan_drain) && l0() => {
-                        let poll = drain_after.map_or(IDLE_POLL, |d| d.min(IDLE_POLL));
-                        let (g, _) = inner
-                            .bg_cv
-                            .wait_timeout(bg, poll)
-                            .unwrap_or_else(|p| p.into_inner());
-                        bg = g;
-                        if bg.compaction_wanted || bg.error.is_some() {
-                            continue;
-                        }
-                        if drain_after.is_some_and(|d| idle.due(&inner, d)) {
-                            drain = true;
-                            break;
-                        }
-                        paid = scans_paid(&inner);
-                        if !paid.is_empty() {
-                            break;
-                        }
-                    }
+                } else if inner.opts.compaction_trigger.is_some()
+                    && inner.current().holds_expiring()
+                {
                     // Tables holding entries that expire: look again now and then, so that a
                     // store no write reaches still reclaims them (`plan_expired`).
-                    _ if inner.opts.compaction_trigger.is_some()
-                        && inner.current().holds_expiring() =>
-                    {
-                        let (g, timeout) = inner
-                            .bg_cv
-                            .wait_timeout(bg, EXPIRY_POLL)
-                            .unwrap_or_else(|p| p.into_inner());
-                        bg = g;
-                        if timeout.timed_out() && bg.error.is_none() {
-                            break;
-                        }
+                    let (g, timeout) = inner
+                        .bg_cv
+                        .wait_timeout(bg, EXPIRY_POLL)
+                        .unwrap_or_else(|p| p.into_inner());
+                    bg = g;
+                    if timeout.timed_out() && bg.error.is_none() {
+                        break;
                     }
-                    _ => bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner()),
+                } else {
+                    bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
                 }
             }
             if inner.shutdown.load(SeqCst) {
